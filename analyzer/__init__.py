@@ -1,0 +1,1 @@
+"""Capture -> exchanges: sources, TCP reassembly, framing, pairing, sinks and the CLI."""

@@ -1,0 +1,189 @@
+"""The plain records that flow between the pipeline's stages.
+
+source -> Packet -> (net) Segment -> (tcp) StreamData/StreamGap/StreamEnd
+       -> (framing) Frame -> (pairing) Exchange
+
+Packet numbers are 1-based, as tshark counts them. Times are epoch seconds (float).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from dissectors.field import Field
+
+
+class Packet(NamedTuple):
+    index: int          # 1-based packet number in the capture
+    ts: float           # epoch seconds
+    linktype: int       # pcap LINKTYPE_* of the packet's interface
+    data: bytes         # captured bytes (may be shorter than orig_len: snaplen)
+    orig_len: int       # length on the wire
+
+
+class Endpoint(NamedTuple):
+    ip: str             # "127.0.0.1" or "::1"
+    port: int
+
+    def __str__(self) -> str:
+        return f"[{self.ip}]:{self.port}" if ":" in self.ip else f"{self.ip}:{self.port}"
+
+
+class Segment(NamedTuple):
+    """One TCP segment, parsed with struct from a Packet."""
+    src: Endpoint
+    dst: Endpoint
+    seq: int
+    ack: int
+    flags: int          # TCP flags byte (FIN=1, SYN=2, RST=4, PSH=8, ACK=16)
+    payload: bytes      # captured payload bytes
+    missing: int        # payload bytes on the wire but not captured (snaplen)
+    ts: float
+    index: int          # packet number
+
+
+TCP_FIN, TCP_SYN, TCP_RST, TCP_PSH, TCP_ACK = 1, 2, 4, 8, 16
+
+
+@dataclass(eq=False)
+class Conn:
+    """One TCP connection. ``id`` counts from 0 in order of first packet, like tshark's tcp.stream.
+
+    ``a`` is the endpoint that sent the first packet seen (the SYN sender when the
+    handshake was captured). Direction 0 is a->b, direction 1 is b->a. Which side is
+    the Kafka client is decided later from the traffic (``client_dir``).
+    """
+    id: int
+    a: Endpoint
+    b: Endpoint
+    syn_seen: bool = False
+    client_dir: int | None = None       # set by pairing: the direction that carries requests
+    protocol: str | None = None         # "kafka" | "kafka-legacy" | "tls" | None (undecided)
+    closed: str | None = None           # "fin" | "rst" | None
+    first_ts: float = 0.0
+    last_ts: float = 0.0
+
+    def endpoint(self, direction: int) -> Endpoint:
+        """The sender of ``direction``."""
+        return self.a if direction == 0 else self.b
+
+    @property
+    def client(self) -> Endpoint:
+        return self.endpoint(self.client_dir or 0)
+
+    @property
+    def broker(self) -> Endpoint:
+        return self.endpoint(1 - (self.client_dir or 0))
+
+    def __str__(self) -> str:
+        return f"{self.client} -> {self.broker}"
+
+
+class StreamData(NamedTuple):
+    """Contiguous in-order bytes of one direction of a connection."""
+    conn: Conn
+    direction: int
+    offset: int         # stream offset of data[0] (bytes since the first byte seen)
+    data: bytes
+    ts: float           # time of the packet that delivered these bytes
+    index: int          # its packet number
+
+
+class StreamGap(NamedTuple):
+    """Bytes of one direction that were never captured (lost segment or snaplen)."""
+    conn: Conn
+    direction: int
+    offset: int
+    length: int
+    ts: float
+    index: int
+    reason: str         # "lost segment" | "snaplen" | "memory bound" ...
+
+
+class StreamEnd(NamedTuple):
+    """One direction (or the whole connection) ended: FIN, RST, port reuse or end of capture."""
+    conn: Conn
+    direction: int | None   # None: the whole connection
+    reason: str             # "fin" | "rst" | "reused" | "end of capture"
+    ts: float
+    index: int
+
+
+StreamEvent = StreamData | StreamGap | StreamEnd
+
+
+@dataclass(eq=False)
+class Frame:
+    """One Kafka PDU (the bytes after its 4-byte size prefix), with where it came from."""
+    conn: Conn
+    direction: int
+    data: bytes
+    size: int               # the size prefix (== len(data) unless truncated)
+    first_index: int        # packet that carried its first byte
+    last_index: int         # packet that completed it (tshark shows the PDU there)
+    first_ts: float
+    last_ts: float
+    stream_offset: int      # stream offset of the size prefix
+    truncated: bool = False # bytes missing inside the frame (gap/snaplen): data is partial
+
+
+EXCHANGE_STATUSES = ("ok", "unanswered", "no_response_expected", "orphan_response", "malformed")
+
+
+@dataclass(eq=False)
+class Exchange:
+    """A request and its response (either may be missing), decoded.
+
+    Latency: ``request_time`` is the time of the packet that completed the request
+    frame, ``response_time`` that of the packet that completed the response frame;
+    ``latency_ms`` is their difference. ``response_first_time`` (first byte of the
+    response) is kept too, for time-to-first-byte.
+    """
+    conn: Conn
+    protocol: str                       # "kafka" | "kafka-legacy"
+    api_key: int | None
+    api_name: str
+    api_version: int | None
+    correlation_id: int | None
+    client_id: str | None
+    request: Frame | None
+    response: Frame | None
+    status: str                         # one of EXCHANGE_STATUSES
+    request_tree: Field | None = None   # root Field: header + body
+    response_tree: Field | None = None
+    error_codes: list[str] = field(default_factory=list)   # names of non-zero error codes in the response
+    partitions: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    seq: int = 0                        # order of creation, for stable output
+
+    @property
+    def request_frame(self) -> int | None:
+        return self.request.last_index if self.request else None
+
+    @property
+    def response_frame(self) -> int | None:
+        return self.response.last_index if self.response else None
+
+    @property
+    def request_time(self) -> float | None:
+        return self.request.last_ts if self.request else None
+
+    @property
+    def response_time(self) -> float | None:
+        return self.response.last_ts if self.response else None
+
+    @property
+    def response_first_time(self) -> float | None:
+        return self.response.first_ts if self.response else None
+
+    @property
+    def latency_ms(self) -> float | None:
+        if self.request is None or self.response is None:
+            return None
+        return (self.response.last_ts - self.request.last_ts) * 1000.0
+
+    @property
+    def ttfb_ms(self) -> float | None:
+        if self.request is None or self.response is None:
+            return None
+        return (self.response.first_ts - self.request.last_ts) * 1000.0

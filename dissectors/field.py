@@ -1,0 +1,130 @@
+"""The annotated field tree every dissector produces.
+
+A Field is one decoded item of a Kafka frame: its name, its wire type, its value,
+where it sits (``offset`` is counted from the first byte after the 4-byte size
+prefix of the frame it belongs to; ``length`` in bytes) and notes (error-code
+names, CRC verdicts, decoded timestamps, ``malformed: ...`` markers).
+
+Conventions shared by every dissector:
+- an array is ``Field(name, "array", value=<element count or None when null>,
+  children=[elements])``; each element is named ``[i]``; a struct element has the
+  struct's type name as ``type`` and its fields as children, a primitive element
+  carries its value directly;
+- a struct (nested, non-array) has ``type`` = its struct name and ``value`` None;
+- bytes values are ``bytes`` in memory and hex strings in JSON;
+- a note that starts with ``malformed:`` marks bad protocol bytes; use
+  :meth:`Field.mark_malformed` so the decode context counts it;
+- ``extra`` is an in-memory side channel for machine summaries (for example the
+  record count of a records field); it is never serialised.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+MALFORMED = "malformed: "
+
+
+class Field:
+    __slots__ = ("name", "type", "value", "offset", "length", "children", "notes", "extra")
+
+    def __init__(
+        self,
+        name: str,
+        type: str,
+        value: Any = None,
+        offset: int = 0,
+        length: int = 0,
+        children: list[Field] | None = None,
+        notes: list[str] | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        self.name = name
+        self.type = type
+        self.value = value
+        self.offset = offset
+        self.length = length
+        self.children = children
+        self.notes = notes
+        self.extra = extra
+
+    def __repr__(self) -> str:
+        return (f"Field({self.name!r}, {self.type!r}, {self.value!r}, offset={self.offset}, "
+                f"length={self.length}, children={len(self.children or ())}, notes={self.notes!r})")
+
+    # -- building -------------------------------------------------------------
+    def note(self, text: str) -> Field:
+        if self.notes is None:
+            self.notes = [text]
+        else:
+            self.notes.append(text)
+        return self
+
+    def add(self, child: Field) -> Field:
+        if self.children is None:
+            self.children = [child]
+        else:
+            self.children.append(child)
+        return child
+
+    def mark_malformed(self, reason: str, ctx: Any = None) -> Field:
+        """Note bad protocol bytes here; count them in ``ctx`` (a DecodeContext) if given."""
+        self.note(MALFORMED + reason)
+        if ctx is not None:
+            ctx.malformed += 1
+        return self
+
+    # -- reading --------------------------------------------------------------
+    @property
+    def is_malformed(self) -> bool:
+        return any(n.startswith(MALFORMED) for n in self.notes or ())
+
+    def child(self, name: str) -> Field | None:
+        """The first direct child called ``name``."""
+        for c in self.children or ():
+            if c.name == name:
+                return c
+        return None
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The value of the first direct child called ``name``."""
+        c = self.child(name)
+        return default if c is None else c.value
+
+    def walk(self) -> Iterator[Field]:
+        """This field and every descendant, depth first, in wire order."""
+        stack = [self]
+        while stack:
+            f = stack.pop()
+            yield f
+            if f.children:
+                stack.extend(reversed(f.children))
+
+    def find_all(self, name: str) -> Iterator[Field]:
+        return (f for f in self.walk() if f.name == name)
+
+    def any_malformed(self) -> bool:
+        return any(f.is_malformed for f in self.walk())
+
+    # -- serialising ----------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "type": self.type,
+            "value": json_value(self.value),
+            "offset": self.offset,
+            "length": self.length,
+            "children": [c.to_json() for c in self.children] if self.children else [],
+            "notes": list(self.notes) if self.notes else [],
+        }
+
+
+def json_value(v: Any) -> Any:
+    """A JSON-native form of a field value: bytes as hex, tuples as lists."""
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v).hex()
+    if isinstance(v, (list, tuple)):
+        return [json_value(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): json_value(x) for k, x in v.items()}
+    return v
