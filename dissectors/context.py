@@ -26,6 +26,7 @@ class DecodeContext:
     malformed: int = 0
     crc_invalid: int = 0
     crc_valid: int = 0
+    trailing: int = 0          # messages followed by bytes their schema does not describe
     limits_hit: dict[str, int] = field(default_factory=dict)
 
     def hit_limit(self, which: str) -> None:

@@ -1,0 +1,407 @@
+"""Capture files -> Packet records: pcap, pcapng, and either of them gzip-compressed.
+
+``open_capture(path)`` sniffs the file's magic and returns a ``CaptureReader``; iterate
+it for ``Packet`` records (1-based index, epoch-seconds timestamp, the link type of the
+packet's interface, the captured bytes, the length on the wire)::
+
+    with open_capture("x.pcapng") as reader:
+        for pkt in reader:
+            ...
+        if reader.truncated:
+            print("warning:", reader.truncated)
+
+The reader is a plain ``struct`` loop over large buffered reads: no per-packet objects
+beyond the ``Packet`` tuple itself.
+
+Errors. A file that cannot be read as a capture at all (not pcap/pcapng, bad file header,
+first pcapng block malformed, only unsupported link types) raises ``CaptureError`` with
+a one-line message naming the file. Damage further into the file (a record cut short at
+the end, a pcapng block with a bad length, corrupt gzip data) does not raise: the reader
+yields every packet before the damage, stops, and sets ``reader.truncated`` to a one-line
+description ("capture ends inside packet 1234", "bad pcapng block length at offset N
+(after packet K)"). Pass ``strict=True`` to get a ``CaptureError`` instead.
+
+Oddities that are kept and counted in ``reader.counters``:
+``"caplen > orig_len"`` (the packet is kept as captured), ``"timestamp went backwards"``
+(packets stay in file order), ``"unknown pcapng block"``, ``"packet on unknown interface"``.
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import struct
+import zlib
+from collections.abc import Iterator
+from types import TracebackType
+from typing import IO, BinaryIO
+
+from analyzer.model import Packet
+
+__all__ = ["CaptureError", "CaptureReader", "open_capture", "SUPPORTED_LINKTYPES"]
+
+# Link types the net stage understands (kept here so the reader can refuse a file that
+# holds nothing else; analyzer.net uses the same set).
+SUPPORTED_LINKTYPES = frozenset({0, 1, 12, 14, 101, 108, 113, 228, 229, 276})
+
+_CHUNK = 1 << 20                 # bulk read size
+_MAX_RECORD = 1 << 28            # a captured length above this is corruption, not a packet
+_MAX_BLOCK = 1 << 28
+
+_PCAP_US = 0xA1B2C3D4
+_PCAP_NS = 0xA1B23C4D
+_SHB = 0x0A0D0D0A
+_BOM = 0x1A2B3C4D
+_IDB, _PB, _SPB, _EPB = 0x00000001, 0x00000002, 0x00000003, 0x00000006
+_KNOWN_SKIPPED = frozenset({
+    0x00000004,  # Name Resolution Block
+    0x00000005,  # Interface Statistics Block
+    0x0000000A,  # Decryption Secrets Block
+    0x00000BAD, 0x40000BAD,  # custom blocks
+    0x00000007,  # IRIG timestamp (obsolete)
+    0x00000008,  # ARINC 429 (obsolete)
+    0x00000009,  # systemd journal export
+})
+
+
+class CaptureError(Exception):
+    """The capture cannot be read. The message is one line naming the file."""
+
+
+class _Buf:
+    """A byte buffer refilled from a file in large reads; ``need(n)`` guarantees n bytes ahead."""
+
+    __slots__ = ("read", "buf", "pos", "base", "eof", "error")
+
+    def __init__(self, f: IO[bytes], initial: bytes = b"") -> None:
+        # gzip: read1 returns what one step of decompression gives, so a cut or corrupt
+        # stream loses nothing that was decompressed before the damage
+        self.read = getattr(f, "read1", f.read) if isinstance(f, gzip.GzipFile) else f.read
+        self.buf = initial
+        self.pos = 0
+        self.base = 0        # file offset of buf[0]
+        self.eof = False
+        self.error: str | None = None
+
+    def need(self, n: int) -> bool:
+        """Make at least ``n`` bytes available from ``pos``; False at end of file."""
+        have = len(self.buf) - self.pos
+        if have >= n:
+            return True
+        if self.eof:
+            return False
+        parts = [self.buf[self.pos:]]
+        self.base += self.pos
+        self.pos = 0
+        want = max(n - have, _CHUNK)
+        while have < n:
+            try:
+                more = self.read(want)
+            except (OSError, EOFError, zlib.error) as e:
+                self.error = str(e)
+                more = b""
+            if not more:
+                self.eof = True
+                break
+            parts.append(more)
+            have += len(more)
+            want = max(n - have, _CHUNK)
+        self.buf = b"".join(parts)
+        return have >= n
+
+    @property
+    def offset(self) -> int:
+        return self.base + self.pos
+
+
+class CaptureReader:
+    """Iterable of ``Packet`` over one capture file. See the module docstring."""
+
+    def __init__(self, path: str, strict: bool = False) -> None:
+        self.path = path
+        self.strict = strict
+        self.truncated: str | None = None
+        self.counters: dict[str, int] = {}
+        self.format = ""                       # "pcap" | "pcapng"
+        self.compressed = False
+        self.linktypes: list[int] = []         # pcap: [linktype]; pcapng: per interface seen
+        self.packets = 0                       # packets yielded so far
+        self._iterated = False
+        try:
+            self.size = os.path.getsize(path)
+            self._raw: BinaryIO = open(path, "rb")  # noqa: SIM115 (closed by close())
+        except OSError as e:
+            raise CaptureError(f"{path}: cannot open: {e.strerror or e}") from None
+        try:
+            head = self._raw.read(4)
+            self._f: IO[bytes] = self._raw
+            if head[:2] == b"\x1f\x8b":
+                self.compressed = True
+                self._raw.seek(0)
+                self._f = gzip.GzipFile(fileobj=self._raw, mode="rb")
+                try:
+                    head = self._f.read(4)
+                except (OSError, EOFError, zlib.error) as e:
+                    raise CaptureError(f"{path}: bad gzip data: {e}") from None
+            if len(head) < 4:
+                raise CaptureError(f"{path}: not a pcap or pcapng file (only {len(head)} bytes)")
+            self._buf = _Buf(self._f, head)
+            self._start(head)
+        except BaseException:
+            self.close()
+            raise
+
+    # -- public helpers ---------------------------------------------------------------
+
+    def bytes_read(self) -> int:
+        """Bytes of the file (compressed bytes for gzip) consumed so far, for a progress bar."""
+        try:
+            return self._raw.tell()
+        except (OSError, ValueError):
+            return self.size
+
+    def close(self) -> None:
+        f = getattr(self, "_f", None)
+        if f is not None and f is not self._raw:
+            try:
+                f.close()
+            except OSError:
+                pass
+        raw = getattr(self, "_raw", None)
+        if raw is not None:
+            raw.close()
+
+    def __enter__(self) -> CaptureReader:
+        return self
+
+    def __exit__(self, t: type[BaseException] | None, v: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[Packet]:
+        if self._iterated:
+            raise CaptureError(f"{self.path}: a capture can be iterated once")
+        self._iterated = True
+        try:
+            if self.format == "pcap":
+                yield from self._iter_pcap()
+            else:
+                yield from self._iter_pcapng()
+        except (OSError, EOFError, zlib.error) as e:
+            # gzip cut short or corrupt: keep what was read
+            self._damaged(f"read error after packet {self.packets}: {e}")
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _count(self, what: str) -> None:
+        self.counters[what] = self.counters.get(what, 0) + 1
+
+    def _damaged(self, msg: str) -> None:
+        if self._buf.error:
+            msg += f" ({self._buf.error})"
+        if self.strict:
+            raise CaptureError(f"{self.path}: {msg}")
+        self.truncated = msg
+
+    def _start(self, head: bytes) -> None:
+        magic_le = struct.unpack("<I", head)[0]
+        magic_be = struct.unpack(">I", head)[0]
+        if magic_le in (_PCAP_US, _PCAP_NS) or magic_be in (_PCAP_US, _PCAP_NS):
+            self.format = "pcap"
+            self._e = "<" if magic_le in (_PCAP_US, _PCAP_NS) else ">"
+            magic = magic_le if self._e == "<" else magic_be
+            self._nanos = magic == _PCAP_NS
+            if not self._buf.need(24):
+                raise CaptureError(f"{self.path}: pcap file header cut short")
+            (_m, vmaj, _vmin, _zone, _sig, self.snaplen, network) = struct.unpack_from(
+                self._e + "IHHiIII", self._buf.buf, 0)
+            self._buf.pos = 24
+            if vmaj not in (2, 1):
+                raise CaptureError(f"{self.path}: unsupported pcap version {vmaj}")
+            self._linktype = network & 0x03FFFFFF      # upper bits: FCS information
+            self.linktypes = [self._linktype]
+        elif magic_le == _SHB:
+            self.format = "pcapng"
+            self.snaplen = 0
+        else:
+            raise CaptureError(f"{self.path}: not a pcap or pcapng file")
+
+    def _unsupported(self, linktype: int, index: int) -> CaptureError:
+        return CaptureError(f"{self.path}: unsupported link type {linktype} (packet {index})")
+
+    def _iter_pcap(self) -> Iterator[Packet]:
+        b = self._buf
+        hdr = struct.Struct(self._e + "IIII")
+        unpack = hdr.unpack_from
+        div = 1e9 if self._nanos else 1e6
+        linktype = self._linktype
+        if linktype not in SUPPORTED_LINKTYPES:
+            if b.need(16):
+                raise self._unsupported(linktype, 1)
+            return
+        index = 0
+        last_ts = 0.0
+        while True:
+            if len(b.buf) - b.pos < 16 and not b.need(16):
+                rest = len(b.buf) - b.pos
+                if rest:
+                    self._damaged(f"capture ends inside the header of packet {index + 1}")
+                return
+            pos = b.pos
+            sec, frac, incl, orig = unpack(b.buf, pos)
+            end = pos + 16 + incl
+            if end > len(b.buf):
+                if incl > _MAX_RECORD:
+                    self._damaged(f"bad record length {incl} at offset {b.offset} (packet {index + 1})")
+                    return
+                if not b.need(16 + incl):
+                    self._damaged(f"capture ends inside packet {index + 1}")
+                    return
+                pos = b.pos
+                end = pos + 16 + incl
+            buf = b.buf
+            b.pos = end
+            index += 1
+            ts = sec + frac / div
+            if ts < last_ts:
+                self._count("timestamp went backwards")
+            last_ts = ts
+            if incl > orig:
+                self._count("caplen > orig_len")
+            self.packets = index
+            yield Packet(index, ts, linktype, buf[pos + 16:end], orig)
+
+    def _iter_pcapng(self) -> Iterator[Packet]:
+        b = self._buf
+        e = "<"
+        ifaces: list[tuple[int, float, float]] = []   # (linktype, units per second, offset s)
+        index = 0
+        last_ts = 0.0
+        any_supported = False
+        first_block = True
+        u32 = struct.Struct("<I")
+        while True:
+            if not b.need(12):
+                if len(b.buf) - b.pos:
+                    self._damaged(f"capture ends inside a block header at offset {b.offset}"
+                                  f" (after packet {index})")
+                return
+            buf, pos = b.buf, b.pos
+            btype = u32.unpack_from(buf, pos)[0]
+            if btype == _SHB:
+                bom = buf[pos + 8:pos + 12]
+                if bom == b"\x4d\x3c\x2b\x1a":
+                    e = "<"
+                elif bom == b"\x1a\x2b\x3c\x4d":
+                    e = ">"
+                else:
+                    msg = f"bad pcapng byte-order magic at offset {b.offset}"
+                    if first_block:
+                        raise CaptureError(f"{self.path}: {msg}")
+                    self._damaged(msg + f" (after packet {index})")
+                    return
+                u32 = struct.Struct(e + "I")
+                ifaces = []
+            blen = u32.unpack_from(buf, pos + 4)[0]
+            if blen < 12 or blen % 4 or blen > _MAX_BLOCK:
+                msg = f"bad pcapng block length {blen} at offset {b.offset}"
+                if first_block:
+                    raise CaptureError(f"{self.path}: {msg}")
+                self._damaged(msg + f" (after packet {index})")
+                return
+            if not b.need(blen):
+                if first_block:
+                    raise CaptureError(f"{self.path}: pcapng file header cut short")
+                self._damaged(f"capture ends inside a block at offset {b.offset} (after packet {index})"
+                              if btype not in (_EPB, _SPB, _PB) else f"capture ends inside packet {index + 1}")
+                return
+            buf, pos = b.buf, b.pos
+            if u32.unpack_from(buf, pos + blen - 4)[0] != blen:
+                msg = f"bad pcapng block length at offset {b.offset} (trailing length differs)"
+                if first_block:
+                    raise CaptureError(f"{self.path}: {msg}")
+                self._damaged(msg + f" (after packet {index})")
+                return
+            b.pos = pos + blen
+            first_block = False
+            if btype == _EPB:
+                if blen < 32:
+                    self._count("malformed pcapng block")
+                    continue
+                if_id, hi, lo, incl, orig = struct.unpack_from(e + "IIIII", buf, pos + 8)
+                if incl > blen - 32:
+                    self._count("malformed pcapng block")
+                    incl = blen - 32
+                data = buf[pos + 28:pos + 28 + incl]
+            elif btype == _SPB:
+                orig = u32.unpack_from(buf, pos + 8)[0]
+                incl = min(orig, blen - 16)
+                if_id = 0
+                hi = lo = -1
+                data = buf[pos + 12:pos + 12 + incl]
+            elif btype == _PB:
+                if blen < 32:
+                    self._count("malformed pcapng block")
+                    continue
+                if_id, _drops, hi, lo, incl, orig = struct.unpack_from(e + "HHIIII", buf, pos + 8)
+                if incl > blen - 32:
+                    self._count("malformed pcapng block")
+                    incl = blen - 32
+                data = buf[pos + 28:pos + 28 + incl]
+            elif btype == _IDB:
+                ifaces.append(self._parse_idb(buf, pos, blen, e))
+                self.linktypes.append(ifaces[-1][0])
+                if ifaces[-1][0] in SUPPORTED_LINKTYPES:
+                    any_supported = True
+                continue
+            else:
+                if btype != _SHB and btype not in _KNOWN_SKIPPED:
+                    self._count("unknown pcapng block")
+                continue
+            index += 1
+            if if_id >= len(ifaces):
+                self._count("packet on unknown interface")
+                linktype, units, toff = -1, 1e6, 0.0
+            else:
+                linktype, units, toff = ifaces[if_id]
+            if hi < 0:          # simple packet block: no timestamp; keep the previous one
+                ts = last_ts
+            else:
+                ts = ((hi << 32) | lo) / units + toff
+            if ts < last_ts:
+                self._count("timestamp went backwards")
+            last_ts = ts
+            if incl > orig:
+                self._count("caplen > orig_len")
+            if linktype not in SUPPORTED_LINKTYPES and not any_supported and linktype >= 0:
+                raise self._unsupported(linktype, index)
+            self.packets = index
+            yield Packet(index, ts, linktype, data, orig)
+
+    def _parse_idb(self, buf: bytes, pos: int, blen: int, e: str) -> tuple[int, float, float]:
+        if blen < 20:
+            self._count("malformed pcapng block")
+            return (-1, 1e6, 0.0)
+        linktype = struct.unpack_from(e + "H", buf, pos + 8)[0]
+        units = 1e6
+        toff = 0.0
+        p, end = pos + 16, pos + blen - 4
+        while p + 4 <= end:
+            code, olen = struct.unpack_from(e + "HH", buf, p)
+            if code == 0:
+                break
+            val = buf[p + 4:p + 4 + olen]
+            if code == 9 and olen >= 1:        # if_tsresol
+                r = val[0]
+                units = float(2 ** (r & 0x7F)) if r & 0x80 else float(10 ** r)
+            elif code == 14 and olen >= 8:     # if_tsoffset, seconds
+                toff = float(struct.unpack(e + "q", val[:8])[0])
+            p += 4 + ((olen + 3) & ~3)
+        return (linktype, units, toff)
+
+
+def open_capture(path: str, strict: bool = False) -> CaptureReader:
+    """Open a pcap or pcapng file (optionally gzip-compressed) for reading.
+
+    Raises ``CaptureError`` when the file is missing, unreadable or not a capture.
+    """
+    return CaptureReader(path, strict=strict)

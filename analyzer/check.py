@@ -1,0 +1,1149 @@
+"""Rules that find client and broker bugs in a stream of Exchanges (``kafkawire-sniff check``).
+
+The rules consume :class:`analyzer.model.Exchange` objects and their Field trees, never
+raw bytes, and do no I/O. Feed every exchange of a capture to :meth:`Checker.add` (in
+the pipeline's completion order), then call :meth:`Checker.finish` for the findings.
+
+State is compact (no Exchange or Field is kept) and picklable, and two checkers can be
+combined with :meth:`Checker.merge`. Most rules look at one connection at a time; they
+are exact whenever all exchanges of a connection go to the same checker. Two rules need
+a global view, because what they follow spans connections:
+
+- ``producer-sequence`` / ``sequence-error-response``: an idempotent producer's batches
+  for one partition may move to another connection (leader change, reconnect);
+- ``rebalance-storm`` and :meth:`Checker.timeline`: group members talk to the
+  coordinator over their own connections.
+
+A Spark job can therefore run one Checker per group of connections, ship the checkers
+(or just their state) to the driver, ``merge`` them and ``finish`` once.
+"""
+from __future__ import annotations
+
+import bisect
+from collections import Counter, OrderedDict
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any, NamedTuple
+
+from analyzer.model import Conn, Exchange
+from dissectors.field import MALFORMED, Field
+
+try:  # the schema table may still be a placeholder: every use tolerates a missing API
+    from dissectors.schema import APIS
+except ImportError:  # pragma: no cover - contracts are in the repo
+    APIS = {}
+
+SEVERITIES = ("error", "warning", "info")
+SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+MAX_LIST = 50               # frames / exchanges kept per finding (counts stay exact)
+MAX_CORR_TRACKED = 4096     # correlation ids remembered per connection for the reuse rule
+MAX_GROUP_EVENTS = 200_000  # group timeline events kept in all
+INT32_SPAN = 1 << 31
+
+# API keys the rules look at
+PRODUCE, FETCH, OFFSET_COMMIT, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 0, 1, 8, 11, 12, 13, 14
+SASL_HANDSHAKE, API_VERSIONS, SASL_AUTHENTICATE = 17, 18, 36
+CONSUMER_GROUP_HEARTBEAT, SHARE_FETCH = 68, 78
+GROUP_APIS = {JOIN_GROUP: "JoinGroup", SYNC_GROUP: "SyncGroup", HEARTBEAT: "Heartbeat",
+              LEAVE_GROUP: "LeaveGroup", OFFSET_COMMIT: "OffsetCommit",
+              CONSUMER_GROUP_HEARTBEAT: "ConsumerGroupHeartbeat"}
+PRE_AUTH_APIS = {SASL_HANDSHAKE, API_VERSIONS, SASL_AUTHENTICATE}
+
+# the few error codes the rules read from trees (Exchange.error_codes already carries names)
+UNSUPPORTED_VERSION = 35
+UNSUPPORTED_SASL_MECHANISM = 33
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+DUPLICATE_SEQUENCE_NUMBER = 46
+FETCH_SESSION_ID_NOT_FOUND = 70
+INVALID_FETCH_SESSION_EPOCH = 71
+ERROR_NAMES = {
+    UNSUPPORTED_SASL_MECHANISM: "UNSUPPORTED_SASL_MECHANISM",
+    UNSUPPORTED_VERSION: "UNSUPPORTED_VERSION",
+    OUT_OF_ORDER_SEQUENCE_NUMBER: "OUT_OF_ORDER_SEQUENCE_NUMBER",
+    DUPLICATE_SEQUENCE_NUMBER: "DUPLICATE_SEQUENCE_NUMBER",
+    58: "SASL_AUTHENTICATION_FAILED",
+    FETCH_SESSION_ID_NOT_FOUND: "FETCH_SESSION_ID_NOT_FOUND",
+    INVALID_FETCH_SESSION_EPOCH: "INVALID_FETCH_SESSION_EPOCH",
+}
+
+# Error names that are part of normal protocol flow: reported as info.
+FLOW_ERRORS = frozenset({
+    "MEMBER_ID_REQUIRED", "REBALANCE_IN_PROGRESS", "NOT_COORDINATOR",
+    "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "LEADER_NOT_AVAILABLE",
+    "NOT_LEADER_OR_FOLLOWER", "NOT_LEADER_FOR_PARTITION", "FENCED_LEADER_EPOCH",
+    "UNKNOWN_LEADER_EPOCH", "OFFSET_NOT_AVAILABLE", "UNSTABLE_OFFSET_COMMIT",
+    "CONCURRENT_TRANSACTIONS", "FETCH_SESSION_TOPIC_ID_ERROR",
+})
+# Retriable (per Kafka's error table) or recoverable by the client: reported as warning.
+RETRIABLE_ERRORS = frozenset({
+    "CORRUPT_MESSAGE", "UNKNOWN_TOPIC_OR_PARTITION", "REQUEST_TIMED_OUT", "REPLICA_NOT_AVAILABLE",
+    "NETWORK_EXCEPTION", "NOT_ENOUGH_REPLICAS", "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+    "NOT_CONTROLLER", "KAFKA_STORAGE_ERROR", "FETCH_SESSION_ID_NOT_FOUND",
+    "INVALID_FETCH_SESSION_EPOCH", "LISTENER_NOT_FOUND", "PREFERRED_LEADER_NOT_AVAILABLE",
+    "ELIGIBLE_LEADERS_NOT_AVAILABLE", "THROTTLING_QUOTA_EXCEEDED", "UNKNOWN_TOPIC_ID",
+    "INCONSISTENT_TOPIC_ID", "UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION", "FENCED_MEMBER_EPOCH",
+    "UNRELEASED_INSTANCE_ID", "OFFSET_OUT_OF_RANGE", "STALE_MEMBER_EPOCH",
+    "OFFSET_MOVED_TO_TIERED_STORAGE", "DUPLICATE_SEQUENCE_NUMBER", "GROUP_COORDINATOR_NOT_AVAILABLE",
+})
+
+
+class Rule(NamedTuple):
+    id: str
+    severity: str       # the highest severity the rule reports
+    scope: str          # "connection" | "global"
+    summary: str
+
+
+RULES: dict[str, Rule] = {r.id: r for r in (
+    Rule("unanswered-request", "error", "connection",
+         "request without response when the capture ended (error if later requests were answered)"),
+    Rule("closed-in-flight", "error", "connection",
+         "connection closed (FIN) or reset (RST) with requests still waiting for a response"),
+    Rule("orphan-response", "error", "connection",
+         "response to no request seen (info when the capture started mid-connection)"),
+    Rule("error-response", "error", "connection",
+         "responses carrying error codes, by API and error name (flow errors info, retriable warning)"),
+    Rule("throttled", "warning", "connection", "responses with throttle_time_ms > 0 (quota throttling)"),
+    Rule("slow-exchange", "warning", "connection",
+         "latency over --slow-ms, beyond what the request allows the broker to wait "
+         "(Fetch max_wait_ms, JoinGroup rebalance timeout; SyncGroup not judged)"),
+    Rule("version-unadvertised", "error", "connection",
+         "request version outside the range the broker advertised in ApiVersions on that connection"),
+    Rule("apiversions-fallback", "warning", "connection",
+         "ApiVersions answered UNSUPPORTED_VERSION and the client retried lower (info), or did not (warning)"),
+    Rule("kafka4-removed", "warning", "connection",
+         "API version removed in Kafka 4.0 (KIP-896): the client breaks on upgrade"),
+    Rule("producer-sequence", "error", "global",
+         "idempotent producer base_sequence gap, reordering or re-send of an acknowledged batch, "
+         "per producer id, epoch and partition"),
+    Rule("sequence-error-response", "error", "global",
+         "OUT_OF_ORDER_SEQUENCE_NUMBER / DUPLICATE_SEQUENCE_NUMBER tied to the batches that caused them"),
+    Rule("crc-mismatch", "error", "connection", "record batch or message whose CRC does not match"),
+    Rule("malformed-frame", "error", "connection", "frame that does not decode against the schema"),
+    Rule("truncated-frame", "info", "connection",
+         "frame with bytes missing from the capture (snaplen or lost segment): not judged"),
+    Rule("undecodable-records", "warning", "connection",
+         "records that cannot be decoded (bad batch, unknown codec, decompression failure)"),
+    Rule("correlation-reuse", "error", "connection", "correlation id reused while a request with it is in flight"),
+    Rule("response-order", "error", "connection", "responses not in request order on a connection"),
+    Rule("fetch-session", "error", "connection",
+         "fetch session (KIP-227) misuse: epoch not incrementing, session id 0 with epoch > 0, "
+         "FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH"),
+    Rule("rebalance-storm", "warning", "global", "more than --storm-rebalances group generations per minute"),
+    Rule("sasl-before-auth", "error", "connection",
+         "non-SASL request sent before SaslAuthenticate succeeded on a connection that did SaslHandshake"),
+    Rule("sasl-mechanism", "error", "connection",
+         "SASL mechanism the broker did not offer (UNSUPPORTED_SASL_MECHANISM)"),
+    Rule("sasl-auth-failed", "error", "connection", "SaslAuthenticate answered with an error"),
+)}
+GLOBAL_RULES = frozenset(r.id for r in RULES.values() if r.scope == "global")
+
+
+@dataclass
+class Finding:
+    rule: str
+    severity: str                   # "error" | "warning" | "info"
+    message: str                    # one line
+    conn: str                       # "client -> broker" ("a, b" when several connections)
+    frames: list[int] = field(default_factory=list)
+    exchanges: list[dict[str, Any]] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+    capture: str | None = None      # set by the command when several captures are checked
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        if d["capture"] is None:
+            del d["capture"]
+        return d
+
+    @property
+    def first_frame(self) -> int:
+        return min(self.frames) if self.frames else 0
+
+
+def exchange_ref(ex: Exchange) -> dict[str, Any]:
+    return {"api_name": ex.api_name, "api_version": ex.api_version,
+            "correlation_id": ex.correlation_id, "request_frame": ex.request_frame,
+            "response_frame": ex.response_frame}
+
+
+def _frames_of(ex: Exchange) -> list[int]:
+    return [f for f in (ex.request_frame, ex.response_frame) if f is not None]
+
+
+def _body(tree: Field | None) -> Field | None:
+    return tree.child("body") if tree is not None else None
+
+
+def _elements(f: Field | None) -> list[Field]:
+    return f.children or [] if f is not None else []
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _req_key(ex: Exchange) -> tuple[int, int] | None:
+    r = ex.request
+    return (r.last_index, r.stream_offset) if r is not None else None
+
+
+def _resp_key(ex: Exchange) -> tuple[int, int] | None:
+    r = ex.response
+    return (r.last_index, r.stream_offset) if r is not None else None
+
+
+def conn_key(conn: Conn) -> tuple[int, str, str, float]:
+    return (conn.id, str(conn.a), str(conn.b), conn.first_ts)
+
+
+def _vstr(ex: Exchange) -> str:
+    return f"{ex.api_name} v{ex.api_version}" if ex.api_version is not None else ex.api_name
+
+
+# -- accumulation -----------------------------------------------------------------
+
+@dataclass
+class _Bucket:
+    """Findings of one rule and key, counted; the message is a template over details."""
+    rule: str
+    severity: str
+    conn: str
+    template: str
+    details: dict[str, Any]
+    count: int = 0
+    frames: list[int] = field(default_factory=list)
+    exchanges: list[dict[str, Any]] = field(default_factory=list)
+    first: float = 0.0
+
+    def add(self, frames: Iterable[int], ex: Exchange | dict[str, Any] | None, n: int = 1) -> None:
+        self.count += n
+        if len(self.frames) < MAX_LIST:
+            for f in frames:
+                if f not in self.frames:
+                    self.frames.append(f)
+        if ex is not None and len(self.exchanges) < MAX_LIST:
+            self.exchanges.append(ex if isinstance(ex, dict) else exchange_ref(ex))
+
+    def merge(self, other: _Bucket) -> None:
+        self.count += other.count
+        self.frames = (self.frames + [f for f in other.frames if f not in self.frames])[:MAX_LIST]
+        self.exchanges = (self.exchanges + other.exchanges)[:MAX_LIST]
+        for k, v in other.details.items():
+            if k.startswith("max_") and isinstance(v, (int, float)):
+                self.details[k] = max(self.details.get(k, v), v)
+
+    def finding(self) -> Finding:
+        details = dict(self.details, count=self.count)
+        frames = sorted(self.frames)
+        if self.count > len(self.exchanges) and self.exchanges:
+            details["listed"] = len(self.exchanges)
+        return Finding(self.rule, self.severity, self.template.format(**details), self.conn,
+                       frames, list(self.exchanges), details)
+
+
+@dataclass
+class _Pending:
+    """A request without response, kept until finish() can tell why."""
+    ref: dict[str, Any]
+    req_key: tuple[int, int]
+    request_time: float
+    allowance_ms: float
+
+
+@dataclass
+class _ConnState:
+    name: str
+    syn_seen: bool = False
+    closed: str | None = None
+    last_ts: float = 0.0
+    advertised: dict[int, tuple[int, int]] | None = None
+    advertised_frame: int = 0
+    fallback: list[dict[str, Any]] = field(default_factory=list)   # ApiVersions UNSUPPORTED_VERSION answers
+    last_answered: tuple[int, int] | None = None
+    corr: OrderedDict[int, list[tuple[tuple[int, int], tuple[int, int] | None, dict[str, Any]]]] = \
+        field(default_factory=OrderedDict)
+    unanswered: list[_Pending] = field(default_factory=list)
+    fetch_sid: int = 0              # established fetch session id (0: none)
+    fetch_next_epoch: int | None = None
+    sasl_handshake_frame: int | None = None
+    sasl_handshake_version: int | None = None
+    sasl_ok_frame: int | None = None
+
+
+class _Batch(NamedTuple):
+    """One producer batch of a Produce request, for the global sequence rules."""
+    producer_id: int
+    epoch: int
+    topic: str
+    partition: int
+    base_sequence: int
+    record_count: int
+    request_time: float
+    request_frame: int
+    order: int                      # tie-break within a request
+    conn: str
+    ref: dict[str, Any]
+    error: str | None               # the partition's error in the response; None if no error
+    answered: bool
+
+
+# -- tree helpers -------------------------------------------------------------------
+
+def _topic_name(t: Field) -> str:
+    name = t.get("name")
+    if name is None:
+        name = t.get("topic")
+    if name is None:
+        tid = t.get("topic_id")
+        name = str(tid) if tid is not None else "?"
+    return str(name)
+
+
+def _records_batches(records: Field | None) -> list[dict[str, Any]]:
+    """Batch summaries of a records field: extra["batches"] when the record decoder wrote it."""
+    if records is None:
+        return []
+    extra = records.extra or {}
+    batches = extra.get("batches")
+    if isinstance(batches, list):
+        return [b for b in batches if isinstance(b, dict)]
+    found: list[dict[str, Any]] = []
+    for f in records.walk():
+        if f is not records and f.child("base_sequence") is not None and f.child("producer_id") is not None:
+            count = f.get("record_count")
+            if count is None:
+                lod = f.get("last_offset_delta")
+                count = lod + 1 if isinstance(lod, int) else None
+            found.append({"producer_id": f.get("producer_id"), "producer_epoch": f.get("producer_epoch"),
+                          "base_sequence": f.get("base_sequence"), "record_count": count})
+    return found
+
+
+def _produce_partitions(body: Field | None) -> Iterator[tuple[str, int, Field | None]]:
+    """(topic, partition, records field) of a Produce request body."""
+    for t in _elements(body.child("topic_data") if body is not None else None):
+        topic = _topic_name(t)
+        for p in _elements(t.child("partition_data")):
+            idx = p.get("index")
+            if idx is None:
+                idx = p.get("partition_index", p.get("partition"))
+            yield topic, _int(idx) if _int(idx) is not None else -1, p.child("records")
+
+
+def _produce_errors(body: Field | None) -> dict[tuple[str, int], int]:
+    out: dict[tuple[str, int], int] = {}
+    for t in _elements(body.child("responses") if body is not None else None):
+        topic = _topic_name(t)
+        for p in _elements(t.child("partition_responses")):
+            idx = p.get("index")
+            if idx is None:
+                idx = p.get("partition_index", p.get("partition"))
+            code = _int(p.get("error_code")) or 0
+            out[(topic, _int(idx) if _int(idx) is not None else -1)] = code
+    return out
+
+
+def _fetch_records(body: Field | None) -> Iterator[tuple[str, int, Field | None]]:
+    """(topic, partition, records field) of a Fetch response body."""
+    for t in _elements(body.child("responses") if body is not None else None):
+        topic = _topic_name(t)
+        for p in _elements(t.child("partitions") or t.child("partition_responses")):
+            idx = p.get("partition_index")
+            if idx is None:
+                idx = p.get("index", p.get("partition"))
+            yield topic, _int(idx) if _int(idx) is not None else -1, p.child("records")
+
+
+def _first_malformed(tree: Field | None) -> tuple[str, bool] | None:
+    """The first malformed note of a tree and whether it sits inside a records field."""
+    if tree is None:
+        return None
+    stack: list[tuple[Field, bool]] = [(tree, False)]
+    while stack:
+        f, in_records = stack.pop()
+        in_records = in_records or f.type == "records" or f.name == "records"
+        for n in f.notes or ():
+            if n.startswith(MALFORMED):
+                return n[len(MALFORMED):], in_records
+        if f.children:
+            stack.extend((c, in_records) for c in reversed(f.children))
+    return None
+
+
+_UNDECODABLE_WORDS = ("undecodable", "cannot decode", "decompress", "unknown codec", "unsupported codec")
+
+
+def _records_trouble(records: Field | None) -> tuple[bool, str | None]:
+    """(crc invalid, undecodable reason) of a records field, from its notes and batch summaries."""
+    if records is None:
+        return False, None
+    crc_bad = False
+    undecodable: str | None = None
+    for n in records.notes or ():
+        low = n.lower()
+        if "crc invalid" in low or "crc mismatch" in low:
+            crc_bad = True
+        elif any(w in low for w in _UNDECODABLE_WORDS):
+            undecodable = n
+    batches = (records.extra or {}).get("batches")
+    if isinstance(batches, list):
+        for b in batches:
+            if isinstance(b, dict):
+                if b.get("crc_ok") is False:
+                    crc_bad = True
+                err = b.get("error") or b.get("undecodable")
+                if err and undecodable is None:
+                    undecodable = str(err)
+    elif records.children:   # no summary: look at the notes below (CRC verdicts sit on crc fields)
+        for f in records.walk():
+            for n in f.notes or ():
+                low = n.lower()
+                if "crc invalid" in low or "crc mismatch" in low:
+                    crc_bad = True
+                elif undecodable is None and any(w in low for w in _UNDECODABLE_WORDS):
+                    undecodable = n
+    return crc_bad, undecodable
+
+
+def _assignment(f: Field | None) -> dict[str, list[int]] | None:
+    """Topic -> partitions of a decoded consumer-protocol Assignment (or KIP-848 assignment)."""
+    if f is None:
+        return None
+    out: dict[str, list[int]] = {}
+    for n in f.walk():
+        topic = n.get("topic")
+        if topic is None:
+            topic = n.get("topic_id")
+        parts = n.child("partitions")
+        if topic is not None and parts is not None:
+            out.setdefault(str(topic), []).extend(
+                c.value for c in parts.children or () if _int(c.value) is not None)
+    if not out and isinstance(f.value, (bytes, bytearray)):
+        return {"<bytes>": [len(f.value)]}
+    return out
+
+
+# -- the checker --------------------------------------------------------------------
+
+class Checker:
+    """Runs the rules over exchanges; see the module docstring for scope and merging."""
+
+    def __init__(self, rules: set[str] | None = None, slow_ms: float = 1000.0,
+                 storm_rebalances: int = 5, storm_window_s: float = 60.0) -> None:
+        unknown = set(rules or ()) - set(RULES)
+        if unknown:
+            raise ValueError(f"unknown rule(s): {', '.join(sorted(unknown))}")
+        self.rules: frozenset[str] = frozenset(RULES) if rules is None else frozenset(rules)
+        self.slow_ms = slow_ms
+        self.storm_rebalances = storm_rebalances
+        self.storm_window_s = storm_window_s
+        self.exchanges = 0
+        self.capture_end = 0.0
+        self._conns: dict[tuple[int, str, str, float], _ConnState] = {}
+        self._buckets: dict[tuple[Any, ...], _Bucket] = {}
+        self._batches: list[_Batch] = []
+        self._group_events: list[dict[str, Any]] = []
+        self._group_events_dropped = 0
+
+    # -- public API ------------------------------------------------------------
+    def add(self, ex: Exchange) -> None:
+        self.exchanges += 1
+        conn = ex.conn
+        key = conn_key(conn)
+        cs = self._conns.get(key)
+        if cs is None:
+            cs = self._conns[key] = _ConnState(str(conn))
+        cs.syn_seen = conn.syn_seen
+        cs.closed = conn.closed
+        cs.last_ts = max(cs.last_ts, conn.last_ts)
+        for t in (conn.last_ts, ex.request_time, ex.response_time):
+            if t is not None and t > self.capture_end:
+                self.capture_end = t
+        on = self.rules
+        legacy = ex.protocol != "kafka"
+        status = ex.status
+
+        if status == "orphan_response":
+            if "orphan-response" in on:
+                self._orphan(ex, cs)
+            return
+        if ex.request is None:
+            return
+        if status in ("ok", "malformed") and ex.response is not None:
+            self._ordering(ex, cs)
+        if "correlation-reuse" in on and ex.correlation_id is not None and not legacy:
+            self._corr_reuse(ex, cs)
+        if status == "unanswered":
+            cs.unanswered.append(_Pending(exchange_ref(ex), _req_key(ex) or (0, 0),
+                                          ex.request_time or 0.0, self._allowance_ms(ex)))
+        self._frames(ex, cs)
+        if ex.api_key is None:
+            return
+        if not legacy:
+            self._versions(ex, cs)
+            if ex.api_key in (SASL_HANDSHAKE, SASL_AUTHENTICATE) or cs.sasl_handshake_frame is not None:
+                self._sasl(ex, cs)
+        if ex.response_tree is not None:
+            self._response_checks(ex, cs)
+        if legacy:
+            return
+        if ex.api_key == PRODUCE and ({"producer-sequence", "sequence-error-response"} & on):
+            self._produce(ex, cs)
+        elif ex.api_key == FETCH and "fetch-session" in on and (ex.api_version or 0) >= 7:
+            self._fetch_session(ex, cs)
+        if ex.api_key in GROUP_APIS:
+            self._group(ex, cs)
+
+    def add_all(self, exchanges: Iterable[Exchange]) -> Checker:
+        for ex in exchanges:
+            self.add(ex)
+        return self
+
+    def merge(self, other: Checker) -> Checker:
+        """Fold another checker's state into this one (for per-partition Spark runs)."""
+        self.exchanges += other.exchanges
+        self.capture_end = max(self.capture_end, other.capture_end)
+        for k, cs in other._conns.items():
+            mine = self._conns.get(k)
+            if mine is None:
+                self._conns[k] = cs
+            else:   # the same connection split over checkers: keep what can be kept
+                mine.unanswered.extend(cs.unanswered)
+                mine.fallback.extend(cs.fallback)
+                mine.last_ts = max(mine.last_ts, cs.last_ts)
+        for k, b in other._buckets.items():
+            mine_b = self._buckets.get(k)
+            if mine_b is None:
+                self._buckets[k] = b
+            else:
+                mine_b.merge(b)
+        self._batches.extend(other._batches)
+        self._group_events.extend(other._group_events)
+        self._group_events_dropped += other._group_events_dropped
+        return self
+
+    def finish(self, capture_end: float | None = None) -> list[Finding]:
+        """All findings, errors first, then by first frame. Does not change the state."""
+        end = max(self.capture_end, capture_end or 0.0)
+        findings = [b.finding() for b in self._buckets.values() if b.rule in self.rules]
+        for cs in self._conns.values():
+            findings.extend(self._conn_end(cs, end))
+        if {"producer-sequence", "sequence-error-response"} & self.rules:
+            findings.extend(self._sequences())
+        if "rebalance-storm" in self.rules:
+            findings.extend(self._storms())
+        findings.sort(key=lambda f: (SEVERITY_RANK[f.severity], f.first_frame, f.rule))
+        return findings
+
+    def groups(self) -> list[str]:
+        return sorted({e["group_id"] for e in self._group_events if e.get("group_id") is not None})
+
+    def timeline(self, group_id: str) -> list[dict[str, Any]]:
+        """The group's JoinGroup/SyncGroup/Heartbeat/LeaveGroup/OffsetCommit/ConsumerGroupHeartbeat
+        exchanges in request order, with generations, member ids and assignments."""
+        evs = [e for e in self._group_events if e.get("group_id") == group_id]
+        evs.sort(key=lambda e: (e["time"], e["request_frame"] or 0))
+        return evs
+
+    # -- helpers -------------------------------------------------------------------
+    def _bucket(self, rule: str, severity: str, cs_name: str, key: tuple[Any, ...], template: str,
+                details: dict[str, Any], time: float = 0.0) -> _Bucket:
+        k = (rule, severity, cs_name, *key)
+        b = self._buckets.get(k)
+        if b is None:
+            b = self._buckets[k] = _Bucket(rule, severity, cs_name, template, details, first=time)
+        return b
+
+    def _allowance_ms(self, ex: Exchange) -> float:
+        """How long the broker may legitimately hold this request, beyond --slow-ms."""
+        body = _body(ex.request_tree)
+        if body is None:
+            return 0.0
+        if ex.api_key in (FETCH, SHARE_FETCH):
+            return float(_int(body.get("max_wait_ms")) or 0)
+        if ex.api_key == JOIN_GROUP:
+            t = _int(body.get("rebalance_timeout_ms"))
+            if t is None or t < 0:
+                t = _int(body.get("session_timeout_ms"))
+            return float(t or 0)
+        if ex.api_key == SYNC_GROUP:
+            return float("inf")     # followers wait for the leader's assignment: not judged
+        return 0.0
+
+    # -- rules: pairing ----------------------------------------------------------
+    def _orphan(self, ex: Exchange, cs: _ConnState) -> None:
+        if cs.syn_seen:
+            b = self._bucket("orphan-response", "error", cs.name, (),
+                             "{count} response(s) matching no request on a connection seen from its start", {})
+        else:
+            b = self._bucket("orphan-response", "info", cs.name, (),
+                             "{count} response(s) to requests sent before the capture started", {})
+        b.add(_frames_of(ex), ex)
+
+    def _ordering(self, ex: Exchange, cs: _ConnState) -> None:
+        rk = _req_key(ex)
+        if rk is None:
+            return
+        last = cs.last_answered
+        if last is not None and rk < last and "response-order" in self.rules:
+            b = self._bucket("response-order", "error", cs.name, (),
+                             "{count} response(s) arrived before the response to an earlier request", {})
+            b.add(_frames_of(ex), ex)
+        if last is None or rk > last:
+            cs.last_answered = rk
+
+    def _corr_reuse(self, ex: Exchange, cs: _ConnState) -> None:
+        rk = _req_key(ex)
+        if rk is None:
+            return
+        cid = ex.correlation_id
+        assert cid is not None
+        mine = (rk, _resp_key(ex), exchange_ref(ex))
+        prior = cs.corr.get(cid)
+        if prior is not None:
+            for other in prior:
+                a, b = (other, mine) if other[0] <= mine[0] else (mine, other)
+                # b was sent while a was in flight: a's response came after b's request, or never
+                if a[1] is None or a[1] > b[0]:
+                    bucket = self._bucket(
+                        "correlation-reuse", "error", cs.name, (),
+                        "{count} request(s) reused a correlation id still in flight", {})
+                    frames = [f for r in (a[2], b[2]) for f in (r["request_frame"], r["response_frame"])
+                              if f is not None]
+                    bucket.add(frames, b[2])
+                    break
+            prior.append(mine)
+            cs.corr.move_to_end(cid)
+        else:
+            cs.corr[cid] = [mine]
+            if len(cs.corr) > MAX_CORR_TRACKED:
+                cs.corr.popitem(last=False)
+
+    def _frames(self, ex: Exchange, cs: _ConnState) -> None:
+        """CRC mismatches, malformed and truncated frames, undecodable records."""
+        on = self.rules
+        truncated = [side for side, fr in (("request", ex.request), ("response", ex.response))
+                     if fr is not None and fr.truncated]
+        if truncated and "truncated-frame" in on:
+            frames = [fr.last_index for fr in (ex.request, ex.response) if fr is not None and fr.truncated]
+            self._bucket("truncated-frame", "info", cs.name, (),
+                         "{count} frame(s) with bytes missing from the capture (not judged)",
+                         {}).add(frames, ex, n=len(frames))
+        crc_frames: list[int] = []
+        undecodable: list[tuple[int, str]] = []
+        if ex.api_key in (PRODUCE, FETCH) and ({"crc-mismatch", "undecodable-records"} & on):
+            prod = ex.api_key == PRODUCE
+            frame = ex.request_frame if prod else ex.response_frame
+            tree = ex.request_tree if prod else ex.response_tree
+            side_truncated = ("request" if prod else "response") in truncated
+            if frame is not None and not side_truncated:
+                if any(p.get("crc_ok") is False for p in ex.partitions):
+                    crc_frames.append(frame)
+                walker = _produce_partitions if prod else _fetch_records
+                for _t, _p, rec in walker(_body(tree)):
+                    bad, why = _records_trouble(rec)
+                    if bad and frame not in crc_frames:
+                        crc_frames.append(frame)
+                    if why:
+                        undecodable.append((frame, why))
+        if crc_frames and "crc-mismatch" in on:
+            self._bucket("crc-mismatch", "error", cs.name, (ex.api_name,),
+                         "{count} {api_name} frame(s) with a record CRC mismatch",
+                         {"api_name": ex.api_name}).add(crc_frames, ex)
+        if ex.status == "malformed" and ("malformed-frame" in on or "undecodable-records" in on):
+            for side, fr, tree in (("request", ex.request, ex.request_tree),
+                                   ("response", ex.response, ex.response_tree)):
+                if fr is None or side in truncated:
+                    continue
+                hit = _first_malformed(tree)
+                if hit is None:
+                    continue
+                reason, in_records = hit
+                if in_records:
+                    undecodable.append((fr.last_index, reason))
+                elif "malformed-frame" in on:
+                    self._bucket("malformed-frame", "error", cs.name, (ex.api_name, side),
+                                 "{count} malformed {api_name} {side}(s), first: {reason}",
+                                 {"api_name": ex.api_name, "side": side, "reason": reason}
+                                 ).add([fr.last_index], ex)
+        if undecodable and "undecodable-records" in on:
+            b = self._bucket("undecodable-records", "warning", cs.name, (ex.api_name,),
+                             "{count} {api_name} frame(s) with records that cannot be decoded, first: {reason}",
+                             {"api_name": ex.api_name, "reason": undecodable[0][1]})
+            b.add(sorted({f for f, _ in undecodable}), ex)
+
+    # -- rules: versions ---------------------------------------------------------
+    def _versions(self, ex: Exchange, cs: _ConnState) -> None:
+        on = self.rules
+        key, ver = ex.api_key, ex.api_version
+        assert key is not None
+        if ver is None:
+            return
+        if key == API_VERSIONS:
+            body = _body(ex.response_tree)
+            if body is not None:
+                code = _int(body.get("error_code")) or 0
+                if code == 0:
+                    adv: dict[int, tuple[int, int]] = {}
+                    for k in _elements(body.child("api_keys")):
+                        ak, lo, hi = _int(k.get("api_key")), _int(k.get("min_version")), _int(k.get("max_version"))
+                        if ak is not None and lo is not None and hi is not None:
+                            adv[ak] = (lo, hi)
+                    if adv:
+                        cs.advertised = adv
+                        cs.advertised_frame = ex.response_frame or 0
+                    if cs.fallback:   # a successful ApiVersions after an UNSUPPORTED_VERSION answer
+                        for fb in cs.fallback:
+                            if fb.get("retry") is None and (ex.request_frame or 0) > fb["response_frame"]:
+                                fb["retry"] = exchange_ref(ex)
+                elif code == UNSUPPORTED_VERSION and "apiversions-fallback" in on:
+                    supported = None
+                    for k in _elements(body.child("api_keys")):
+                        if _int(k.get("api_key")) == API_VERSIONS:
+                            supported = (_int(k.get("min_version")), _int(k.get("max_version")))
+                    cs.fallback.append(dict(exchange_ref(ex), supported=supported, retry=None))
+        elif "version-unadvertised" in on and cs.advertised is not None \
+                and (ex.request_frame or 0) > cs.advertised_frame:
+            rng = cs.advertised.get(key)
+            if rng is None or not rng[0] <= ver <= rng[1]:
+                adv_s = f"v{rng[0]}-v{rng[1]}" if rng else "not advertised"
+                self._bucket("version-unadvertised", "error", cs.name, (key, ver),
+                             "{count} {api_name} v{api_version} request(s), but the broker advertised "
+                             "{advertised} on this connection",
+                             {"api_name": ex.api_name, "api_version": ver, "advertised": adv_s,
+                              "advertised_frame": cs.advertised_frame}).add(
+                    [f for f in (cs.advertised_frame, ex.request_frame) if f], ex)
+        if "kafka4-removed" in on:
+            api = APIS.get(key)
+            if api is not None:
+                k4 = api.kafka4_versions
+                if k4 is None or not k4[0] <= ver <= k4[1]:
+                    still = f"4.0 serves v{k4[0]}-v{k4[1]}" if k4 else "4.0 removed the API"
+                    b = self._bucket("kafka4-removed", "warning", cs.name, (key, ver),
+                                     "{count} {api_name} v{api_version} request(s): Kafka {kafka4} (KIP-896)",
+                                     {"api_name": ex.api_name, "api_version": ver, "kafka4": still})
+                    b.add([ex.request_frame] if ex.request_frame else [], ex)
+
+    # -- rules: response contents -----------------------------------------------
+    def _response_checks(self, ex: Exchange, cs: _ConnState) -> None:
+        on = self.rules
+        body = _body(ex.response_tree)
+        if "error-response" in on and ex.error_codes:
+            for name, n in Counter(ex.error_codes).items():
+                if self._covered_elsewhere(ex, name):
+                    continue
+                sev = "info" if name in FLOW_ERRORS else "warning" if name in RETRIABLE_ERRORS else "error"
+                b = self._bucket("error-response", sev, cs.name, (ex.api_name, name),
+                                 "{count} {error} error(s) in {api_name} responses",
+                                 {"error": name, "api_name": ex.api_name})
+                b.add([ex.response_frame] if ex.response_frame else [], ex, n=n)
+        if body is None:
+            return
+        if "throttled" in on:
+            tt = _int(body.get("throttle_time_ms"))
+            if tt is not None and tt > 0:
+                b = self._bucket("throttled", "warning", cs.name, (ex.api_name,),
+                                 "{count} {api_name} response(s) throttled, up to {max_throttle_ms} ms",
+                                 {"api_name": ex.api_name, "max_throttle_ms": tt})
+                b.details["max_throttle_ms"] = max(b.details["max_throttle_ms"], tt)
+                b.add([ex.response_frame] if ex.response_frame else [], ex)
+        if "slow-exchange" in on:
+            lat = ex.latency_ms
+            if lat is not None:
+                allowed = self._allowance_ms(ex) + self.slow_ms
+                if lat > allowed:
+                    b = self._bucket("slow-exchange", "warning", cs.name, (ex.api_name,),
+                                     "{count} {api_name} exchange(s) slower than {limit_ms:g} ms "
+                                     "(beyond what the request allows), up to {max_latency_ms:.0f} ms",
+                                     {"api_name": ex.api_name, "limit_ms": self.slow_ms, "max_latency_ms": lat})
+                    b.details["max_latency_ms"] = max(b.details["max_latency_ms"], lat)
+                    b.add(_frames_of(ex), ex)
+
+    def _covered_elsewhere(self, ex: Exchange, name: str) -> bool:
+        on = self.rules
+        if ex.api_key == API_VERSIONS and name == "UNSUPPORTED_VERSION":
+            return "apiversions-fallback" in on
+        if ex.api_key == SASL_AUTHENTICATE:
+            return "sasl-auth-failed" in on
+        if name == "UNSUPPORTED_SASL_MECHANISM":
+            return "sasl-mechanism" in on
+        if name in ("FETCH_SESSION_ID_NOT_FOUND", "INVALID_FETCH_SESSION_EPOCH"):
+            return "fetch-session" in on
+        if name in ("OUT_OF_ORDER_SEQUENCE_NUMBER", "DUPLICATE_SEQUENCE_NUMBER"):
+            return "sequence-error-response" in on
+        return False
+
+    # -- rules: SASL ------------------------------------------------------------
+    def _sasl(self, ex: Exchange, cs: _ConnState) -> None:
+        on = self.rules
+        key = ex.api_key
+        rbody = _body(ex.response_tree)
+        code = _int(rbody.get("error_code")) if rbody is not None else None
+        if key == SASL_HANDSHAKE:
+            if cs.sasl_handshake_frame is None:
+                cs.sasl_handshake_frame = ex.request_frame
+                cs.sasl_handshake_version = ex.api_version
+            qbody = _body(ex.request_tree)
+            mech = qbody.get("mechanism") if qbody is not None else None
+            offered = [m.value for m in _elements(rbody.child("mechanisms"))] if rbody is not None else None
+            if "sasl-mechanism" in on and rbody is not None and (
+                    code == UNSUPPORTED_SASL_MECHANISM or (offered and mech is not None and mech not in offered)):
+                b = self._bucket("sasl-mechanism", "error", cs.name, (str(mech),),
+                                 "SaslHandshake asked for {mechanism}, the broker offers {offered}",
+                                 {"mechanism": mech, "offered": ", ".join(map(str, offered or [])) or "nothing",
+                                  "error": ERROR_NAMES.get(code or 0)})
+                b.add(_frames_of(ex), ex)
+        elif key == SASL_AUTHENTICATE:
+            if code == 0 and ex.response is not None:
+                if cs.sasl_ok_frame is None:
+                    cs.sasl_ok_frame = ex.response_frame
+            elif code and "sasl-auth-failed" in on:
+                msg = rbody.get("error_message") if rbody is not None else None
+                b = self._bucket("sasl-auth-failed", "error", cs.name, (),
+                                 "SaslAuthenticate failed: {error}{why}",
+                                 {"error": ERROR_NAMES.get(code, f"error {code}"),
+                                  "why": f" ({msg})" if msg else ""})
+                b.add(_frames_of(ex), ex)
+        elif key not in PRE_AUTH_APIS and "sasl-before-auth" in on and cs.sasl_handshake_version != 0:
+            hs = cs.sasl_handshake_frame
+            rf = ex.request_frame or 0
+            if hs is not None and rf > hs and (cs.sasl_ok_frame is None or rf < cs.sasl_ok_frame):
+                b = self._bucket("sasl-before-auth", "error", cs.name, (),
+                                 "{count} request(s) sent before SASL authentication completed",
+                                 {"handshake_frame": hs})
+                b.add([ex.request_frame] if ex.request_frame else [], ex)
+
+    # -- rules: fetch sessions -------------------------------------------------------
+    def _fetch_session(self, ex: Exchange, cs: _ConnState) -> None:
+        q = _body(ex.request_tree)
+        if q is None:
+            return
+        sid, epoch = _int(q.get("session_id")), _int(q.get("session_epoch"))
+        if sid is None or epoch is None:
+            return
+        frames = [ex.request_frame] if ex.request_frame else []
+
+        def report(kind: str, sev: str, msg: str, **extra: Any) -> None:
+            b = self._bucket("fetch-session", sev, cs.name, (kind,), msg, dict(extra, kind=kind))
+            b.add(frames if kind not in ("not-found", "invalid-epoch") else _frames_of(ex), ex)
+
+        if epoch > 0:
+            if sid == 0:
+                report("zero-id", "error",
+                       "{count} Fetch request(s) with session_epoch > 0 but session_id 0 (no session)")
+            elif cs.fetch_next_epoch is not None and sid == cs.fetch_sid and epoch != cs.fetch_next_epoch:
+                report("epoch", "error",
+                       "{count} Fetch request(s) whose session_epoch does not follow the previous one "
+                       "(first: {got}, expected {expected})", got=epoch, expected=cs.fetch_next_epoch)
+            elif cs.fetch_sid and sid != cs.fetch_sid:
+                report("unknown-id", "warning",
+                       "{count} Fetch request(s) using session id {sid} while the broker gave {given}",
+                       sid=sid, given=cs.fetch_sid)
+        r = _body(ex.response_tree)
+        code = _int(r.get("error_code")) if r is not None else None
+        if code in (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH):
+            kind = "not-found" if code == FETCH_SESSION_ID_NOT_FOUND else "invalid-epoch"
+            report(kind, "warning", "{count} {error} response(s) (first for session {sid}, epoch {epoch})",
+                   error=ERROR_NAMES[code], sid=sid, epoch=epoch)
+            cs.fetch_sid, cs.fetch_next_epoch = 0, None
+            return
+        if epoch == -1 or (epoch == 0 and sid == 0 and r is not None and not _int(r.get("session_id"))):
+            cs.fetch_sid, cs.fetch_next_epoch = 0, None
+        elif epoch == 0:
+            new = _int(r.get("session_id")) if r is not None else None
+            if new:
+                cs.fetch_sid, cs.fetch_next_epoch = new, 1
+        elif sid == cs.fetch_sid:
+            cs.fetch_next_epoch = 1 if epoch >= INT32_SPAN - 1 else epoch + 1
+
+    # -- rules: producers (state; judged in finish) ------------------------------------
+    def _produce(self, ex: Exchange, cs: _ConnState) -> None:
+        body = _body(ex.request_tree)
+        if body is None or ex.request_frame is None:
+            return
+        errors = _produce_errors(_body(ex.response_tree))
+        ref = exchange_ref(ex)
+        order = 0
+        for topic, part, rec in _produce_partitions(body):
+            for b in _records_batches(rec):
+                pid, ep = _int(b.get("producer_id")), _int(b.get("producer_epoch"))
+                seq, n = _int(b.get("base_sequence")), _int(b.get("record_count"))
+                if pid is None or pid < 0 or seq is None or seq < 0 or n is None:
+                    continue
+                code = errors.get((topic, part), 0)
+                err = None if not code else ERROR_NAMES.get(code, f"error {code}")
+                self._batches.append(_Batch(pid, ep if ep is not None else -1, topic, part, seq, n,
+                                            ex.request_time or 0.0, ex.request_frame, order, cs.name, ref,
+                                            err, ex.response is not None))
+                order += 1
+
+    def _sequences(self) -> list[Finding]:
+        by_key: dict[tuple[int, int, str, int], list[_Batch]] = {}
+        for b in self._batches:
+            by_key.setdefault((b.producer_id, b.epoch, b.topic, b.partition), []).append(b)
+        out: list[Finding] = []
+        for key, batches in by_key.items():
+            batches.sort(key=lambda b: (b.request_time, b.request_frame, b.order))
+            out.extend(self._sequence_run(key, batches))
+        return out
+
+    def _sequence_run(self, key: tuple[int, int, str, int], batches: list[_Batch]) -> list[Finding]:
+        """Judge the batches of one producer id, epoch and partition, in request order."""
+        pid, ep, topic, part = key
+        on = self.rules
+        where = f"producer {pid} epoch {ep} {topic}-{part}"
+        ident = {"producer_id": pid, "producer_epoch": ep, "topic": topic, "partition": part}
+        out: list[Finding] = []
+        kinds: dict[str, Finding] = {}
+        expected: int | None = None
+        starts: dict[int, _Batch] = {}      # base_sequence -> latest batch sent with it
+        fillers: set[int] = set()           # indexes of late batches already reported with their gap
+
+        def note(kind: str, sev: str, msg: str, involved: list[_Batch], **det: Any) -> None:
+            f = kinds.get(kind)
+            if f is None:
+                f = kinds[kind] = Finding("producer-sequence", sev, msg, involved[-1].conn, [], [],
+                                          dict(ident, kind=kind, count=0, **det))
+                out.append(f)
+            f.details["count"] += 1
+            for x in involved:
+                if x.conn not in f.conn.split(", "):
+                    f.conn += ", " + x.conn
+                if len(f.frames) < MAX_LIST and x.request_frame not in f.frames:
+                    f.frames.append(x.request_frame)
+                    f.exchanges.append(x.ref)
+
+        for i, b in enumerate(batches):
+            seq, n = b.base_sequence, b.record_count
+            nxt = (seq + n) % INT32_SPAN
+            prev = starts.get(seq)
+            if b.error in ("OUT_OF_ORDER_SEQUENCE_NUMBER", "DUPLICATE_SEQUENCE_NUMBER") \
+                    and "sequence-error-response" in on:
+                exp = "unknown" if expected is None else str(expected)
+                f = Finding("sequence-error-response",
+                            "error" if b.error == "OUT_OF_ORDER_SEQUENCE_NUMBER" else "warning",
+                            f"{b.error} for {where}: batch base_sequence {seq} ({n} records), "
+                            f"expected {exp} from the batches seen before",
+                            b.conn, [x for x in (b.request_frame, b.ref["response_frame"]) if x], [b.ref],
+                            dict(ident, error=b.error, base_sequence=seq, record_count=n,
+                                 expected_sequence=expected,
+                                 previous_frame=prev.request_frame if prev else None))
+                if prev is not None and prev.request_frame not in f.frames:   # the batch it repeats
+                    f.frames.insert(0, prev.request_frame)
+                    f.exchanges.insert(0, prev.ref)
+                out.append(f)
+            if "producer-sequence" in on and expected is not None and seq != expected and i not in fillers:
+                if prev is not None:
+                    if prev.answered and prev.error is None:
+                        note("duplicate", "warning",
+                             f"{where}: batch re-sent after the broker acknowledged it (base_sequence {seq})",
+                             [prev, b], base_sequence=seq)
+                    # else: a retry of a batch that failed or got no answer, as it should be
+                elif _seq_before(seq, expected):
+                    note("overlap", "error",
+                         f"{where}: base_sequence went back from {expected} to {seq}, "
+                         "inside batches already sent", [b], expected=expected, got=seq)
+                else:
+                    late = [j for j in range(i + 1, len(batches))
+                            if _seq_before(batches[j].base_sequence, seq)
+                            and not _seq_before(batches[j].base_sequence, expected)]
+                    if late:
+                        fillers.update(late)
+                        note("reorder", "error",
+                             f"{where}: batch {seq} sent before batch {batches[late[0]].base_sequence} "
+                             "(out of sequence order)", [b] + [batches[j] for j in late],
+                             expected=expected, got=seq)
+                    else:
+                        note("gap", "error",
+                             f"{where}: base_sequence jumped from {expected} to {seq} "
+                             f"({(seq - expected) % INT32_SPAN} records never sent)", [b],
+                             expected=expected, got=seq)
+            starts[seq] = b
+            if expected is None or not _seq_before(nxt, expected):
+                expected = nxt
+        for f in kinds.values():
+            order = sorted(range(len(f.frames)), key=lambda k: f.frames[k])
+            f.frames = [f.frames[k] for k in order]
+            f.exchanges = [f.exchanges[k] for k in order]
+        return out
+
+    # -- rules: groups ------------------------------------------------------------------
+    def _group(self, ex: Exchange, cs: _ConnState) -> None:
+        if len(self._group_events) >= MAX_GROUP_EVENTS:
+            self._group_events_dropped += 1
+            return
+        q, r = _body(ex.request_tree), _body(ex.response_tree)
+        if q is None:
+            return
+        key = ex.api_key
+        ev: dict[str, Any] = {
+            "time": ex.request_time or 0.0, "api_name": ex.api_name, "api_version": ex.api_version,
+            "conn": cs.name, "request_frame": ex.request_frame, "response_frame": ex.response_frame,
+            "correlation_id": ex.correlation_id, "group_id": q.get("group_id"),
+            "member_id": q.get("member_id"), "generation_id": None, "error": None,
+        }
+        code = _int(r.get("error_code")) if r is not None else None
+        if code:
+            ev["error"] = ex.error_codes[0] if ex.error_codes else ERROR_NAMES.get(code, f"error {code}")
+        if ex.response is None:
+            ev["error"] = ev["error"] or "no response"
+        if key == JOIN_GROUP:
+            ev["protocols"] = [p.get("name") for p in _elements(q.child("protocols"))]
+            if r is not None:
+                ev["generation_id"] = _int(r.get("generation_id"))
+                ev["protocol_name"] = r.get("protocol_name")
+                ev["leader"] = r.get("leader")
+                if r.get("member_id"):
+                    ev["assigned_member_id"] = r.get("member_id")
+                members = r.child("members")
+                if members is not None and members.children:
+                    ev["members"] = [m.get("member_id") for m in members.children]
+        elif key == SYNC_GROUP:
+            ev["generation_id"] = _int(q.get("generation_id"))
+            plan = {str(a.get("member_id")): _assignment(a.child("assignment"))
+                    for a in _elements(q.child("assignments"))}
+            if plan:
+                ev["assignments"] = plan
+            if r is not None:
+                ev["assignment"] = _assignment(r.child("assignment"))
+        elif key in (HEARTBEAT, OFFSET_COMMIT):
+            gen = q.get("generation_id")
+            if gen is None:
+                gen = q.get("generation_id_or_member_epoch")
+            ev["generation_id"] = _int(gen)
+            if key == OFFSET_COMMIT:
+                ev["offsets"] = {f"{_topic_name(t)}-{p.get('partition_index')}": p.get("committed_offset")
+                                 for t in _elements(q.child("topics")) for p in _elements(t.child("partitions"))}
+        elif key == LEAVE_GROUP:
+            members = q.child("members")
+            if members is not None and members.children:
+                ev["members"] = [m.get("member_id") for m in members.children]
+        elif key == CONSUMER_GROUP_HEARTBEAT:
+            ev["member_epoch"] = _int(q.get("member_epoch"))
+            if r is not None:
+                ev["assigned_member_id"] = r.get("member_id")
+                ev["generation_id"] = _int(r.get("member_epoch"))
+                asg = r.child("assignment")
+                if asg is not None and asg.children:
+                    ev["assignment"] = _assignment(asg)
+        self._group_events.append(ev)
+
+    def _storms(self) -> list[Finding]:
+        out: list[Finding] = []
+        by_group: dict[str, dict[int, dict[str, Any]]] = {}
+        for e in self._group_events:
+            gen = e.get("generation_id")
+            if e["api_name"] not in ("JoinGroup", "ConsumerGroupHeartbeat") or e.get("error") or gen is None \
+                    or gen <= 0 or e.get("group_id") is None:
+                continue
+            gens = by_group.setdefault(e["group_id"], {})
+            if gen not in gens or e["time"] < gens[gen]["time"]:
+                gens[gen] = e
+        for group, gens in by_group.items():
+            evs = sorted(gens.values(), key=lambda e: e["time"])
+            times = [e["time"] for e in evs]
+            worst, worst_i = 0, 0
+            for i, t in enumerate(times):
+                j = bisect.bisect_right(times, t + self.storm_window_s)
+                if j - i > worst:
+                    worst, worst_i = j - i, i
+            if worst > self.storm_rebalances:
+                sel = evs[worst_i:worst_i + worst]
+                conns = sorted({e["conn"] for e in sel})
+                out.append(Finding(
+                    "rebalance-storm", "warning",
+                    f"group {group}: {worst} generations within {self.storm_window_s:g} s "
+                    f"(generation {sel[0]['generation_id']} to {sel[-1]['generation_id']})",
+                    ", ".join(conns), sorted(e["request_frame"] for e in sel if e["request_frame"])[:MAX_LIST],
+                    [{k: e[k] for k in ("api_name", "api_version", "correlation_id", "request_frame",
+                                        "response_frame")} for e in sel][:MAX_LIST],
+                    {"group_id": group, "generations": worst, "window_s": self.storm_window_s,
+                     "total_generations": len(evs)}))
+        return out
+
+    # -- end of connection ------------------------------------------------------------
+    def _conn_end(self, cs: _ConnState, capture_end: float) -> list[Finding]:
+        out: list[Finding] = []
+        on = self.rules
+        if cs.fallback and "apiversions-fallback" in on:
+            retried = [fb for fb in cs.fallback if fb.get("retry")]
+            stuck = [fb for fb in cs.fallback if not fb.get("retry")]
+            for group, sev, msg in (
+                    (retried, "info", "ApiVersions v{v} answered UNSUPPORTED_VERSION; the client retried with v{rv}"),
+                    (stuck, "warning", "ApiVersions v{v} answered UNSUPPORTED_VERSION and the client "
+                                       "did not retry on this connection")):
+                if not group:
+                    continue
+                fb = group[0]
+                refs = [{k: v for k, v in g.items() if k in ("api_name", "api_version", "correlation_id",
+                                                               "request_frame", "response_frame")}
+                        for g in group]
+                frames: list[int] = []
+                for g in group:
+                    frames += [f for f in (g["request_frame"], g["response_frame"]) if f]
+                    if g.get("retry"):
+                        refs.append(g["retry"])
+                        frames += [f for f in (g["retry"]["request_frame"], g["retry"]["response_frame"]) if f]
+                rv = fb["retry"]["api_version"] if fb.get("retry") else None
+                out.append(Finding("apiversions-fallback", sev, msg.format(v=fb["api_version"], rv=rv),
+                                   cs.name, sorted(set(frames))[:MAX_LIST], refs[:MAX_LIST],
+                                   {"count": len(group), "broker_supports": fb.get("supported"),
+                                    "retry_version": rv}))
+        if not cs.unanswered:
+            return out
+        end = cs.last_ts if cs.closed else capture_end
+        end = max(end, capture_end if not cs.closed else end)
+        if cs.closed and "closed-in-flight" in on:
+            sev = "error" if cs.closed == "rst" else "warning"
+            how = "reset (RST)" if cs.closed == "rst" else "closed (FIN)"
+            waits = [max(0.0, (end - p.request_time) * 1000.0) for p in cs.unanswered]
+            out.append(Finding(
+                "closed-in-flight", sev,
+                f"connection {how} with {len(cs.unanswered)} request(s) in flight "
+                f"({_names(cs.unanswered)}), waiting up to {max(waits):.0f} ms",
+                cs.name, sorted({p.ref['request_frame'] for p in cs.unanswered})[:MAX_LIST],
+                [p.ref for p in cs.unanswered][:MAX_LIST],
+                {"count": len(cs.unanswered), "closed": cs.closed, "max_wait_ms": round(max(waits), 3)}))
+            return out
+        if "unanswered-request" not in on:
+            return out
+        skipped = [p for p in cs.unanswered if cs.last_answered is not None and p.req_key < cs.last_answered]
+        waiting = [p for p in cs.unanswered if p not in skipped]
+        late = [p for p in waiting if (end - p.request_time) * 1000.0 > p.allowance_ms + self.slow_ms]
+        recent = [p for p in waiting if p not in late]
+        for group, sev, what in (
+                (skipped, "error", "got no response although later requests on the connection were answered"),
+                (late, "warning", "got no response before the capture ended"),
+                (recent, "info", "were still waiting when the capture ended")):
+            if not group:
+                continue
+            waits = [max(0.0, (end - p.request_time) * 1000.0) for p in group]
+            out.append(Finding(
+                "unanswered-request", sev,
+                f"{len(group)} request(s) ({_names(group)}) {what}, up to {max(waits):.0f} ms before the end",
+                cs.name, sorted({p.ref['request_frame'] for p in group})[:MAX_LIST],
+                [p.ref for p in group][:MAX_LIST],
+                {"count": len(group), "max_wait_ms": round(max(waits), 3),
+                 "waited_ms": [round(w, 3) for w in waits][:MAX_LIST]}))
+        return out
+
+
+def _names(pending: list[_Pending]) -> str:
+    c = Counter(f"{p.ref['api_name']} v{p.ref['api_version']}" for p in pending)
+    return ", ".join(f"{n}x{k}" if n > 1 else k for k, n in c.most_common(4)).replace(" v None", "")
+
+
+def _seq_before(a: int, b: int) -> bool:
+    """a comes before b in int32 sequence space (with wrap-around)."""
+    return a != b and (b - a) % INT32_SPAN < INT32_SPAN // 2
+
+
+def count_by_severity(findings: Iterable[Finding]) -> dict[str, int]:
+    c = Counter(f.severity for f in findings)
+    return {s: c.get(s, 0) for s in SEVERITIES}
+
+
+def check_exchanges(exchanges: Iterable[Exchange], **kwargs: Any) -> list[Finding]:
+    """Convenience: run a fresh Checker over ``exchanges`` and return its findings."""
+    return Checker(**kwargs).add_all(exchanges).finish()

@@ -1,0 +1,208 @@
+"""``kafkawire-sniff check``: find client and broker bugs in captures.
+
+Only wiring and drawing: the rules live in ``analyzer.check``. The lead registers
+``check_command`` in the main group. The command returns its exit status (the main
+group exits with it): 0 when no finding has severity error, 1 otherwise.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import click
+
+from analyzer.check import RULES, SEVERITIES, Checker, Finding, count_by_severity
+from analyzer.options import capture_options
+
+SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def _rule_list(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    names = tuple(n.strip() for v in value for n in v.split(",") if n.strip())
+    unknown = [n for n in names if n not in RULES]
+    if unknown:
+        raise click.BadParameter(f"unknown rule {', '.join(unknown)} (see --list-rules)")
+    return names
+
+
+@click.command("check")
+@click.argument("captures", nargs=-1, type=click.Path(dir_okay=False))
+@click.option("--rule", "rules", multiple=True, callback=_rule_list, metavar="RULE",
+              help="Only this rule (repeatable, or comma-separated).")
+@click.option("--skip-rule", "skip_rules", multiple=True, callback=_rule_list, metavar="RULE",
+              help="Not this rule (repeatable, or comma-separated).")
+@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="Output format.")
+@click.option("--timeline", "timeline_group", metavar="GROUP",
+              help="Print this consumer group's story (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, "
+                   "OffsetCommit, ConsumerGroupHeartbeat) instead of the findings.")
+@click.option("--slow-ms", type=click.FloatRange(min=0), default=1000.0, show_default=True,
+              help="Report exchanges slower than this, beyond what the request lets the broker wait.")
+@click.option("--storm-rebalances", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Report a rebalance storm above this many group generations per minute.")
+@click.option("--list-rules", is_flag=True, help="List the rules and exit.")
+@capture_options
+def check_command(captures: tuple[str, ...], rules: tuple[str, ...], skip_rules: tuple[str, ...], fmt: str,
+                  timeline_group: str | None, slow_ms: float, storm_rebalances: int, list_rules: bool,
+                  **kw: Any) -> int:
+    """Find client and broker bugs: unanswered requests, error codes, version misuse,
+    producer sequence gaps, fetch-session and SASL misuse, rebalance storms...
+
+    Each finding has a severity, a one-line explanation, the connection, the frame
+    numbers (as Wireshark counts them) and the exchanges involved. Exit status 0 when
+    no finding is an error, 1 otherwise, so it can gate a CI job. With --timeline the
+    exit status is 0 when the group was seen, 1 when not.
+    """
+    if list_rules:
+        _print_rules(fmt)
+        return 0
+    if not captures:
+        raise click.UsageError("missing argument 'CAPTURE...'")
+    chosen = set(rules) if rules else set(RULES)
+    chosen -= set(skip_rules)
+
+    from analyzer.cli import iter_captures
+
+    results: list[dict[str, Any]] = []
+    many = len(captures) > 1
+    for path, run in iter_captures(captures, kw, progress=True):
+        checker = Checker(chosen, slow_ms=slow_ms, storm_rebalances=storm_rebalances)
+        for ex in run:
+            checker.add(ex)
+        findings = checker.finish(capture_end=run.summary.last_ts)
+        if many:
+            for f in findings:
+                f.capture = path
+        results.append({"capture": path, "checker": checker, "findings": findings, "run": run})
+
+    if timeline_group is not None:
+        return _timeline(results, timeline_group, fmt)
+    all_findings = [f for r in results for f in r["findings"]]
+    if fmt == "json":
+        doc = {
+            "captures": [{"capture": r["capture"], "exchanges": r["checker"].exchanges,
+                          "counts": count_by_severity(r["findings"]),
+                          "findings": [f.to_json() for f in r["findings"]]} for r in results],
+            "counts": count_by_severity(all_findings),
+            "rules": sorted(chosen),
+        }
+        sys.stdout.write(json.dumps(doc, indent=1, default=str) + "\n")
+    else:
+        _print_text(results)
+    return 1 if any(f.severity == "error" for f in all_findings) else 0
+
+
+# -- text output -------------------------------------------------------------------
+
+def _console() -> Any:
+    from rich.console import Console
+    return Console(highlight=False, soft_wrap=True)
+
+
+def _frames_text(f: Finding) -> str:
+    shown = ", ".join(map(str, f.frames[:12]))
+    more = len(f.frames) - 12
+    total = f.details.get("count")
+    if more > 0:
+        shown += f", ... ({len(f.frames)} listed)"
+    if isinstance(total, int) and total > len(f.frames) and len(f.frames) >= 50:
+        shown += f" of {total}"
+    return shown or "-"
+
+
+def _print_text(results: list[dict[str, Any]]) -> None:
+    from rich.markup import escape
+
+    con = _console()
+    for r in results:
+        fs: list[Finding] = r["findings"]
+        c = count_by_severity(fs)
+        head = ", ".join(f"{c[s]} {s}{'s' if c[s] != 1 and s != 'info' else ''}" for s in SEVERITIES)
+        con.print(f"[bold]== {escape(os.path.basename(r['capture']))}[/bold]: {head} "
+                  f"({r['checker'].exchanges} exchanges)")
+        for sev in SEVERITIES:
+            group = [f for f in fs if f.severity == sev]
+            if not group:
+                continue
+            con.print(f"[{SEVERITY_STYLE[sev]}]{sev.upper()} ({len(group)})[/{SEVERITY_STYLE[sev]}]")
+            for f in group:
+                con.print(f"  [{SEVERITY_STYLE[sev]}]{escape(f.rule)}[/{SEVERITY_STYLE[sev]}]  {escape(f.message)}")
+                con.print(f"      conn {escape(f.conn)}  frames {_frames_text(f)}", style="dim")
+        if not fs:
+            con.print("  no findings")
+
+
+def _print_rules(fmt: str) -> None:
+    if fmt == "json":
+        sys.stdout.write(json.dumps([r._asdict() for r in RULES.values()], indent=1) + "\n")
+        return
+    from rich.markup import escape
+
+    con = _console()
+    width = max(len(r) for r in RULES)
+    for r in RULES.values():
+        con.print(f"{r.id:<{width}}  [{SEVERITY_STYLE[r.severity]}]{r.severity:<7}[/{SEVERITY_STYLE[r.severity]}]  "
+                  f"{r.scope:<10}  {escape(r.summary)}")
+
+
+# -- --timeline ----------------------------------------------------------------------
+
+def _timeline(results: list[dict[str, Any]], group: str, fmt: str) -> int:
+    events: list[dict[str, Any]] = []
+    known: set[str] = set()
+    for r in results:
+        checker: Checker = r["checker"]
+        known.update(checker.groups())
+        for e in checker.timeline(group):
+            if len(results) > 1:
+                e = dict(e, capture=r["capture"])
+            events.append(e)
+    if fmt == "json":
+        sys.stdout.write(json.dumps({"group_id": group, "events": events}, indent=1, default=str) + "\n")
+    else:
+        _print_timeline(group, events)
+    if not events:
+        hint = f"groups seen: {', '.join(sorted(known))}" if known else "no group traffic in the capture"
+        click.echo(f"kafkawire-sniff: error: group {group!r} not found ({hint})", err=True)
+        return 1
+    return 0
+
+
+def _print_timeline(group: str, events: list[dict[str, Any]]) -> None:
+    from rich.markup import escape
+
+    con = _console()
+    con.print(f"[bold]group {escape(group)}[/bold]: {len(events)} exchanges")
+    t0 = events[0]["time"] if events else 0.0
+    for e in events:
+        frames = f"#{e['request_frame']}" + (f"->#{e['response_frame']}" if e.get("response_frame") else "")
+        parts = [f"+{e['time'] - t0:9.3f}s", f"{frames:<13}", f"{e['api_name']} v{e['api_version']}"]
+        member = e.get("assigned_member_id") or e.get("member_id")
+        if member:
+            parts.append(f"member={member}")
+        if e.get("generation_id") is not None:
+            parts.append(("epoch=" if e["api_name"] == "ConsumerGroupHeartbeat" else "gen=")
+                         + str(e["generation_id"]))
+        for k in ("leader", "protocol_name"):
+            if e.get(k):
+                parts.append(f"{k}={e[k]}")
+        if e.get("members"):
+            parts.append(f"members={','.join(map(str, e['members']))}")
+        if e.get("assignments"):
+            parts.append("plan=" + "; ".join(f"{m}:{_asg(a)}" for m, a in e["assignments"].items()))
+        if e.get("assignment"):
+            parts.append(f"assigned={_asg(e['assignment'])}")
+        if e.get("offsets"):
+            parts.append("offsets=" + ",".join(f"{k}@{v}" for k, v in e["offsets"].items()))
+        line = escape("  ".join(parts))
+        if e.get("error"):
+            line += f"  [bold red]{escape(str(e['error']))}[/bold red]"
+        con.print(line + f"  [dim]{escape(e['conn'])}[/dim]")
+
+
+def _asg(a: dict[str, list[int]] | None) -> str:
+    if not a:
+        return "-"
+    return " ".join(f"{t}[{','.join(map(str, ps))}]" for t, ps in a.items())

@@ -1,0 +1,92 @@
+"""``kafkawire-sniff stats``: latency, errors and throughput per group of exchanges.
+
+Only wiring: the figures come from ``analyzer.stats``, the drawing from
+``analyzer.stats_render``. The lead registers ``stats_command`` in the main group.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import click
+
+from analyzer.errors import UserError
+from analyzer.options import capture_options
+from analyzer.stats import DEFAULT_KEEP_TOP, GROUP_KEYS, PointSample, StatsAccumulator, parse_by
+
+
+def _by_param(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
+    try:
+        return parse_by(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+
+
+@click.command("stats")
+@click.argument("captures", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--by", default="api,version", show_default=True, callback=_by_param,
+              help=f"Group by a comma-separated combination of: {', '.join(GROUP_KEYS)}.")
+@click.option("--top", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Also list the N slowest exchanges (frame numbers and connection, for 'read').")
+@click.option("-f", "--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table",
+              show_default=True, help="Output format.")
+@click.option("--histogram", is_flag=True, help="Draw a log-scale latency histogram per API.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
+              help="Write a picture: latency over time and histograms (.png, or a self-contained .html).")
+@capture_options
+def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt: str, histogram: bool,
+                  plot_path: str | None, **kw: Any) -> None:
+    """Latency percentiles, errors, waits, throttling and throughput.
+
+    Latency runs from the packet that completed the request to the packet that
+    completed the response (ttfb: to the response's first byte). Percentiles are
+    nearest-rank, exact up to 1000 values per group, then from a DDSketch within 1 %.
+    """
+    from analyzer.cli import iter_captures
+
+    if plot_path is not None:
+        low = plot_path.lower()
+        if not low.endswith((".png", ".html", ".htm")):
+            raise click.BadParameter("the file name must end in .png or .html", param_hint="--plot")
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise UserError("--plot needs matplotlib (pip install matplotlib)") from None
+
+    total = StatsAccumulator(by, keep_top=max(top, DEFAULT_KEEP_TOP if top else 0))
+    points = PointSample() if plot_path else None
+    many = len(captures) > 1
+    for path, run in iter_captures(captures, kw, progress=True):
+        acc = StatsAccumulator(by, keep_top=total.keep_top)
+        if many:
+            acc.source = os.path.basename(path)
+        for ex in run:
+            acc.add(ex)
+            if points is not None:
+                points.add(ex)
+        total.merge(acc)
+
+    result = total.result(top=top)
+    from analyzer import stats_render as sr
+
+    if fmt == "json":
+        sr.write_json(result, sys.stdout)
+    elif fmt == "csv":
+        sr.write_csv(result, sys.stdout)
+    else:
+        from rich.console import Console
+        console = Console(highlight=False)
+        sr.render_text(result, console, total.histograms() if histogram else None)
+    if histogram and fmt != "table":
+        # machine output stays parseable: the histogram goes to stderr
+        for line in sr.histogram_lines(total.histograms()):
+            click.echo(line, err=True)
+    if plot_path is not None:
+        title = os.path.basename(captures[0]) + (f" (+{len(captures) - 1})" if many else "")
+        try:
+            sr.write_plot(plot_path, result, total.histograms(), total.latency_series(),
+                          points.by_api() if points is not None else None, title)
+        except OSError as e:
+            raise UserError(f"cannot write {plot_path}: {e.strerror or e}") from None
+        click.echo(f"wrote {plot_path}", err=True)

@@ -1,0 +1,380 @@
+"""Kafka framing: one direction's byte stream -> Frames, split on the 4-byte size prefix.
+
+``Framer(conn, direction, plausible=None, max_frame_size=100 MiB, min_frame_size=4)``
+takes that direction's ``StreamData`` / ``StreamGap`` events in order (``feed``) and
+returns the ``Frame`` records they complete; ``finish()`` (or feeding a ``StreamEnd``)
+turns a partial frame into a ``Frame`` with ``truncated=True``.
+
+``plausible(header: bytes) -> bool`` is the caller's judgement of a frame header: it gets
+the first bytes of the frame AFTER the size prefix, ``min(size, peek)`` of them (``peek``
+defaults to 16), or fewer when a gap cuts the frame short. The caller knows whether this
+direction carries requests or responses. It is asked for every frame.
+
+Desynchronisation: a size below ``min_frame_size`` or above ``max_frame_size``, or a header
+the callback rejects, makes the framer scan forward for the next offset whose size and
+header are plausible (candidates are found with a regex on the size's top byte, so the
+scan does not run Python code for every byte of ordinary data). Bytes passed over are
+counted in ``framer.skipped`` by reason:
+
+- ``"before first frame"``: before the first frame of a stream that starts mid-frame;
+- ``"desync"``: skipped after an implausible size/header;
+- ``"gap"``: never captured (gaps), plus captured bytes that could not be framed because a
+  gap broke the frame they belonged to (the tail after a gap, a cut header, the scan to
+  resynchronise after a gap at an unknown position);
+- ``"end of stream"``: a size prefix or header cut by the end of the stream.
+
+A gap inside a frame whose size is known ends that frame at once: it is emitted with
+``truncated=True``, ``data`` = the captured bytes before the gap and ``size`` kept; the
+framer then skips to the frame's end, which it knows, and stays in sync (this is how
+snaplen-cut captures are read: the missing bytes are a gap, not garbage). If the frame
+ends inside the gap the next boundary is unknown and the framer resynchronises by
+scanning the bytes after the gap.
+
+Accounting invariant: every byte of the stream (data and gaps) is either in a frame
+(its 4-byte prefix and ``frame.data``) or counted in ``skipped``, so after ``finish()``
+``sum(4 + len(f.data) for f in frames) + sum(skipped.values())`` equals the stream length.
+
+Memory: the framer never holds more than the current frame's captured bytes (nothing is
+allocated from a declared size), plus at most ``4 + peek`` bytes while scanning.
+
+``Framers`` routes a whole event stream (all connections) to one ``Framer`` per
+(connection, direction) and finishes them on ``StreamEnd``.
+"""
+from __future__ import annotations
+
+import re
+import struct
+from bisect import bisect_right
+from collections.abc import Callable
+
+from analyzer.model import Conn, Frame, StreamData, StreamEnd, StreamEvent, StreamGap
+
+__all__ = ["Framer", "Framers", "DEFAULT_MAX_FRAME_SIZE"]
+
+DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024
+_size = struct.Struct(">I").unpack_from
+
+Plausible = Callable[[bytes], bool]
+
+
+class Framer:
+    """Frames of one direction of one connection. See the module docstring."""
+
+    def __init__(self, conn: Conn, direction: int, plausible: Plausible | None = None,
+                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, min_frame_size: int = 4,
+                 peek: int = 16) -> None:
+        self.conn = conn
+        self.direction = direction
+        self.plausible = plausible
+        self.max_frame_size = max_frame_size
+        self.min_frame_size = min_frame_size
+        self.peek = peek
+        self.skipped: dict[str, int] = {}
+        self.frames = 0                 # frames emitted
+        self.truncated_frames = 0
+        self.finished = False
+        self._buf = bytearray()          # bytes from stream offset self._off on
+        self._off: int | None = None     # stream offset of _buf[0]; None before any event
+        self._marks: list[tuple[int, int, float]] = []   # (offset, packet index, ts) in _buf
+        self._synced = True              # _buf[0] is a frame boundary
+        self._decided = -1               # size of the frame at _buf[0] once judged plausible
+        self._reason = "before first frame"   # why bytes are skipped while scanning
+        self._drop = 0                   # bytes of a gap-broken frame still to drop
+        top = min(max_frame_size, 0xFFFFFFFF) >> 24
+        self._cand = re.compile(b"[\\x00-" + bytes([top]) + b"]") if top < 255 else re.compile(b".", re.S)
+        self._last_index = 0
+        self._last_ts = 0.0
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _skip(self, reason: str, n: int) -> None:
+        if n > 0:
+            self.skipped[reason] = self.skipped.get(reason, 0) + n
+
+    def _where(self, off: int) -> tuple[int, float]:
+        """Packet index and ts of the packet that carried stream offset ``off``."""
+        marks = self._marks
+        i = bisect_right(marks, off, key=lambda m: m[0]) - 1
+        if i < 0:
+            return (self._last_index, self._last_ts)
+        return marks[i][1], marks[i][2]
+
+    def _consume(self, n: int) -> None:
+        """Drop the first n bytes of the buffer."""
+        if n <= 0:
+            return
+        if n >= len(self._buf):
+            self._buf.clear()
+        else:
+            del self._buf[:n]
+        self._off += n   # type: ignore[operator]
+        marks = self._marks
+        # keep the mark that covers the new start
+        i = bisect_right(marks, self._off, key=lambda m: m[0]) - 1
+        if i > 0:
+            del marks[:i]
+        self._decided = -1
+
+    def _check(self, b: bytes | bytearray, i: int, avail: int, final: bool) -> int | None:
+        """Judge a frame starting at b[i]: its size if plausible, -1 if not, None if undecided."""
+        size = _size(b, i)[0]
+        if size < self.min_frame_size or size > self.max_frame_size:
+            return -1
+        if self.plausible is None:
+            return size
+        need = min(size, self.peek)
+        if avail - 4 < need and not final:
+            return None
+        hdr = bytes(b[i + 4:i + 4 + min(need, avail - 4)])
+        return size if self.plausible(hdr) else -1
+
+    def _emit(self, start: int, size: int, data: bytes, truncated: bool,
+              last: tuple[int, float] | None = None) -> Frame:
+        fi, fts = self._where(start)
+        li, lts = last if last is not None else self._where(start + 3 + len(data))
+        self.frames += 1
+        if truncated:
+            self.truncated_frames += 1
+        self._reason = "desync"
+        return Frame(self.conn, self.direction, data, size, fi, li, fts, lts, start, truncated)
+
+    # -- the state machine -----------------------------------------------------------------
+
+    def _run(self, out: list[Frame], final: bool = False) -> None:
+        """Cut every complete frame out of the buffer; scan when out of sync."""
+        buf = self._buf
+        pos = 0
+        n = len(buf)
+        while True:
+            avail = n - pos
+            if self._synced:
+                if avail < 4:
+                    break
+                if self._decided >= 0 and pos == 0:
+                    size = self._decided
+                else:
+                    r = self._check(buf, pos, avail, final)
+                    if r is None:
+                        break
+                    if r < 0:
+                        # out of sync; _reason tells why ("desync" once a frame was seen)
+                        self._synced = False
+                        self._skip(self._reason, 1)
+                        pos += 1
+                        continue
+                    size = r
+                end = pos + 4 + size
+                if end > n:
+                    # incomplete: remember the decision, keep the bytes
+                    self._consume_at(pos)
+                    self._decided = size
+                    return
+                start = self._off + pos   # type: ignore[operator]
+                out.append(self._emit(start, size, bytes(buf[pos + 4:end]), False))
+                pos = end
+            else:
+                # scanning for a plausible frame start
+                found = False
+                j = pos
+                search = self._cand.search
+                while True:
+                    m = search(buf, j)
+                    if m is None:
+                        j = n              # no byte here can start a frame
+                        break
+                    j = m.start()
+                    if n - j < 4:
+                        break              # keep from j: wait for more bytes
+                    r = self._check(buf, j, n - j, final)
+                    if r is None:
+                        break              # undecided: wait for more bytes from j
+                    if r >= 0:
+                        found = True
+                        break
+                    j += 1
+                self._skip(self._reason, j - pos)
+                pos = j
+                if found:
+                    self._synced = True
+                    continue
+                break
+        self._consume_at(pos)
+
+    def _consume_at(self, pos: int) -> None:
+        if pos:
+            self._consume(pos)
+
+    # -- public ----------------------------------------------------------------------------
+
+    def feed(self, ev: StreamData | StreamGap | StreamEnd) -> list[Frame]:
+        out: list[Frame] = []
+        if self.finished:
+            return out
+        if isinstance(ev, StreamEnd):
+            return self.finish()
+        if self._off is None:
+            self._off = ev.offset
+        end_buf = self._off + len(self._buf)
+        if isinstance(ev, StreamData):
+            data = ev.data
+            off = ev.offset
+            if off < end_buf:            # overlap with what we have: keep the first copy
+                cut = end_buf - off
+                if cut >= len(data):
+                    return out
+                data = data[cut:]
+                off = end_buf
+            elif off > end_buf:          # a hole the reassembler did not report: treat as gap
+                out += self._gap(end_buf, off - end_buf, ev.index, ev.ts)
+            self._last_index, self._last_ts = ev.index, ev.ts
+            if self._drop:
+                k = min(self._drop, len(data))
+                self._drop -= k
+                self._skip("gap", k)
+                data = data[k:]
+                off += k
+                self._off = off
+                if not data:
+                    return out
+            if not self._buf:
+                self._off = off
+                self._marks = []
+            self._marks.append((off, ev.index, ev.ts))
+            self._buf += data
+            self._run(out)
+        else:
+            if ev.offset + ev.length <= end_buf:
+                return out
+            start = max(ev.offset, end_buf)
+            out += self._gap(start, ev.offset + ev.length - start, ev.index, ev.ts)
+        return out
+
+    def _gap(self, off: int, length: int, index: int, ts: float) -> list[Frame]:
+        out: list[Frame] = []
+        if self._drop:
+            k = min(self._drop, length)
+            self._drop -= k
+            self._skip("gap", k)
+            length -= k
+            off += k
+            if self._drop:
+                self._buf.clear()
+                self._off = off
+                return out
+            if length == 0:               # the gap ends exactly at the frame boundary
+                self._buf.clear()
+                self._marks = []
+                self._off = off
+                self._synced = True
+                return out
+        buf = self._buf
+        if self._synced and len(buf) >= 4:
+            r = self._decided if self._decided >= 0 else self._check(buf, 0, len(buf), True)
+            if r is not None and r >= 0:
+                size = r
+                start = self._off   # type: ignore[assignment]
+                data = bytes(buf[4:4 + size])
+                frame_end = start + 4 + size
+                last = self._where(start + 3 + len(data)) if data else self._where(start)
+                out.append(self._emit(start, size, data, True, last))
+                self._buf.clear()
+                self._marks = []
+                self._decided = -1
+                gap_end = off + length
+                if gap_end <= frame_end:
+                    # in sync again at frame_end, after dropping the rest of this frame
+                    self._skip("gap", length)
+                    self._drop = frame_end - gap_end
+                    self._off = gap_end
+                    self._synced = True
+                    return out
+                # the frame ends inside the gap: next boundary unknown
+                self._skip("gap", length)
+                self._synced = False
+                self._reason = "gap"
+                self._off = gap_end
+                return out
+        # a cut header, or scanning: bytes held are lost; resync after the gap
+        self._skip("gap", len(buf) + length)
+        buf.clear()
+        self._marks = []
+        self._decided = -1
+        self._off = off + length
+        self._synced = False
+        self._reason = "gap"
+        return out
+
+    def finish(self) -> list[Frame]:
+        """End of the stream: a partial frame becomes a truncated Frame."""
+        out: list[Frame] = []
+        if self.finished:
+            return out
+        self.finished = True
+        if self._buf:
+            self._run(out, final=True)
+        buf = self._buf
+        if buf:
+            if self._synced and len(buf) >= 4:
+                r = self._decided if self._decided >= 0 else self._check(buf, 0, len(buf), True)
+                if r is not None and r >= 0:
+                    out.append(self._emit(self._off, r, bytes(buf[4:4 + r]), True))  # type: ignore[arg-type]
+                    buf.clear()
+            if buf:
+                self._skip("end of stream", len(buf))
+                buf.clear()
+        self._marks = []
+        return out
+
+
+class Framers:
+    """One ``Framer`` per (connection, direction) for a whole event stream.
+
+    ``plausible_for(conn, direction)`` returns the header check for that direction (or
+    None); it is called when the direction's first event arrives. Framers of a finished
+    connection are dropped after their last frames; their skip counts are added to
+    ``skipped``.
+    """
+
+    def __init__(self, plausible_for: Callable[[Conn, int], Plausible | None] | None = None,
+                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, min_frame_size: int = 4) -> None:
+        self.plausible_for = plausible_for
+        self.max_frame_size = max_frame_size
+        self.min_frame_size = min_frame_size
+        self.skipped: dict[str, int] = {}
+        self.frames = 0
+        self.truncated_frames = 0
+        self._framers: dict[tuple[int, int], Framer] = {}
+
+    def framer(self, conn: Conn, direction: int) -> Framer:
+        key = (conn.id, direction)
+        fr = self._framers.get(key)
+        if fr is None:
+            pl = self.plausible_for(conn, direction) if self.plausible_for else None
+            fr = Framer(conn, direction, pl, self.max_frame_size, self.min_frame_size)
+            self._framers[key] = fr
+        return fr
+
+    def _retire(self, key: tuple[int, int], out: list[Frame]) -> None:
+        fr = self._framers.pop(key, None)
+        if fr is None:
+            return
+        out += fr.finish()
+        for k, v in fr.skipped.items():
+            self.skipped[k] = self.skipped.get(k, 0) + v
+        self.frames += fr.frames
+        self.truncated_frames += fr.truncated_frames
+
+    def feed(self, ev: StreamEvent) -> list[Frame]:
+        if isinstance(ev, StreamEnd):
+            out: list[Frame] = []
+            dirs = (0, 1) if ev.direction is None else (ev.direction,)
+            for d in dirs:
+                self._retire((ev.conn.id, d), out)
+            return out
+        return self.framer(ev.conn, ev.direction).feed(ev)
+
+    def finish(self) -> list[Frame]:
+        out: list[Frame] = []
+        for key in sorted(self._framers):
+            self._retire(key, out)
+        return out

@@ -1,0 +1,370 @@
+"""Live capture: packets from an interface, fed to the Pipeline as they arrive.
+
+    PacketSource.read(timeout) -> [(ts, data, orig_len)]  (scapy PF_PACKET socket, raw bytes)
+        -> analyzer.model.Packet -> Pipeline.feed -> Exchange -> callback (printed at once)
+        -> optional PcapSink (the raw packets, the interface's link type)
+
+``LiveSession.run`` is the loop: bounded waits (so --duration, Ctrl-C and the
+unanswered timeout are honoured within a quarter of a second), ``Pipeline.expire``
+twice a second, a tick callback once a second (the --stats dashboard), and on the way
+out ``Pipeline.finish`` so requests still in flight are reported as unanswered, as
+``read`` reports them at the end of the file that ``--write`` saved.
+
+Packets are read with scapy's socket layer (``recv_raw``: bytes and a timestamp, no
+per-packet dissection), with the BPF filter attached in the kernel. On a loopback
+interface every packet is seen twice by a PF_PACKET socket (outgoing and incoming);
+like libpcap we keep only the incoming copy.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import select
+import signal
+import struct
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any, BinaryIO, Protocol
+
+from analyzer.model import Exchange, Packet
+
+SNAPLEN = 262144
+MAX_BATCH = 2000            # packets read per wake-up before the loop looks at the clock again
+
+LINKTYPE_ETHERNET = 1
+LINKTYPE_RAW = 101
+LINKTYPE_LINUX_SLL = 113
+# Linux ARPHRD_* (from /sys/class/net/IFACE/type) -> pcap LINKTYPE_* for a PF_PACKET SOCK_RAW socket
+_ARPHRD_TO_LINKTYPE = {1: LINKTYPE_ETHERNET, 772: LINKTYPE_ETHERNET, 65534: LINKTYPE_RAW, 776: LINKTYPE_RAW,
+                       768: LINKTYPE_RAW, 778: LINKTYPE_RAW, 823: LINKTYPE_RAW}
+ARPHRD_LOOPBACK = 772
+
+
+class LiveError(Exception):
+    """A capture cannot start (unknown interface, permission, bad filter): one line for the user."""
+
+
+class PacketSource(Protocol):
+    linktype: int
+
+    def read(self, timeout: float) -> list[tuple[float, bytes, int]] | None:
+        """Packets that arrived within ``timeout`` s ([] if none); None when the source is exhausted."""
+
+    def close(self) -> None: ...
+
+
+# ---------------------------------------------------------------- BPF and interfaces
+
+
+def port_filter(ports: Sequence[int]) -> str:
+    """The BPF expression for TCP to or from any of ``ports``."""
+    if not ports:
+        return "tcp"
+    return "tcp and (" + " or ".join(f"port {int(p)}" for p in sorted(set(ports))) + ")"
+
+
+def interfaces() -> list[str]:
+    try:
+        from scapy.interfaces import get_if_list
+
+        return sorted(get_if_list())
+    except Exception:  # noqa: BLE001 - fall back to the kernel's view
+        try:
+            return sorted(os.listdir("/sys/class/net"))
+        except OSError:
+            return []
+
+
+def _arphrd(iface: str) -> int | None:
+    try:
+        with open(f"/sys/class/net/{iface}/type") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def check_filter(expr: str, iface: str | None = None) -> None:
+    """Compile ``expr`` as BPF (libpcap / tcpdump through scapy); LiveError when it does not."""
+    from scapy.arch.common import compile_filter
+    from scapy.error import Scapy_Exception
+
+    try:
+        compile_filter(expr, iface=iface)
+    except Scapy_Exception as e:
+        raise LiveError(f"bad BPF filter {expr!r}: {_why(e)}") from None
+    except (OSError, ImportError) as e:
+        raise LiveError(f"cannot compile the BPF filter {expr!r} ({e}; is libpcap or tcpdump installed?)") from None
+
+
+def _why(e: BaseException) -> str:
+    text = str(e)
+    if "(" in text and text.endswith(")"):
+        inner = text[text.rfind("(") + 1:-1]
+        if inner:
+            return inner
+    return text
+
+
+# ---------------------------------------------------------------- the scapy source
+
+
+class ScapySource:
+    """Raw packets from ``iface`` through a scapy PF_PACKET socket with ``bpf`` attached."""
+
+    def __init__(self, iface: str, bpf: str, snaplen: int = SNAPLEN, promisc: bool = False) -> None:
+        names = interfaces()
+        if iface not in names:
+            raise LiveError(f"unknown interface {iface!r} (available: {', '.join(names) or 'none'})")
+        check_filter(bpf, iface)
+        hw = _arphrd(iface)
+        self.iface = iface
+        self.bpf = bpf
+        self.snaplen = snaplen
+        self.loopback = hw == ARPHRD_LOOPBACK
+        try:
+            from scapy.config import conf
+
+            if self.loopback:
+                # L2Socket drops PACKET_OUTGOING copies: on lo each packet is then seen once
+                from scapy.arch.linux import L2Socket as SockClass
+            else:
+                from scapy.arch.linux import L2ListenSocket as SockClass
+            self.sock: Any = SockClass(iface=iface, filter=bpf, promisc=promisc)
+        except PermissionError:
+            raise LiveError(f"no permission to capture on {iface} (needs root or CAP_NET_RAW, "
+                            "e.g. sudo, or setcap cap_net_raw+eip on the python binary)") from None
+        except OSError as e:
+            if e.errno in (errno.EPERM, errno.EACCES):
+                raise LiveError(f"no permission to capture on {iface} (needs root or CAP_NET_RAW)") from None
+            raise LiveError(f"cannot capture on {iface}: {e.strerror or e}") from None
+        except Exception as e:  # noqa: BLE001 - scapy reports filter/interface problems as plain exceptions
+            msg = str(e)
+            if "filter" in msg.lower():
+                raise LiveError(f"bad BPF filter {bpf!r}: {_why(e)}") from None
+            if "not found" in msg.lower():
+                raise LiveError(f"unknown interface {iface!r} (available: {', '.join(names)})") from None
+            raise LiveError(f"cannot capture on {iface}: {msg}") from None
+        if hw in _ARPHRD_TO_LINKTYPE:
+            self.linktype = _ARPHRD_TO_LINKTYPE[hw]
+        else:
+            self.linktype = int(conf.l2types.layer2num.get(self.sock.LL, LINKTYPE_ETHERNET))
+        self._fd = self.sock.fileno()
+        self.received = 0
+
+    def read(self, timeout: float) -> list[tuple[float, bytes, int]]:
+        out: list[tuple[float, bytes, int]] = []
+        try:
+            ready, _, _ = select.select([self._fd], [], [], max(0.0, timeout))
+        except InterruptedError:
+            return out
+        if not ready:
+            return out
+        sock = self.sock
+        snap = self.snaplen
+        while len(out) < MAX_BATCH:
+            try:
+                _cls, data, ts = sock.recv_raw(snap)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as e:
+                if e.errno in (errno.EAGAIN, errno.EINTR):
+                    break
+                raise
+            if data is not None:
+                out.append((float(ts) if ts is not None else time.time(), data, len(data)))
+                self.received += 1
+            if not select.select([self._fd], [], [], 0)[0]:
+                break
+        return out
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except Exception:  # noqa: BLE001 - closing twice or after an error
+            pass
+
+
+class ReplaySource:
+    """Packets from a list (tests, or replaying a capture through the live loop)."""
+
+    def __init__(self, packets: Iterable[tuple[float, bytes, int]], linktype: int = LINKTYPE_ETHERNET,
+                 per_read: int = 10, pace: float = 0.0) -> None:
+        self._it = iter(packets)
+        self.linktype = linktype
+        self.per_read = per_read
+        self.pace = pace
+        self.closed = False
+
+    def read(self, timeout: float) -> list[tuple[float, bytes, int]] | None:
+        out = []
+        for pkt in self._it:
+            out.append(pkt)
+            if len(out) >= self.per_read:
+                break
+        if self.pace:
+            time.sleep(self.pace)
+        return out or None
+
+    def close(self) -> None:
+        self.closed = True
+
+
+# ---------------------------------------------------------------- writing what was captured
+
+
+class PcapSink:
+    """A pcap file (nanosecond timestamps) of the raw packets, in the interface's link type."""
+
+    def __init__(self, path: str, linktype: int, snaplen: int = SNAPLEN) -> None:
+        try:
+            self.f: BinaryIO = open(path, "wb")  # noqa: SIM115 - closed in close()
+        except OSError as e:
+            raise LiveError(f"cannot write {path}: {e.strerror or e}") from None
+        self.path = path
+        self.packets = 0
+        self.f.write(struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, snaplen, linktype))
+        self.f.flush()
+        self._rec = struct.Struct("<IIII")
+
+    def write(self, ts: float, data: bytes, orig_len: int) -> None:
+        sec = int(ts)
+        nsec = int(round((ts - sec) * 1e9))
+        if nsec >= 1_000_000_000:
+            sec, nsec = sec + 1, nsec - 1_000_000_000
+        self.f.write(self._rec.pack(sec, nsec, len(data), orig_len))
+        self.f.write(data)
+        self.packets += 1
+
+    def flush(self) -> None:
+        self.f.flush()
+
+    def close(self) -> None:
+        if not self.f.closed:
+            self.f.close()
+
+
+# ---------------------------------------------------------------- the loop
+
+
+class _Pipeline(Protocol):
+    def feed(self, packet: Packet) -> list[Exchange]: ...
+    def expire(self, now: float) -> list[Exchange]: ...
+    def finish(self) -> list[Exchange]: ...
+
+
+@dataclass
+class LiveResult:
+    reason: str                 # "count" | "duration" | "interrupted" | "source ended"
+    packets: int = 0
+    exchanges: int = 0
+    seconds: float = 0.0
+    written: int | None = None  # packets written with --write
+
+
+@dataclass
+class LiveSession:
+    pipeline: _Pipeline
+    source: PacketSource
+    on_exchange: Callable[[Exchange], None]
+    sink: PcapSink | None = None
+    count: int | None = None            # stop after this many exchanges
+    duration: float | None = None       # stop after this many seconds
+    on_tick: Callable[[float], None] | None = None   # called about once a second
+    expire_every: float = 0.5
+    tick_every: float = 1.0
+    clock: Callable[[], float] = time.time
+    handle_signals: bool = True         # SIGINT/SIGTERM stop the loop cleanly
+    _stop: str | None = field(default=None, init=False)
+    _packets: int = field(default=0, init=False)
+    _exchanges: int = field(default=0, init=False)
+
+    def stop(self, reason: str = "interrupted") -> None:
+        if self._stop is None:
+            self._stop = reason
+
+    def _emit(self, exchanges: list[Exchange]) -> None:
+        for ex in exchanges:
+            if self.count is not None and self._exchanges >= self.count:
+                self.stop("count")
+                return
+            self._exchanges += 1
+            self.on_exchange(ex)
+            if self.count is not None and self._exchanges >= self.count:
+                self.stop("count")
+                return
+
+    def run(self) -> LiveResult:
+        old: dict[int, Any] = {}
+        if self.handle_signals:
+            old = self._install_signals()
+        start = self.clock()
+        last_expire = last_tick = start
+        pipe = self.pipeline
+        linktype = self.source.linktype
+        sink = self.sink
+        try:
+            while self._stop is None:
+                now = self.clock()
+                wait = 0.25
+                if self.duration is not None:
+                    left = start + self.duration - now
+                    if left <= 0:
+                        self.stop("duration")
+                        break
+                    wait = min(wait, left)
+                batch = self.source.read(wait)
+                if batch is None:
+                    self.stop("source ended")
+                    break
+                for ts, data, orig_len in batch:
+                    self._packets += 1
+                    if sink is not None:
+                        sink.write(ts, data, orig_len)
+                    self._emit(pipe.feed(Packet(self._packets, ts, linktype, data, orig_len)))
+                    if self._stop is not None:
+                        break
+                now = self.clock()
+                if self._stop is None and now - last_expire >= self.expire_every:
+                    last_expire = now
+                    self._emit(pipe.expire(now))
+                if now - last_tick >= self.tick_every:
+                    last_tick = now
+                    if sink is not None:
+                        sink.flush()
+                    if self.on_tick is not None:
+                        self.on_tick(now)
+        finally:
+            self.source.close()
+            if self.handle_signals:
+                self._restore_signals(old)
+        if self._stop != "count":
+            self._emit(pipe.finish())
+        if sink is not None:
+            sink.close()
+        return LiveResult(self._stop or "interrupted", self._packets, self._exchanges, self.clock() - start,
+                          sink.packets if sink is not None else None)
+
+    def _install_signals(self) -> dict[int, Any]:
+        old: dict[int, Any] = {}
+
+        def handler(signum: int, frame: FrameType | None) -> None:
+            if self._stop is not None and signum == signal.SIGINT:
+                raise KeyboardInterrupt          # a second Ctrl-C: stop now
+            self.stop("interrupted")
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                old[sig] = signal.signal(sig, handler)
+            except ValueError:                    # not the main thread
+                pass
+        return old
+
+    @staticmethod
+    def _restore_signals(old: dict[int, Any]) -> None:
+        for sig, h in old.items():
+            try:
+                signal.signal(sig, h)
+            except ValueError:
+                pass

@@ -1,0 +1,243 @@
+"""Packet -> TCP Segment: link layer, IPv4/IPv6, TCP, parsed with ``struct``.
+
+``parse_packet(pkt, skips)`` returns a ``Segment`` or ``None``; every ``None`` is counted
+in ``skips`` (a ``SkipCounter``, a dict of reason -> packets) with one of the reasons
+
+    "not IP", "not TCP", "IP fragment", "truncated header", "bad IP header",
+    "unsupported link type N"
+
+Link types: Ethernet (1) with any stack of 802.1Q / 802.1ad / QinQ tags (0x8100, 0x88a8,
+0x9100), Linux cooked SLL (113) and SLL2 (276), BSD NULL (0) and LOOP (108) with the
+address family in either byte order, raw IP (101, 12, 14), IPv4 (228), IPv6 (229).
+
+``Segment.missing`` is the number of TCP payload bytes that were on the wire but not in
+the capture (snaplen): computed from the IP total/payload length, bounded by the
+packet's original length. Bytes after the IP datagram (Ethernet padding, trailers) are
+never payload.
+"""
+from __future__ import annotations
+
+import socket
+import struct
+
+from analyzer.capture import SUPPORTED_LINKTYPES
+from analyzer.model import Endpoint, Packet, Segment
+
+__all__ = ["SkipCounter", "parse_packet", "SUPPORTED_LINKTYPES"]
+
+
+
+class SkipCounter(dict[str, int]):
+    """Packets that produced no TCP segment, by reason."""
+
+    def add(self, reason: str, n: int = 1) -> None:
+        self[reason] = self.get(reason, 0) + n
+
+    @property
+    def total(self) -> int:
+        return sum(self.values())
+
+
+_ETH_VLAN = frozenset({0x8100, 0x88A8, 0x9100})
+_ETH_IP4, _ETH_IP6 = 0x0800, 0x86DD
+# BSD loopback address families for IPv6 differ between systems.
+_AF_INET6 = frozenset({10, 23, 24, 28, 30})
+_IP6_EXT = frozenset({0, 43, 60, 135, 139, 140})   # skipped: length in 8-octet units
+_IP6_NONE = 59
+
+_u32le = struct.Struct("<I").unpack_from
+_u32be = struct.Struct(">I").unpack_from
+_ip4 = struct.Struct(">BxHxxHxB").unpack_from          # vihl, total, frag, proto
+_tcp = struct.Struct(">HHIIBB").unpack_from            # sport, dport, seq, ack, off, flags
+
+_addr_cache: dict[bytes, str] = {}
+
+
+def _ip_str(raw: bytes) -> str:
+    s = _addr_cache.get(raw)
+    if s is None:
+        if len(_addr_cache) > 65536:
+            _addr_cache.clear()
+        s = socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6, raw)
+        _addr_cache[raw] = s
+    return s
+
+
+def _link(pkt: Packet, skips: SkipCounter) -> tuple[int, int] | None:
+    """(offset of the IP header, IP version 4/6) or None (counted)."""
+    lt, data = pkt.linktype, pkt.data
+    n = len(data)
+    if lt == 1:
+        if n < 14:
+            skips.add("truncated header")
+            return None
+        off = 12
+        etype = data[off] << 8 | data[off + 1]
+        while etype in _ETH_VLAN:
+            off += 4
+            if n < off + 2:
+                skips.add("truncated header")
+                return None
+            etype = data[off] << 8 | data[off + 1]
+        off += 2
+    elif lt == 113:
+        if n < 16:
+            skips.add("truncated header")
+            return None
+        off = 14
+        etype = data[off] << 8 | data[off + 1]
+        while etype in _ETH_VLAN:
+            off += 4
+            if n < off + 2:
+                skips.add("truncated header")
+                return None
+            etype = data[off] << 8 | data[off + 1]
+        off += 2
+    elif lt == 276:
+        if n < 20:
+            skips.add("truncated header")
+            return None
+        etype = data[0] << 8 | data[1]
+        off = 20
+        while etype in _ETH_VLAN:        # not stripped: tag follows the header
+            if n < off + 4:
+                skips.add("truncated header")
+                return None
+            etype = data[off + 2] << 8 | data[off + 3]
+            off += 4
+    elif lt == 0 or lt == 108:
+        if n < 4:
+            skips.add("truncated header")
+            return None
+        le, be = _u32le(data, 0)[0], _u32be(data, 0)[0]
+        if le == 2 or be == 2:
+            return (4, 4)
+        if le in _AF_INET6 or be in _AF_INET6:
+            return (4, 6)
+        skips.add("not IP")
+        return None
+    elif lt == 101 or lt == 12 or lt == 14:
+        if n < 1:
+            skips.add("truncated header")
+            return None
+        v = data[0] >> 4
+        if v == 4 or v == 6:
+            return (0, v)
+        skips.add("not IP")
+        return None
+    elif lt == 228:
+        return (0, 4)
+    elif lt == 229:
+        return (0, 6)
+    else:
+        skips.add(f"unsupported link type {lt}")
+        return None
+    if etype == _ETH_IP4:
+        return (off, 4)
+    if etype == _ETH_IP6:
+        return (off, 6)
+    skips.add("not IP")
+    return None
+
+
+def parse_packet(pkt: Packet, skips: SkipCounter | None = None) -> Segment | None:
+    """Parse one captured packet down to TCP. None (and a counted reason) if it is not TCP."""
+    if skips is None:
+        skips = SkipCounter()
+    where = _link(pkt, skips)
+    if where is None:
+        return None
+    off, ver = where
+    data = pkt.data
+    n = len(data)
+    # bytes of the IP datagram that were on the wire (orig_len may exceed the capture)
+    wire_left = pkt.orig_len - off
+    if ver == 4:
+        if n < off + 20:
+            skips.add("truncated header")
+            return None
+        vihl, total, frag, proto = _ip4(data, off)
+        if vihl >> 4 != 4:
+            skips.add("bad IP header")
+            return None
+        ihl = (vihl & 15) * 4
+        if ihl < 20:
+            skips.add("bad IP header")
+            return None
+        if frag & 0x3FFF:               # MF set or a non-zero offset
+            skips.add("IP fragment")
+            return None
+        if proto != 6:
+            skips.add("not TCP")
+            return None
+        if total == 0:                  # segmentation offload: length not filled in
+            total = max(wire_left, n - off)
+        elif total < ihl:
+            skips.add("bad IP header")
+            return None
+        src = _ip_str(data[off + 12:off + 16])
+        dst = _ip_str(data[off + 16:off + 20])
+        t = off + ihl
+        end_wire = off + min(total, max(wire_left, n - off))
+    else:
+        if n < off + 40:
+            skips.add("truncated header")
+            return None
+        if data[off] >> 4 != 6:
+            skips.add("bad IP header")
+            return None
+        plen = data[off + 4] << 8 | data[off + 5]
+        nh = data[off + 6]
+        src = _ip_str(data[off + 8:off + 24])
+        dst = _ip_str(data[off + 24:off + 40])
+        t = off + 40
+        if plen == 0:                   # jumbogram or offload
+            plen = max(wire_left, n - off) - 40
+        total = 40 + plen
+        while nh != 6:
+            if nh in _IP6_EXT:
+                if n < t + 8:
+                    skips.add("truncated header")
+                    return None
+                nh, hl = data[t], (data[t + 1] + 1) * 8
+                t += hl
+            elif nh == 44:              # fragment header
+                if n < t + 8:
+                    skips.add("truncated header")
+                    return None
+                fo = data[t + 2] << 8 | data[t + 3]
+                if fo & 0xFFF9:         # offset != 0 or more fragments
+                    skips.add("IP fragment")
+                    return None
+                nh = data[t]
+                t += 8
+            elif nh == 51:              # authentication header: length in 4-octet units
+                if n < t + 8:
+                    skips.add("truncated header")
+                    return None
+                nh, hl = data[t], (data[t + 1] + 2) * 4
+                t += hl
+            else:
+                skips.add("not TCP")
+                return None
+            if t > off + total:
+                skips.add("bad IP header")
+                return None
+        end_wire = off + min(total, max(wire_left, n - off))
+    if n < t + 20:
+        skips.add("truncated header")
+        return None
+    sport, dport, seq, ack, doff, flags = _tcp(data, t)
+    thl = (doff >> 4) * 4
+    if thl < 20:
+        skips.add("bad TCP header")
+        return None
+    p = t + thl
+    if n < p:
+        skips.add("truncated header")
+        return None
+    end_cap = min(n, end_wire)
+    payload = data[p:end_cap] if end_cap > p else b""
+    missing = end_wire - max(end_cap, p) if end_wire > p else 0
+    return Segment(Endpoint(src, sport), Endpoint(dst, dport), seq, ack, flags,
+                   payload, missing, pkt.ts, pkt.index)

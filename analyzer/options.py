@@ -1,0 +1,102 @@
+"""Options shared by every command that reads captures (read, stats, check, live, spark)."""
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from analyzer.pipeline import Options
+from dissectors.context import DecodeContext
+
+
+def _size(text: str) -> int:
+    t = text.strip().lower()
+    mult = 1
+    for suffix, m in (("kib", 1024), ("mib", 1024**2), ("gib", 1024**3), ("k", 1024), ("m", 1024**2),
+                      ("g", 1024**3)):
+        if t.endswith(suffix):
+            t, mult = t[: -len(suffix)], m
+            break
+    try:
+        v = int(float(t) * mult)
+    except ValueError:
+        raise click.BadParameter(f"not a size: {text!r} (use e.g. 64MiB)") from None
+    if v <= 0:
+        raise click.BadParameter(f"size must be positive: {text!r}")
+    return v
+
+
+class Size(click.ParamType):
+    name = "SIZE"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return _size(str(value))
+        except click.BadParameter as e:
+            self.fail(str(e), param, ctx)
+
+
+CAPTURE_OPTIONS = [
+    click.option("-p", "--port", "ports", multiple=True, type=click.IntRange(1, 65535),
+                 help="Kafka broker port (repeatable; default 9092). Other ports are auto-detected."),
+    click.option("--no-autodetect", is_flag=True, help="Only analyse the --port ports."),
+    click.option("--protocol", type=click.Choice(["auto", "legacy", "modern"]), default="auto", show_default=True,
+                 help="Force the pre-0.8 (legacy) or 0.8+ (modern) protocol instead of detecting it."),
+    click.option("--max-frame-size", type=Size(), default="100MiB", show_default=True,
+                 help="Larger size prefixes mean the stream is desynchronised."),
+    click.option("--max-decompressed", type=Size(), default="64MiB", show_default=True,
+                 help="Decompressed-size limit per record batch."),
+    click.option("--max-array-len", type=click.IntRange(min=1), default=1_000_000, show_default=True,
+                 help="Largest array element count accepted from the wire."),
+    click.option("--show-secrets", is_flag=True,
+                 help="Show SASL passwords, tokens and secret config values instead of redacting them."),
+]
+
+
+def capture_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    for opt in reversed(CAPTURE_OPTIONS):
+        f = opt(f)
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return f(*args, **kwargs)
+    return wrapper
+
+
+CAPTURE_OPTION_NAMES = ("ports", "no_autodetect", "protocol", "max_frame_size", "max_decompressed",
+                        "max_array_len", "show_secrets")
+
+
+def options_from_kwargs(kw: dict[str, Any], decode: str = "full") -> tuple[Options, DecodeContext]:
+    """Build pipeline Options and a DecodeContext from the shared options (removing them from kw)."""
+    g = {k: kw.pop(k) for k in CAPTURE_OPTION_NAMES if k in kw}
+    opts = Options(
+        ports=tuple(g.get("ports") or ()) or (9092,),
+        autodetect=not g.get("no_autodetect", False),
+        protocol=g.get("protocol", "auto"),
+        decode=decode,
+        max_frame_size=g.get("max_frame_size", 100 * 1024 * 1024),
+    )
+    ctx = DecodeContext(
+        max_frame_size=opts.max_frame_size,
+        max_decompressed=g.get("max_decompressed", 64 * 1024 * 1024),
+        max_array_len=g.get("max_array_len", 1_000_000),
+        show_secrets=g.get("show_secrets", False),
+    )
+    return opts, ctx
+
+
+def fresh_context(template: DecodeContext) -> DecodeContext:
+    """A new context with the template's limits and presentation, and zeroed counters."""
+    return DecodeContext(
+        max_frame_size=template.max_frame_size,
+        max_decompressed=template.max_decompressed,
+        max_array_len=template.max_array_len,
+        max_depth=template.max_depth,
+        show_secrets=template.show_secrets,
+        decode_records=template.decode_records,
+    )

@@ -1,0 +1,175 @@
+"""Sinks for exchanges: summary lines, field trees, JSON objects, the closing summary."""
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any
+
+from analyzer.model import Exchange
+from dissectors.field import Field, json_value
+
+
+def _ep(e: Any) -> str:
+    return str(e)
+
+
+def exchange_to_json(ex: Exchange, trees: bool = True, source: str | None = None) -> dict[str, Any]:
+    """The ndjson object of one exchange (documented in the README)."""
+    conn = ex.conn
+    d: dict[str, Any] = {
+        "conn": conn.id,
+        "client": _ep(conn.client),
+        "broker": _ep(conn.broker),
+        "protocol": ex.protocol,
+        "api_key": ex.api_key,
+        "api_name": ex.api_name,
+        "api_version": ex.api_version,
+        "correlation_id": ex.correlation_id,
+        "client_id": ex.client_id,
+        "request_frame": ex.request_frame,
+        "response_frame": ex.response_frame,
+        "request_time": ex.request_time,
+        "response_time": ex.response_time,
+        "response_first_time": ex.response_first_time,
+        "latency_ms": _round(ex.latency_ms),
+        "ttfb_ms": _round(ex.ttfb_ms),
+        "request_bytes": ex.request.size + 4 if ex.request else None,
+        "response_bytes": ex.response.size + 4 if ex.response else None,
+        "status": ex.status,
+        "error_codes": list(ex.error_codes),
+        "partitions": [{k: json_value(v) for k, v in p.items()} for p in ex.partitions],
+        "notes": list(ex.notes),
+    }
+    if source is not None:
+        d["capture"] = source
+    if trees:
+        d["request"] = ex.request_tree.to_json() if ex.request_tree is not None else None
+        d["response"] = ex.response_tree.to_json() if ex.response_tree is not None else None
+    return d
+
+
+def _round(v: float | None) -> float | None:
+    return None if v is None else round(v, 3)
+
+
+# -- one line per exchange -----------------------------------------------------
+
+def digest(ex: Exchange, width: int = 70) -> str:
+    """A short description of what the exchange carried."""
+    parts: list[str] = []
+    if ex.partitions:
+        by_topic: dict[str, list[str]] = {}
+        total = 0
+        for p in ex.partitions:
+            n = p.get("records") or 0
+            total += n
+            by_topic.setdefault(str(p.get("topic")), []).append(f"{p.get('partition')}:{n}")
+        parts.append(" ".join(f"{t}[{','.join(ps)}]" for t, ps in by_topic.items()))
+        parts.append(f"records={total}")
+        if any(p.get("crc_ok") is False for p in ex.partitions):
+            parts.append("CRC-INVALID")
+    else:
+        body = ex.request_tree.child("body") if ex.request_tree is not None else None
+        if body is not None:
+            for key in ("group_id", "transactional_id", "mechanism"):
+                v = body.get(key)
+                if isinstance(v, str) and v:
+                    parts.append(f"{key}={v}")
+            topics = body.child("topics") or body.child("topic_data")
+            if topics is not None and topics.children:
+                names = [str(t.get("name") or t.get("topic") or t.get("topic_id") or t.value)
+                         for t in topics.children[:5]]
+                more = len(topics.children) - 5
+                parts.append("topics=" + ",".join(names) + (f",+{more}" if more > 0 else ""))
+    if ex.error_codes:
+        seen: dict[str, int] = {}
+        for e in ex.error_codes:
+            seen[e] = seen.get(e, 0) + 1
+        parts.append(" ".join(f"{k}x{v}" if v > 1 else k for k, v in seen.items()))
+    text = " ".join(parts)
+    if len(text) > width:
+        text = text[: width - 3] + "..."
+    return text
+
+
+def summary_line(ex: Exchange, t0: float | None = None) -> str:
+    frames = f"{ex.request_frame or '-':>6} {ex.response_frame or '-':>6}"
+    t = ex.request_time if ex.request_time is not None else ex.response_time
+    ts = f"{t - t0:11.6f}" if t is not None and t0 is not None else f"{t or 0:17.6f}"
+    api = ex.api_name + (f" v{ex.api_version}" if ex.api_version is not None else "")
+    cid = f"cid={ex.correlation_id}" if ex.correlation_id is not None else "cid=-"
+    client_id = f"client_id={ex.client_id}" if ex.client_id else ""
+    lat = f"{ex.latency_ms:.3f} ms" if ex.latency_ms is not None else ex.status.upper()
+    status = "" if ex.status == "ok" or ex.latency_ms is None else f" [{ex.status}]"
+    pieces = [frames, ts, str(ex.conn), api, cid]
+    if client_id:
+        pieces.append(client_id)
+    d = digest(ex)
+    if d:
+        pieces.append(d)
+    pieces.append(lat + status)
+    return "  ".join(pieces)
+
+
+# -- field trees -----------------------------------------------------------------
+
+def value_text(f: Field, max_value_bytes: int = 64) -> str:
+    v = f.value
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        b = bytes(v)
+        if len(b) > max_value_bytes:
+            return f"{b[:max_value_bytes].hex()}... ({len(b)} bytes)"
+        return b.hex() if b else "(empty)"
+    if isinstance(v, str):
+        if len(v) > max_value_bytes * 2:
+            return repr(v[: max_value_bytes * 2]) + f"... ({len(v)} chars)"
+        return repr(v)
+    if v is None and f.type not in ("array", "records") and f.children:
+        return ""
+    return str(v)
+
+
+def field_label(f: Field, max_value_bytes: int = 64) -> str:
+    val = value_text(f, max_value_bytes)
+    label = f"{f.name} ({f.type})"
+    if val != "":
+        label += f" = {val}"
+    label += f"  @{f.offset}+{f.length}"
+    if f.notes:
+        label += "  [" + "; ".join(f.notes) + "]"
+    return label
+
+
+def tree_lines(f: Field, max_value_bytes: int = 64, indent: str = "") -> list[str]:
+    """Plain-text rendering of a field tree (used when stdout is not a terminal)."""
+    lines = [indent + field_label(f, max_value_bytes)]
+    for c in f.children or ():
+        lines.extend(tree_lines(c, max_value_bytes, indent + "  "))
+    return lines
+
+
+def rich_tree(f: Field, max_value_bytes: int = 64, tree: Any = None) -> Any:
+    from rich.markup import escape
+    from rich.tree import Tree
+
+    def label(x: Field) -> str:
+        val = value_text(x, max_value_bytes)
+        s = f"[bold]{escape(x.name)}[/bold] [dim]({escape(x.type)})[/dim]"
+        if val != "":
+            s += f" = [cyan]{escape(val)}[/cyan]"
+        s += f" [dim]@{x.offset}+{x.length}[/dim]"
+        if x.notes:
+            bad = any(n.startswith("malformed") or "INVALID" in n for n in x.notes)
+            colour = "red" if bad else "yellow"
+            s += f"  [{colour}]" + escape("; ".join(x.notes)) + f"[/{colour}]"
+        return s
+
+    node = Tree(label(f)) if tree is None else tree.add(label(f))
+    for c in f.children or ():
+        rich_tree(c, max_value_bytes, node)
+    return node
+
+
+def iso(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).isoformat().replace("+00:00", "Z")

@@ -1,0 +1,594 @@
+"""Wire the stages together: packets in, paired and decoded Exchanges out.
+
+    Packet -> net.parse_packet -> Segment -> tcp.Reassembler -> stream events
+           -> framing.Framer (per connection direction) -> Frame
+           -> pairing (this module) -> Exchange (+ field trees from dissectors)
+
+The same Pipeline object serves a capture file (``Run``/``analyze_file``), a live
+interface (``feed`` as packets arrive, ``expire`` for timeouts) and a Spark task.
+
+Which side is the client: the SYN sender when the handshake was captured, else the
+side that sends to one of the ``--port`` ports, else the side whose first frame is
+a plausible request. Which protocol: ``--protocol`` or, on ``auto``, the first
+client frame scored as a 0.8+ request header against a pre-0.8 request (see
+``dissectors.legacy`` for the heuristic).
+
+Pairing: 0.8+ by (connection, correlation_id); pre-0.8 by order (FIFO) since it has
+no correlation id. Produce with acks=0 and pre-0.8 PRODUCE/MULTIPRODUCE expect no
+response. After a SaslHandshake v0 exchange, the following frames on that
+connection are raw SASL tokens with no Kafka header, paired by order.
+"""
+from __future__ import annotations
+
+import struct
+from collections import Counter, deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from analyzer.capture import open_capture
+from analyzer.framing import Framer
+from analyzer.model import (
+    Conn,
+    Exchange,
+    Frame,
+    Packet,
+    StreamData,
+    StreamEnd,
+    StreamGap,
+)
+from analyzer.net import SkipCounter, parse_packet
+from analyzer.tcp import Reassembler
+from dissectors import kafka, legacy
+from dissectors.context import DecodeContext
+from dissectors.field import Field
+from dissectors.header import (
+    RequestHeader,
+    parse_request_header,
+    plausible_request,
+    response_correlation_id,
+)
+from dissectors.schema import api_name
+from dissectors.summary import partitions_of
+
+_I16 = struct.Struct(">h")
+
+SASL_HANDSHAKE = 17
+API_VERSIONS = 18
+
+
+@dataclass
+class Options:
+    ports: tuple[int, ...] = (9092,)
+    autodetect: bool = True
+    protocol: str = "auto"            # auto | legacy | modern
+    decode: str = "full"              # full | headers
+    max_frame_size: int = 100 * 1024 * 1024
+    unanswered_timeout: float | None = None
+
+
+@dataclass
+class Summary:
+    """Counts that account for every packet, frame and skipped byte."""
+    packets: int = 0
+    packets_skipped: Counter = field(default_factory=Counter)      # reason -> packets
+    connections: int = 0
+    kafka_connections: int = 0
+    tls_connections: int = 0
+    other_connections: int = 0
+    request_frames: int = 0
+    response_frames: int = 0
+    exchanges: Counter = field(default_factory=Counter)            # status -> count
+    truncated_frames: int = 0
+    bytes_skipped: Counter = field(default_factory=Counter)        # reason -> bytes
+    gaps: int = 0
+    gap_bytes: int = 0
+    notes: Counter = field(default_factory=Counter)                # anything else worth counting
+    first_ts: float | None = None
+    last_ts: float | None = None
+    capture_warning: str | None = None
+
+    def to_json(self, ctx: DecodeContext | None = None) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "packets": self.packets,
+            "packets_skipped": dict(self.packets_skipped),
+            "connections": self.connections,
+            "kafka_connections": self.kafka_connections,
+            "tls_connections": self.tls_connections,
+            "other_connections": self.other_connections,
+            "request_frames": self.request_frames,
+            "response_frames": self.response_frames,
+            "exchanges": dict(self.exchanges),
+            "truncated_frames": self.truncated_frames,
+            "bytes_skipped": dict(self.bytes_skipped),
+            "gaps": self.gaps,
+            "gap_bytes": self.gap_bytes,
+            "notes": dict(self.notes),
+            "first_time": self.first_ts,
+            "last_time": self.last_ts,
+        }
+        if self.capture_warning:
+            d["capture_warning"] = self.capture_warning
+        if ctx is not None:
+            d["malformed_fields"] = ctx.malformed
+            d["crc_valid"] = ctx.crc_valid
+            d["crc_invalid"] = ctx.crc_invalid
+            d["limits_hit"] = dict(ctx.limits_hit)
+        return d
+
+
+class _Pending:
+    """A request waiting for its response."""
+    __slots__ = ("frame", "header", "legacy_type", "tree", "sasl_token")
+
+    def __init__(self, frame: Frame, header: RequestHeader | None, legacy_type: int | None = None,
+                 tree: Field | None = None, sasl_token: bool = False) -> None:
+        self.frame = frame
+        self.header = header
+        self.legacy_type = legacy_type
+        self.tree = tree
+        self.sasl_token = sasl_token
+
+
+class _ConnState:
+    __slots__ = ("conn", "framers", "inflight", "fifo", "sasl_raw", "sasl_mechanism", "decided",
+                 "ignored", "first_data_seen")
+
+    def __init__(self, conn: Conn) -> None:
+        self.conn = conn
+        self.framers: list[Framer | None] = [None, None]
+        self.inflight: dict[int, deque[_Pending]] = {}
+        self.fifo: deque[_Pending] = deque()        # legacy requests / raw SASL tokens, in order
+        self.sasl_raw = False                       # after SaslHandshake v0: raw SASL tokens
+        self.sasl_mechanism: str | None = None
+        self.decided = False
+        self.ignored: str | None = None             # reason the connection is not analysed
+        self.first_data_seen = [False, False]
+
+
+class Pipeline:
+    def __init__(self, options: Options | None = None, ctx: DecodeContext | None = None) -> None:
+        self.options = options or Options()
+        self.ctx = ctx or DecodeContext(max_frame_size=self.options.max_frame_size)
+        self.summary = Summary()
+        self.reassembler = Reassembler()
+        self._conns: dict[int, _ConnState] = {}
+        self._ports = frozenset(self.options.ports)
+        self._seq = 0
+        self._now = 0.0
+        self._skips = SkipCounter()
+        self.summary.packets_skipped = self._skips  # type: ignore[assignment]
+
+    # -- public ---------------------------------------------------------------
+    def feed(self, packet: Packet) -> list[Exchange]:
+        s = self.summary
+        s.packets += 1
+        ts = packet.ts
+        if s.first_ts is None:
+            s.first_ts = ts
+        if s.last_ts is None or ts > s.last_ts:
+            s.last_ts = ts
+        self._now = ts
+        seg = parse_packet(packet, self._skips)
+        if seg is None:
+            return []
+        if not self.options.autodetect and seg.src.port not in self._ports and seg.dst.port not in self._ports:
+            s.packets_skipped["not a Kafka port"] += 1
+            return []
+        out: list[Exchange] = []
+        for ev in self.reassembler.feed(seg):
+            self._event(ev, out)
+        return out
+
+    def expire(self, now: float) -> list[Exchange]:
+        """Requests older than ``options.unanswered_timeout`` become unanswered exchanges."""
+        timeout = self.options.unanswered_timeout
+        out: list[Exchange] = []
+        if timeout is None:
+            return out
+        for st in list(self._conns.values()):
+            for cid, q in list(st.inflight.items()):
+                while q and now - q[0].frame.last_ts > timeout:
+                    p = q.popleft()
+                    out.append(self._unanswered(st, p, f"no response after {timeout:g} s"))
+                if not q:
+                    del st.inflight[cid]
+            while st.fifo and now - st.fifo[0].frame.last_ts > timeout:
+                out.append(self._unanswered(st, st.fifo.popleft(), f"no response after {timeout:g} s"))
+        return out
+
+    def finish(self) -> list[Exchange]:
+        out: list[Exchange] = []
+        for ev in self.reassembler.finish(self._now):
+            self._event(ev, out)
+        for st in list(self._conns.values()):
+            self._close(st, "end of capture", out)
+        self._conns.clear()
+        return out
+
+    # -- stream events --------------------------------------------------------
+    def _state(self, conn: Conn) -> _ConnState:
+        st = self._conns.get(conn.id)
+        if st is None:
+            st = _ConnState(conn)
+            self._conns[conn.id] = st
+            self.summary.connections += 1
+            if conn.syn_seen:
+                conn.client_dir = 0
+            elif conn.b.port in self._ports and conn.a.port not in self._ports:
+                conn.client_dir = 0
+            elif conn.a.port in self._ports and conn.b.port not in self._ports:
+                conn.client_dir = 1
+        return st
+
+    def _event(self, ev: StreamData | StreamGap | StreamEnd, out: list[Exchange]) -> None:
+        st = self._state(ev.conn)
+        if isinstance(ev, StreamEnd):
+            if ev.direction is None:
+                self._close(st, ev.reason, out)
+                self._conns.pop(ev.conn.id, None)
+            else:
+                fr = st.framers[ev.direction]
+                if fr is not None and st.ignored is None:
+                    for frame in fr.finish():
+                        self._frame(st, frame, out)
+                    self._collect_skipped(fr)
+            return
+        if st.ignored is not None:
+            if isinstance(ev, StreamData):
+                self.summary.bytes_skipped[st.ignored] += len(ev.data)
+            return
+        d = ev.direction
+        if isinstance(ev, StreamGap):
+            self.summary.gaps += 1
+            self.summary.gap_bytes += ev.length
+        elif not st.first_data_seen[d]:
+            st.first_data_seen[d] = True
+            if not self._classify_first_bytes(st, d, ev.data):
+                self.summary.bytes_skipped[st.ignored or "not kafka"] += len(ev.data)
+                return
+        fr = st.framers[d]
+        if fr is None:
+            fr = st.framers[d] = Framer(st.conn, d, plausible=self._plausible_for(st, d),
+                                        max_frame_size=self.options.max_frame_size, peek=64)
+        for frame in fr.feed(ev):
+            self._frame(st, frame, out)
+
+    def _classify_first_bytes(self, st: _ConnState, d: int, data: bytes) -> bool:
+        """Spot TLS and obviously non-Kafka traffic from the first bytes of a direction."""
+        if len(data) >= 3 and data[0] in (0x16, 0x15, 0x17) and data[1] == 0x03 and data[2] <= 0x04:
+            if st.conn.protocol != "tls":
+                st.conn.protocol = "tls"
+                self.summary.tls_connections += 1
+                self.summary.notes["tls connections (not decrypted)"] += 1
+            st.ignored = "tls"
+            return False
+        return True
+
+    def _plausible_for(self, st: _ConnState, d: int) -> Callable[[bytes], bool]:
+        conn = st.conn
+
+        def plausible(data: bytes) -> bool:
+            if conn.client_dir is None or conn.client_dir == d:
+                if conn.protocol == "kafka-legacy":
+                    return legacy.legacy_request_score(data) >= 50
+                if plausible_request(data, prefix=True):
+                    return True
+                if conn.client_dir == d:
+                    return conn.protocol is None and legacy.legacy_request_score(data) >= 50
+            # a response: its correlation id is one we wait for
+            if conn.protocol == "kafka-legacy":
+                return len(data) >= 2 and bool(st.fifo)
+            cid = response_correlation_id(data)
+            return cid is not None and cid in st.inflight
+        return plausible
+
+    def _collect_skipped(self, fr: Framer) -> None:
+        for reason, n in fr.skipped.items():
+            if n:
+                self.summary.bytes_skipped[reason] += n
+        fr.skipped.clear()
+
+    # -- frames ---------------------------------------------------------------
+    def _frame(self, st: _ConnState, frame: Frame, out: list[Exchange]) -> None:
+        conn = st.conn
+        if frame.truncated:
+            self.summary.truncated_frames += 1
+        if conn.client_dir is None:
+            if plausible_request(frame.data) or legacy.legacy_request_score(frame.data) >= 50:
+                conn.client_dir = frame.direction
+            else:
+                # a response before any request (mid-stream start): the other side is the client
+                conn.client_dir = 1 - frame.direction
+        if frame.direction == conn.client_dir:
+            self.summary.request_frames += 1
+            if conn.protocol is None:
+                self._decide_protocol(st, frame)
+            if conn.protocol == "kafka-legacy":
+                self._legacy_request(st, frame, out)
+            else:
+                self._request(st, frame, out)
+        else:
+            self.summary.response_frames += 1
+            if conn.protocol == "kafka-legacy":
+                self._legacy_response(st, frame, out)
+            else:
+                self._response(st, frame, out)
+
+    def _decide_protocol(self, st: _ConnState, frame: Frame) -> None:
+        conn = st.conn
+        forced = self.options.protocol
+        if forced == "legacy":
+            conn.protocol = "kafka-legacy"
+        elif forced == "modern":
+            conn.protocol = "kafka"
+        else:
+            modern = plausible_request(frame.data)
+            score = legacy.legacy_request_score(frame.data)
+            if modern and score < 80:
+                conn.protocol = "kafka"
+            elif score >= 50:
+                conn.protocol = "kafka-legacy"
+            else:
+                conn.protocol = "kafka"
+        self.summary.kafka_connections += 1
+
+    def _new_exchange(self, st: _ConnState, **kw: Any) -> Exchange:
+        self._seq += 1
+        ex = Exchange(conn=st.conn, seq=self._seq, **kw)
+        return ex
+
+    def _emit(self, ex: Exchange, out: list[Exchange]) -> None:
+        if ex.status == "ok" and (
+            (ex.request_tree is not None and ex.request_tree.any_malformed() and not ex.request.truncated)
+            or (ex.response_tree is not None and ex.response_tree.any_malformed()
+                and not (ex.response and ex.response.truncated))
+        ):
+            ex.status = "malformed"
+        for fr in (ex.request, ex.response):
+            if fr is not None and fr.truncated:
+                ex.notes.append(f"frame {fr.last_index}: {len(fr.data)} of {fr.size} bytes captured")
+        self.summary.exchanges[ex.status] += 1
+        out.append(ex)
+
+    def _decode_request(self, frame: Frame) -> Field | None:
+        if self.options.decode == "none":
+            return None
+        return kafka.decode_request(frame.data, self.ctx)
+
+    def _decode_response(self, frame: Frame, api_key: int, api_version: int) -> Field | None:
+        if self.options.decode == "none":
+            return None
+        return kafka.decode_response(frame.data, api_key, api_version, self.ctx)
+
+    def _request(self, st: _ConnState, frame: Frame, out: list[Exchange]) -> None:
+        if st.sasl_raw:
+            tree = kafka.decode_sasl_token(frame.data, self.ctx, st.sasl_mechanism, True)
+            st.fifo.append(_Pending(frame, None, tree=tree, sasl_token=True))
+            return
+        h = parse_request_header(frame.data)
+        if h is None:
+            tree = Field("request", "Request", None, 0, len(frame.data))
+            tree.mark_malformed(f"not a request header ({len(frame.data)} bytes)", self.ctx)
+            self._emit(self._new_exchange(
+                st, protocol="kafka", api_key=None, api_name="Unknown", api_version=None,
+                correlation_id=None, client_id=None, request=frame, response=None, status="malformed",
+                request_tree=tree), out)
+            return
+        if h.api_key == 0 and self._acks(frame.data, h) == 0:
+            tree = self._decode_request(frame)
+            ex = self._new_exchange(
+                st, protocol="kafka", api_key=0, api_name="Produce", api_version=h.api_version,
+                correlation_id=h.correlation_id, client_id=h.client_id, request=frame, response=None,
+                status="no_response_expected", request_tree=tree)
+            self._finish_exchange(ex)
+            self._emit(ex, out)
+            return
+        q = st.inflight.get(h.correlation_id)
+        if q is None:
+            st.inflight[h.correlation_id] = deque([_Pending(frame, h)])
+        else:
+            q.append(_Pending(frame, h))
+            self.summary.notes["correlation id reused while in flight"] += 1
+
+    @staticmethod
+    def _acks(data: bytes, h: RequestHeader) -> int | None:
+        """Produce acks, read straight from the body (v3+ has transactional_id first)."""
+        pos = h.header_len
+        try:
+            if h.api_version >= 3:
+                if h.api_version >= 9:  # compact nullable string
+                    from dissectors.header import read_uvarint
+                    n, pos = read_uvarint(data, pos, len(data))
+                    pos += max(n - 1, 0)
+                else:
+                    (n,) = _I16.unpack_from(data, pos)
+                    pos += 2 + max(n, 0)
+            return _I16.unpack_from(data, pos)[0]
+        except (struct.error, ValueError):
+            return None
+
+    def _response(self, st: _ConnState, frame: Frame, out: list[Exchange]) -> None:
+        if st.sasl_raw and st.fifo and st.fifo[0].sasl_token:
+            p = st.fifo.popleft()
+            tree = kafka.decode_sasl_token(frame.data, self.ctx, st.sasl_mechanism, False)
+            ex = self._new_exchange(
+                st, protocol="kafka", api_key=None, api_name="SaslToken", api_version=None,
+                correlation_id=None, client_id=None, request=p.frame, response=frame, status="ok",
+                request_tree=p.tree, response_tree=tree)
+            self._emit(ex, out)
+            return
+        cid = response_correlation_id(frame.data)
+        q = st.inflight.get(cid) if cid is not None else None
+        if not q:
+            ex = self._new_exchange(
+                st, protocol="kafka", api_key=None, api_name="Unknown", api_version=None,
+                correlation_id=cid, client_id=None, request=None, response=frame, status="orphan_response")
+            ex.response_tree = self._orphan_tree(frame)
+            ex.notes.append("response whose request was not captured")
+            self._emit(ex, out)
+            return
+        p = q.popleft()
+        if not q:
+            del st.inflight[cid]
+        if len(st.inflight) and min(
+            (x[0].frame.last_index for x in st.inflight.values() if x), default=p.frame.last_index
+        ) < p.frame.last_index:
+            self.summary.notes["responses out of request order"] += 1
+        h = p.header
+        assert h is not None
+        ex = self._new_exchange(
+            st, protocol="kafka", api_key=h.api_key, api_name=api_name(h.api_key), api_version=h.api_version,
+            correlation_id=h.correlation_id, client_id=h.client_id, request=p.frame, response=frame, status="ok")
+        ex.request_tree = self._decode_request(p.frame)
+        ex.response_tree = self._decode_response(frame, h.api_key, h.api_version)
+        self._finish_exchange(ex)
+        if h.api_key == SASL_HANDSHAKE:
+            self._after_sasl_handshake(st, ex)
+        self._emit(ex, out)
+
+    def _orphan_tree(self, frame: Frame) -> Field:
+        tree = Field("response", "Response", None, 0, len(frame.data))
+        hdr = tree.add(Field("header", "ResponseHeader", None, 0, min(4, len(frame.data))))
+        cid = response_correlation_id(frame.data)
+        if cid is not None:
+            hdr.add(Field("correlation_id", "int32", cid, 0, 4))
+        tree.add(Field("body", "bytes", None, 4, max(len(frame.data) - 4, 0),
+                       notes=["request not captured: API unknown, body not decoded"]))
+        return tree
+
+    def _finish_exchange(self, ex: Exchange) -> None:
+        if ex.response_tree is not None:
+            ex.error_codes = kafka.error_codes(ex.response_tree)
+        if ex.api_key in (0, 1) and (ex.request_tree is not None or ex.response_tree is not None):
+            ex.partitions = partitions_of(ex.api_key, ex.request_tree, ex.response_tree, self.ctx.topic_names)
+
+    def _after_sasl_handshake(self, st: _ConnState, ex: Exchange) -> None:
+        body = ex.request_tree.child("body") if ex.request_tree else None
+        if body is not None:
+            st.sasl_mechanism = body.get("mechanism")
+        if ex.api_version == 0 and not ex.error_codes:
+            st.sasl_raw = True
+
+    # -- pre-0.8 --------------------------------------------------------------
+    def _legacy_request(self, st: _ConnState, frame: Frame, out: list[Exchange]) -> None:
+        tree = legacy.decode_legacy_request(frame.data, self.ctx)
+        hdr = tree.child("header")
+        rtype = hdr.get("request_type") if hdr is not None else None
+        name = legacy.LEGACY_API_NAMES.get(rtype, f"UNKNOWN({rtype})") if isinstance(rtype, int) else "UNKNOWN"
+        if isinstance(rtype, int) and legacy.legacy_expects_response(rtype):
+            st.fifo.append(_Pending(frame, None, legacy_type=rtype, tree=tree))
+            return
+        ex = self._new_exchange(
+            st, protocol="kafka-legacy", api_key=rtype if isinstance(rtype, int) else None, api_name=name,
+            api_version=None, correlation_id=None, client_id=None, request=frame, response=None,
+            status="no_response_expected" if isinstance(rtype, int) and rtype in legacy.LEGACY_API_NAMES
+            else "malformed", request_tree=tree)
+        ex.partitions = legacy.legacy_partitions(tree, True)
+        self._emit(ex, out)
+
+    def _legacy_response(self, st: _ConnState, frame: Frame, out: list[Exchange]) -> None:
+        if not st.fifo:
+            ex = self._new_exchange(
+                st, protocol="kafka-legacy", api_key=None, api_name="UNKNOWN", api_version=None,
+                correlation_id=None, client_id=None, request=None, response=frame, status="orphan_response")
+            ex.notes.append("response whose request was not captured")
+            self._emit(ex, out)
+            return
+        p = st.fifo.popleft()
+        rtype = p.legacy_type if p.legacy_type is not None else -1
+        tree = legacy.decode_legacy_response(frame.data, rtype, self.ctx, p.tree)
+        ex = self._new_exchange(
+            st, protocol="kafka-legacy", api_key=rtype, api_name=legacy.LEGACY_API_NAMES.get(rtype, "UNKNOWN"),
+            api_version=None, correlation_id=None, client_id=None, request=p.frame, response=frame, status="ok",
+            request_tree=p.tree, response_tree=tree)
+        ex.error_codes = kafka.error_codes(tree)
+        ex.partitions = legacy.legacy_partitions(tree, False)
+        self._emit(ex, out)
+
+    # -- endings --------------------------------------------------------------
+    def _unanswered(self, st: _ConnState, p: _Pending, why: str) -> Exchange:
+        h = p.header
+        legacy_conn = st.conn.protocol == "kafka-legacy"
+        if p.sasl_token:
+            ex = self._new_exchange(
+                st, protocol="kafka", api_key=None, api_name="SaslToken", api_version=None, correlation_id=None,
+                client_id=None, request=p.frame, response=None, status="unanswered", request_tree=p.tree)
+        elif legacy_conn:
+            rtype = p.legacy_type
+            ex = self._new_exchange(
+                st, protocol="kafka-legacy", api_key=rtype,
+                api_name=legacy.LEGACY_API_NAMES.get(rtype, "UNKNOWN") if rtype is not None else "UNKNOWN",
+                api_version=None, correlation_id=None, client_id=None, request=p.frame, response=None,
+                status="unanswered", request_tree=p.tree)
+        else:
+            assert h is not None
+            ex = self._new_exchange(
+                st, protocol="kafka", api_key=h.api_key, api_name=api_name(h.api_key), api_version=h.api_version,
+                correlation_id=h.correlation_id, client_id=h.client_id, request=p.frame, response=None,
+                status="unanswered", request_tree=self._decode_request(p.frame))
+            self._finish_exchange(ex)
+        ex.notes.append(why)
+        self.summary.exchanges[ex.status] += 1
+        return ex
+
+    def _close(self, st: _ConnState, reason: str, out: list[Exchange]) -> None:
+        for d in (0, 1):
+            fr = st.framers[d]
+            if fr is not None:
+                if st.ignored is None:
+                    for frame in fr.finish():
+                        self._frame(st, frame, out)
+                self._collect_skipped(fr)
+                st.framers[d] = None
+        if st.conn.closed is None and reason in ("fin", "rst"):
+            st.conn.closed = reason
+        why = "connection ended (end of capture)" if reason == "end of capture" else f"connection closed ({reason})"
+        pending = [p for q in st.inflight.values() for p in q] + list(st.fifo)
+        pending.sort(key=lambda p: p.frame.last_index)
+        for p in pending:
+            out.append(self._unanswered(st, p, why))
+        st.inflight.clear()
+        st.fifo.clear()
+        if st.ignored is not None and st.conn.protocol != "tls":
+            self.summary.other_connections += 1
+
+
+class Run:
+    """Analyse one capture file: ``for ex in Run(path, options): ...``; then ``run.summary``."""
+
+    def __init__(self, path: str, options: Options | None = None, ctx: DecodeContext | None = None,
+                 progress: Callable[[int, int], None] | None = None) -> None:
+        self.path = path
+        self.pipeline = Pipeline(options, ctx)
+        self.progress = progress
+
+    @property
+    def summary(self) -> Summary:
+        return self.pipeline.summary
+
+    @property
+    def ctx(self) -> DecodeContext:
+        return self.pipeline.ctx
+
+    def __iter__(self) -> Iterator[Exchange]:
+        pipe = self.pipeline
+        with open_capture(self.path) as reader:
+            progress = self.progress
+            size = getattr(reader, "size", 0) or 0
+            n = 0
+            for packet in reader:
+                yield from pipe.feed(packet)
+                n += 1
+                if progress is not None and not n & 0x3FF:
+                    progress(reader.bytes_read(), size)
+            warning = getattr(reader, "truncated", None)
+            if warning:
+                pipe.summary.capture_warning = str(warning)
+            if progress is not None:
+                progress(size, size)
+        yield from pipe.finish()
+
+
+def analyze_file(path: str, options: Options | None = None, ctx: DecodeContext | None = None) -> Iterator[Exchange]:
+    return iter(Run(path, options, ctx))

@@ -1,0 +1,837 @@
+"""Latency, error and throughput statistics over Exchanges: a mergeable accumulator.
+
+No click, no I/O: ``cmd_stats`` feeds exchanges in and renders ``result()``; the
+Spark job builds one accumulator per partition, ships ``to_state()`` (plain,
+JSON-safe dicts) and merges them with ``merge``/``from_state``, so both print the
+same figures.
+
+Figures and their definitions
+-----------------------------
+- latency: request completion to response completion (``Exchange.latency_ms``:
+  time of the packet that completed the response frame minus that of the packet
+  that completed the request frame); ttfb: request completion to the packet that
+  carried the response's first byte (``Exchange.ttfb_ms``).
+- percentiles: nearest-rank. For ``n`` values sorted ascending, ``pX`` is the value
+  at 1-based rank ``ceil(X/100 * n)`` (at least 1): the smallest value that at
+  least X % of the values do not exceed. EXACT while a group holds at most
+  ``EXACT_LIMIT`` values; beyond that a DDSketch (``ddsketch`` package,
+  logarithmic mapping, unbounded dense store) answers the same rank query with
+  a relative error of at most ``RELATIVE_ACCURACY`` (1 %) of the true value at
+  that rank, clamped to the exact min and max. min, max and mean are always
+  exact (the sum is kept in integer nanoseconds, so merging in any order gives
+  the same mean).
+- merging two exact partials stays exact while the combined count is within the
+  limit; otherwise all values go to the sketch, whose buckets do not depend on
+  the order values arrive in, so ``merge(a, b)`` gives the same figures as one
+  accumulator over everything.
+- bytes_in / bytes_out: Kafka frame bytes on the wire including the 4-byte size
+  prefix (request: client to broker; response: broker to client).
+- waits: exchanges whose latency is the broker waiting on purpose, reported
+  apart (``waits`` counts by kind, ``latency_ms_excl_waits`` = service only):
+  ``fetch_max_wait`` (a Fetch whose latency >= 0.9 * max_wait_ms and that
+  returned fewer record bytes than max(min_bytes, 1)), ``join_group`` (JoinGroup,
+  held until the rebalance completes; not MEMBER_ID_REQUIRED answers), and
+  ``produce_acks_all`` (Produce with acks=-1, waiting for replication).
+- throttling: a response whose body has throttle_time_ms > 0 counts as throttled;
+  the total and max throttle_time_ms are reported.
+- unanswered, orphan (response without captured request) and no-response
+  (Produce acks=0) exchanges are counted per group, never in latency.
+- grouping by ``topic``/``partition`` expands an exchange into one entry per
+  topic-partition it names (Produce/Fetch: ``ex.partitions``; other APIs: the
+  request's ``topics`` array, when present); such an exchange counts once in
+  each group it touches, with its whole latency and bytes.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ddsketch import DDSketch
+
+from analyzer.model import Exchange
+
+RELATIVE_ACCURACY = 0.01
+EXACT_LIMIT = 1000
+WAIT_FETCH_FRACTION = 0.9
+PERCENTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p999", 0.999))
+GROUP_KEYS = ("api", "version", "client_id", "client", "broker", "topic", "partition", "conn")
+DEFAULT_BY = ("api", "version")
+DEFAULT_KEEP_TOP = 100
+STATE_VERSION = 1
+
+# -- quantiles ----------------------------------------------------------------
+
+
+def nearest_rank_index(q: float, n: int) -> int:
+    """0-based index of the nearest-rank q-quantile of n sorted values."""
+    return min(n - 1, max(0, math.ceil(q * n - 1e-9) - 1))
+
+
+class Quantiles:
+    """Exact values up to ``limit``, then a DDSketch; exact count/min/max/sum always."""
+
+    __slots__ = ("values", "sketch", "count", "min", "max", "sum_ns", "limit")
+
+    def __init__(self, limit: int = EXACT_LIMIT) -> None:
+        self.values: list[float] | None = []
+        self.sketch: DDSketch | None = None
+        self.count = 0
+        self.min = math.inf
+        self.max = -math.inf
+        self.sum_ns = 0
+        self.limit = limit
+
+    @property
+    def exact(self) -> bool:
+        return self.values is not None
+
+    def add(self, v: float) -> None:
+        self.count += 1
+        if v < self.min:
+            self.min = v
+        if v > self.max:
+            self.max = v
+        self.sum_ns += round(v * 1e6)
+        if self.values is not None:
+            self.values.append(v)
+            if len(self.values) > self.limit:
+                self._to_sketch()
+        else:
+            assert self.sketch is not None
+            self.sketch.add(v)
+
+    def _to_sketch(self) -> None:
+        sk = DDSketch(RELATIVE_ACCURACY)
+        for v in self.values or ():
+            sk.add(v)
+        self.sketch = sk
+        self.values = None
+
+    def merge(self, other: Quantiles) -> None:
+        if other.count == 0:
+            return
+        self.count += other.count
+        self.min = min(self.min, other.min)
+        self.max = max(self.max, other.max)
+        self.sum_ns += other.sum_ns
+        if self.values is not None and other.values is not None and \
+                len(self.values) + len(other.values) <= self.limit:
+            self.values.extend(other.values)
+            return
+        if self.values is not None:
+            self._to_sketch()
+        assert self.sketch is not None
+        if other.values is not None:
+            for v in other.values:
+                self.sketch.add(v)
+        else:
+            assert other.sketch is not None
+            self.sketch.merge(other.sketch)
+
+    def quantile(self, q: float) -> float | None:
+        if self.count == 0:
+            return None
+        if self.values is not None:
+            return sorted(self.values)[nearest_rank_index(q, len(self.values))]
+        return self._sketch_quantile(q)
+
+    def _sketch_quantile(self, q: float) -> float:
+        sk = self.sketch
+        assert sk is not None
+        n = int(round(sk.count))
+        k = nearest_rank_index(q, n)
+        if k <= 0:
+            return self.min
+        if k >= n - 1:
+            return self.max
+        # DDSketch looks up rank r = q' * (n - 1) and returns the bucket of the first
+        # value whose cumulative count exceeds r: aim r at k + 0.5 to hit index k.
+        qq = 1.0 if n <= 1 else min(1.0, (k + 0.5) / (n - 1))
+        v = sk.get_quantile_value(qq)
+        if v is None:
+            return self.max
+        return min(self.max, max(self.min, v))
+
+    def summary(self) -> dict[str, float | None]:
+        """min, p50, p90, p99, p999, max, mean in ms (rounded to the microsecond)."""
+        if self.count == 0:
+            return {k: None for k in ("min", "p50", "p90", "p99", "p999", "max", "mean")}
+        vals: list[float] | None = sorted(self.values) if self.values is not None else None
+        out: dict[str, float | None] = {"min": _r(self.min)}
+        for name, q in PERCENTILES:
+            if vals is not None:
+                out[name] = _r(vals[nearest_rank_index(q, len(vals))])
+            else:
+                out[name] = _r(self._sketch_quantile(q))
+        out["max"] = _r(self.max)
+        out["mean"] = _r(self.sum_ns / self.count / 1e6)
+        return out
+
+    # plain, JSON-safe state
+    def to_state(self) -> dict[str, Any]:
+        st: dict[str, Any] = {"count": self.count, "sum_ns": self.sum_ns, "limit": self.limit,
+                              "min": self.min if self.count else None,
+                              "max": self.max if self.count else None}
+        if self.values is not None:
+            st["values"] = list(self.values)
+        else:
+            sk = self.sketch
+            assert sk is not None
+            st["sketch"] = {
+                "relative_accuracy": RELATIVE_ACCURACY,
+                "zero": sk._zero_count,
+                "pos": _store_bins(sk._store),
+                "neg": _store_bins(sk._negative_store),
+                "sum": sk._sum,
+            }
+        return st
+
+    @classmethod
+    def from_state(cls, st: dict[str, Any]) -> Quantiles:
+        qs = cls(st.get("limit", EXACT_LIMIT))
+        qs.count = st["count"]
+        qs.sum_ns = st["sum_ns"]
+        if qs.count:
+            qs.min, qs.max = st["min"], st["max"]
+        if "values" in st:
+            qs.values = [float(v) for v in st["values"]]
+        else:
+            s = st["sketch"]
+            if s["relative_accuracy"] != RELATIVE_ACCURACY:
+                raise ValueError("sketch relative accuracy differs from this build's")
+            sk = DDSketch(RELATIVE_ACCURACY)
+            for key, c in s["pos"]:
+                sk._store.add(int(key), float(c))
+            for key, c in s["neg"]:
+                sk._negative_store.add(int(key), float(c))
+            sk._zero_count = float(s["zero"])
+            sk._count = sk._store.count + sk._negative_store.count + sk._zero_count
+            sk._sum = float(s["sum"])
+            sk._min, sk._max = qs.min, qs.max
+            qs.sketch = sk
+            qs.values = None
+        return qs
+
+
+def _store_bins(store: Any) -> list[list[float]]:
+    if store.count == 0:
+        return []
+    return [[i + store.offset, c] for i, c in enumerate(store.bins) if c]
+
+
+def _r(v: float) -> float:
+    return round(v, 3)
+
+
+# -- histogram buckets (1-2-5 log scale, ms) ------------------------------------
+
+_SUB_EDGES = (1.0, 2.0, 5.0)
+
+
+def hist_bucket(v: float) -> int:
+    """Bucket index of a latency in ms on a 1-2-5 log scale; values <= 1 us share the lowest."""
+    v = max(round(v, 3), 0.001)  # to the us: epoch-float timestamps make 1 ms come out as 0.99993
+    d = math.floor(math.log10(v))
+    m = v / 10.0 ** d
+    if m >= 9.999999:  # float fuzz at decade boundaries
+        d, m = d + 1, 1.0
+    sub = 0 if m < 2.0 else (1 if m < 5.0 else 2)
+    return d * 3 + sub
+
+
+def hist_bucket_lower(i: int) -> float:
+    d, sub = divmod(i, 3)
+    return _SUB_EDGES[sub] * 10.0 ** d
+
+
+def fmt_ms(v: float) -> str:
+    """Compact human text for a duration in ms: 500us, 2ms, 1.5s."""
+    if v < 1:
+        return f"{v * 1000:g}us"
+    if v < 1000:
+        return f"{v:g}ms"
+    return f"{v / 1000:g}s"
+
+
+# -- what one exchange contributes ----------------------------------------------
+
+
+def _body(tree: Any) -> Any:
+    return tree.child("body") if tree is not None else None
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _part_error(e: Any) -> str | None:
+    if e is None or e == 0 or e == "NONE" or e == "":
+        return None
+    return str(e)
+
+
+def topic_partitions(ex: Exchange) -> list[tuple[str | None, int | None, dict[str, Any] | None]]:
+    """(topic, partition, partition dict or None) for every topic-partition the exchange names."""
+    if ex.partitions:
+        return [(p.get("topic"), _int(p.get("partition")), p) for p in ex.partitions]
+    body = _body(ex.request_tree)
+    out: list[tuple[str | None, int | None, dict[str, Any] | None]] = []
+    if body is not None:
+        topics = body.child("topics") or body.child("topic_data")
+        for t in (topics.children or ()) if topics is not None else ():
+            name = t.get("name")
+            if name is None:
+                name = t.get("topic")
+            if name is None:
+                name = t.get("topic_name")
+            if name is None and t.value is not None and isinstance(t.value, str):
+                name = t.value  # an array of topic-name strings
+            parts = None
+            for pname in ("partitions", "partition_indexes", "partition_data"):
+                parts = t.child(pname)
+                if parts is not None:
+                    break
+            pids: list[int | None] = []
+            for p in (parts.children or ()) if parts is not None else ():
+                if isinstance(p.value, int):
+                    pids.append(p.value)
+                else:
+                    pid = p.get("partition_index")
+                    if pid is None:
+                        pid = p.get("partition")
+                    if pid is None:
+                        pid = p.get("index")
+                    pids.append(_int(pid))
+            if not pids:
+                pids = [None]
+            out.extend((name, pid, None) for pid in pids)
+    return out or [(None, None, None)]
+
+
+def wait_kind(ex: Exchange) -> str | None:
+    """Why the broker held this exchange on purpose, or None for plain service time."""
+    lat = ex.latency_ms
+    if lat is None:
+        return None
+    name = ex.api_name
+    if name == "Fetch":
+        body = _body(ex.request_tree)
+        if body is None:
+            return None
+        max_wait = _int(body.get("max_wait_ms"))
+        if not max_wait or max_wait <= 0 or lat < WAIT_FETCH_FRACTION * max_wait:
+            return None
+        min_bytes = _int(body.get("min_bytes")) or 1
+        got = sum(int(p.get("bytes") or 0) for p in ex.partitions)
+        return "fetch_max_wait" if got < max(min_bytes, 1) else None
+    if name == "JoinGroup":
+        if "MEMBER_ID_REQUIRED" in ex.error_codes:
+            return None
+        return "join_group"
+    if name == "Produce":
+        body = _body(ex.request_tree)
+        if body is not None and body.get("acks") == -1:
+            return "produce_acks_all"
+    return None
+
+
+def throttle_ms(ex: Exchange) -> int:
+    body = _body(ex.response_tree)
+    if body is None:
+        return 0
+    t = _int(body.get("throttle_time_ms"))
+    return t if t and t > 0 else 0
+
+
+def frame_bytes(fr: Any) -> int:
+    return fr.size + 4 if fr is not None else 0
+
+
+# -- groups ---------------------------------------------------------------------
+
+
+class GroupStats:
+    __slots__ = ("count", "answered", "unanswered", "orphans", "no_response", "malformed",
+                 "errors", "error_exchanges", "latency", "ttfb", "service", "waits",
+                 "bytes_in", "bytes_out", "throttled", "throttle_total", "throttle_max",
+                 "records", "record_bytes")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.answered = 0
+        self.unanswered = 0
+        self.orphans = 0
+        self.no_response = 0
+        self.malformed = 0
+        self.errors: Counter[str] = Counter()
+        self.error_exchanges = 0
+        self.latency = Quantiles()
+        self.ttfb = Quantiles()
+        self.service = Quantiles()
+        self.waits: Counter[str] = Counter()
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.throttled = 0
+        self.throttle_total = 0
+        self.throttle_max = 0
+        self.records = 0
+        self.record_bytes = 0
+
+    _INTS = ("count", "answered", "unanswered", "orphans", "no_response", "malformed", "error_exchanges",
+             "bytes_in", "bytes_out", "throttled", "throttle_total", "records", "record_bytes")
+
+    def merge(self, o: GroupStats) -> None:
+        for a in self._INTS:
+            setattr(self, a, getattr(self, a) + getattr(o, a))
+        self.throttle_max = max(self.throttle_max, o.throttle_max)
+        self.errors.update(o.errors)
+        self.waits.update(o.waits)
+        self.latency.merge(o.latency)
+        self.ttfb.merge(o.ttfb)
+        self.service.merge(o.service)
+
+    def to_state(self) -> dict[str, Any]:
+        st: dict[str, Any] = {a: getattr(self, a) for a in self._INTS}
+        st["throttle_max"] = self.throttle_max
+        st["errors"] = dict(self.errors)
+        st["waits"] = dict(self.waits)
+        st["latency"] = self.latency.to_state()
+        st["ttfb"] = self.ttfb.to_state()
+        st["service"] = self.service.to_state()
+        return st
+
+    @classmethod
+    def from_state(cls, st: dict[str, Any]) -> GroupStats:
+        g = cls()
+        for a in cls._INTS:
+            setattr(g, a, st[a])
+        g.throttle_max = st["throttle_max"]
+        g.errors = Counter(st["errors"])
+        g.waits = Counter(st["waits"])
+        g.latency = Quantiles.from_state(st["latency"])
+        g.ttfb = Quantiles.from_state(st["ttfb"])
+        g.service = Quantiles.from_state(st["service"])
+        return g
+
+    def result(self) -> dict[str, Any]:
+        return {
+            "count": self.count,
+            "answered": self.answered,
+            "unanswered": self.unanswered,
+            "orphans": self.orphans,
+            "no_response": self.no_response,
+            "malformed": self.malformed,
+            "errors": dict(sorted(self.errors.items())),
+            "error_exchanges": self.error_exchanges,
+            "latency_ms": self.latency.summary(),
+            "ttfb_ms": self.ttfb.summary(),
+            "latency_ms_excl_waits": self.service.summary(),
+            "waits": dict(sorted(self.waits.items())),
+            "service": self.service.count,
+            "bytes_in": self.bytes_in,
+            "bytes_out": self.bytes_out,
+            "throttled": self.throttled,
+            "throttle_time_ms": {"total": self.throttle_total, "max": self.throttle_max},
+            "records": self.records,
+            "record_bytes": self.record_bytes,
+            "exact": self.latency.exact,
+        }
+
+
+def _sort_key(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple((x is None, isinstance(x, str), x if x is not None else 0) for x in key)
+
+
+def _top_sort_key(rec: dict[str, Any]) -> tuple[Any, ...]:
+    return (-rec["latency_ms"], rec["conn"] if rec["conn"] is not None else -1,
+            rec["request_frame"] or 0, rec["correlation_id"] if rec["correlation_id"] is not None else -1)
+
+
+class StatsAccumulator:
+    """Feed Exchanges with ``add``; combine partials with ``merge``; read ``result``."""
+
+    def __init__(self, by: Sequence[str] = DEFAULT_BY, keep_top: int = DEFAULT_KEEP_TOP) -> None:
+        bad = [b for b in by if b not in GROUP_KEYS]
+        if bad:
+            raise ValueError(f"unknown group key(s) {', '.join(bad)} (choose from {', '.join(GROUP_KEYS)})")
+        if not by:
+            raise ValueError("at least one group key is needed")
+        self.by: tuple[str, ...] = tuple(by)
+        self.keep_top = keep_top
+        self.groups: dict[tuple[Any, ...], GroupStats] = {}
+        self._expand = "topic" in self.by or "partition" in self.by
+        # set when several captures are merged: conn keys become "<source>#<id>" and top
+        # records carry "capture", since connection and frame numbers restart per file
+        self.source: str | None = None
+        # top: a min-heap of (priority, seq tiebreak, record) of the slowest exchanges
+        self._top: list[tuple[tuple[Any, ...], int, dict[str, Any]]] = []
+        self._top_seq = 0
+        self.first_time: float | None = None
+        self.last_time: float | None = None
+        self.exchanges = 0
+        # throughput: (topic, partition) -> [prod_records, prod_bytes, fetch_records, fetch_bytes]
+        self.tp: dict[tuple[str | None, int | None], list[int]] = {}
+        # per second: sec -> {"requests": n, "produced_records":..., ...}
+        self.per_second: dict[int, Counter[str]] = {}
+        # per second per api: (sec, api) -> [count, latency sum ns, max latency]
+        self.api_second: dict[tuple[int, str], list[float]] = {}
+        # latency histogram per api: api -> Counter(bucket -> n)
+        self.hist: dict[str, Counter[int]] = {}
+
+    # -- feeding ------------------------------------------------------------------
+    def add_all(self, exchanges: Iterable[Exchange]) -> StatsAccumulator:
+        for ex in exchanges:
+            self.add(ex)
+        return self
+
+    def add(self, ex: Exchange) -> None:
+        self.exchanges += 1
+        lat = ex.latency_ms
+        ttfb = ex.ttfb_ms
+        status = ex.status
+        wait = wait_kind(ex) if lat is not None else None
+        thr = throttle_ms(ex)
+        b_in = frame_bytes(ex.request)
+        b_out = frame_bytes(ex.response)
+        t0 = ex.request_time if ex.request_time is not None else ex.response_time
+        t1 = ex.response_time if ex.response_time is not None else ex.request_time
+        if t0 is not None:
+            if self.first_time is None or t0 < self.first_time:
+                self.first_time = t0
+        if t1 is not None:
+            if self.last_time is None or t1 > self.last_time:
+                self.last_time = t1
+
+        conn = ex.conn
+        conn_key: int | str | None = conn.id if conn is not None else None
+        if self.source is not None and conn_key is not None:
+            conn_key = f"{self.source}#{conn_key}"
+        base = {
+            "api": ex.api_name,
+            "version": ex.api_version,
+            "client_id": ex.client_id,
+            "client": str(conn.client) if conn is not None else None,
+            "broker": str(conn.broker) if conn is not None else None,
+            "conn": conn_key,
+        }
+        if self._expand:
+            entries = topic_partitions(ex)
+            # several entries can share a key (e.g. group by topic only): count once per key
+            keyed: dict[tuple[Any, ...], list[dict[str, Any] | None]] = {}
+            for topic, part, pd in entries:
+                vals = dict(base, topic=topic, partition=part)
+                keyed.setdefault(tuple(vals[b] for b in self.by), []).append(pd)
+        else:
+            keyed = {tuple(base[b] for b in self.by): [None]}
+        for key, pds in keyed.items():
+            g = self.groups.get(key)
+            if g is None:
+                g = self.groups[key] = GroupStats()
+            g.count += 1
+            if status == "unanswered":
+                g.unanswered += 1
+            elif status == "orphan_response":
+                g.orphans += 1
+            elif status == "no_response_expected":
+                g.no_response += 1
+            elif status == "malformed":
+                g.malformed += 1
+            if self._expand and pds[0] is not None:
+                errs = [e for e in (_part_error(pd.get("error")) for pd in pds if pd is not None) if e]
+                recs = [pd for pd in pds if pd is not None]
+            else:
+                errs = ex.error_codes
+                recs = ex.partitions
+            if errs:
+                g.error_exchanges += 1
+                g.errors.update(errs)
+            for pd in recs:
+                g.records += int(pd.get("records") or 0)
+                g.record_bytes += int(pd.get("bytes") or 0)
+            g.bytes_in += b_in
+            g.bytes_out += b_out
+            if lat is not None:
+                g.answered += 1
+                g.latency.add(lat)
+                if ttfb is not None:
+                    g.ttfb.add(ttfb)
+                if wait is None:
+                    g.service.add(lat)
+                else:
+                    g.waits[wait] += 1
+            if thr:
+                g.throttled += 1
+                g.throttle_total += thr
+                g.throttle_max = max(g.throttle_max, thr)
+
+        # throughput and time series
+        sec = int(t0) if t0 is not None else None
+        if sec is not None:
+            ps = self.per_second.get(sec)
+            if ps is None:
+                ps = self.per_second[sec] = Counter()
+            ps["requests"] += 1
+        if ex.partitions and ex.api_name in ("Produce", "Fetch"):
+            fetch = ex.api_name == "Fetch"
+            for p in ex.partitions:
+                tpk = (p.get("topic"), _int(p.get("partition")))
+                row = self.tp.get(tpk)
+                if row is None:
+                    row = self.tp[tpk] = [0, 0, 0, 0]
+                r = int(p.get("records") or 0)
+                b = int(p.get("bytes") or 0)
+                i = 2 if fetch else 0
+                row[i] += r
+                row[i + 1] += b
+                if sec is not None:
+                    pre = "fetched" if fetch else "produced"
+                    ps = self.per_second[sec]
+                    ps[pre + "_records"] += r
+                    ps[pre + "_bytes"] += b
+        if lat is not None:
+            api = ex.api_name
+            if sec is not None:
+                a = self.api_second.get((sec, api))
+                if a is None:
+                    self.api_second[(sec, api)] = [1, round(lat * 1e6), lat]
+                else:
+                    a[0] += 1
+                    a[1] += round(lat * 1e6)
+                    if lat > a[2]:
+                        a[2] = lat
+            h = self.hist.get(api)
+            if h is None:
+                h = self.hist[api] = Counter()
+            h[hist_bucket(lat)] += 1
+            if self.keep_top > 0:
+                rec = self._top_record(ex, lat, ttfb, wait)
+                if self.source is not None:
+                    rec["capture"] = self.source
+                self._push_top(rec)
+
+    @staticmethod
+    def _top_record(ex: Exchange, lat: float, ttfb: float | None, wait: str | None) -> dict[str, Any]:
+        conn = ex.conn
+        return {
+            "api": ex.api_name, "version": ex.api_version, "correlation_id": ex.correlation_id,
+            "conn": conn.id if conn is not None else None,
+            "client": str(conn.client) if conn is not None else None,
+            "broker": str(conn.broker) if conn is not None else None,
+            "client_id": ex.client_id,
+            "request_frame": ex.request_frame, "response_frame": ex.response_frame,
+            "request_time": ex.request_time,
+            "latency_ms": _r(lat), "ttfb_ms": _r(ttfb) if ttfb is not None else None,
+            "wait": wait, "status": ex.status, "error_codes": list(ex.error_codes),
+        }
+
+    def _push_top(self, rec: dict[str, Any]) -> None:
+        # priority: the reverse of _top_sort_key, so the heap root is the first to drop
+        self._top_seq += 1
+        prio = tuple(-x for x in _top_sort_key(rec))
+        item = (prio, -self._top_seq, rec)
+        if len(self._top) < self.keep_top:
+            heapq.heappush(self._top, item)
+        elif item[0] > self._top[0][0]:
+            heapq.heapreplace(self._top, item)
+
+    # -- merging ------------------------------------------------------------------
+    def merge(self, other: StatsAccumulator) -> StatsAccumulator:
+        """Fold ``other`` into this accumulator (in place) and return self."""
+        if other.by != self.by:
+            raise ValueError(f"cannot merge stats grouped by {other.by} into stats grouped by {self.by}")
+        for key, g in other.groups.items():
+            mine = self.groups.get(key)
+            if mine is None:
+                mine = self.groups[key] = GroupStats()
+            mine.merge(g)
+        self.exchanges += other.exchanges
+        for t in (other.first_time,):
+            if t is not None and (self.first_time is None or t < self.first_time):
+                self.first_time = t
+        if other.last_time is not None and (self.last_time is None or other.last_time > self.last_time):
+            self.last_time = other.last_time
+        for tpk, row in other.tp.items():
+            mine_row = self.tp.setdefault(tpk, [0, 0, 0, 0])
+            for i in range(4):
+                mine_row[i] += row[i]
+        for sec, c in other.per_second.items():
+            self.per_second.setdefault(sec, Counter()).update(c)
+        for k, a in other.api_second.items():
+            m = self.api_second.get(k)
+            if m is None:
+                self.api_second[k] = list(a)
+            else:
+                m[0] += a[0]
+                m[1] += a[1]
+                m[2] = max(m[2], a[2])
+        for api, h in other.hist.items():
+            self.hist.setdefault(api, Counter()).update(h)
+        self.keep_top = max(self.keep_top, other.keep_top)
+        for _lat, _s, rec in other._top:
+            self._push_top(rec)
+        return self
+
+    # -- state for shipping -------------------------------------------------------
+    def to_state(self) -> dict[str, Any]:
+        """Plain JSON-safe dicts and lists (also picklable)."""
+        return {
+            "v": STATE_VERSION,
+            "by": list(self.by),
+            "keep_top": self.keep_top,
+            "exchanges": self.exchanges,
+            "first_time": self.first_time,
+            "last_time": self.last_time,
+            "groups": [[list(k), g.to_state()] for k, g in self.groups.items()],
+            "top": [rec for _l, _s, rec in sorted(self._top, key=lambda x: _top_sort_key(x[2]))],
+            "tp": [[t, p, row] for (t, p), row in self.tp.items()],
+            "per_second": [[sec, dict(c)] for sec, c in self.per_second.items()],
+            "api_second": [[sec, api, a] for (sec, api), a in self.api_second.items()],
+            "hist": {api: [[b, n] for b, n in h.items()] for api, h in self.hist.items()},
+        }
+
+    @classmethod
+    def from_state(cls, st: dict[str, Any]) -> StatsAccumulator:
+        if st.get("v") != STATE_VERSION:
+            raise ValueError(f"stats state version {st.get('v')!r} is not {STATE_VERSION}")
+        acc = cls(st["by"], st["keep_top"])
+        acc.exchanges = st["exchanges"]
+        acc.first_time = st["first_time"]
+        acc.last_time = st["last_time"]
+        acc.groups = {tuple(k): GroupStats.from_state(g) for k, g in st["groups"]}
+        for rec in st["top"]:
+            acc._push_top(rec)
+        acc.tp = {(t, p): list(row) for t, p, row in st["tp"]}
+        acc.per_second = {int(sec): Counter(c) for sec, c in st["per_second"]}
+        acc.api_second = {(int(sec), api): list(a) for sec, api, a in st["api_second"]}
+        acc.hist = {api: Counter({int(b): n for b, n in h}) for api, h in st["hist"].items()}
+        return acc
+
+    # -- reading ------------------------------------------------------------------
+    def top(self, n: int) -> list[dict[str, Any]]:
+        recs = sorted((rec for _l, _s, rec in self._top), key=_top_sort_key)
+        return recs[:n]
+
+    @property
+    def duration_s(self) -> float:
+        if self.first_time is None or self.last_time is None:
+            return 0.0
+        return max(0.0, self.last_time - self.first_time)
+
+    def throughput(self) -> dict[str, Any]:
+        dur = self.duration_s
+        rate_div = dur if dur > 0 else None
+
+        def rate(x: int) -> float | None:
+            return round(x / rate_div, 3) if rate_div else None
+
+        tps = []
+        for (t, p), row in sorted(self.tp.items(), key=lambda kv: _sort_key(kv[0])):
+            tps.append({
+                "topic": t, "partition": p,
+                "produced_records": row[0], "produced_bytes": row[1],
+                "fetched_records": row[2], "fetched_bytes": row[3],
+                "produced_records_per_s": rate(row[0]), "produced_bytes_per_s": rate(row[1]),
+                "fetched_records_per_s": rate(row[2]), "fetched_bytes_per_s": rate(row[3]),
+            })
+        per_second = []
+        for sec in sorted(self.per_second):
+            c = self.per_second[sec]
+            per_second.append({
+                "t": sec, "requests": c.get("requests", 0),
+                "produced_records": c.get("produced_records", 0), "produced_bytes": c.get("produced_bytes", 0),
+                "fetched_records": c.get("fetched_records", 0), "fetched_bytes": c.get("fetched_bytes", 0),
+            })
+        total_req = sum(c.get("requests", 0) for c in self.per_second.values())
+        return {
+            "first_time": self.first_time,
+            "last_time": self.last_time,
+            "duration_s": round(dur, 6),
+            "exchanges": self.exchanges,
+            "requests_per_s": rate(total_req),
+            "topic_partitions": tps,
+            "per_second": per_second,
+        }
+
+    def latency_series(self) -> dict[str, list[tuple[int, int, float, float]]]:
+        """api -> [(second, count, mean ms, max ms)], for plots of latency over time."""
+        out: dict[str, list[tuple[int, int, float, float]]] = {}
+        for (sec, api), (n, sum_ns, mx) in sorted(self.api_second.items()):
+            out.setdefault(api, []).append((sec, int(n), sum_ns / n / 1e6, mx))
+        return out
+
+    def histograms(self) -> dict[str, list[tuple[float, int]]]:
+        """api -> [(bucket lower edge ms, count)] over the buckets from the lowest to the highest used."""
+        out: dict[str, list[tuple[float, int]]] = {}
+        for api in sorted(self.hist):
+            h = self.hist[api]
+            if not h:
+                continue
+            lo, hi = min(h), max(h)
+            out[api] = [(hist_bucket_lower(i), h.get(i, 0)) for i in range(lo, hi + 1)]
+        return out
+
+    def accuracy(self) -> dict[str, Any]:
+        sketch_groups = sum(1 for g in self.groups.values() if not g.latency.exact)
+        return {
+            "percentile_definition": "nearest-rank: pX = value at 1-based rank ceil(X/100 * n)",
+            "exact_limit": EXACT_LIMIT,
+            "relative_accuracy": RELATIVE_ACCURACY,
+            "sketch": "DDSketch (ddsketch package, logarithmic mapping) beyond exact_limit values per group",
+            "exact_groups": len(self.groups) - sketch_groups,
+            "sketch_groups": sketch_groups,
+        }
+
+    def result(self, top: int = 0) -> dict[str, Any]:
+        groups = []
+        for key in sorted(self.groups, key=_sort_key):
+            d: dict[str, Any] = dict(zip(self.by, key, strict=True))
+            d.update(self.groups[key].result())
+            groups.append(d)
+        return {
+            "by": list(self.by),
+            "groups": groups,
+            "top": self.top(top) if top > 0 else [],
+            "throughput": self.throughput(),
+            "accuracy": self.accuracy(),
+        }
+
+
+def parse_by(text: str) -> tuple[str, ...]:
+    """``"api,version"`` -> ("api", "version"), checked against GROUP_KEYS."""
+    parts = tuple(p.strip() for p in text.split(",") if p.strip())
+    bad = [p for p in parts if p not in GROUP_KEYS]
+    if bad or not parts:
+        raise ValueError(f"--by takes a comma-separated list of {', '.join(GROUP_KEYS)} (got {text!r})")
+    return parts
+
+
+class PointSample:
+    """(time, latency) points per API for plots, bounded: past ``cap`` points it keeps
+    every other point and doubles its stride, so the sample stays evenly spread."""
+
+    def __init__(self, cap: int = 50_000) -> None:
+        self.cap = cap
+        self.stride = 1
+        self.seen = 0
+        self.points: list[tuple[str, float, float]] = []
+
+    def add(self, ex: Exchange) -> None:
+        lat = ex.latency_ms
+        if lat is None or ex.request_time is None:
+            return
+        self.seen += 1
+        if self.seen % self.stride:
+            return
+        self.points.append((ex.api_name, ex.request_time, lat))
+        if len(self.points) > self.cap:
+            self.points = self.points[1::2]
+            self.stride *= 2
+
+    def by_api(self) -> dict[str, list[tuple[float, float]]]:
+        out: dict[str, list[tuple[float, float]]] = {}
+        for api, t, lat in self.points:
+            out.setdefault(api, []).append((t, lat))
+        return out

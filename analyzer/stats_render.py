@@ -1,0 +1,369 @@
+"""Render ``StatsAccumulator.result()``: tables (rich on a terminal, plain text otherwise),
+log-scale latency histograms drawn with block characters, JSON, CSV and a picture
+(PNG via matplotlib, or a self-contained HTML page embedding that PNG).
+"""
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import io
+import json
+import math
+from collections.abc import Sequence
+from typing import IO, Any
+
+from rich.console import Console
+from rich.table import Table
+
+from analyzer.stats import fmt_ms
+
+LAT_KEYS = ("min", "p50", "p90", "p99", "p999", "max", "mean")
+LAT_TITLES = ("min", "p50", "p90", "p99", "p99.9", "max", "mean")
+_EIGHTHS = " ▏▎▍▌▋▊▉"
+_SPARK = "▁▂▃▄▅▆▇█"
+
+
+# -- small formatters -----------------------------------------------------------
+
+
+def fmt_num(v: float | None) -> str:
+    if v is None:
+        return "-"
+    if v >= 100:
+        return f"{v:.0f}"
+    if v >= 10:
+        return f"{v:.1f}"
+    return f"{v:.2f}" if v >= 1 else f"{v:.3f}"
+
+
+def fmt_bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    x = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if x < 1024 or unit == "GiB":
+            return f"{x:.0f} {unit}" if unit == "B" else f"{x:.1f} {unit}"
+        x /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def fmt_counts(d: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(d.items(), key=lambda kv: (-kv[1], kv[0]))) or "-"
+
+
+def fmt_key(v: Any) -> str:
+    return "-" if v is None else str(v)
+
+
+def bar(value: int, peak: int, width: int) -> str:
+    """A horizontal bar of ``value/peak * width`` cells in eighths of a block."""
+    if peak <= 0 or value <= 0:
+        return ""
+    eighths = max(1, round(value / peak * width * 8))
+    full, rest = divmod(eighths, 8)
+    return "█" * full + (_EIGHTHS[rest] if rest else "")
+
+
+def sparkline(values: Sequence[float]) -> str:
+    if not values:
+        return ""
+    peak = max(values)
+    if peak <= 0:
+        return _SPARK[0] * len(values)
+    return "".join(_SPARK[min(7, int(v / peak * 7.999))] if v > 0 else " " for v in values)
+
+
+# -- tables as plain data, drawn two ways -------------------------------------------
+
+
+class TextTable:
+    def __init__(self, title: str, headers: Sequence[str], right: Sequence[bool]) -> None:
+        self.title = title
+        self.headers = list(headers)
+        self.right = list(right)
+        self.rows: list[list[str]] = []
+
+    def add(self, row: Sequence[str]) -> None:
+        self.rows.append(list(row))
+
+    def rich(self) -> Table:
+        t = Table(title=self.title, title_justify="left", header_style="bold")
+        for h, r in zip(self.headers, self.right, strict=True):
+            t.add_column(h, justify="right" if r else "left", overflow="fold")
+        for row in self.rows:
+            t.add_row(*row)
+        return t
+
+    def plain(self) -> str:
+        widths = [len(h) for h in self.headers]
+        for row in self.rows:
+            for i, c in enumerate(row):
+                widths[i] = max(widths[i], len(c))
+
+        def line(cells: Sequence[str]) -> str:
+            out = []
+            for c, w, r in zip(cells, widths, self.right, strict=True):
+                out.append(c.rjust(w) if r else c.ljust(w))
+            return "  ".join(out).rstrip()
+
+        lines = [self.title, line(self.headers), line(["-" * w for w in widths])]
+        lines.extend(line(r) for r in self.rows)
+        return "\n".join(lines)
+
+
+def _key_headers(by: Sequence[str]) -> list[str]:
+    return list(by)
+
+
+def tables(result: dict[str, Any]) -> list[TextTable]:
+    """The report as tables: latency per group, waits/throttling, slowest, throughput."""
+    by = result["by"]
+    out: list[TextTable] = []
+    nk = len(by)
+    t = TextTable("Latency (ms, request complete -> response complete)",
+                  _key_headers(by) + ["count", "errors", *LAT_TITLES, "bytes in", "bytes out"],
+                  [False] * nk + [True, False] + [True] * 9)
+    for g in result["groups"]:
+        lat = g["latency_ms"]
+        t.add([fmt_key(g[k]) for k in by] + [str(g["count"]), fmt_counts(g["errors"])]
+              + [fmt_num(lat[k]) for k in LAT_KEYS] + [fmt_bytes(g["bytes_in"]), fmt_bytes(g["bytes_out"])])
+    out.append(t)
+
+    t2 = TextTable("Time to first byte, intentional waits and throttling (ms)",
+                   _key_headers(by) + ["ttfb p50", "ttfb p99", "waits", "service n", "service p50",
+                                       "service p99", "throttled", "throttle total", "throttle max",
+                                       "unanswered", "orphans", "no response"],
+                   [False] * nk + [True, True, False] + [True] * 9)
+    for g in result["groups"]:
+        tt, sv = g["ttfb_ms"], g["latency_ms_excl_waits"]
+        t2.add([fmt_key(g[k]) for k in by] + [
+            fmt_num(tt["p50"]), fmt_num(tt["p99"]), fmt_counts(g["waits"]), str(g["service"]),
+            fmt_num(sv["p50"]), fmt_num(sv["p99"]), str(g["throttled"]),
+            str(g["throttle_time_ms"]["total"]), str(g["throttle_time_ms"]["max"]),
+            str(g["unanswered"]), str(g["orphans"]), str(g["no_response"])])
+    out.append(t2)
+
+    if result.get("top"):
+        t3 = TextTable(f"Slowest {len(result['top'])} exchanges",
+                       ["latency", "ttfb", "api", "v", "corr id", "conn", "client", "broker",
+                        "req frame", "resp frame", "wait", "errors"],
+                       [True, True, False, True, True, True, False, False, True, True, False, False])
+        for r in result["top"]:
+            t3.add([fmt_num(r["latency_ms"]), fmt_num(r["ttfb_ms"]), r["api"], fmt_key(r["version"]),
+                    fmt_key(r["correlation_id"]), fmt_key(r["conn"]), fmt_key(r["client"]),
+                    fmt_key(r["broker"]), fmt_key(r["request_frame"]), fmt_key(r["response_frame"]),
+                    r["wait"] or "-", ", ".join(r["error_codes"]) or "-"])
+        out.append(t3)
+
+    thr = result["throughput"]
+    if thr["topic_partitions"]:
+        t4 = TextTable(f"Throughput per topic-partition over {thr['duration_s']:.3f} s",
+                       ["topic", "partition", "produced recs", "produced", "recs/s", "fetched recs",
+                        "fetched", "recs/s"],
+                       [False, True, True, True, True, True, True, True])
+        for tp in thr["topic_partitions"]:
+            t4.add([fmt_key(tp["topic"]), fmt_key(tp["partition"]), str(tp["produced_records"]),
+                    fmt_bytes(tp["produced_bytes"]), fmt_num(tp["produced_records_per_s"]),
+                    str(tp["fetched_records"]), fmt_bytes(tp["fetched_bytes"]),
+                    fmt_num(tp["fetched_records_per_s"])])
+        out.append(t4)
+    return out
+
+
+def rate_lines(result: dict[str, Any], width: int = 60) -> list[str]:
+    """Request rate over time as a sparkline of per-second buckets (folded to ``width``)."""
+    thr = result["throughput"]
+    ps = thr["per_second"]
+    if not ps:
+        return []
+    t0, t1 = ps[0]["t"], ps[-1]["t"]
+    counts = [0] * (t1 - t0 + 1)
+    for row in ps:
+        counts[row["t"] - t0] += row["requests"]
+    per = max(1, math.ceil(len(counts) / width))
+    folded = [sum(counts[i:i + per]) / per for i in range(0, len(counts), per)]
+    rate = thr["requests_per_s"]
+    head = (f"Requests: {thr['exchanges']} over {thr['duration_s']:.3f} s"
+            + (f", {rate:.1f}/s on average" if rate is not None else "")
+            + f"; peak {max(counts)}/s")
+    unit = "1 s" if per == 1 else f"{per} s"
+    return [head, f"per {unit}: {sparkline(folded)}"]
+
+
+def histogram_lines(hists: dict[str, list[tuple[float, int]]], width: int = 40) -> list[str]:
+    """Per API, one line per log-scale (1-2-5) latency bucket: lower edge, bar, count."""
+    lines: list[str] = []
+    for api, buckets in hists.items():
+        total = sum(n for _e, n in buckets)
+        lines.append(f"{api} latency ({total} exchanges; buckets from their lower edge, log scale)")
+        peak = max((n for _e, n in buckets), default=0)
+        for edge, n in buckets:
+            lines.append(f"  >= {fmt_ms(edge):>7} |{bar(n, peak, width):<{width}}| {n}")
+        lines.append("")
+    return lines
+
+
+def accuracy_line(result: dict[str, Any]) -> str:
+    acc = result["accuracy"]
+    if acc["sketch_groups"]:
+        return (f"Percentiles: nearest-rank; exact up to {acc['exact_limit']} values per group, "
+                f"DDSketch beyond (relative error <= {acc['relative_accuracy']:.0%}) "
+                f"for {acc['sketch_groups']} group(s).")
+    return "Percentiles: nearest-rank, exact."
+
+
+def render_text(result: dict[str, Any], console: Console, hists: dict[str, list[tuple[float, int]]] | None = None,
+                plain: bool | None = None) -> None:
+    """Print the report; rich tables on a terminal, aligned plain text otherwise."""
+    if plain is None:
+        plain = not console.is_terminal
+    for t in tables(result):
+        if plain:
+            console.print(t.plain(), markup=False, highlight=False, soft_wrap=True)
+            console.print()
+        else:
+            console.print(t.rich())
+    for line in rate_lines(result):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    if hists:
+        console.print()
+        for line in histogram_lines(hists):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+    console.print(accuracy_line(result), markup=False, highlight=False, soft_wrap=True)
+
+
+# -- machine formats ---------------------------------------------------------------
+
+
+def write_json(result: dict[str, Any], fp: IO[str]) -> None:
+    json.dump(result, fp, indent=2, sort_keys=False)
+    fp.write("\n")
+
+
+_CSV_JOINED = ("errors", "waits")
+
+
+def csv_rows(result: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
+    """One flat row per group: nested figures become ``latency_ms_p99`` etc.,
+    name->count maps become ``NAME=n;NAME=n``."""
+    rows: list[dict[str, Any]] = []
+    header: list[str] = []
+    for g in result["groups"]:
+        row: dict[str, Any] = {}
+        for k, v in g.items():
+            if k in _CSV_JOINED:
+                row[k] = ";".join(f"{n}={c}" for n, c in v.items())
+            elif isinstance(v, dict):
+                for sk, sv in v.items():
+                    row[f"{k}_{sk}"] = sv
+            else:
+                row[k] = v
+        if not header:
+            header = list(row)
+        rows.append(row)
+    if not header:
+        header = list(result["by"]) + ["count"]
+    return header, rows
+
+
+def write_csv(result: dict[str, Any], fp: IO[str]) -> None:
+    header, rows = csv_rows(result)
+    w = csv.DictWriter(fp, fieldnames=header, lineterminator="\n")
+    w.writeheader()
+    for row in rows:
+        w.writerow({k: "" if row.get(k) is None else row.get(k) for k in header})
+
+
+# -- pictures ------------------------------------------------------------------------
+
+MAX_PLOT_APIS = 8
+
+
+def plot_png(result: dict[str, Any], hists: dict[str, list[tuple[float, int]]],
+             series: dict[str, list[tuple[int, int, float, float]]],
+             points: dict[str, list[tuple[float, float]]] | None = None, title: str = "") -> bytes:
+    """A PNG: latency over time per API (log y) above one log-scale histogram per API."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    counts = {api: sum(n for _e, n in b) for api, b in hists.items()}
+    apis = sorted(counts, key=lambda a: (-counts[a], a))[:MAX_PLOT_APIS]
+    ncols = 4 if len(apis) > 4 else max(1, len(apis))
+    nrows_h = max(1, math.ceil(len(apis) / ncols))
+    fig = plt.figure(figsize=(4 * ncols if ncols > 2 else 10, 4.2 + 2.6 * nrows_h), dpi=100, layout="constrained")
+    gs = fig.add_gridspec(1 + nrows_h, ncols, height_ratios=[1.6] + [1] * nrows_h)
+    ax = fig.add_subplot(gs[0, :])
+    t0 = result["throughput"]["first_time"] or 0.0
+    cmap = plt.get_cmap("tab10")
+    colour = {api: cmap(i % 10) for i, api in enumerate(apis)}
+    for api in apis:
+        if points and points.get(api):
+            xs = [t - t0 for t, _ in points[api]]
+            ys = [max(v, 1e-3) for _, v in points[api]]
+            ax.scatter(xs, ys, s=6, alpha=0.6, color=colour[api], label=api, linewidths=0)
+        elif series.get(api):
+            xs = [s - t0 for s, _n, _m, _x in series[api]]
+            ax.plot(xs, [max(m, 1e-3) for _s, _n, m, _x in series[api]], color=colour[api], label=f"{api} mean")
+            ax.plot(xs, [max(x, 1e-3) for _s, _n, _m, x in series[api]], color=colour[api], ls=":", alpha=0.7)
+    ax.set_yscale("log")
+    ax.set_xlabel("seconds since first request")
+    ax.set_ylabel("latency (ms, log)")
+    what = "each exchange" if points else "per-second mean (solid) and max (dotted)"
+    ax.set_title((title + ": " if title else "") + f"latency over time, {what}")
+    ax.grid(True, which="both", alpha=0.3)
+    if apis:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small", markerscale=2)
+    for i, api in enumerate(apis):
+        hx = fig.add_subplot(gs[1 + i // ncols, i % ncols])
+        buckets = hists[api]
+        labels = [fmt_ms(e) for e, _n in buckets]
+        hx.bar(range(len(buckets)), [n for _e, n in buckets], color=colour[api], width=0.85)
+        step = max(1, math.ceil(len(labels) / 6))
+        hx.set_xticks(range(0, len(labels), step), labels[::step], fontsize="small", rotation=30)
+        hx.set_title(f"{api} ({counts[api]})", fontsize="medium")
+        hx.set_xlabel("latency bucket (>=, log scale)", fontsize="small")
+        hx.tick_params(axis="y", labelsize="small")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def html_page(png: bytes, result: dict[str, Any], title: str) -> str:
+    """A small self-contained page: the PNG as base64 and the latency table."""
+    by = result["by"]
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in [*by, "count", "errors", *LAT_TITLES])
+    rows = []
+    for g in result["groups"]:
+        cells = [fmt_key(g[k]) for k in by] + [str(g["count"]), fmt_counts(g["errors"])]
+        cells += [fmt_num(g["latency_ms"][k]) for k in LAT_KEYS]
+        rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+    b64 = base64.b64encode(png).decode("ascii")
+    t = html.escape(title)
+    return (
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" + t + "</title>\n"
+        "<style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}img{max-width:100%}</style>"
+        "</head><body>\n<h1>" + t + "</h1>\n"
+        f"<img alt=\"latency over time and histograms\" src=\"data:image/png;base64,{b64}\">\n"
+        "<h2>Latency (ms)</h2>\n<table><tr>" + head + "</tr>\n" + "\n".join(rows) + "\n</table>\n"
+        "<p>" + html.escape(accuracy_line(result)) + "</p>\n</body></html>\n"
+    )
+
+
+def write_plot(path: str, result: dict[str, Any], hists: dict[str, list[tuple[float, int]]],
+               series: dict[str, list[tuple[int, int, float, float]]],
+               points: dict[str, list[tuple[float, float]]] | None = None, title: str = "") -> None:
+    """Write ``path``: .png or .html (.htm); raises ValueError for other suffixes."""
+    low = path.lower()
+    if not (low.endswith(".png") or low.endswith(".html") or low.endswith(".htm")):
+        raise ValueError(f"--plot writes .png or .html files, not {path!r}")
+    png = plot_png(result, hists, series, points, title)
+    if low.endswith(".png"):
+        with open(path, "wb") as f:
+            f.write(png)
+    else:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(html_page(png, result, title or "kafkawire-sniff stats"))

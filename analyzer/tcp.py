@@ -1,0 +1,381 @@
+"""TCP reassembly: Segments -> per-direction contiguous byte streams with explicit gaps.
+
+``Reassembler.feed(seg)`` returns the ``StreamData`` / ``StreamGap`` / ``StreamEnd``
+events that segment made possible; ``Reassembler.finish(ts)`` flushes everything at the
+end of the capture. Stream offsets count payload bytes from the first byte of the
+direction (after the SYN when the handshake was captured, else from the first sequence
+number seen), so they stay true across 32-bit sequence wrap-around, gaps and snaplen cuts:
+every byte of the direction is delivered exactly once, either as data or inside a gap.
+
+Connections. Keyed by the 4-tuple; ``Conn.id`` counts from 0 in order of first packet
+(like tshark's tcp.stream). ``Conn.a`` is the first sender, or the SYN sender when the
+first packet is a SYN-ACK. A SYN without ACK on a 4-tuple whose connection is closed,
+or whose ISN differs from the one recorded for that side, ends the old connection with
+``StreamEnd(None, "reused")`` and starts a new ``Conn`` (port reuse); a SYN with the
+same ISN is a retransmitted SYN.
+
+Events. ``StreamEnd(direction, "fin")`` when a direction's FIN is reached in order (or when the
+connection ends with a hole before that FIN, after the gap); ``StreamEnd(None, reason)``
+once for the whole connection: "fin" (both sides sent FIN; holes still open then become
+gaps), "rst", "reused" or "end of capture". After ``StreamEnd(None, ...)`` no more
+events carry that ``Conn``.
+
+Retransmissions and overlaps: the first copy wins. Overlapping bytes are compared with
+what was already delivered (a recent-history window of ``overlap_window`` bytes per
+direction); a difference increments ``counters["overlap differs"]`` and appends a line to
+``notes`` (bounded list of strings). A 1-byte segment just below the expected offset is a
+keep-alive and not compared. Out-of-order segments wait in a per-direction buffer; when
+the buffered bytes beyond a hole exceed ``max_buffer`` (default 4 MiB), or the connection
+ends, the hole becomes ``StreamGap(reason="lost segment")`` and delivery continues.
+A segment cut by the snaplen (``seg.missing > 0``) is delivered as its captured bytes
+followed by ``StreamGap(reason="snaplen")`` of the missing bytes.
+
+Memory: per direction at most ``max_buffer`` buffered bytes plus ``overlap_window`` bytes
+of history; closed connections are forgotten after ``max_closed`` newer ones closed.
+"""
+from __future__ import annotations
+
+import bisect
+from collections import deque
+
+from analyzer.model import (
+    TCP_ACK,
+    TCP_FIN,
+    TCP_RST,
+    TCP_SYN,
+    Conn,
+    Endpoint,
+    Segment,
+    StreamData,
+    StreamEnd,
+    StreamEvent,
+    StreamGap,
+)
+
+__all__ = ["Reassembler"]
+
+_MASK = 0xFFFFFFFF
+_HALF = 1 << 31
+_WRAP = 1 << 32
+_MAX_NOTES = 1000
+
+
+class _Dir:
+    """One direction of a connection."""
+
+    __slots__ = ("base", "isn", "expected", "pending", "pending_bytes", "fin_at", "ended",
+                 "recent", "recent_bytes")
+
+    def __init__(self) -> None:
+        self.base: int | None = None     # sequence number of stream offset 0
+        self.isn: int | None = None      # ISN from a captured SYN
+        self.expected = 0                # next stream offset to deliver
+        # out-of-order entries: [offset, payload, missing, ts, index], sorted by offset
+        self.pending: list[list] = []
+        self.pending_bytes = 0
+        self.fin_at: int | None = None   # stream offset of the FIN
+        self.ended = False
+        self.recent: deque[tuple[int, bytes]] = deque()   # delivered (offset, bytes)
+        self.recent_bytes = 0
+
+    def offset(self, seq: int) -> int:
+        """Stream offset of ``seq``, unwrapped to the 2^31 window around ``expected``."""
+        diff = (((seq - self.base) & _MASK) - self.expected) & _MASK  # type: ignore[operator]
+        if diff >= _HALF:
+            diff -= _WRAP
+        return self.expected + diff
+
+
+class _ConnState:
+    __slots__ = ("conn", "dirs", "closed", "keys")
+
+    def __init__(self, conn: Conn, keys: tuple[tuple[Endpoint, Endpoint], ...]) -> None:
+        self.conn = conn
+        self.dirs = (_Dir(), _Dir())
+        self.closed = False
+        self.keys = keys
+
+
+class Reassembler:
+    """Per-connection, per-direction TCP reassembly. See the module docstring."""
+
+    def __init__(self, max_buffer: int = 4 * 1024 * 1024, overlap_window: int = 64 * 1024,
+                 max_closed: int = 10000) -> None:
+        self.max_buffer = max_buffer
+        self.overlap_window = overlap_window
+        self.max_closed = max_closed
+        self.conns: list[Conn] = []     # every connection, by id  (small records)
+        self.counters: dict[str, int] = {}
+        self.notes: list[str] = []
+        self._pairs: dict[tuple[Endpoint, Endpoint], tuple[_ConnState, int]] = {}
+        self._closed: deque[_ConnState] = deque()
+        self._open: dict[int, _ConnState] = {}
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _count(self, what: str, n: int = 1) -> None:
+        self.counters[what] = self.counters.get(what, 0) + n
+
+    def _note(self, text: str) -> None:
+        if len(self.notes) < _MAX_NOTES:
+            self.notes.append(text)
+
+    def _new_conn(self, seg: Segment) -> _ConnState:
+        a, b = seg.src, seg.dst
+        if seg.flags & (TCP_SYN | TCP_ACK) == TCP_SYN | TCP_ACK:
+            a, b = b, a                      # first packet is the SYN-ACK: a is the SYN sender
+        conn = Conn(id=len(self.conns), a=a, b=b, first_ts=seg.ts, last_ts=seg.ts)
+        self.conns.append(conn)
+        st = _ConnState(conn, ((a, b), (b, a)))
+        self._pairs[(a, b)] = (st, 0)
+        self._pairs[(b, a)] = (st, 1)
+        self._open[conn.id] = st
+        return st
+
+    def _close(self, st: _ConnState, reason: str, ts: float, index: int,
+               events: list[StreamEvent]) -> None:
+        """Flush both directions (holes become gaps) and end the connection."""
+        st.closed = True
+        for d in (0, 1):
+            self._flush(st, d, ts, index, events)
+        if st.conn.closed is None:
+            st.conn.closed = reason if reason in ("fin", "rst") else None
+        events.append(StreamEnd(st.conn, None, reason, ts, index))
+        self._open.pop(st.conn.id, None)
+        for d in st.dirs:                 # free buffers; keep only what reuse detection needs
+            d.pending = []
+            d.pending_bytes = 0
+            d.recent.clear()
+            d.recent_bytes = 0
+        self._closed.append(st)
+        while len(self._closed) > self.max_closed:
+            old = self._closed.popleft()
+            for k in old.keys:
+                if self._pairs.get(k, (None,))[0] is old:
+                    del self._pairs[k]
+
+    # -- main entry points ---------------------------------------------------------------
+
+    def feed(self, seg: Segment) -> list[StreamEvent]:
+        events: list[StreamEvent] = []
+        flags = seg.flags
+        ent = self._pairs.get((seg.src, seg.dst))
+        if ent is None:
+            st, direction = self._new_conn(seg), 0
+            if seg.src != st.conn.a:
+                direction = 1
+        else:
+            st, direction = ent
+            if flags & TCP_SYN:
+                d = st.dirs[direction]
+                if not flags & TCP_ACK:
+                    if st.closed or (d.isn is not None and d.isn != seg.seq) or (
+                            d.isn is None and d.base is not None):
+                        if not st.closed:
+                            self._close(st, "reused", seg.ts, seg.index, events)
+                        self._count("port reuse")
+                        st, direction = self._new_conn(seg), 0
+                    elif d.isn == seg.seq:
+                        self._count("retransmitted SYN")
+                        st.conn.last_ts = seg.ts
+                        return events
+                elif st.closed or (d.isn is not None and d.isn != seg.seq):
+                    if st.closed and d.isn != seg.seq:
+                        # new connection whose SYN was not captured
+                        self._count("port reuse")
+                        st = self._new_conn(seg)
+                        direction = 0 if seg.src == st.conn.a else 1
+                    else:
+                        self._count("retransmitted SYN")
+                        st.conn.last_ts = seg.ts
+                        return events
+            if st.closed:
+                if seg.payload or seg.missing:
+                    self._count("data after close")
+                st.conn.last_ts = seg.ts
+                return events
+        conn = st.conn
+        conn.last_ts = seg.ts
+        d = st.dirs[direction]
+        syn = 1 if flags & TCP_SYN else 0
+        if d.base is None:
+            if syn:
+                d.isn = seg.seq
+                d.base = (seg.seq + 1) & _MASK
+                if direction == 0 and not flags & TCP_ACK:
+                    conn.syn_seen = True
+            else:
+                d.base = seg.seq
+        elif syn and d.isn is None and d.expected == 0 and not d.pending:
+            d.isn = seg.seq
+            d.base = (seg.seq + 1) & _MASK
+        if flags & TCP_SYN and flags & TCP_ACK and direction == 1 and st.dirs[0].base is None:
+            # the connection starts at b's SYN-ACK: a's ISN is its ack - 1
+            st.dirs[0].isn = (seg.ack - 1) & _MASK
+            st.dirs[0].base = seg.ack
+        if d.ended:
+            if seg.payload or seg.missing:
+                self._count("data after FIN")
+        else:
+            n = len(seg.payload) + seg.missing
+            if n:
+                off = d.offset((seg.seq + syn) & _MASK)
+                self._data(st, direction, d, off, seg.payload, seg.missing, seg.ts, seg.index, events)
+            if flags & TCP_FIN and d.fin_at is None:
+                fin = d.offset((seg.seq + syn + n) & _MASK)
+                if fin >= d.expected:
+                    d.fin_at = fin
+                self._check_fin(st, direction, seg.ts, seg.index, events)
+                if not st.closed and st.dirs[1 - direction].fin_at is not None:
+                    # both sides sent FIN: the connection is over even if a hole remains
+                    self._close(st, "fin", seg.ts, seg.index, events)
+        if flags & TCP_RST:
+            self._close(st, "rst", seg.ts, seg.index, events)
+        return events
+
+    def finish(self, ts: float | None = None) -> list[StreamEvent]:
+        """End of capture: flush every open connection, in id order."""
+        events: list[StreamEvent] = []
+        for cid in sorted(self._open):
+            st = self._open[cid]
+            self._close(st, "end of capture", ts if ts is not None else st.conn.last_ts,
+                        0, events)
+        return events
+
+    # -- per direction -------------------------------------------------------------------
+
+    def _check_fin(self, st: _ConnState, direction: int, ts: float, index: int,
+                   events: list[StreamEvent]) -> None:
+        d = st.dirs[direction]
+        if d.fin_at is not None and not d.ended and d.expected >= d.fin_at:
+            d.ended = True
+            events.append(StreamEnd(st.conn, direction, "fin", ts, index))
+            if st.dirs[1 - direction].ended and not st.closed:
+                st.conn.closed = "fin"
+                self._close(st, "fin", ts, index, events)
+
+    def _compare(self, st: _ConnState, direction: int, d: _Dir, off: int, data: bytes,
+                 index: int) -> None:
+        """Compare retransmitted ``data`` at ``off`` (all below ``expected``) with history."""
+        if not data:
+            return
+        if len(data) == 1 and off == d.expected - 1:
+            self._count("keep-alive")
+            return
+        self._count("retransmission")
+        end = off + len(data)
+        for roff, rdata in d.recent:
+            rend = roff + len(rdata)
+            if rend <= off or roff >= end:
+                continue
+            lo, hi = max(off, roff), min(end, rend)
+            if data[lo - off:hi - off] != rdata[lo - roff:hi - roff]:
+                self._count("overlap differs")
+                self._note(f"conn {st.conn.id} dir {direction}: retransmitted bytes {lo}-{hi} "
+                           f"in packet {index} differ from the first copy")
+                return
+
+    def _deliver(self, st: _ConnState, direction: int, d: _Dir, off: int, payload: bytes,
+                 missing: int, ts: float, index: int, events: list[StreamEvent]) -> None:
+        if payload:
+            events.append(StreamData(st.conn, direction, off, payload, ts, index))
+            if self.overlap_window:
+                d.recent.append((off, payload))
+                d.recent_bytes += len(payload)
+                while d.recent_bytes > self.overlap_window and len(d.recent) > 1:
+                    d.recent_bytes -= len(d.recent.popleft()[1])
+        if missing:
+            events.append(StreamGap(st.conn, direction, off + len(payload), missing, ts, index,
+                                    "snaplen"))
+            self._count("snaplen bytes", missing)
+        d.expected = off + len(payload) + missing
+
+    def _data(self, st: _ConnState, direction: int, d: _Dir, off: int, payload: bytes,
+              missing: int, ts: float, index: int, events: list[StreamEvent]) -> None:
+        exp = d.expected
+        if off < exp:
+            cut = exp - off
+            self._compare(st, direction, d, off, payload[:cut], index)
+            if cut >= len(payload) + missing:
+                return
+            if cut <= len(payload):
+                payload = payload[cut:]
+            else:
+                missing -= cut - len(payload)
+                payload = b""
+            off = exp
+        if off == exp:
+            self._deliver(st, direction, d, off, payload, missing, ts, index, events)
+            if d.pending:
+                self._drain(st, direction, d, ts, index, events)
+            return
+        # out of order: buffer
+        self._count("out of order")
+        pend = d.pending
+        i = bisect.bisect_left(pend, off, key=lambda e: e[0])
+        if i < len(pend) and pend[i][0] == off:
+            first = pend[i]
+            if len(first[1]) + first[2] >= len(payload) + missing:
+                # duplicate of a buffered segment: first copy wins
+                if payload[:len(first[1])] != first[1][:len(payload)]:
+                    self._count("overlap differs")
+                    self._note(f"conn {st.conn.id} dir {direction}: buffered bytes at offset {off} "
+                               f"differ in packet {index}")
+                self._count("retransmission")
+                return
+        pend.insert(i, [off, payload, missing, ts, index])
+        d.pending_bytes += len(payload)
+        while d.pending_bytes > self.max_buffer and d.pending:
+            self._gap_to_first(st, direction, d, ts, index, events)
+            self._drain(st, direction, d, ts, index, events)
+
+    def _gap_to_first(self, st: _ConnState, direction: int, d: _Dir, ts: float, index: int,
+                      events: list[StreamEvent]) -> None:
+        first = d.pending[0][0]
+        if first > d.expected:
+            n = first - d.expected
+            events.append(StreamGap(st.conn, direction, d.expected, n, ts, index, "lost segment"))
+            self._count("lost segments")
+            self._count("lost bytes", n)
+            d.expected = first
+
+    def _drain(self, st: _ConnState, direction: int, d: _Dir, now_ts: float, now_index: int,
+               events: list[StreamEvent]) -> None:
+        pend = d.pending
+        while pend and pend[0][0] <= d.expected:
+            off, payload, missing, ts, index = pend.pop(0)
+            d.pending_bytes -= len(payload)
+            exp = d.expected
+            if off < exp:
+                cut = exp - off
+                self._compare(st, direction, d, off, payload[:cut], index)
+                if cut >= len(payload) + missing:
+                    continue
+                if cut <= len(payload):
+                    payload = payload[cut:]
+                else:
+                    missing -= cut - len(payload)
+                    payload = b""
+                off = exp
+            self._deliver(st, direction, d, off, payload, missing, ts, index, events)
+        self._check_fin(st, direction, now_ts, now_index, events)
+
+    def _flush(self, st: _ConnState, direction: int, ts: float, index: int,
+               events: list[StreamEvent]) -> None:
+        """Turn every hole into a gap and deliver everything buffered (connection ends)."""
+        d = st.dirs[direction]
+        if d.ended:
+            return
+        while d.pending:
+            self._gap_to_first(st, direction, d, ts, index, events)
+            self._drain(st, direction, d, ts, index, events)
+        if d.fin_at is not None and d.fin_at > d.expected and not d.ended:
+            n = d.fin_at - d.expected
+            events.append(StreamGap(st.conn, direction, d.expected, n, ts, index, "lost segment"))
+            self._count("lost segments")
+            self._count("lost bytes", n)
+            d.expected = d.fin_at
+        if d.fin_at is not None and not d.ended:
+            d.ended = True
+            events.append(StreamEnd(st.conn, direction, "fin", ts, index))
+

@@ -1,0 +1,152 @@
+"""Fast parsing of Kafka request and response headers, without building Field trees.
+
+Pairing, framing and protocol detection run this on every frame, so it stays a
+few struct calls. The full annotated header is produced by ``dissectors.kafka``.
+
+Header versions (see ``dissectors.schema``): request header v0 (api_key,
+api_version, correlation_id) is used only by ControlledShutdown v0; v1 adds the
+nullable client_id string; v2 (flexible versions) adds tagged fields. Response
+header v0 is the correlation_id; v1 adds tagged fields; ApiVersions responses
+always use v0.
+"""
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from dissectors.schema import APIS, request_header_version, response_header_version
+
+_HDR = struct.Struct(">hhi")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+
+# api_keys we accept as plausible even if the schema table lacks them
+MAX_PLAUSIBLE_API_KEY = 127
+MAX_PLAUSIBLE_VERSION = 40
+
+
+class RequestHeader(NamedTuple):
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    header_len: int        # bytes from the frame start to the first body byte
+    header_version: int
+
+
+def read_uvarint(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    """Unsigned varint at ``pos``: (value, next position). Raises ValueError when cut or too long."""
+    result = 0
+    shift = 0
+    while True:
+        if pos >= end:
+            raise ValueError("varint runs past the end")
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint longer than 10 bytes")
+
+
+def skip_tagged_fields(data: bytes, pos: int, end: int) -> int:
+    """Skip a tagged-field section; return the position after it. Raises ValueError when malformed."""
+    count, pos = read_uvarint(data, pos, end)
+    if count > end - pos:
+        raise ValueError("tagged field count exceeds frame")
+    for _ in range(count):
+        _tag, pos = read_uvarint(data, pos, end)
+        size, pos = read_uvarint(data, pos, end)
+        if size > end - pos:
+            raise ValueError("tagged field size exceeds frame")
+        pos += size
+    return pos
+
+
+def parse_request_header(data: bytes) -> RequestHeader | None:
+    """The request header of a frame, or None when it cannot be one (too short, bad lengths)."""
+    n = len(data)
+    if n < 8:
+        return None
+    api_key, api_version, correlation_id = _HDR.unpack_from(data, 0)
+    hv = request_header_version(api_key, api_version) if api_version >= 0 else 1
+    if hv == 0:
+        return RequestHeader(api_key, api_version, correlation_id, None, 8, 0)
+    if n < 10:
+        return None
+    (slen,) = _I16.unpack_from(data, 8)
+    pos = 10
+    client_id: str | None
+    if slen < 0:
+        if slen != -1:
+            return None
+        client_id = None
+    else:
+        if pos + slen > n:
+            return None
+        client_id = data[pos:pos + slen].decode("utf-8", "replace")
+        pos += slen
+    if hv == 2:
+        try:
+            pos = skip_tagged_fields(data, pos, n)
+        except ValueError:
+            return None
+    return RequestHeader(api_key, api_version, correlation_id, client_id, pos, hv)
+
+
+def parse_response_header(data: bytes, api_key: int | None, api_version: int | None) -> tuple[int, int] | None:
+    """(correlation_id, header_len) of a response frame, or None when too short or malformed.
+
+    Without a known request (an orphan response), the header is taken as v0.
+    """
+    n = len(data)
+    if n < 4:
+        return None
+    (correlation_id,) = _I32.unpack_from(data, 0)
+    if api_key is None or api_version is None:
+        return correlation_id, 4
+    if response_header_version(api_key, api_version) == 1:
+        try:
+            return correlation_id, skip_tagged_fields(data, 4, n)
+        except ValueError:
+            return None
+    return correlation_id, 4
+
+
+def response_correlation_id(data: bytes) -> int | None:
+    if len(data) < 4:
+        return None
+    return _I32.unpack_from(data, 0)[0]
+
+
+def plausible_request(data: bytes, prefix: bool = False) -> bool:
+    """Could these frame bytes (after the size prefix) be a 0.8+ request?
+
+    Checks: a known API key (or a small one when the schema does not know it), a
+    version in a sane range, and a client_id that fits and is printable. With
+    ``prefix`` the bytes are only the start of the frame (the framer's peek): a
+    client_id running past them is judged on the part that is there.
+    """
+    h = parse_request_header(data)
+    if h is None:
+        if not prefix or len(data) < 10:
+            return False
+        api_key, api_version, _cid = _HDR.unpack_from(data, 0)
+        (slen,) = _I16.unpack_from(data, 8)
+        if slen < 0 or slen > 2048:
+            return False
+        h = RequestHeader(api_key, api_version, _cid, data[10:10 + slen].decode("utf-8", "replace"), len(data), 1)
+    api = APIS.get(h.api_key)
+    if api is None:
+        if APIS or not 0 <= h.api_key <= MAX_PLAUSIBLE_API_KEY:
+            return False
+    if not 0 <= h.api_version <= MAX_PLAUSIBLE_VERSION:
+        return False
+    if api is not None and h.api_version > api.max_version + 8:
+        return False
+    cid = h.client_id
+    if cid is not None and cid and not cid.isprintable():
+        return False
+    return True

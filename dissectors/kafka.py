@@ -1,0 +1,249 @@
+"""Kafka requests and responses as annotated Field trees.
+
+``decode_request`` / ``decode_response`` take one frame without its 4-byte size
+prefix; every offset in the returned tree counts from that frame's first byte.
+The body is decoded by the generic schema walker (``dissectors.decoder``) from the
+declarative tables in ``dissectors.schema_data``; this module adds the header, the
+version policy, nested payloads (consumer protocol, SASL) and topic-id learning.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from dissectors import consumer, sasl
+from dissectors.annotate import redacted, topic_note
+from dissectors.context import DecodeContext
+from dissectors.decoder import State, decode_body, read_tagged
+from dissectors.decoder import _Bad as _DecodeStop
+from dissectors.errors import error_name
+from dissectors.field import Field
+from dissectors.schema import APIS, ApiDef, api_name, is_flexible
+
+_HDR = struct.Struct(">hhi")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+
+# APIs whose responses teach topic ids (Metadata, CreateTopics, DescribeTopicPartitions)
+_LEARN_FROM = frozenset({3, 19, 75})
+# APIs added after KIP-482 are flexible from v0: guess header v2 for unknown keys past this
+_LAST_NON_FLEXIBLE_KEY = 67
+
+
+def _clamp(api: ApiDef, version: int) -> tuple[int, str | None]:
+    """The version to decode with, and the note that says why it differs."""
+    if version > api.max_version:
+        return api.max_version, (f"version {version} is newer than the newest known ({api.max_version}): "
+                                 f"decoded as v{api.max_version}")
+    if version < api.min_version:
+        return max(version, 0), f"version {version} is older than the oldest known ({api.min_version})"
+    return version, None
+
+
+def _request_header_version(api: ApiDef | None, api_key: int, api_version: int) -> int:
+    if api is None:
+        return 2 if api_key > _LAST_NON_FLEXIBLE_KEY else 1
+    if api_key == 7 and api_version == 0:
+        return 0
+    return 2 if is_flexible(api, min(api_version, api.max_version)) else 1
+
+
+def decode_request(data: bytes, ctx: DecodeContext) -> Field:
+    """A request frame (after the size prefix) as a Field tree rooted at ``request``."""
+    buf = bytes(data)
+    n = len(buf)
+    root = Field("request", "Request", None, 0, n, [])
+    header = root.add(Field("header", "RequestHeader", None, 0, 0, []))
+    if n < 8:
+        header.length = n
+        header.mark_malformed(f"request header needs 8 bytes, {n} present", ctx)
+        return root
+    api_key, api_version, correlation_id = _HDR.unpack_from(buf, 0)
+    api = APIS.get(api_key)
+    root.type = f"{api.name}Request" if api else f"Unknown({api_key})Request"
+    hv = _request_header_version(api, api_key, api_version)
+    header.type = f"RequestHeader v{hv}"
+    header.add(Field("api_key", "int16", api_key, 0, 2)).note(api_name(api_key))
+    header.add(Field("api_version", "int16", api_version, 2, 2))
+    header.add(Field("correlation_id", "int32", correlation_id, 4, 4))
+    pos = 8
+    if hv >= 1:
+        if n < 10:
+            header.length = n
+            header.add(Field("client_id", "string", None, 8, n - 8)).mark_malformed(
+                "client_id length cut short", ctx)
+            return root
+        (slen,) = _I16.unpack_from(buf, 8)
+        if slen < -1 or slen > n - 10:
+            header.length = n
+            header.add(Field("client_id", "string", None, 8, n - 8)).mark_malformed(
+                f"client_id length {slen} exceeds the {n - 10} bytes left", ctx)
+            return root
+        cid = None if slen < 0 else buf[10:10 + slen].decode("utf-8", "replace")
+        pos = 10 + max(slen, 0)
+        header.add(Field("client_id", "string", cid, 8, pos - 8))
+    if hv == 2:
+        try:
+            pos = read_tagged({}, buf, pos, n, header.children, State(ctx, api_key), True)  # type: ignore[arg-type]
+        except _DecodeStop as e:
+            header.length = n
+            e.out.append(Field(e.name, e.typ, None, e.offset, n - e.offset).mark_malformed(e.reason, ctx))
+            return root
+    header.length = pos
+    if api is None:
+        body = Field("body", "bytes", buf[pos:], pos, n - pos)
+        body.note(f"unknown API key {api_key}: body kept as raw bytes"
+                  + (" (header assumed flexible)" if hv == 2 else ""))
+        root.add(body)
+        return root
+    used, why = _clamp(api, api_version)
+    st = State(ctx, api_key)
+    body = decode_body(api, used, True, buf, pos, n, ctx, st)
+    root.add(body)
+    if why:
+        body.note(why)
+    _nested(api_key, body, buf, st, True)
+    return root
+
+
+def decode_response(data: bytes, api_key: int, api_version: int, ctx: DecodeContext) -> Field:
+    """A response frame (after the size prefix) to a request of ``api_key`` v``api_version``."""
+    buf = bytes(data)
+    n = len(buf)
+    api = APIS.get(api_key)
+    root = Field("response", f"{api.name}Response" if api else f"Unknown({api_key})Response", None, 0, n, [])
+    if api is None:
+        hv = 1 if api_key > _LAST_NON_FLEXIBLE_KEY else 0
+    elif api_key == 18:
+        hv = 0
+    else:
+        hv = 1 if is_flexible(api, min(api_version, api.max_version)) else 0
+    header = root.add(Field("header", f"ResponseHeader v{hv}", None, 0, 0, []))
+    if n < 4:
+        header.length = n
+        header.mark_malformed(f"response header needs 4 bytes, {n} present", ctx)
+        return root
+    header.add(Field("correlation_id", "int32", _I32.unpack_from(buf, 0)[0], 0, 4))
+    pos = 4
+    if hv == 1:
+        try:
+            pos = read_tagged({}, buf, pos, n, header.children, State(ctx, api_key), True)  # type: ignore[arg-type]
+        except _DecodeStop as e:
+            header.length = n
+            e.out.append(Field(e.name, e.typ, None, e.offset, n - e.offset).mark_malformed(e.reason, ctx))
+            return root
+    header.length = pos
+    if api is None:
+        body = Field("body", "bytes", buf[pos:], pos, n - pos)
+        body.note(f"unknown API key {api_key}: body kept as raw bytes")
+        root.add(body)
+        return root
+    used, why = _clamp(api, api_version)
+    st = State(ctx, api_key)
+    if api_key == 18 and used > 0:
+        body = _api_versions_response(api, used, buf, pos, n, ctx, st)
+    else:
+        body = decode_body(api, used, False, buf, pos, n, ctx, st)
+    root.add(body)
+    if why:
+        body.note(why)
+    _nested(api_key, body, buf, st, False)
+    if api_key in _LEARN_FROM:
+        learn_topic_ids(body, ctx)
+    return root
+
+
+def _api_versions_response(api: ApiDef, version: int, buf: bytes, pos: int, n: int,
+                           ctx: DecodeContext, st: State) -> Field:
+    """A broker that does not support the requested ApiVersions version answers with
+    error UNSUPPORTED_VERSION in the v0 layout; decode it so when the v<N> layout fails."""
+    if n - pos >= 2 and _I16.unpack_from(buf, pos)[0] == 35:
+        trial = DecodeContext(max_array_len=ctx.max_array_len, max_depth=ctx.max_depth)
+        probe = decode_body(api, version, False, buf, pos, n, trial, State(trial, 18))
+        if probe.any_malformed() or trial.trailing:
+            trial0 = DecodeContext(max_array_len=ctx.max_array_len, max_depth=ctx.max_depth)
+            probe0 = decode_body(api, 0, False, buf, pos, n, trial0, State(trial0, 18))
+            if not probe0.any_malformed() and not trial0.trailing:
+                body = decode_body(api, 0, False, buf, pos, n, ctx, st)
+                body.note(f"UNSUPPORTED_VERSION answer in the v0 layout (requested v{version})")
+                return body
+    return decode_body(api, version, False, buf, pos, n, ctx, st)
+
+
+def _protocol_type(body: Field) -> str | None:
+    v = body.get("protocol_type")
+    return v if isinstance(v, str) else None
+
+
+def _nested(api_key: int, body: Field, buf: bytes, st: State, request: bool) -> None:
+    """Decode payloads nested in bytes fields (consumer protocol, SASL tokens)."""
+    if not st.deferred:
+        return
+    ctx = st.ctx
+    ptype = _protocol_type(body) if api_key in (11, 14) else None
+    for f, meaning in st.deferred:
+        if f.value is None or not f.extra:
+            continue
+        start = f.extra["data_offset"]
+        end = f.offset + f.length
+        if meaning in ("consumer_subscription", "consumer_assignment"):
+            if end == start or (ptype is not None and ptype != "consumer"):
+                continue
+            fn: Any = consumer.decode_subscription if meaning == "consumer_subscription" else \
+                consumer.decode_assignment
+            if ptype == "consumer":
+                f.add(fn(buf, start, end, ctx))
+            else:  # unknown protocol type: keep it only if it parses cleanly
+                trial = DecodeContext(max_array_len=ctx.max_array_len, max_depth=ctx.max_depth)
+                sub = fn(buf, start, end, trial)
+                if not sub.any_malformed() and sub.child("trailing_bytes") is None:
+                    f.add(sub)
+        elif meaning in ("sasl_auth_bytes", "sasl_server_bytes"):
+            if end == start:
+                continue
+            tok = sasl.decode_token(buf, start, end, ctx, None, meaning == "sasl_auth_bytes")
+            f.add(tok)
+            if tok.extra and tok.extra.get("secret") and not ctx.show_secrets:
+                f.value = redacted(end - start)
+                f.note("contains a secret: raw bytes redacted (--show-secrets reveals them)")
+
+
+def decode_sasl_token(data: bytes, ctx: DecodeContext, mechanism: str | None, from_client: bool) -> Field:
+    """A raw SASL frame (after SaslHandshake v0, without the size prefix)."""
+    buf = bytes(data)
+    return sasl.decode_token(buf, 0, len(buf), ctx, mechanism, from_client)
+
+
+def learn_topic_ids(body: Field, ctx: DecodeContext) -> None:
+    """Record topic id -> name from a Metadata / CreateTopics / DescribeTopicPartitions
+    response body, and annotate those ids with the name just learnt."""
+    topics = body.child("topics")
+    if topics is None or not topics.children:
+        return
+    for t in topics.children:
+        name = t.get("name")
+        tid = t.child("topic_id")
+        if tid is None or not isinstance(name, str) or not isinstance(tid.value, str):
+            continue
+        if tid.value == "00000000-0000-0000-0000-000000000000":
+            continue
+        ctx.topic_names[tid.value] = name
+        tid.notes = [topic_note(tid.value, ctx.topic_names)]
+
+
+def _is_error_field(f: Field) -> bool:
+    if f.extra is not None and "error_code" in f.extra:
+        return True
+    return f.type == "int16" and (f.name == "error_code" or f.name.endswith("_error_code"))
+
+
+def error_codes(tree: Field) -> list[str]:
+    """Names of the non-zero error codes anywhere in a tree, in wire order."""
+    return [error_name(f.value) for f in tree.walk() if f.value and _is_error_field(f)]
+
+
+def list_apis() -> list[dict[str, Any]]:
+    """What the schema covers: one dict per API key, in key order."""
+    return [{"api_key": a.key, "name": a.name, "min_version": a.min_version,
+             "max_version": a.max_version, "flexible_from": a.flexible_from}
+            for a in sorted(APIS.values(), key=lambda a: a.key)]

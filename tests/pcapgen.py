@@ -1,0 +1,315 @@
+"""Write pcap / pcapng files from crafted TCP packets (a test helper; no scapy).
+
+Build packets with ``TcpFlow``, which tracks sequence numbers for both sides::
+
+    flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092), ts=1000.0)
+    pkts = flow.handshake()                               # SYN, SYN-ACK, ACK
+    pkts += flow.send(0, kafka_frame(b"...request..."))   # side 0 = client, 1 = server
+    pkts += flow.send(1, big, sizes=[100, 50])            # split: 100, 50, then the rest
+    pkts += flow.send(0, b"x" * 5000, mss=1460)           # split every 1460 bytes
+    pkts += flow.fin(0) + flow.fin(1)                     # or flow.rst(0)
+    write_pcap("x.pcap", pkts)                            # Ethernet, microseconds, LE
+
+Every packet is a ``TcpPacket(ts, src, dst, sport, dport, flags, seq, ack, payload)``
+(src/dst are IP strings; IPv6 when they contain ":"); edit or reorder the list freely
+to make retransmissions, losses and reordering. ``snap`` on a packet (or ``snaplen`` on
+the writer) cuts the captured bytes; ``orig_len`` keeps the wire length.
+
+Writers:
+- ``write_pcap(path, packets, linktype=1, nanos=False, big_endian=False, snaplen=0,
+  gz=False, vlans=(), raw_tail=b"")``
+- ``write_pcapng(path, packets, interfaces=(1,), big_endian=False, tsresol=6,
+  extra_blocks=(), gz=False)``: ``packets`` items may carry ``iface`` (index into
+  ``interfaces``); ``extra_blocks`` are raw block bytes inserted after the IDBs (e.g.
+  ``pcapng_block(0x0BADBEEF, b"....")`` for an unknown block type).
+
+``encap(ip_bytes, linktype, vlans=())`` wraps an IP datagram for link types 0, 1, 12,
+14, 101, 108, 113, 228, 229, 276. ``RawPacket(ts, data, orig_len=None, iface=0)`` writes
+arbitrary bytes as a record. ``kafka_frame(body)`` prefixes a 4-byte size;
+``kafka_request(api_key, version, corr, client_id, body)`` and ``kafka_response(corr, body)``
+build plausible frames. ``replicate(packets, copies, ...)`` clones a flow over many
+connections (shifted ports, sequence numbers and timestamps) for benchmarks.
+"""
+from __future__ import annotations
+
+import gzip
+import socket
+import struct
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+FIN, SYN, RST, PSH, ACK = 1, 2, 4, 8, 16
+
+
+@dataclass
+class TcpPacket:
+    ts: float
+    src: str
+    dst: str
+    sport: int
+    dport: int
+    flags: int
+    seq: int
+    ack: int
+    payload: bytes = b""
+    snap: int = 0            # >0: keep only this many bytes of the link-layer frame
+    iface: int = 0           # pcapng interface index
+    vlans: tuple[int, ...] = ()
+
+
+@dataclass
+class RawPacket:
+    ts: float
+    data: bytes
+    orig_len: int | None = None
+    iface: int = 0
+
+
+def _csum(b: bytes) -> int:
+    if len(b) % 2:
+        b += b"\0"
+    s = sum(struct.unpack(f"!{len(b) // 2}H", b))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+def ip_packet(p: TcpPacket) -> bytes:
+    """The IP datagram (IPv4 or IPv6) carrying p's TCP segment."""
+    tcp = struct.pack("!HHIIBBHHH", p.sport, p.dport, p.seq & 0xFFFFFFFF, p.ack & 0xFFFFFFFF,
+                      5 << 4, p.flags, 65535, 0, 0) + p.payload
+    if ":" in p.src:
+        hdr = struct.pack("!IHBB", 6 << 28, len(tcp), 6, 64)
+        return hdr + socket.inet_pton(socket.AF_INET6, p.src) + socket.inet_pton(socket.AF_INET6, p.dst) + tcp
+    hdr = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), 1, 0x4000, 64, 6, 0,
+                      socket.inet_aton(p.src), socket.inet_aton(p.dst))
+    hdr = hdr[:10] + struct.pack("!H", _csum(hdr)) + hdr[12:]
+    return hdr + tcp
+
+
+def encap(ip: bytes, linktype: int = 1, vlans: Sequence[int] = (), null_big_endian: bool = False,
+          af6: int = 30) -> bytes:
+    """Wrap an IP datagram in the link layer ``linktype``."""
+    v6 = ip[0] >> 4 == 6
+    etype = 0x86DD if v6 else 0x0800
+    if linktype == 1:
+        tags = b""
+        tpids = [0x88A8] + [0x8100] * (len(vlans) - 1) if len(vlans) > 1 else [0x8100] * len(vlans)
+        for tpid, vid in zip(tpids, vlans, strict=True):
+            tags += struct.pack("!HH", tpid, vid)
+        return b"\x02\0\0\0\0\x02" + b"\x02\0\0\0\0\x01" + tags + struct.pack("!H", etype) + ip
+    if linktype == 113:
+        return struct.pack("!HHH8sH", 0, 772, 6, b"\0" * 8, etype) + ip
+    if linktype == 276:
+        return struct.pack("!HHIHBB8s", etype, 0, 1, 772, 0, 6, b"\0" * 8) + ip
+    if linktype in (0, 108):
+        af = af6 if v6 else 2
+        big = null_big_endian or linktype == 108
+        return struct.pack(">I" if big else "<I", af) + ip
+    if linktype in (101, 12, 14, 228, 229):
+        return ip
+    raise ValueError(f"linktype {linktype} not supported by pcapgen")
+
+
+def frame_bytes(p: TcpPacket | RawPacket, linktype: int) -> tuple[bytes, int]:
+    """(captured bytes, original length) of one packet."""
+    if isinstance(p, RawPacket):
+        return p.data, p.orig_len if p.orig_len is not None else len(p.data)
+    data = encap(ip_packet(p), linktype, p.vlans)
+    orig = len(data)
+    if p.snap:
+        data = data[:p.snap]
+    return data, orig
+
+
+def pcapng_block(btype: int, body: bytes, big_endian: bool = False) -> bytes:
+    e = ">" if big_endian else "<"
+    body += b"\0" * (-len(body) % 4)
+    n = len(body) + 12
+    return struct.pack(e + "II", btype, n) + body + struct.pack(e + "I", n)
+
+
+def _open(path: str, gz: bool):  # noqa: ANN202
+    return gzip.open(path, "wb") if gz else open(path, "wb")
+
+
+def write_pcap(path: str, packets: Iterable[TcpPacket | RawPacket], linktype: int = 1,
+               nanos: bool = False, big_endian: bool = False, snaplen: int = 0,
+               gz: bool = False, raw_tail: bytes = b"") -> None:
+    """Write a classic pcap file. ``raw_tail`` is appended verbatim (to cut/corrupt files)."""
+    e = ">" if big_endian else "<"
+    magic = 0xA1B23C4D if nanos else 0xA1B2C3D4
+    with _open(path, gz) as f:
+        f.write(struct.pack(e + "IHHiIII", magic, 2, 4, 0, 0, snaplen or 262144, linktype))
+        for p in packets:
+            data, orig = frame_bytes(p, linktype)
+            if snaplen and len(data) > snaplen:
+                data = data[:snaplen]
+            sec = int(p.ts)
+            frac = round((p.ts - sec) * (1e9 if nanos else 1e6))
+            f.write(struct.pack(e + "IIII", sec, frac, len(data), orig) + data)
+        f.write(raw_tail)
+
+
+def write_pcapng(path: str, packets: Iterable[TcpPacket | RawPacket],
+                 interfaces: Sequence[int] = (1,), big_endian: bool = False, tsresol: int = 6,
+                 extra_blocks: Sequence[bytes] = (), gz: bool = False, snaplen: int = 0) -> None:
+    """Write a pcapng file: SHB, one IDB per entry of ``interfaces`` (its link type),
+    ``extra_blocks``, then one EPB per packet. ``tsresol`` is the if_tsresol option byte
+    (6 = microseconds, 9 = ns, 0x80|n = 2^-n)."""
+    e = ">" if big_endian else "<"
+    units = 2 ** (tsresol & 0x7F) if tsresol & 0x80 else 10 ** tsresol
+    with _open(path, gz) as f:
+        f.write(pcapng_block(0x0A0D0D0A, struct.pack(e + "IHHq", 0x1A2B3C4D, 1, 0, -1), big_endian))
+        for lt in interfaces:
+            opts = struct.pack(e + "HH", 9, 1) + bytes([tsresol]) + b"\0\0\0" + struct.pack(e + "HH", 0, 0)
+            f.write(pcapng_block(1, struct.pack(e + "HHI", lt, 0, snaplen) + opts, big_endian))
+        for blk in extra_blocks:
+            f.write(blk)
+        for p in packets:
+            data, orig = frame_bytes(p, interfaces[p.iface])
+            t = round(p.ts * units)
+            body = struct.pack(e + "IIIII", p.iface, t >> 32, t & 0xFFFFFFFF, len(data), orig) + data
+            f.write(pcapng_block(6, body, big_endian))
+
+
+def kafka_frame(body: bytes) -> bytes:
+    return struct.pack("!I", len(body)) + body
+
+
+def kafka_request(api_key: int, version: int, corr: int, client_id: str = "cli", body: bytes = b"") -> bytes:
+    cid = client_id.encode()
+    return kafka_frame(struct.pack("!hhih", api_key, version, corr, len(cid)) + cid + body)
+
+
+def kafka_response(corr: int, body: bytes = b"") -> bytes:
+    return kafka_frame(struct.pack("!i", corr) + body)
+
+
+def request_plausible(h: bytes) -> bool:
+    """A simple request-header check for tests: api_key < 100, version < 30."""
+    if len(h) < 4:
+        return len(h) >= 2 and int.from_bytes(h[:2], "big") < 100
+    return int.from_bytes(h[:2], "big") < 100 and int.from_bytes(h[2:4], "big") < 30
+
+
+class TcpFlow:
+    """One TCP connection; side 0 is the client (``client``), side 1 the server.
+
+    Each method returns the packets it made and advances sequence numbers and time
+    (``dt`` seconds per packet). ``seq[side]`` / ``ack`` follow real TCP (SYN and FIN
+    consume one sequence number).
+    """
+
+    def __init__(self, client: tuple[str, int], server: tuple[str, int], isn: tuple[int, int] = (1000, 5000),
+                 ts: float = 1_700_000_000.0, dt: float = 0.001) -> None:
+        self.ends = (client, server)
+        self.seq = [isn[0], isn[1]]
+        self.ts = ts
+        self.dt = dt
+
+    def _pkt(self, side: int, flags: int, payload: bytes = b"", seq: int | None = None) -> TcpPacket:
+        (sip, sport), (dip, dport) = self.ends[side], self.ends[1 - side]
+        p = TcpPacket(self.ts, sip, dip, sport, dport, flags,
+                      (self.seq[side] if seq is None else seq) & 0xFFFFFFFF,
+                      self.seq[1 - side] & 0xFFFFFFFF if flags & ACK else 0, payload)
+        self.ts += self.dt
+        return p
+
+    def handshake(self) -> list[TcpPacket]:
+        out = [self._pkt(0, SYN)]
+        self.seq[0] += 1
+        out.append(self._pkt(1, SYN | ACK))
+        self.seq[1] += 1
+        out.append(self._pkt(0, ACK))
+        return out
+
+    def send(self, side: int, data: bytes, sizes: Sequence[int] = (), mss: int = 0) -> list[TcpPacket]:
+        """Data segments from ``side``: first the ``sizes`` given, then ``mss``-sized pieces
+        (or the rest in one piece when mss is 0)."""
+        out: list[TcpPacket] = []
+        pos = 0
+        for n in sizes:
+            if pos >= len(data):
+                break
+            out.append(self._pkt(side, PSH | ACK, data[pos:pos + n]))
+            self.seq[side] += len(data[pos:pos + n])
+            pos += n
+        while pos < len(data):
+            n = mss or len(data) - pos
+            out.append(self._pkt(side, PSH | ACK, data[pos:pos + n]))
+            self.seq[side] += len(data[pos:pos + n])
+            pos += n
+        return out
+
+    def ack(self, side: int) -> list[TcpPacket]:
+        return [self._pkt(side, ACK)]
+
+    def fin(self, side: int) -> list[TcpPacket]:
+        p = self._pkt(side, FIN | ACK)
+        self.seq[side] += 1
+        return [p]
+
+    def rst(self, side: int) -> list[TcpPacket]:
+        return [self._pkt(side, RST | ACK)]
+
+
+def replicate(packets: Sequence[TcpPacket], copies: int, port_step: int = 1, seq_step: int = 7919,
+              time_step: float = 0.0005) -> list[TcpPacket]:
+    """``copies`` clones of a flow, one after the other, each on its own client port (shifted
+    by ``port_step``), with sequence numbers shifted by ``c * seq_step`` and timestamps by
+    ``c * time_step``. The server side is the destination of the flow's SYN."""
+    out: list[TcpPacket] = []
+    if not packets:
+        return out
+    server_ports = {p.dport for p in packets if p.flags & SYN and not p.flags & ACK}
+    for c in range(copies):
+        shift = c * port_step
+        for p in packets:
+            client_is_src = p.sport not in server_ports
+            q = replace(p, ts=p.ts + c * time_step,
+                        seq=(p.seq + c * seq_step) & 0xFFFFFFFF,
+                        ack=((p.ack + c * seq_step) & 0xFFFFFFFF) if p.flags & ACK else 0)
+            if client_is_src:
+                q.sport = (p.sport + shift - 1024) % 64000 + 1024
+            else:
+                q.dport = (p.dport + shift - 1024) % 64000 + 1024
+            out.append(q)
+    return out
+
+
+def run_pipeline(path: str, plausible_for=None, ports: Iterable[int] | None = None,  # noqa: ANN001
+                 max_buffer: int = 4 * 1024 * 1024) -> dict:
+    """Read ``path`` back through capture -> net -> tcp -> framing (for tests).
+
+    Returns a dict: ``reader``, ``skips`` (net), ``reasm`` (Reassembler), ``framers``,
+    ``events`` (every StreamEvent), ``frames`` (every Frame, in output order).
+    ``ports``: keep only segments with a source or destination port in it.
+    """
+    from analyzer.capture import open_capture
+    from analyzer.framing import Framers
+    from analyzer.net import SkipCounter, parse_packet
+    from analyzer.tcp import Reassembler
+
+    keep = set(ports) if ports is not None else None
+    skips = SkipCounter()
+    reasm = Reassembler(max_buffer=max_buffer)
+    framers = Framers(plausible_for)
+    events: list = []
+    frames: list = []
+    with open_capture(path) as reader:
+        for pkt in reader:
+            seg = parse_packet(pkt, skips)
+            if seg is None:
+                continue
+            if keep is not None and seg.src.port not in keep and seg.dst.port not in keep:
+                continue
+            for ev in reasm.feed(seg):
+                events.append(ev)
+                frames += framers.feed(ev)
+    for ev in reasm.finish():
+        events.append(ev)
+        frames += framers.feed(ev)
+    frames += framers.finish()
+    return {"reader": reader, "skips": skips, "reasm": reasm, "framers": framers,
+            "events": events, "frames": frames}

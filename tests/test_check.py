@@ -1,0 +1,641 @@
+"""The check rules on crafted exchanges (tests/checkgen.py) and, when present, on real captures."""
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from analyzer.check import RULES, Checker, Finding, check_exchanges
+from dissectors.field import Field
+from dissectors.schema import APIS, ApiDef
+from tests.checkgen import Wire, batch, completion_order, produce_body, produce_response, records
+
+
+def run(exchanges: list, **kw) -> list[Finding]:
+    return check_exchanges(completion_order(exchanges), **kw)
+
+
+def only(findings: list[Finding], rule: str) -> list[Finding]:
+    return [f for f in findings if f.rule == rule]
+
+
+def one(findings: list[Finding], rule: str) -> Finding:
+    got = only(findings, rule)
+    assert len(got) == 1, (rule, findings)
+    return got[0]
+
+
+# -- pairing ---------------------------------------------------------------------------
+
+def test_unanswered_at_capture_end_info_and_warning():
+    w = Wire()
+    md = w.ex(3, 12, {"topics": None}, {"throttle_time_ms": 0})
+    recent = w.ex(3, 12, {"topics": None}, answered=False)
+    fs = run([md, recent])
+    f = one(fs, "unanswered-request")
+    assert f.severity == "info"
+    assert f.frames == [recent.request_frame]
+    assert f.exchanges[0]["correlation_id"] == 1
+    w.idle(5.0)   # the capture goes on 5 s without an answer
+    fs = run([md, recent])
+    f = one(fs, "unanswered-request")
+    assert f.severity == "warning"
+    assert 4900 < f.details["max_wait_ms"] < 5100
+
+
+def test_unanswered_fetch_within_max_wait_is_only_info():
+    w = Wire()
+    fe = w.ex(1, 11, {"max_wait_ms": 10_000, "session_id": 0, "session_epoch": -1}, answered=False)
+    w.idle(5.0)
+    f = one(run([fe]), "unanswered-request")
+    assert f.severity == "info"
+
+
+def test_unanswered_skipped_by_broker_is_error():
+    w = Wire()
+    lost = w.ex(3, 12, {"topics": None}, answered=False)
+    later = w.ex(3, 12, {"topics": None}, {"throttle_time_ms": 0})
+    f = one(run([lost, later]), "unanswered-request")
+    assert f.severity == "error"
+    assert f.frames == [lost.request_frame]
+
+
+@pytest.mark.parametrize("how,severity", [("fin", "warning"), ("rst", "error")])
+def test_closed_in_flight(how, severity):
+    w = Wire()
+    ok = w.ex(18, 3, {}, {"error_code": 0, "api_keys": []})
+    pending = w.ex(1, 12, {"max_wait_ms": 500}, answered=False)
+    w.close(how)
+    fs = run([ok, pending])
+    f = one(fs, "closed-in-flight")
+    assert f.severity == severity
+    assert f.frames == [pending.request_frame]
+    assert f.details["closed"] == how
+    assert not only(fs, "unanswered-request")
+
+
+def test_orphan_response_midstream_info_else_error():
+    w = Wire(syn_seen=False)
+    o = w.orphan(1, 12, corr=77)
+    f = one(run([o]), "orphan-response")
+    assert (f.severity, f.frames) == ("info", [o.response_frame])
+    w2 = Wire(syn_seen=True)
+    o2 = w2.orphan(1, 12, corr=77)
+    assert one(run([o2]), "orphan-response").severity == "error"
+
+
+def test_response_order():
+    w = Wire()
+    a_sent = w.request(3, 12, {"topics": None})
+    b_sent = w.request(3, 12, {"topics": None})
+    b = w.answer(b_sent, {"throttle_time_ms": 0})
+    a = w.answer(a_sent, {"throttle_time_ms": 0})
+    fs = check_exchanges([b, a])    # the completion order: b's response came first
+    f = one(fs, "response-order")
+    assert f.severity == "error"
+    assert f.frames == [a.request_frame, a.response_frame]
+    assert not only(run([w.ex(3, 12, {}, {})]), "response-order")
+
+
+def test_correlation_reuse_while_in_flight():
+    w = Wire()
+    first = w.request(3, 12, {"topics": None}, corr=5)
+    second = w.request(3, 12, {"topics": None}, corr=5)
+    e1 = w.answer(first, {"throttle_time_ms": 0})
+    e2 = w.answer(second, {"throttle_time_ms": 0})
+    f = one(check_exchanges([e1, e2]), "correlation-reuse")
+    assert f.severity == "error"
+    assert e1.request_frame in f.frames and e2.request_frame in f.frames
+    # reused only after the first was answered: fine
+    w2 = Wire()
+    x = w2.ex(3, 12, {}, {}, corr=5)
+    y = w2.ex(3, 12, {}, {}, corr=5)
+    assert not only(check_exchanges([x, y]), "correlation-reuse")
+
+
+def test_correlation_reuse_with_first_unanswered():
+    w = Wire()
+    first = w.request(3, 12, {}, corr=9)
+    e2 = w.ex(3, 12, {}, {}, corr=9)
+    e1 = w.unanswered(first)
+    f = one(check_exchanges([e2, e1]), "correlation-reuse")
+    assert f.frames == sorted([e1.request_frame, e2.request_frame, e2.response_frame])
+
+
+# -- response contents ---------------------------------------------------------------------
+
+def test_error_responses_by_name_count_and_severity():
+    w = Wire()
+    a = w.ex(19, 4, {"topics": [{"name": "t"}]}, {"topics": [{"name": "t", "error_code": 36}]},
+             error_codes=["TOPIC_ALREADY_EXISTS"])
+    b = w.ex(20, 4, {"topic_names": ["x", "y"]}, {"responses": [{"error_code": 3}, {"error_code": 3}]},
+             error_codes=["UNKNOWN_TOPIC_OR_PARTITION", "UNKNOWN_TOPIC_OR_PARTITION"])
+    c = w.ex(11, 5, {"group_id": "g", "member_id": ""}, {"error_code": 79, "generation_id": -1},
+             error_codes=["MEMBER_ID_REQUIRED"])
+    fs = only(run([a, b, c]), "error-response")
+    by = {f.details["error"]: f for f in fs}
+    assert by["TOPIC_ALREADY_EXISTS"].severity == "error"
+    assert by["TOPIC_ALREADY_EXISTS"].frames == [a.response_frame]
+    assert by["UNKNOWN_TOPIC_OR_PARTITION"].severity == "warning"
+    assert by["UNKNOWN_TOPIC_OR_PARTITION"].details["count"] == 2
+    assert "2 UNKNOWN_TOPIC_OR_PARTITION" in by["UNKNOWN_TOPIC_OR_PARTITION"].message
+    assert by["MEMBER_ID_REQUIRED"].severity == "info"
+
+
+def test_throttled():
+    w = Wire()
+    a = w.ex(0, 9, produce_body("t", 0, records()), dict(produce_response("t", 0), throttle_time_ms=250))
+    b = w.ex(3, 12, {}, {"throttle_time_ms": 900})
+    c = w.ex(3, 12, {}, {"throttle_time_ms": 1200})
+    fs = only(run([a, b, c]), "throttled")
+    by = {f.details["api_name"]: f for f in fs}
+    assert by["Produce"].frames == [a.response_frame]
+    assert by["Metadata"].details["count"] == 2
+    assert by["Metadata"].details["max_throttle_ms"] == 1200
+    assert all(f.severity == "warning" for f in fs)
+
+
+def test_slow_exchange_is_protocol_aware():
+    w = Wire()
+    md = w.ex(3, 12, {}, {"throttle_time_ms": 0}, latency_ms=1500)
+    fetch_ok = w.ex(1, 11, {"max_wait_ms": 500}, {"error_code": 0, "session_id": 0}, latency_ms=1400)
+    fetch_slow = w.ex(1, 11, {"max_wait_ms": 500}, {"error_code": 0, "session_id": 0}, latency_ms=1600)
+    join = w.ex(11, 5, {"group_id": "g", "rebalance_timeout_ms": 30000, "session_timeout_ms": 10000},
+                {"error_code": 0, "generation_id": 1}, latency_ms=9000)
+    sync = w.ex(14, 3, {"group_id": "g", "generation_id": 1}, {"error_code": 0}, latency_ms=4000)
+    fs = only(run([md, fetch_ok, fetch_slow, join, sync]), "slow-exchange")
+    by = {f.details["api_name"]: f for f in fs}
+    assert set(by) == {"Metadata", "Fetch"}
+    assert by["Fetch"].frames == [fetch_slow.request_frame, fetch_slow.response_frame]
+    assert by["Metadata"].details["max_latency_ms"] == pytest.approx(1500, abs=1)
+    # a lower threshold
+    fs = only(run([md], slow_ms=100), "slow-exchange")
+    assert fs and fs[0].details["limit_ms"] == 100
+
+
+# -- versions ------------------------------------------------------------------------------
+
+def advertise(w: Wire, ranges: dict[int, tuple[int, int]]):
+    return w.ex(18, 3, {"client_software_name": "x"},
+                {"error_code": 0, "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi}
+                                               for k, (lo, hi) in ranges.items()], "throttle_time_ms": 0})
+
+
+def test_version_outside_advertised_range():
+    w = Wire()
+    av = advertise(w, {3: (0, 9), 18: (0, 3)})
+    ok = w.ex(3, 9, {}, {})
+    bad = w.ex(3, 12, {}, {})
+    unknown = w.ex(19, 4, {}, {})
+    fs = only(run([av, ok, bad, unknown]), "version-unadvertised")
+    assert len(fs) == 2
+    by = {f.exchanges[0]["api_name"]: f for f in fs}
+    assert by["Metadata"].severity == "error"
+    assert by["Metadata"].frames == [av.response_frame, bad.request_frame]
+    assert "v0-v9" in by["Metadata"].message
+    assert "not advertised" in by["CreateTopics"].message
+
+
+def test_request_sent_before_apiversions_answer_not_judged():
+    w = Wire()
+    av_sent = w.request(18, 3, {})
+    early = w.request(3, 12, {})
+    av = w.answer(av_sent, {"error_code": 0, "api_keys": [{"api_key": 3, "min_version": 0, "max_version": 9}]})
+    e = w.answer(early, {})
+    assert not only(check_exchanges([av, e]), "version-unadvertised")
+
+
+def test_apiversions_fallback_retried_is_info():
+    w = Wire()
+    v3 = w.ex(18, 3, {"client_software_name": "x"},
+              {"error_code": 35, "api_keys": [{"api_key": 18, "min_version": 0, "max_version": 2}]},
+              error_codes=["UNSUPPORTED_VERSION"])
+    v0 = advertise(w, {18: (0, 2), 3: (0, 12)})
+    fs = run([v3, v0])
+    f = one(fs, "apiversions-fallback")
+    assert f.severity == "info"
+    assert f.frames == [v3.request_frame, v3.response_frame, v0.request_frame, v0.response_frame]
+    assert f.details["retry_version"] == 3 and f.details["broker_supports"] == (0, 2)
+    assert not only(fs, "error-response")      # reported once, by the fallback rule
+
+
+def test_apiversions_fallback_without_retry_is_warning():
+    w = Wire()
+    v3 = w.ex(18, 4, {}, {"error_code": 35, "api_keys": []}, error_codes=["UNSUPPORTED_VERSION"])
+    w.close("fin")
+    f = one(run([v3]), "apiversions-fallback")
+    assert (f.severity, f.frames) == ("warning", [v3.request_frame, v3.response_frame])
+
+
+@pytest.fixture
+def kafka4_schema(monkeypatch):
+    """Kafka 4.0's ranges for the two APIs the tests use, when the schema table is not there yet."""
+    if 0 not in APIS:
+        monkeypatch.setitem(APIS, 0, ApiDef(0, "Produce", 0, 12, 9, (), (), (3, 12)))
+    if 7 not in APIS:
+        monkeypatch.setitem(APIS, 7, ApiDef(7, "ControlledShutdown", 0, 3, 3, (), (), None))
+    return APIS
+
+
+def test_kafka4_removed_versions(kafka4_schema):
+    w = Wire()
+    old = w.ex(0, 0, produce_body("t", 0, records()), produce_response("t", 0))
+    old2 = w.ex(0, 0, produce_body("t", 0, records()), produce_response("t", 0))
+    new = w.ex(0, 9, produce_body("t", 0, records()), produce_response("t", 0))
+    gone = w.ex(7, 1, {"broker_id": 1}, {"error_code": 0})
+    fs = only(run([old, old2, new, gone]), "kafka4-removed")
+    by = {f.details["api_name"]: f for f in fs}
+    assert by["Produce"].severity == "warning"
+    assert by["Produce"].frames == [old.request_frame, old2.request_frame]
+    lo, hi = APIS[0].kafka4_versions
+    assert f"serves v{lo}-v{hi}" in by["Produce"].message and lo == 3
+    assert "removed the API" in by["ControlledShutdown"].message
+
+
+# -- producers ------------------------------------------------------------------------------
+
+def produce(w: Wire, pid: int, seq: int, n: int, *, error: int = 0, epoch: int = 0, answered: bool = True,
+            partition: int = 0, codes: list[str] | None = None):
+    body = produce_body("orders", partition, records([batch(pid, seq, n, epoch)]))
+    if not answered:
+        return w.ex(0, 9, body, answered=False)
+    return w.ex(0, 9, body, produce_response("orders", partition, error), error_codes=codes)
+
+
+def test_sequence_in_order_no_finding():
+    w = Wire()
+    exs = [produce(w, 7, s, 5) for s in (0, 5, 10, 15)]
+    exs.append(produce(w, 7, 0, 3, epoch=1))   # new epoch restarts at 0
+    exs.append(produce(w, 8, 100, 5))          # first sight mid-stream
+    fs = run(exs)
+    assert not only(fs, "producer-sequence") and not only(fs, "sequence-error-response")
+
+
+def test_sequence_gap():
+    w = Wire()
+    a, b, c = produce(w, 7, 0, 5), produce(w, 7, 5, 5), produce(w, 7, 20, 5)
+    f = one(run([a, b, c]), "producer-sequence")
+    assert (f.severity, f.details["kind"], f.frames) == ("error", "gap", [c.request_frame])
+    assert (f.details["expected"], f.details["got"]) == (10, 20)
+    assert f.details["topic"] == "orders" and f.details["producer_id"] == 7
+
+
+def test_sequence_reorder():
+    w = Wire()
+    a, c, b = produce(w, 7, 0, 5), produce(w, 7, 10, 5), produce(w, 7, 5, 5)
+    f = one(run([a, c, b]), "producer-sequence")
+    assert (f.severity, f.details["kind"]) == ("error", "reorder")
+    assert f.frames == [c.request_frame, b.request_frame]
+
+
+def test_sequence_duplicate_after_ack_vs_retry_after_failure():
+    w = Wire()
+    a = produce(w, 7, 0, 5)
+    dup = produce(w, 7, 0, 5)
+    f = one(run([a, dup]), "producer-sequence")
+    assert (f.severity, f.details["kind"], f.frames) == ("warning", "duplicate", [a.request_frame, dup.request_frame])
+    w2 = Wire()
+    lost = produce(w2, 7, 0, 5, answered=False)
+    retry = produce(w2, 7, 0, 5)
+    failed = produce(w2, 7, 5, 5, error=6, codes=["NOT_LEADER_OR_FOLLOWER"])
+    retry2 = produce(w2, 7, 5, 5)
+    assert not only(run([lost, retry, failed, retry2]), "producer-sequence")
+
+
+def test_sequence_wraps_around_int32():
+    w = Wire()
+    top = 2**31 - 5
+    assert not only(run([produce(w, 7, top - 5, 5), produce(w, 7, top, 5), produce(w, 7, 0, 5)]),
+                    "producer-sequence")
+
+
+def test_sequence_spans_connections_via_merge():
+    w1, w2 = Wire(conn_id=0), Wire(conn_id=1, t0=1_700_000_000.5, frame=100)
+    c1 = Checker().add_all([produce(w1, 9, 0, 5), produce(w1, 9, 5, 5)])
+    late = produce(w2, 9, 30, 5)
+    c2 = Checker().add_all([late])
+    assert not only(c1.finish(), "producer-sequence")
+    merged = pickle.loads(pickle.dumps(c1)).merge(pickle.loads(pickle.dumps(c2)))
+    f = one(merged.finish(), "producer-sequence")
+    assert f.details["kind"] == "gap" and f.frames == [late.request_frame] == [100]
+    assert merged.exchanges == 3
+
+
+def test_out_of_order_sequence_response_tied_to_batch():
+    w = Wire()
+    a = produce(w, 7, 0, 5)
+    bad = produce(w, 7, 12, 5, error=45, codes=["OUT_OF_ORDER_SEQUENCE_NUMBER"])
+    dup1 = produce(w, 7, 5, 5)
+    dup2 = produce(w, 7, 5, 5, error=46, codes=["DUPLICATE_SEQUENCE_NUMBER"])
+    fs = run([a, bad, dup1, dup2])
+    ser = {f.details["error"]: f for f in only(fs, "sequence-error-response")}
+    f = ser["OUT_OF_ORDER_SEQUENCE_NUMBER"]
+    assert f.severity == "error"
+    assert f.frames == [bad.request_frame, bad.response_frame]
+    assert (f.details["base_sequence"], f.details["expected_sequence"]) == (12, 5)
+    d = ser["DUPLICATE_SEQUENCE_NUMBER"]
+    assert d.severity == "warning"
+    assert d.frames == [dup1.request_frame, dup2.request_frame, dup2.response_frame]
+    assert not only(fs, "error-response")
+
+
+# -- frames -------------------------------------------------------------------------------------
+
+def test_crc_mismatch_from_partitions_and_notes():
+    w = Wire()
+    p = w.ex(0, 9, produce_body("t", 0, records([batch(-1, -1, 3)])), produce_response("t", 0),
+             partitions=[{"topic": "t", "partition": 0, "crc_ok": False}])
+    rec = records([{"base_offset": 0, "record_count": 3}], notes=["crc INVALID (expected 0x1234abcd)"])
+    fe = w.ex(1, 11, {"max_wait_ms": 100}, {"error_code": 0, "session_id": 0, "responses": [
+        {"topic": "t", "partitions": [{"partition_index": 0, "error_code": 0, "records": rec}]}]})
+    clean = w.ex(0, 9, produce_body("t", 0, records([batch(-1, -1, 3)])), produce_response("t", 0),
+                 partitions=[{"topic": "t", "partition": 0, "crc_ok": True}])
+    fs = {f.details["api_name"]: f for f in only(run([p, fe, clean]), "crc-mismatch")}
+    assert fs["Produce"].frames == [p.request_frame]
+    assert fs["Fetch"].frames == [fe.response_frame]
+    assert fs["Fetch"].severity == "error"
+
+
+def test_malformed_truncated_and_undecodable():
+    w = Wire()
+    bad = w.ex(3, 12, {}, {"throttle_time_ms": 0}, status="malformed")
+    bad.response_tree.child("body").add(Field("brokers", "array", 900)).mark_malformed(
+        "array length 900 exceeds frame")
+    cut = w.ex(0, 9, produce_body("t", 0, records()), produce_response("t", 0), status="malformed",
+               req_truncated=True)
+    cut.request_tree.child("body").mark_malformed("frame truncated")
+    rec = Field("records", "records", None)
+    rec.add(Field("[0]", "RecordBatch")).mark_malformed("zstd decompression failed")
+    junk = w.ex(1, 11, {"max_wait_ms": 100}, {"error_code": 0, "responses": [
+        {"topic": "t", "partitions": [{"partition_index": 0, "records": rec}]}]}, status="malformed")
+    fs = run([bad, cut, junk])
+    m = one(fs, "malformed-frame")
+    assert (m.severity, m.frames) == ("error", [bad.response_frame])
+    assert "array length 900" in m.message
+    t = one(fs, "truncated-frame")
+    assert (t.severity, t.frames) == ("info", [cut.request_frame])
+    u = one(fs, "undecodable-records")
+    assert (u.severity, u.frames) == ("warning", [junk.response_frame])
+    assert "decompression" in u.message
+
+
+# -- fetch sessions ---------------------------------------------------------------------------
+
+def fetch(w: Wire, sid: int, epoch: int, resp_sid: int = 0, error: int = 0, codes=None):
+    return w.ex(1, 12, {"max_wait_ms": 500, "session_id": sid, "session_epoch": epoch},
+                {"throttle_time_ms": 0, "error_code": error, "session_id": resp_sid, "responses": []},
+                error_codes=codes)
+
+
+def test_fetch_session_good_sequence_no_finding():
+    w = Wire()
+    exs = [fetch(w, 0, 0, resp_sid=42)] + [fetch(w, 42, e, resp_sid=42) for e in (1, 2, 3)]
+    exs += [fetch(w, 42, -1), fetch(w, 0, -1), fetch(w, 0, 0, resp_sid=0), fetch(w, 0, -1)]
+    assert not only(run(exs), "fetch-session")
+
+
+def test_fetch_session_epoch_not_incrementing():
+    w = Wire()
+    exs = [fetch(w, 0, 0, resp_sid=42), fetch(w, 42, 1, resp_sid=42), fetch(w, 42, 1, resp_sid=42)]
+    f = one(run(exs), "fetch-session")
+    assert (f.severity, f.details["kind"], f.frames) == ("error", "epoch", [exs[2].request_frame])
+    assert (f.details["got"], f.details["expected"]) == (1, 2)
+
+
+def test_fetch_session_zero_id_and_errors():
+    w = Wire()
+    z = fetch(w, 0, 3)
+    nf = fetch(w, 55, 4, error=70, codes=["FETCH_SESSION_ID_NOT_FOUND"])
+    ie = fetch(w, 56, 9, error=71, codes=["INVALID_FETCH_SESSION_EPOCH"])
+    fs = {f.details["kind"]: f for f in only(run([z, nf, ie]), "fetch-session")}
+    assert (fs["zero-id"].severity, fs["zero-id"].frames) == ("error", [z.request_frame])
+    assert fs["not-found"].severity == "warning"
+    assert fs["not-found"].frames == [nf.request_frame, nf.response_frame]
+    assert "FETCH_SESSION_ID_NOT_FOUND" in fs["not-found"].message
+    assert fs["invalid-epoch"].frames == [ie.request_frame, ie.response_frame]
+    assert not only(run([z, nf, ie]), "error-response")
+
+
+# -- groups -----------------------------------------------------------------------------------
+
+def assignment(parts: dict[str, list[int]]) -> Field:
+    f = Field("assignment", "bytes", b"\x00")
+    a = f.add(Field("Assignment", "ConsumerProtocolAssignment"))
+    arr = a.add(Field("assigned_partitions", "array", len(parts)))
+    for i, (t, ps) in enumerate(parts.items()):
+        tp = arr.add(Field(f"[{i}]", "TopicPartition"))
+        tp.add(Field("topic", "string", t))
+        pa = tp.add(Field("partitions", "array", len(ps)))
+        for j, p in enumerate(ps):
+            pa.add(Field(f"[{j}]", "int32", p))
+    return f
+
+
+def rebalance(w: Wire, gen: int, members: list[str]):
+    join = w.ex(11, 5, {"group_id": "g1", "session_timeout_ms": 10000, "rebalance_timeout_ms": 30000,
+                        "member_id": members[0], "protocol_type": "consumer",
+                        "protocols": [{"name": "range", "metadata": b""}]},
+                {"throttle_time_ms": 0, "error_code": 0, "generation_id": gen, "protocol_name": "range",
+                 "leader": members[0], "member_id": members[0],
+                 "members": [{"member_id": m, "metadata": b""} for m in members]})
+    sync = w.ex(14, 3, {"group_id": "g1", "generation_id": gen, "member_id": members[0],
+                        "assignments": [{"member_id": m, "assignment": assignment({"t": [i]})}
+                                        for i, m in enumerate(members)]},
+                {"throttle_time_ms": 0, "error_code": 0, "assignment": assignment({"t": [0]})})
+    hb = w.ex(12, 3, {"group_id": "g1", "generation_id": gen, "member_id": members[0]},
+              {"throttle_time_ms": 0, "error_code": 0})
+    return [join, sync, hb]
+
+
+def test_group_timeline_and_no_storm():
+    w = Wire()
+    exs = rebalance(w, 1, ["m-a", "m-b"])
+    commit = w.ex(8, 8, {"group_id": "g1", "generation_id": 1, "member_id": "m-a", "topics": [
+        {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 42}]}]},
+        {"topics": []})
+    leave = w.ex(13, 3, {"group_id": "g1", "members": [{"member_id": "m-a"}]}, {"error_code": 0})
+    exs += [commit, leave]
+    c = Checker().add_all(completion_order(exs))
+    assert not only(c.finish(), "rebalance-storm")
+    tl = c.timeline("g1")
+    assert [e["api_name"] for e in tl] == ["JoinGroup", "SyncGroup", "Heartbeat", "OffsetCommit", "LeaveGroup"]
+    assert tl[0]["generation_id"] == 1 and tl[0]["members"] == ["m-a", "m-b"] and tl[0]["leader"] == "m-a"
+    assert tl[1]["assignments"] == {"m-a": {"t": [0]}, "m-b": {"t": [1]}}
+    assert tl[1]["assignment"] == {"t": [0]}
+    assert tl[3]["offsets"] == {"t-0": 42}
+    assert tl[4]["members"] == ["m-a"]
+    assert tl[0]["request_frame"] == exs[0].request_frame
+    assert c.groups() == ["g1"] and c.timeline("other") == []
+
+
+def test_rebalance_storm():
+    w = Wire(step_ms=500)
+    exs = [e for gen in range(1, 9) for e in rebalance(w, gen, ["m-a"])]
+    f = one(run(exs), "rebalance-storm")
+    assert f.severity == "warning"
+    assert f.details["generations"] == 8
+    assert f.frames == [exs[i].request_frame for i in range(0, len(exs), 3)]
+    assert not only(run(exs, storm_rebalances=10), "rebalance-storm")
+
+
+def test_consumer_group_heartbeat_in_timeline():
+    w = Wire()
+    cg = w.ex(68, 0, {"group_id": "g2", "member_id": "", "member_epoch": 0, "subscribed_topic_names": ["t"]},
+              {"throttle_time_ms": 0, "error_code": 0, "member_id": "uuid-1", "member_epoch": 3,
+               "heartbeat_interval_ms": 5000,
+               "assignment": {"topic_partitions": [{"topic_id": "tid", "partitions": [0, 1]}]}})
+    tl = Checker().add_all([cg]).timeline("g2")
+    assert tl[0]["generation_id"] == 3 and tl[0]["assigned_member_id"] == "uuid-1"
+    assert tl[0]["assignment"] == {"tid": [0, 1]}
+
+
+# -- SASL -------------------------------------------------------------------------------------------
+
+def test_sasl_request_before_auth():
+    w = Wire()
+    hs = w.ex(17, 1, {"mechanism": "SCRAM-SHA-256"}, {"error_code": 0, "mechanisms": ["SCRAM-SHA-256"]})
+    early = w.ex(3, 12, {}, {})
+    auth = w.ex(36, 2, {"auth_bytes": b"n,,n=u,r=x"}, {"error_code": 0, "auth_bytes": b"r=x"})
+    later = w.ex(3, 12, {}, {})
+    f = one(run([hs, early, auth, later]), "sasl-before-auth")
+    assert (f.severity, f.frames) == ("error", [early.request_frame])
+    # no handshake: no SASL rule applies
+    w2 = Wire()
+    assert not only(run([w2.ex(3, 12, {}, {})]), "sasl-before-auth")
+
+
+def test_sasl_mechanism_not_offered_and_auth_failure():
+    w = Wire()
+    hs = w.ex(17, 1, {"mechanism": "PLAIN"}, {"error_code": 33, "mechanisms": ["SCRAM-SHA-256", "SCRAM-SHA-512"]},
+              error_codes=["UNSUPPORTED_SASL_MECHANISM"])
+    w2 = Wire(conn_id=1)
+    hs2 = w2.ex(17, 1, {"mechanism": "SCRAM-SHA-256"}, {"error_code": 0, "mechanisms": ["SCRAM-SHA-256"]})
+    auth = w2.ex(36, 1, {"auth_bytes": b"n,,n=u,r=x"},
+                 {"error_code": 58, "error_message": "unknown-user", "auth_bytes": b""},
+                 error_codes=["SASL_AUTHENTICATION_FAILED"])
+    fs = run([hs, hs2, auth])
+    m = one(fs, "sasl-mechanism")
+    assert (m.severity, m.frames) == ("error", [hs.request_frame, hs.response_frame])
+    assert "PLAIN" in m.message and "SCRAM-SHA-512" in m.message
+    a = one(fs, "sasl-auth-failed")
+    assert (a.severity, a.frames) == ("error", [auth.request_frame, auth.response_frame])
+    assert "unknown-user" in a.message and a.conn == str(w2.conn)
+    assert not only(fs, "error-response")
+
+
+# -- selection, JSON, robustness -----------------------------------------------------------------
+
+def test_rule_selection_and_unknown_rule():
+    w = Wire()
+    exs = [w.ex(3, 12, {}, {"throttle_time_ms": 5}, latency_ms=3000)]
+    assert {f.rule for f in run(exs)} == {"throttled", "slow-exchange"}
+    assert {f.rule for f in run(exs, rules={"throttled"})} == {"throttled"}
+    with pytest.raises(ValueError, match="no-such-rule"):
+        Checker(rules={"no-such-rule"})
+    assert all(r.severity in ("error", "warning", "info") for r in RULES.values())
+
+
+def test_findings_sorted_and_json_ready():
+    import json
+    w = Wire()
+    exs = [w.ex(3, 12, {}, {"throttle_time_ms": 5}),
+           w.ex(19, 4, {}, {}, error_codes=["TOPIC_ALREADY_EXISTS"])]
+    fs = run(exs)
+    assert [f.severity for f in fs] == ["error", "warning"]
+    d = json.loads(json.dumps([f.to_json() for f in fs]))
+    assert d[0]["rule"] == "error-response" and d[0]["conn"] == "127.0.0.1:40000 -> 127.0.0.1:9092"
+    assert d[0]["exchanges"][0]["api_name"] == "CreateTopics"
+
+
+def test_trees_missing_or_odd_do_not_crash():
+    w = Wire()
+    e = w.ex(0, 9, {"topic_data": [{"name": None, "partition_data": [{"index": "x", "records": None}]}]},
+             {"responses": None})
+    e2 = w.ex(1, 12, {"session_id": "bad", "session_epoch": None}, {})
+    e3 = w.ex(11, 5, {"group_id": None}, {})
+    e4 = w.ex(99, 0, {}, {})
+    e4.request_tree = None
+    e4.response_tree = None
+    run([e, e2, e3, e4])
+
+
+# -- the command --------------------------------------------------------------------------------
+
+class _FakeRun:
+    def __init__(self, exchanges: list) -> None:
+        self.exchanges = exchanges
+
+        class S:
+            last_ts = None
+        self.summary = S()
+
+    def __iter__(self):
+        return iter(self.exchanges)
+
+
+def _cli(monkeypatch, exchanges_by_path: dict, *args: str):
+    from click.testing import CliRunner
+
+    import analyzer.cli as cli
+    from analyzer.cmd_check import check_command
+
+    def fake_iter(paths, kw, progress=True):
+        for p in paths:
+            yield p, _FakeRun(completion_order(exchanges_by_path[p]))
+    monkeypatch.setattr(cli, "iter_captures", fake_iter)
+    if "check" not in cli.main.commands:
+        cli.main.add_command(check_command)
+    return CliRunner().invoke(cli.main, ["check", *args])
+
+
+def _sample_exchanges():
+    w = Wire()
+    return [w.ex(19, 4, {}, {}, error_codes=["TOPIC_ALREADY_EXISTS"]),
+            w.ex(3, 12, {}, {"throttle_time_ms": 50}),
+            rebalance(w, 1, ["m-a", "m-b"])[0]]
+
+
+def test_cli_text_json_and_exit_status(monkeypatch):
+    import json
+    exs = _sample_exchanges()
+    r = _cli(monkeypatch, {"a.pcap": exs}, "a.pcap")
+    assert r.exit_code == 1, r.output
+    assert "1 error, 1 warning" in r.output
+    assert "ERROR (1)" in r.output and "TOPIC_ALREADY_EXISTS" in r.output
+    assert f"frames {exs[0].response_frame}" in r.output
+    assert "\x1b[" not in r.output                        # plain when not a tty
+    r = _cli(monkeypatch, {"a.pcap": exs}, "a.pcap", "--skip-rule", "error-response", "-f", "json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert doc["counts"] == {"error": 0, "warning": 1, "info": 0}
+    assert doc["captures"][0]["findings"][0]["rule"] == "throttled"
+    assert doc["captures"][0]["findings"][0]["frames"] == [exs[1].response_frame]
+    r = _cli(monkeypatch, {"a.pcap": exs}, "a.pcap", "--rule", "throttled,error-response", "-f", "json")
+    assert {f["rule"] for f in json.loads(r.output)["captures"][0]["findings"]} == {"throttled", "error-response"}
+
+
+def test_cli_usage_errors_and_list_rules(monkeypatch):
+    r = _cli(monkeypatch, {}, "a.pcap", "--rule", "nope")
+    assert r.exit_code == 2 and "unknown rule nope" in r.output
+    r = _cli(monkeypatch, {}, "--list-rules")
+    assert r.exit_code == 0
+    assert all(rule in r.output for rule in RULES)
+    r = _cli(monkeypatch, {})
+    assert r.exit_code == 2
+
+
+def test_cli_timeline(monkeypatch):
+    import json
+    w = Wire()
+    exs = rebalance(w, 1, ["m-a", "m-b"]) + rebalance(w, 2, ["m-a"])
+    r = _cli(monkeypatch, {"g.pcap": exs}, "g.pcap", "--timeline", "g1")
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert lines[0] == "group g1: 6 exchanges"
+    assert "JoinGroup v5" in lines[1] and "gen=1" in lines[1] and "members=m-a,m-b" in lines[1]
+    assert "plan=m-a:t[0]; m-b:t[1]" in lines[2]
+    r = _cli(monkeypatch, {"g.pcap": exs}, "g.pcap", "--timeline", "g1", "-f", "json")
+    ev = json.loads(r.output)["events"]
+    assert [e["generation_id"] for e in ev] == [1, 1, 1, 2, 2, 2]
+    r = _cli(monkeypatch, {"g.pcap": exs}, "g.pcap", "--timeline", "zzz")
+    assert r.exit_code == 1 and "groups seen: g1" in r.output

@@ -1,0 +1,661 @@
+"""Statistics: exact figures from exchanges with chosen timestamps, merging, sketch accuracy,
+waits and throttling, and the same figures through JSON and CSV."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import random
+from typing import Any
+
+import pytest
+
+from analyzer.model import Conn, Endpoint, Exchange, Frame
+from analyzer.stats import (
+    EXACT_LIMIT,
+    RELATIVE_ACCURACY,
+    PointSample,
+    Quantiles,
+    StatsAccumulator,
+    hist_bucket,
+    hist_bucket_lower,
+    nearest_rank_index,
+    parse_by,
+    topic_partitions,
+    wait_kind,
+)
+from analyzer.stats_render import (
+    bar,
+    csv_rows,
+    histogram_lines,
+    html_page,
+    render_text,
+    tables,
+    write_csv,
+    write_json,
+)
+from dissectors.field import Field
+
+T0 = 1_700_000_000.0
+CONNS = [Conn(i, Endpoint("127.0.0.1", 50000 + i), Endpoint("127.0.0.1", 9092), client_dir=0) for i in range(4)]
+
+
+def tree(kind: str, **body: Any) -> Field:
+    root = Field(kind, kind.capitalize())
+    root.add(Field("header", "Header"))
+    b = root.add(Field("body", "Body"))
+    for k, v in body.items():
+        if isinstance(v, Field):
+            v.name = k
+            b.add(v)
+        else:
+            b.add(Field(k, "int32", v))
+    return root
+
+
+def topics_array(*topics: tuple[str, list[int]]) -> Field:
+    arr = Field("topics", "array", len(topics))
+    for i, (name, parts) in enumerate(topics):
+        el = arr.add(Field(f"[{i}]", "Topic"))
+        el.add(Field("name", "string", name))
+        pa = el.add(Field("partitions", "array", len(parts)))
+        for j, p in enumerate(parts):
+            pe = pa.add(Field(f"[{j}]", "Partition"))
+            pe.add(Field("partition_index", "int32", p))
+    return arr
+
+
+def mk(api: str = "Produce", version: int = 9, lat: float | None = 10.0, ttfb: float | None = None,
+       t: float = 0.0, conn: int = 0, client_id: str = "app", cid: int = 1, frame: int = 1,
+       status: str | None = None, errors: list[str] | None = None, partitions: list[dict[str, Any]] | None = None,
+       req_body: dict[str, Any] | None = None, resp_body: dict[str, Any] | None = None,
+       req_size: int = 96, resp_size: int = 46) -> Exchange:
+    """An exchange whose request completes at T0 + t and whose response completes ``lat`` ms later
+    (its first byte ``ttfb`` ms later, default = lat)."""
+    c = CONNS[conn]
+    req = None
+    resp = None
+    if status != "orphan_response":
+        req = Frame(c, 0, b"", req_size, frame, frame, T0 + t, T0 + t, 0)
+    if lat is not None:
+        first = ttfb if ttfb is not None else lat
+        base = T0 + t
+        resp = Frame(c, 1, b"", resp_size, frame + 1, frame + 2, base + first / 1000.0, base + lat / 1000.0, 0)
+    if status is None:
+        status = "ok" if resp is not None else "unanswered"
+    if status == "orphan_response":
+        assert resp is not None
+    return Exchange(
+        conn=c, protocol="kafka", api_key={"Produce": 0, "Fetch": 1, "JoinGroup": 11, "Metadata": 3}.get(api, 18),
+        api_name=api, api_version=version, correlation_id=cid, client_id=client_id, request=req, response=resp,
+        status=status, request_tree=tree("request", **(req_body or {})),
+        response_tree=tree("response", **(resp_body or {})) if resp is not None else None,
+        error_codes=list(errors or []), partitions=list(partitions or []), seq=cid)
+
+
+def group(res: dict[str, Any], **keys: Any) -> dict[str, Any]:
+    found = [g for g in res["groups"] if all(g[k] == v for k, v in keys.items())]
+    assert len(found) == 1, (keys, [{k: g[k] for k in res["by"]} for g in res["groups"]])
+    return found[0]
+
+
+def lat_exchanges(values: list[float], **kw: Any) -> list[Exchange]:
+    return [mk(lat=v, t=i * 0.01, cid=i, frame=3 * i + 1, **kw) for i, v in enumerate(values)]
+
+
+# -- percentiles ---------------------------------------------------------------------------
+
+
+def test_nearest_rank_definition() -> None:
+    assert nearest_rank_index(0.5, 100) == 49
+    assert nearest_rank_index(0.99, 100) == 98
+    assert nearest_rank_index(0.999, 100) == 99
+    assert nearest_rank_index(0.99, 10) == 9
+    assert nearest_rank_index(0.5, 1) == 0
+    assert nearest_rank_index(0.9, 10) == 8
+    assert nearest_rank_index(0.5, 3) == 1
+
+
+def test_exact_figures_1_to_100_ms() -> None:
+    values = [float(v) for v in range(1, 101)]
+    random.Random(7).shuffle(values)
+    acc = StatsAccumulator().add_all(lat_exchanges(values, ttfb=0.5))
+    res = acc.result()
+    assert res["by"] == ["api", "version"]
+    g = group(res, api="Produce", version=9)
+    assert g["count"] == 100 and g["answered"] == 100
+    assert g["latency_ms"] == {"min": 1.0, "p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 100.0,
+                               "max": 100.0, "mean": 50.5}
+    assert g["ttfb_ms"]["p50"] == 0.5 and g["ttfb_ms"]["max"] == 0.5
+    assert g["bytes_in"] == 100 * (96 + 4) and g["bytes_out"] == 100 * (46 + 4)
+    assert g["exact"] is True
+    assert res["accuracy"]["exact_groups"] == 1 and res["accuracy"]["sketch_groups"] == 0
+
+
+def test_exact_small_group_p99_is_max() -> None:
+    res = StatsAccumulator().add_all(lat_exchanges([3.0, 1.0, 2.0, 10.0, 4.0])).result()
+    lat = res["groups"][0]["latency_ms"]
+    assert lat["p50"] == 3.0 and lat["p90"] == 10.0 and lat["p99"] == 10.0 and lat["mean"] == 4.0
+
+
+def test_sketch_beyond_exact_limit_within_stated_error() -> None:
+    rng = random.Random(3)
+    values = [rng.lognormvariate(1.0, 1.5) for _ in range(5 * EXACT_LIMIT)]
+    acc = StatsAccumulator().add_all(lat_exchanges(values))
+    res = acc.result()
+    g = res["groups"][0]
+    assert g["exact"] is False and res["accuracy"]["sketch_groups"] == 1
+    s = sorted(values)
+    for name, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p999", 0.999)):
+        true = s[nearest_rank_index(q, len(s))]
+        assert abs(g["latency_ms"][name] - true) <= RELATIVE_ACCURACY * true + 0.0006, name
+    assert g["latency_ms"]["min"] == round(s[0], 3) and g["latency_ms"]["max"] == round(s[-1], 3)
+    assert g["latency_ms"]["mean"] == pytest.approx(sum(values) / len(values), abs=0.001)
+
+
+def test_quantiles_switch_exactly_at_limit() -> None:
+    q = Quantiles(limit=10)
+    for v in range(1, 11):
+        q.add(float(v))
+    assert q.exact and q.quantile(0.5) == 5.0
+    q.add(11.0)
+    assert not q.exact
+    assert q.quantile(0.5) == pytest.approx(6.0, rel=RELATIVE_ACCURACY)
+    assert q.quantile(1.0) == 11.0 and q.quantile(0.0) == 1.0
+
+
+def test_quantiles_zero_and_negative_values_in_sketch() -> None:
+    q = Quantiles(limit=2)
+    vals = [-4.0, 0.0, 0.0, 2.0, 8.0]
+    for v in vals:
+        q.add(v)
+    assert not q.exact
+    assert q.quantile(0.2) == -4.0          # clamped to the exact min
+    assert q.quantile(0.4) == 0 and q.quantile(0.6) == 0
+    assert q.quantile(0.8) == pytest.approx(2.0, rel=RELATIVE_ACCURACY)
+
+
+# -- merging -------------------------------------------------------------------------------
+
+
+def _split_merge(exchanges: list[Exchange], by: tuple[str, ...], parts: int, via_state: bool) -> dict[str, Any]:
+    accs = [StatsAccumulator(by) for _ in range(parts)]
+    for i, ex in enumerate(exchanges):
+        accs[i % parts].add(ex)
+    if via_state:
+        accs = [StatsAccumulator.from_state(json.loads(json.dumps(a.to_state()))) for a in accs]
+    total = accs[0]
+    for a in accs[1:]:
+        total.merge(a)
+    return total.result(top=5)
+
+
+@pytest.mark.parametrize(("n", "by"), [(40, ("api", "conn")), (4000, ("api",)), (5000, ("conn", "topic"))])
+@pytest.mark.parametrize("via_state", [False, True])
+def test_merge_equals_one_accumulator(n: int, by: tuple[str, ...], via_state: bool) -> None:
+    rng = random.Random(n)
+    exchanges = []
+    for i in range(n):
+        api = rng.choice(["Produce", "Fetch", "Metadata"])
+        exchanges.append(mk(api=api, lat=rng.expovariate(0.1), t=i * 0.003, cid=i, frame=3 * i + 1,
+                            conn=rng.randrange(3), errors=["NOT_LEADER_OR_FOLLOWER"] if i % 17 == 0 else [],
+                            partitions=[{"topic": "t", "partition": i % 3, "records": 2, "bytes": 70}]
+                            if api in ("Produce", "Fetch") else []))
+    one = StatsAccumulator(by).add_all(exchanges).result(top=5)
+    assert _split_merge(exchanges, by, 3, via_state) == one
+    if n > EXACT_LIMIT:
+        assert any(not g["exact"] for g in one["groups"])   # the sketch path was exercised
+
+
+def test_merge_of_two_small_exact_partials_stays_exact() -> None:
+    a = StatsAccumulator().add_all(lat_exchanges([1.0] * 300))
+    b = StatsAccumulator().add_all(lat_exchanges([2.0] * 300))
+    assert a.merge(b).result()["groups"][0]["exact"] is True
+
+
+def test_merge_rejects_other_grouping() -> None:
+    with pytest.raises(ValueError):
+        StatsAccumulator(("api",)).merge(StatsAccumulator(("conn",)))
+
+
+# -- grouping ------------------------------------------------------------------------------
+
+
+def _mixed() -> list[Exchange]:
+    p = [{"topic": "a", "partition": 0, "records": 5, "bytes": 500},
+         {"topic": "a", "partition": 1, "records": 3, "bytes": 300},
+         {"topic": "b", "partition": 0, "records": 1, "bytes": 100}]
+    return [
+        mk("Produce", 9, lat=4.0, conn=0, client_id="p1", cid=1, partitions=p),
+        mk("Produce", 9, lat=8.0, conn=1, client_id="p2", cid=2, partitions=p[:1]),
+        mk("Produce", 7, lat=2.0, conn=1, client_id="p2", cid=3, partitions=p[2:]),
+        mk("Metadata", 12, lat=1.0, conn=0, client_id="p1", cid=4,
+           req_body={"topics": topics_array(("a", []), ("c", []))}),
+        mk("Fetch", 11, lat=6.0, conn=2, client_id="c1", cid=5,
+           partitions=[{"topic": "a", "partition": 1, "records": 3, "bytes": 300, "error": "NONE"},
+                       {"topic": "b", "partition": 0, "records": 0, "bytes": 0,
+                        "error": "OFFSET_OUT_OF_RANGE"}],
+           errors=["OFFSET_OUT_OF_RANGE"]),
+    ]
+
+
+def test_group_by_api_only_and_client_id() -> None:
+    acc = StatsAccumulator(parse_by("api")).add_all(_mixed())
+    res = acc.result()
+    assert [g["api"] for g in res["groups"]] == ["Fetch", "Metadata", "Produce"]
+    prod = group(res, api="Produce")
+    assert prod["count"] == 3 and prod["latency_ms"]["p50"] == 4.0 and prod["records"] == 15
+    res2 = StatsAccumulator(parse_by("client_id,api")).add_all(_mixed()).result()
+    assert group(res2, client_id="p2", api="Produce")["count"] == 2
+    assert group(res2, client_id="p1", api="Metadata")["count"] == 1
+
+
+def test_group_by_client_broker_conn() -> None:
+    res = StatsAccumulator(("client", "broker", "conn")).add_all(_mixed()).result()
+    g = group(res, conn=1)
+    assert g["client"] == "127.0.0.1:50001" and g["broker"] == "127.0.0.1:9092"
+    assert g["count"] == 2 and g["latency_ms"]["max"] == 8.0
+
+
+def test_group_by_topic_partition_expands() -> None:
+    res = StatsAccumulator(("api", "topic", "partition")).add_all(_mixed()).result()
+    a0 = group(res, api="Produce", topic="a", partition=0)
+    assert a0["count"] == 2 and a0["records"] == 10 and a0["record_bytes"] == 1000
+    assert a0["latency_ms"]["min"] == 4.0 and a0["latency_ms"]["max"] == 8.0
+    b0 = group(res, api="Produce", topic="b", partition=0)
+    assert b0["count"] == 2 and b0["records"] == 2
+    # Metadata names topics a and c without partitions
+    assert group(res, api="Metadata", topic="c", partition=None)["count"] == 1
+    # Fetch errors belong to the partition that had them
+    assert group(res, api="Fetch", topic="b", partition=0)["errors"] == {"OFFSET_OUT_OF_RANGE": 1}
+    assert group(res, api="Fetch", topic="a", partition=1)["errors"] == {}
+
+
+def test_group_by_topic_counts_an_exchange_once_per_topic() -> None:
+    res = StatsAccumulator(("topic",)).add_all(_mixed()).result()
+    a = group(res, topic="a")
+    assert a["count"] == 4          # two Produce, the Metadata, the Fetch
+    assert a["records"] == 5 + 3 + 5 + 3
+    assert group(res, topic="c")["count"] == 1
+
+
+def test_topic_partitions_from_request_tree() -> None:
+    ex = mk("Metadata", 12, req_body={"topics": topics_array(("x", [0, 2]))})
+    assert [(t, p) for t, p, _ in topic_partitions(ex)] == [("x", 0), ("x", 2)]
+    assert topic_partitions(mk("ApiVersions", 3)) == [(None, None, None)]
+
+
+def test_parse_by_rejects_unknown() -> None:
+    assert parse_by(" api , conn ") == ("api", "conn")
+    with pytest.raises(ValueError):
+        parse_by("api,nope")
+    with pytest.raises(ValueError):
+        StatsAccumulator(("bogus",))
+
+
+# -- errors, statuses, waits, throttling ---------------------------------------------------
+
+
+def test_errors_and_statuses() -> None:
+    exs = [
+        mk(lat=5.0, cid=1, errors=["NOT_LEADER_OR_FOLLOWER", "NOT_LEADER_OR_FOLLOWER"]),
+        mk(lat=7.0, cid=2, errors=["REQUEST_TIMED_OUT"]),
+        mk(lat=None, cid=3),                                   # unanswered
+        mk(lat=None, cid=4, status="no_response_expected"),   # acks=0
+        mk(lat=3.0, cid=5, status="malformed"),
+    ]
+    res = StatsAccumulator().add_all(exs).result()
+    g = res["groups"][0]
+    assert g["count"] == 5 and g["answered"] == 3
+    assert g["unanswered"] == 1 and g["no_response"] == 1 and g["malformed"] == 1
+    assert g["errors"] == {"NOT_LEADER_OR_FOLLOWER": 2, "REQUEST_TIMED_OUT": 1} and g["error_exchanges"] == 2
+    assert g["latency_ms"]["min"] == 3.0 and g["latency_ms"]["max"] == 7.0
+    assert g["bytes_out"] == 3 * 50 and g["bytes_in"] == 5 * 100
+    orphan = mk(api="Unknown", version=None, lat=2.0, status="orphan_response")  # type: ignore[arg-type]
+    res2 = StatsAccumulator().add_all([orphan]).result()
+    assert res2["groups"][0]["orphans"] == 1 and res2["groups"][0]["bytes_in"] == 0
+    assert res2["groups"][0]["version"] is None
+
+
+def test_wait_classification() -> None:
+    fetch_idle = mk("Fetch", 11, lat=501.0, cid=1, req_body={"max_wait_ms": 500, "min_bytes": 1})
+    fetch_near = mk("Fetch", 11, lat=455.0, cid=2, req_body={"max_wait_ms": 500, "min_bytes": 1})
+    fetch_fast = mk("Fetch", 11, lat=20.0, cid=3, req_body={"max_wait_ms": 500, "min_bytes": 1},
+                    partitions=[{"topic": "a", "partition": 0, "records": 4, "bytes": 400}])
+    fetch_data = mk("Fetch", 11, lat=499.0, cid=4, req_body={"max_wait_ms": 500, "min_bytes": 1},
+                    partitions=[{"topic": "a", "partition": 0, "records": 4, "bytes": 400}])
+    fetch_short = mk("Fetch", 11, lat=499.0, cid=5, req_body={"max_wait_ms": 500, "min_bytes": 1000},
+                     partitions=[{"topic": "a", "partition": 0, "records": 4, "bytes": 400}])
+    join = mk("JoinGroup", 7, lat=3000.0, cid=6)
+    join_mid = mk("JoinGroup", 7, lat=1.0, cid=7, errors=["MEMBER_ID_REQUIRED"])
+    prod_all = mk("Produce", 9, lat=12.0, cid=8, req_body={"acks": -1})
+    prod_one = mk("Produce", 9, lat=2.0, cid=9, req_body={"acks": 1})
+    assert wait_kind(fetch_idle) == "fetch_max_wait"
+    assert wait_kind(fetch_near) == "fetch_max_wait"
+    assert wait_kind(fetch_fast) is None
+    assert wait_kind(fetch_data) is None
+    assert wait_kind(fetch_short) == "fetch_max_wait"
+    assert wait_kind(join) == "join_group" and wait_kind(join_mid) is None
+    assert wait_kind(prod_all) == "produce_acks_all" and wait_kind(prod_one) is None
+    res = StatsAccumulator(("api",)).add_all(
+        [fetch_idle, fetch_near, fetch_fast, fetch_data, fetch_short, join, join_mid, prod_all, prod_one]).result()
+    f = group(res, api="Fetch")
+    assert f["waits"] == {"fetch_max_wait": 3} and f["service"] == 2
+    assert f["latency_ms"]["max"] == 501.0
+    assert f["latency_ms_excl_waits"]["min"] == 20.0 and f["latency_ms_excl_waits"]["max"] == 499.0
+    j = group(res, api="JoinGroup")
+    assert j["waits"] == {"join_group": 1} and j["latency_ms_excl_waits"]["max"] == 1.0
+    p = group(res, api="Produce")
+    assert p["waits"] == {"produce_acks_all": 1} and p["latency_ms_excl_waits"]["p50"] == 2.0
+
+
+def test_throttling() -> None:
+    exs = [mk(lat=1.0, cid=i, resp_body={"throttle_time_ms": t}) for i, t in enumerate([0, 100, 250, 0])]
+    g = StatsAccumulator().add_all(exs).result()["groups"][0]
+    assert g["throttled"] == 2 and g["throttle_time_ms"] == {"total": 350, "max": 250}
+
+
+# -- throughput, top, histograms -----------------------------------------------------------
+
+
+def test_throughput_and_request_rate() -> None:
+    exs = [
+        mk("Produce", lat=1.0, t=0.0, cid=1, partitions=[{"topic": "a", "partition": 0, "records": 10, "bytes": 1000}]),
+        mk("Produce", lat=1.0, t=0.5, cid=2, partitions=[{"topic": "a", "partition": 0, "records": 10, "bytes": 1000}]),
+        mk("Fetch", lat=3.0, t=1.2, cid=3, partitions=[{"topic": "a", "partition": 0, "records": 20, "bytes": 1900}]),
+        mk("Metadata", lat=1.0, t=3.999, cid=4),
+    ]
+    thr = StatsAccumulator().add_all(exs).result()["throughput"]
+    assert thr["duration_s"] == pytest.approx(4.0, abs=1e-6)
+    assert thr["exchanges"] == 4 and thr["requests_per_s"] == 1.0
+    (tp,) = thr["topic_partitions"]
+    assert (tp["topic"], tp["partition"], tp["produced_records"], tp["produced_bytes"]) == ("a", 0, 20, 2000)
+    assert (tp["fetched_records"], tp["fetched_bytes"]) == (20, 1900)
+    assert tp["produced_records_per_s"] == 5.0
+    secs = [(r["t"] - int(T0), r["requests"], r["produced_records"], r["fetched_records"]) for r in thr["per_second"]]
+    assert secs == [(0, 2, 20, 0), (1, 1, 0, 20), (3, 1, 0, 0)]
+
+
+def test_top_slowest() -> None:
+    values = [5.0, 50.0, 1.0, 50.0, 20.0]
+    acc = StatsAccumulator(keep_top=3).add_all(lat_exchanges(values))
+    top = acc.result(top=2)["top"]
+    assert [r["latency_ms"] for r in top] == [50.0, 50.0]
+    assert [r["correlation_id"] for r in top] == [1, 3]      # ties: by connection, then request frame
+    assert top[0]["request_frame"] == 4 and top[0]["response_frame"] == 6
+    assert top[0]["conn"] == 0 and top[0]["client"] == "127.0.0.1:50000" and top[0]["api"] == "Produce"
+    assert [r["latency_ms"] for r in acc.top(10)] == [50.0, 50.0, 20.0]   # keep_top bounds memory
+    assert acc.result()["top"] == []
+
+
+def test_histogram_buckets_1_2_5() -> None:
+    assert [hist_bucket(v) for v in (1.0, 1.99, 2.0, 4.99, 5.0, 9.99, 10.0)] == [0, 0, 1, 1, 2, 2, 3]
+    assert hist_bucket(0.5) == -1 and hist_bucket_lower(-1) == pytest.approx(0.5)
+    assert hist_bucket(0.0) == hist_bucket(0.001) == -9
+    assert hist_bucket_lower(7) == pytest.approx(200.0)
+    acc = StatsAccumulator().add_all(lat_exchanges([1.0, 1.5, 3.0, 30.0]))
+    h = acc.histograms()["Produce"]
+    assert h == [(1.0, 2), (2.0, 1), (5.0, 0), (10.0, 0), (20.0, 1)]
+    lines = histogram_lines(acc.histograms(), width=8)
+    assert lines[1].endswith("|████████| 2") and ">=     1ms" in lines[1]
+    assert lines[3].endswith("|        | 0")
+    assert bar(1, 8, 1) == "▏" and bar(0, 8, 4) == ""
+
+
+def test_point_sample_is_bounded() -> None:
+    ps = PointSample(cap=100)
+    for ex in lat_exchanges([1.0] * 1000):
+        ps.add(ex)
+    pts = ps.by_api()["Produce"]
+    assert 50 <= len(pts) <= 100 and ps.stride == 16
+
+
+# -- output formats -------------------------------------------------------------------------
+
+
+def _report() -> tuple[StatsAccumulator, dict[str, Any]]:
+    exs = _mixed() + lat_exchanges([float(v) for v in range(1, 21)], conn=3)
+    acc = StatsAccumulator(("api", "version")).add_all(exs)
+    return acc, acc.result(top=3)
+
+
+def test_json_output_has_issue_shape() -> None:
+    _acc, res = _report()
+    buf = io.StringIO()
+    write_json(res, buf)
+    doc = json.loads(buf.getvalue())
+    assert doc == json.loads(json.dumps(res))
+    g = next(g for g in doc["groups"] if g["api"] == "Produce" and g["version"] == 9)
+    for k in ("api", "version", "count", "errors", "latency_ms", "bytes_in", "bytes_out"):
+        assert k in g
+    assert set(g["latency_ms"]) == {"min", "p50", "p90", "p99", "p999", "max", "mean"}
+    assert g["count"] == 22 and g["latency_ms"]["p50"] == 9.0 and g["latency_ms"]["p99"] == 20.0
+    assert len(doc["top"]) == 3 and doc["top"][0]["latency_ms"] == 20.0
+    assert {"api", "version", "correlation_id", "conn", "client", "broker", "request_frame",
+            "response_frame", "latency_ms"} <= set(doc["top"][0])
+    assert "throughput" in doc and "accuracy" in doc
+
+
+def test_csv_output_matches_json() -> None:
+    _acc, res = _report()
+    buf = io.StringIO()
+    write_csv(res, buf)
+    rows = list(csv.DictReader(io.StringIO(buf.getvalue())))
+    assert len(rows) == len(res["groups"])
+    for row, g in zip(rows, res["groups"], strict=True):
+        assert row["api"] == g["api"] and int(row["version"]) == g["version"]
+        assert int(row["count"]) == g["count"] and int(row["bytes_in"]) == g["bytes_in"]
+        for k in ("min", "p50", "p90", "p99", "p999", "max", "mean"):
+            assert float(row[f"latency_ms_{k}"]) == g["latency_ms"][k]
+        assert float(row["latency_ms_excl_waits_p50"]) == g["latency_ms_excl_waits"]["p50"]
+        assert int(row["throttle_time_ms_total"]) == g["throttle_time_ms"]["total"]
+    fetch = next(r for r in rows if r["api"] == "Fetch")
+    assert fetch["errors"] == "OFFSET_OUT_OF_RANGE=1"
+    header, _ = csv_rows(res)
+    assert header[:3] == ["api", "version", "count"]
+
+
+def test_plain_text_and_rich_tables() -> None:
+    from rich.console import Console
+
+    acc, res = _report()
+    ts = tables(res)
+    assert [t.title.split(" ")[0] for t in ts] == ["Latency", "Time", "Slowest", "Throughput"]
+    plain = Console(file=io.StringIO(), width=200, force_terminal=False)
+    render_text(res, plain, acc.histograms())
+    text = plain.file.getvalue()  # type: ignore[attr-defined]
+    line = next(ln for ln in text.splitlines() if ln.startswith("Produce") and " 9 " in ln)
+    cols = line.split()
+    assert cols[:3] == ["Produce", "9", "22"]
+    assert "20.0" in cols and "9.00" in cols           # max and p50
+    assert "Percentiles: nearest-rank, exact." in text and "Produce latency" in text
+    assert "\x1b[" not in text
+    rich_c = Console(file=io.StringIO(), width=200, force_terminal=True)
+    render_text(res, rich_c, None)
+    assert "Produce" in rich_c.file.getvalue()  # type: ignore[attr-defined]
+
+
+def test_plot_png_and_html(tmp_path: Any) -> None:
+    pytest.importorskip("matplotlib")
+    from analyzer.stats_render import write_plot
+
+    acc, res = _report()
+    ps = PointSample()
+    for ex in _mixed():
+        ps.add(ex)
+    png = tmp_path / "s.png"
+    write_plot(str(png), res, acc.histograms(), acc.latency_series(), ps.by_api(), "test")
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+    page = tmp_path / "s.html"
+    write_plot(str(page), res, acc.histograms(), acc.latency_series(), None, "test")
+    text = page.read_text()
+    assert "data:image/png;base64," in text and "<td>Produce</td>" in text
+    assert html_page(b"x", res, "<t>").count("&lt;t&gt;") == 2
+    with pytest.raises(ValueError):
+        write_plot(str(tmp_path / "s.svg"), res, {}, {}, None)
+
+
+def test_empty_accumulator() -> None:
+    res = StatsAccumulator().result(top=5)
+    assert res["groups"] == [] and res["top"] == [] and res["throughput"]["requests_per_s"] is None
+    buf = io.StringIO()
+    write_csv(res, buf)
+    assert buf.getvalue().strip() == "api,version,count"
+    assert math.isclose(StatsAccumulator().duration_s, 0.0)
+
+
+# -- the command on real captures -------------------------------------------------------------
+
+REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "captures"
+SAMPLES = REPO / "samples"
+
+
+def _cli() -> Any:
+    try:
+        from analyzer.cli import main
+    except ImportError as e:  # pragma: no cover - before the pipeline lands
+        pytest.skip(f"analyzer.cli not importable: {e}")
+    if "stats" not in main.commands:  # pragma: no cover
+        pytest.skip("stats is not registered in the main group")
+    return main
+
+
+def _run(args: list[str]) -> Any:
+    from click.testing import CliRunner
+
+    main = _cli()
+    try:
+        runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]
+    except TypeError:
+        runner = CliRunner()
+    return runner.invoke(main, args, catch_exceptions=False)
+
+
+def _shared(name: str) -> Any:
+    p = SHARED / name
+    if not p.exists():
+        pytest.skip(f"{p} absent (shared capture corpus not available)")
+    return p
+
+
+def _pcap_times(path: Any) -> list[float]:
+    """Packet timestamps of a classic pcap, read independently of the analyzer."""
+    import struct
+
+    data = path.read_bytes()
+    magic = data[:4]
+    endian = "<" if magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    nano = magic in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
+    pos, out = 24, []
+    while pos + 16 <= len(data):
+        sec, frac, incl, _orig = struct.unpack_from(endian + "IIII", data, pos)
+        out.append(sec + frac / (1e9 if nano else 1e6))
+        pos += 16 + incl
+    return out
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("name", ["admin_kafkajs_tansu.pcap", "group_kafkajs_tansu.pcap",
+                                  "comp_none_kafkajs_tansu.pcap"])
+def test_cli_counts_and_latency_match_framing_check(name: str) -> None:
+    cap = _shared(name)
+    truth = json.loads(cap.with_suffix(".tshark.json").read_text())["framing_check"]
+    r = _run(["stats", str(cap), "-f", "json", "--by", "api,version", "--top", "3"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    got = {(g["api"], g["version"]): g["count"] for g in doc["groups"]}
+    want = {(k.split(":", 1)[1], int(v)): n for k, vs in truth["requests"].items() for v, n in vs.items()}
+    assert got == want
+    assert sum(g["answered"] for g in doc["groups"]) == truth["responses_total"]
+    # latency from the packet times of the request and response PDUs (small PDUs: one packet each)
+    times = _pcap_times(cap)
+    cols = truth["pdus_columns"]
+    rows = [dict(zip(cols, p, strict=True)) for p in truth["pdus"]]
+    reqs = {(p["tcp_stream"], p["correlation_id"]): p for p in rows if p["dir"] == "req"}
+    lat_by_api: dict[int, list[float]] = {}
+    for p in rows:
+        if p["dir"] != "resp":
+            continue
+        q = reqs[(p["tcp_stream"], p["correlation_id"])]
+        lat_by_api.setdefault(q["api_key"], []).append((times[p["first_frame"] - 1] - times[q["first_frame"] - 1]) * 1000)
+    metadata = max((g for g in doc["groups"] if g["api"] == "Metadata"), key=lambda g: g["count"])
+    assert metadata["latency_ms"]["max"] == pytest.approx(max(lat_by_api[3]), abs=0.002)
+    assert metadata["latency_ms"]["min"] == pytest.approx(min(lat_by_api[3]), abs=0.002)
+    allmax = max(v for vs in lat_by_api.values() for v in vs)
+    assert doc["top"][0]["latency_ms"] == pytest.approx(allmax, abs=0.002)
+    assert len(doc["top"]) == 3 and doc["top"][0]["request_frame"] < doc["top"][0]["response_frame"]
+
+
+@pytest.mark.shared
+def test_cli_json_csv_table_agree() -> None:
+    cap = _shared("group_kafkajs_tansu.pcap")
+    doc = json.loads(_run(["stats", str(cap), "-f", "json", "--by", "api"]).stdout)
+    rows = list(csv.DictReader(io.StringIO(_run(["stats", str(cap), "-f", "csv", "--by", "api"]).stdout)))
+    assert [r["api"] for r in rows] == [g["api"] for g in doc["groups"]]
+    for r, g in zip(rows, doc["groups"], strict=True):
+        assert int(r["count"]) == g["count"]
+        assert (float(r["latency_ms_p99"]) if r["latency_ms_p99"] else None) == g["latency_ms"]["p99"]
+    text = _run(["stats", str(cap), "--by", "api", "--histogram"]).stdout
+    hb = next(g for g in doc["groups"] if g["api"] == "Heartbeat")
+    line = next(ln for ln in text.splitlines() if ln.startswith("Heartbeat "))
+    assert line.split()[1] == str(hb["count"])
+    assert "Heartbeat latency (" in text and "JoinGroup" in text
+    jg = next(g for g in doc["groups"] if g["api"] == "JoinGroup")
+    assert jg["waits"].get("join_group", 0) >= 1
+
+
+@pytest.mark.shared
+def test_cli_group_by_conn_and_client_id() -> None:
+    cap = _shared("concurrent_mixed_tansu.pcapng")
+    truth = json.loads(cap.with_suffix(".tshark.json").read_text())["framing_check"]
+    doc = json.loads(_run(["stats", str(cap), "-f", "json", "--by", "conn"]).stdout)
+    assert sum(g["count"] for g in doc["groups"]) == truth["requests_total"]
+    assert len(doc["groups"]) == truth["connections"]
+    doc2 = json.loads(_run(["stats", str(cap), "-f", "json", "--by", "client_id,api"]).stdout)
+    assert sum(g["count"] for g in doc2["groups"]) == truth["requests_total"]
+    assert len({g["client_id"] for g in doc2["groups"]}) >= 4
+
+
+def _sample(name: str) -> Any:
+    p = SAMPLES / name
+    if not p.exists():
+        pytest.skip(f"{p} absent")
+    return p
+
+
+def test_cli_sample_throughput_matches_client_report() -> None:
+    cap = _sample("produce_fetch_rdkafka_gzip.pcap")
+    man = json.loads((SAMPLES / "manifest.json").read_text())["produce_fetch_rdkafka_gzip"]
+    doc = json.loads(_run(["stats", str(cap), "-f", "json", "--by", "api,topic,partition"]).stdout)
+    tps = doc["throughput"]["topic_partitions"]
+    produced = sum(t["produced_records"] for t in tps if t["topic"] == "quickstart")
+    fetched = sum(t["fetched_records"] for t in tps if t["topic"] == "quickstart")
+    assert produced == man["client_result"]["produced"]["quickstart"] == 20
+    assert fetched == man["client_result"]["consumed"]["quickstart"]
+    prod = [g for g in doc["groups"] if g["api"] == "Produce"]
+    assert {g["topic"] for g in prod} == {"quickstart"} and {g["partition"] for g in prod} == {0, 1}
+    assert sum(g["records"] for g in prod) == 20
+
+
+def test_cli_sample_errors_by_name() -> None:
+    cap = _sample("admin_rdkafka.pcap")
+    doc = json.loads(_run(["stats", str(cap), "-f", "json", "--by", "api"]).stdout)
+    errs = {g["api"]: g["errors"] for g in doc["groups"]}
+    assert errs["CreateTopics"].get("TOPIC_ALREADY_EXISTS") == 1
+    assert errs["DeleteTopics"].get("UNKNOWN_TOPIC_OR_PARTITION") == 1
+    assert sum(g["count"] for g in doc["groups"]) == 11
+
+
+def test_cli_plot_and_usage_errors(tmp_path: Any) -> None:
+    pytest.importorskip("matplotlib")
+    cap = _sample("group_rdkafka.pcap")
+    png = tmp_path / "lat.png"
+    r = _run(["stats", str(cap), "--plot", str(png)])
+    assert r.exit_code == 0 and png.read_bytes()[:4] == b"\x89PNG"
+    r = _run(["stats", str(cap), "--by", "api,nope"])
+    assert r.exit_code == 2
+    r = _run(["stats", str(tmp_path / "missing.pcap")])
+    assert r.exit_code == 1
