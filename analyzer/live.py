@@ -67,9 +67,13 @@ def port_filter(ports: Sequence[int]) -> str:
 
 def interfaces() -> list[str]:
     try:
+        import scapy.arch  # noqa: F401  (loads the platform's interface provider)
         from scapy.interfaces import get_if_list
 
-        return sorted(get_if_list())
+        names = get_if_list()
+        if names:
+            return sorted(names)
+        return sorted(os.listdir("/sys/class/net"))
     except Exception:  # noqa: BLE001 - fall back to the kernel's view
         try:
             return sorted(os.listdir("/sys/class/net"))
@@ -123,6 +127,9 @@ class ScapySource:
         self.bpf = bpf
         self.snaplen = snaplen
         self.loopback = hw == ARPHRD_LOOPBACK
+        import logging
+
+        logging.getLogger("scapy.runtime").setLevel(logging.ERROR)   # "Unable to guess type" on lo
         try:
             from scapy.config import conf
 
@@ -280,6 +287,10 @@ class LiveSession:
     _packets: int = field(default=0, init=False)
     _exchanges: int = field(default=0, init=False)
 
+    @property
+    def packets(self) -> int:
+        return self._packets
+
     def stop(self, reason: str = "interrupted") -> None:
         if self._stop is None:
             self._stop = reason
@@ -368,3 +379,122 @@ class LiveSession:
                 signal.signal(sig, h)
             except ValueError:
                 pass
+
+
+# ---------------------------------------------------------------- the --stats dashboard
+
+
+class Dashboard:
+    """Running figures for ``live --stats``: a StatsAccumulator by API plus rates and top clients.
+
+    ``add`` takes each exchange; ``renderable`` builds the rich view (refreshed once a
+    second by the command); ``accumulator`` holds the full figures for the final report.
+    """
+
+    WINDOW = 5                      # seconds of per-API counts kept for the recent rate
+    MAX_CLIENTS = 10_000            # distinct clients tracked before the rest count as "(other)"
+
+    def __init__(self, title: str, clock: Callable[[], float] = time.time) -> None:
+        from analyzer.stats import StatsAccumulator
+
+        self.title = title
+        self.clock = clock
+        self.start = clock()
+        self.accumulator = StatsAccumulator(("api",), keep_top=0)
+        self.exchanges = 0
+        self.statuses: dict[str, int] = {}
+        self.errors: dict[str, int] = {}
+        self.clients: dict[tuple[str, str], list[int]] = {}     # (client_id, address) -> [requests, errors]
+        self._recent: dict[int, dict[str, int]] = {}            # second -> api -> count
+        self.packets = 0
+
+    def add(self, ex: Exchange) -> None:
+        self.accumulator.add(ex)
+        self.exchanges += 1
+        self.statuses[ex.status] = self.statuses.get(ex.status, 0) + 1
+        for e in ex.error_codes:
+            self.errors[e] = self.errors.get(e, 0) + 1
+        sec = int(self.clock())
+        bucket = self._recent.get(sec)
+        if bucket is None:
+            bucket = self._recent[sec] = {}
+            for old in [s for s in self._recent if s <= sec - self.WINDOW - 1]:
+                del self._recent[old]
+        bucket[ex.api_name] = bucket.get(ex.api_name, 0) + 1
+        key = (ex.client_id or "-", ex.conn.client.ip if ex.conn is not None else "-")
+        row = self.clients.get(key)
+        if row is None:
+            if len(self.clients) >= self.MAX_CLIENTS:
+                key = ("(other)", "-")
+                row = self.clients.setdefault(key, [0, 0])
+            else:
+                row = self.clients[key] = [0, 0]
+        row[0] += 1
+        if ex.error_codes or ex.status not in ("ok", "no_response_expected"):
+            row[1] += 1
+
+    def rates(self, now: float | None = None) -> dict[str, float]:
+        """Requests per second per API over the last WINDOW whole seconds."""
+        now_s = int(self.clock() if now is None else now)
+        secs = range(now_s - self.WINDOW, now_s)
+        span = max(1, min(self.WINDOW, now_s - int(self.start)))
+        out: dict[str, float] = {}
+        for s in secs:
+            for api, n in self._recent.get(s, {}).items():
+                out[api] = out.get(api, 0) + n
+        return {k: v / span for k, v in out.items()}
+
+    def rows(self, now: float | None = None) -> list[dict[str, Any]]:
+        rates = self.rates(now)
+        elapsed = max(1e-9, (self.clock() if now is None else now) - self.start)
+        rows = []
+        for key, g in self.accumulator.groups.items():
+            api = key[0]
+            rows.append({"api": api, "count": g.count, "rate": rates.get(api, 0.0), "avg_rate": g.count / elapsed,
+                         "p50": g.latency.quantile(0.5), "p99": g.latency.quantile(0.99),
+                         "max": g.latency.quantile(1.0), "errors": sum(g.errors.values()),
+                         "unanswered": g.unanswered})
+        rows.sort(key=lambda r: (-r["count"], str(r["api"])))
+        return rows
+
+    def renderable(self, now: float | None = None) -> Any:
+        from rich.console import Group
+        from rich.table import Table
+        from rich.text import Text
+
+        from analyzer.stats import fmt_ms
+
+        now = self.clock() if now is None else now
+        elapsed = now - self.start
+        total_rate = sum(self.rates(now).values())
+        st = self.statuses
+        head = Text.assemble(
+            (self.title, "bold"),
+            f"  {elapsed:.0f} s  packets {self.packets}  exchanges {self.exchanges}  {total_rate:.1f} req/s",
+            ("  unanswered " + str(st.get("unanswered", 0)), "yellow" if st.get("unanswered") else ""),
+            ("  malformed " + str(st.get("malformed", 0)), "red" if st.get("malformed") else ""),
+            ("  orphans " + str(st.get("orphan_response", 0)), "yellow" if st.get("orphan_response") else ""),
+        )
+        t = Table(title="per API", title_justify="left", expand=False)
+        for col in ("API", "requests", "req/s (5 s)", "req/s (avg)", "p50 ms", "p99 ms", "max ms", "errors"):
+            t.add_column(col, justify="left" if col == "API" else "right")
+        for r in self.rows(now)[:20]:
+            t.add_row(str(r["api"]), str(r["count"]), f"{r['rate']:.1f}", f"{r['avg_rate']:.1f}",
+                      fmt_ms(r["p50"]) if r["p50"] is not None else "-",
+                      fmt_ms(r["p99"]) if r["p99"] is not None else "-",
+                      fmt_ms(r["max"]) if r["max"] is not None else "-",
+                      Text(str(r["errors"]), style="red") if r["errors"] else "0")
+        c = Table(title="top clients", title_justify="left")
+        for col in ("client_id", "address", "requests", "errors"):
+            c.add_column(col, justify="right" if col in ("requests", "errors") else "left")
+        for (cid, addr), (n, errs) in sorted(self.clients.items(), key=lambda kv: -kv[1][0])[:8]:
+            c.add_row(cid, addr, str(n), Text(str(errs), style="red") if errs else "0")
+        parts: list[Any] = [head, t, c]
+        if self.errors:
+            e = Table(title="errors", title_justify="left")
+            e.add_column("error")
+            e.add_column("count", justify="right")
+            for name, n in sorted(self.errors.items(), key=lambda kv: -kv[1])[:8]:
+                e.add_row(Text(name, style="red"), str(n))
+            parts.append(e)
+        return Group(*parts)

@@ -132,7 +132,7 @@ class _Pending:
 
 class _ConnState:
     __slots__ = ("conn", "framers", "inflight", "fifo", "sasl_raw", "sasl_mechanism", "decided",
-                 "ignored", "first_data_seen")
+                 "ignored", "first_data_seen", "last_cid")
 
     def __init__(self, conn: Conn) -> None:
         self.conn = conn
@@ -144,6 +144,7 @@ class _ConnState:
         self.decided = False
         self.ignored: str | None = None             # reason the connection is not analysed
         self.first_data_seen = [False, False]
+        self.last_cid: int | None = None            # correlation id of the latest request
 
 
 class Pipeline:
@@ -280,7 +281,14 @@ class Pipeline:
             if conn.protocol == "kafka-legacy":
                 return len(data) >= 2 and bool(st.fifo)
             cid = response_correlation_id(data)
-            return cid is not None and cid in st.inflight
+            if cid is None or cid < 0:
+                return False
+            if cid in st.inflight:
+                return True
+            # an orphan (its request not captured, e.g. a mid-stream start) is plausible
+            # while no request was seen yet, or when its id is close to the ones in use
+            last = st.last_cid
+            return last is None or abs(cid - last) <= 4096
         return plausible
 
     def _collect_skipped(self, fr: Framer) -> None:
@@ -295,7 +303,7 @@ class Pipeline:
         if frame.truncated:
             self.summary.truncated_frames += 1
         if conn.client_dir is None:
-            if plausible_request(frame.data) or legacy.legacy_request_score(frame.data) >= 50:
+            if plausible_request(frame.data, prefix=frame.truncated) or legacy.legacy_request_score(frame.data) >= 50:
                 conn.client_dir = frame.direction
             else:
                 # a response before any request (mid-stream start): the other side is the client
@@ -323,7 +331,7 @@ class Pipeline:
         elif forced == "modern":
             conn.protocol = "kafka"
         else:
-            modern = plausible_request(frame.data)
+            modern = plausible_request(frame.data, prefix=frame.truncated)
             score = legacy.legacy_request_score(frame.data)
             if modern and score < 80:
                 conn.protocol = "kafka"
@@ -366,7 +374,7 @@ class Pipeline:
             tree = kafka.decode_sasl_token(frame.data, self.ctx, st.sasl_mechanism, True)
             st.fifo.append(_Pending(frame, None, tree=tree, sasl_token=True))
             return
-        h = parse_request_header(frame.data)
+        h = parse_request_header(frame.data, partial=frame.truncated)
         if h is None:
             tree = Field("request", "Request", None, 0, len(frame.data))
             tree.mark_malformed(f"not a request header ({len(frame.data)} bytes)", self.ctx)
@@ -384,6 +392,7 @@ class Pipeline:
             self._finish_exchange(ex)
             self._emit(ex, out)
             return
+        st.last_cid = h.correlation_id
         q = st.inflight.get(h.correlation_id)
         if q is None:
             st.inflight[h.correlation_id] = deque([_Pending(frame, h)])

@@ -466,6 +466,9 @@ class StatsAccumulator:
         # set when several captures are merged: conn keys become "<source>#<id>" and top
         # records carry "capture", since connection and frame numbers restart per file
         self.source: str | None = None
+        self._conn_info: dict[Any, tuple[str | None, str | None, int | str | None, int | None]] = {}
+        _plain = ("api", "version", "client_id", "client", "broker", "conn")
+        self._key_index = tuple(_plain.index(b) for b in self.by) if not self._expand else ()
         # top: a min-heap of (priority, seq tiebreak, record) of the slowest exchanges
         self._top: list[tuple[tuple[Any, ...], int, dict[str, Any]]] = []
         self._top_seq = 0
@@ -506,26 +509,21 @@ class StatsAccumulator:
                 self.last_time = t1
 
         conn = ex.conn
-        conn_key: int | str | None = conn.id if conn is not None else None
-        if self.source is not None and conn_key is not None:
-            conn_key = f"{self.source}#{conn_key}"
-        base = {
-            "api": ex.api_name,
-            "version": ex.api_version,
-            "client_id": ex.client_id,
-            "client": str(conn.client) if conn is not None else None,
-            "broker": str(conn.broker) if conn is not None else None,
-            "conn": conn_key,
-        }
+        cinfo = self._conn_info.get(conn)
+        if cinfo is None or cinfo[3] != conn.client_dir:
+            cinfo = self._conn_info[conn] = self._describe_conn(conn)
         if self._expand:
-            entries = topic_partitions(ex)
+            base = {"api": ex.api_name, "version": ex.api_version, "client_id": ex.client_id,
+                    "client": cinfo[0], "broker": cinfo[1], "conn": cinfo[2]}
             # several entries can share a key (e.g. group by topic only): count once per key
             keyed: dict[tuple[Any, ...], list[dict[str, Any] | None]] = {}
-            for topic, part, pd in entries:
-                vals = dict(base, topic=topic, partition=part)
-                keyed.setdefault(tuple(vals[b] for b in self.by), []).append(pd)
+            for topic, part, pd in topic_partitions(ex):
+                base["topic"] = topic
+                base["partition"] = part
+                keyed.setdefault(tuple([base[b] for b in self.by]), []).append(pd)
         else:
-            keyed = {tuple(base[b] for b in self.by): [None]}
+            vals = (ex.api_name, ex.api_version, ex.client_id, cinfo[0], cinfo[1], cinfo[2])
+            keyed = {tuple([vals[i] for i in self._key_index]): [None]}
         for key, pds in keyed.items():
             g = self.groups.get(key)
             if g is None:
@@ -606,11 +604,17 @@ class StatsAccumulator:
             if h is None:
                 h = self.hist[api] = Counter()
             h[hist_bucket(lat)] += 1
-            if self.keep_top > 0:
+            if self.keep_top > 0 and (len(self._top) < self.keep_top or round(lat, 3) >= self._top[0][0][0]):
                 rec = self._top_record(ex, lat, ttfb, wait)
                 if self.source is not None:
                     rec["capture"] = self.source
                 self._push_top(rec)
+
+    def _describe_conn(self, conn: Any) -> tuple[str | None, str | None, int | str | None, int | None]:
+        if conn is None:
+            return None, None, None, None
+        key: int | str = conn.id if self.source is None else f"{self.source}#{conn.id}"
+        return str(conn.client), str(conn.broker), key, conn.client_dir
 
     @staticmethod
     def _top_record(ex: Exchange, lat: float, ttfb: float | None, wait: str | None) -> dict[str, Any]:

@@ -65,8 +65,12 @@ def skip_tagged_fields(data: bytes, pos: int, end: int) -> int:
     return pos
 
 
-def parse_request_header(data: bytes) -> RequestHeader | None:
-    """The request header of a frame, or None when it cannot be one (too short, bad lengths)."""
+def parse_request_header(data: bytes, partial: bool = False) -> RequestHeader | None:
+    """The request header of a frame, or None when it cannot be one (too short, bad lengths).
+
+    With ``partial`` the bytes are a frame cut short in the capture (snaplen): a
+    client_id or tagged-field section running past the end is kept as far as it goes.
+    """
     n = len(data)
     if n < 8:
         return None
@@ -85,14 +89,19 @@ def parse_request_header(data: bytes) -> RequestHeader | None:
         client_id = None
     else:
         if pos + slen > n:
-            return None
+            if not partial:
+                return None
+            return RequestHeader(api_key, api_version, correlation_id,
+                                 data[pos:].decode("utf-8", "replace"), n, hv)
         client_id = data[pos:pos + slen].decode("utf-8", "replace")
         pos += slen
     if hv == 2:
         try:
             pos = skip_tagged_fields(data, pos, n)
         except ValueError:
-            return None
+            if not partial:
+                return None
+            pos = n
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos, hv)
 
 

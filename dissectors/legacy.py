@@ -35,7 +35,9 @@ The CRC-32 (IEEE, as java.util.zip.CRC32) covers the payload only. The compressi
 byte's low two bits give the codec: 0 none, 1 gzip, 2 snappy (the xerial-framed
 stream of snappy-java). A compressed message's payload decompresses to a message set
 whose messages are decoded as children of the wrapper; their offsets are relative
-to the decompressed bytes (the inner set carries a note saying so).
+to the decompressed bytes (the inner set carries a note saying so). One frame may
+decompress at most ``ctx.max_decompressed`` bytes in all (counted in
+``ctx.limits_hit["max_decompressed"]`` when reached).
 
 Error codes of that era: -1 UNKNOWN, 0 NONE, 1 OFFSET_OUT_OF_RANGE,
 2 INVALID_MESSAGE, 3 WRONG_PARTITION, 4 INVALID_FETCH_SIZE.
@@ -69,8 +71,20 @@ and the partition's high half (0) as an empty client id, so its header alone par
 as modern. The body then decides (the legacy size arithmetic adds up, the modern
 body usually does not), and a correlation id made of four ASCII letters is itself a
 hint. Limits: one frame is a small sample; a frame cut by the capture start or by a
-snaplen cannot show its exact size; a legacy PRODUCE with an empty message set has
-nothing to CRC-check and scores lower.
+snaplen cannot show its exact size (``complete=False`` scores such a prefix without
+the size checks, at most 70); a legacy PRODUCE with an empty message set has nothing
+to CRC-check and scores lower.
+
+Framing checks: a framer that peeks at the first bytes of each frame (not the whole
+frame) should use :func:`legacy_request_plausible` and
+:func:`legacy_response_plausible` rather than the score. Note that a legacy FETCH
+error response is a 2-byte frame (just the error code), so a framer's minimum frame
+size must allow 2 on legacy connections.
+
+Public API: ``LEGACY_API_NAMES``, ``LEGACY_ERROR_NAMES``, ``legacy_expects_response``,
+``decode_legacy_request``, ``decode_legacy_response``, ``legacy_partitions``,
+``legacy_error_codes``, ``legacy_request_score``, ``legacy_request_plausible``,
+``legacy_response_plausible``, ``legacy_crc``.
 """
 from __future__ import annotations
 
@@ -191,7 +205,7 @@ class _SetSummary:
 
 
 def _decode_message_set(data: bytes, start: int, end: int, ctx: DecodeContext, name: str,
-                        summary: _SetSummary, *, partial_ok: bool, depth: int) -> Field:
+                        summary: _SetSummary, *, partial_ok: bool, depth: int, budget: list[int]) -> Field:
     """Messages back to back in data[start:end]; the Field is an array of Message structs."""
     ms = Field(name, "array", 0, start, end - start, children=[])
     pos = start
@@ -216,7 +230,7 @@ def _decode_message_set(data: bytes, start: int, end: int, ctx: DecodeContext, n
             else:
                 f.mark_malformed(f"message cut: {left} bytes left, needs {need}", ctx)
             break
-        ms.add(_decode_message(data, pos, length, ctx, count, summary, depth))
+        ms.add(_decode_message(data, pos, length, ctx, count, summary, depth, budget))
         pos += 4 + length
         count += 1
     ms.value = count
@@ -229,7 +243,7 @@ def _decode_message_set(data: bytes, start: int, end: int, ctx: DecodeContext, n
 
 
 def _decode_message(data: bytes, pos: int, length: int, ctx: DecodeContext, index: int,
-                    summary: _SetSummary, depth: int) -> Field:
+                    summary: _SetSummary, depth: int, budget: list[int]) -> Field:
     end = pos + 4 + length
     m = Field(f"[{index}]", "Message", None, pos, 4 + length, children=[
         Field("length", "int32", length, pos, 4),
@@ -289,7 +303,14 @@ def _decode_message(data: bytes, pos: int, length: int, ctx: DecodeContext, inde
         summary.records += 1
         pf.note(f"{codec_name}-compressed message set nested too deep; not decompressed")
         return m
-    raw, err = _decompress(codec_name, payload, ctx.max_decompressed)
+    if budget[0] <= 0:
+        ctx.hit_limit("max_decompressed")
+        summary.records += 1
+        pf.note(f"{codec_name}-compressed message set not decompressed: this frame already "
+                f"decompressed max_decompressed ({ctx.max_decompressed}) bytes")
+        return m
+    raw, err = _decompress(codec_name, payload, budget[0])
+    budget[0] -= len(raw)
     pf.note(f"{codec_name}-compressed message set: {len(payload)} -> {len(raw)} bytes")
     partial = False
     if err is not None:
@@ -300,7 +321,7 @@ def _decode_message(data: bytes, pos: int, length: int, ctx: DecodeContext, inde
             pf.mark_malformed(f"decompression failed: {err}", ctx)
         partial = True
     inner = _decode_message_set(raw, 0, len(raw), ctx, "messages", summary, partial_ok=partial,
-                                depth=depth + 1)
+                                depth=depth + 1, budget=budget)
     inner.note("inner messages: offsets are relative to the decompressed payload")
     inner.extra = {"decompressed": True}
     m.add(inner)
@@ -371,6 +392,14 @@ def _error_field(data: bytes, pos: int, parent: Field, name: str = "error_code")
     return f
 
 
+def _trailing(body: Field, data: bytes, pos: int, ctx: DecodeContext) -> None:
+    """Bytes after a complete message: kept and counted (ctx.trailing), as the 0.8+ decoder does."""
+    n = len(data) - pos
+    body.add(Field("trailing_bytes", "bytes", data[pos:], pos, n)).note(f"{n} trailing bytes after the message")
+    body.note(f"{n} trailing bytes after the message")
+    ctx.trailing += 1
+
+
 def _type_name(request_type: int) -> str:
     return LEGACY_API_NAMES.get(request_type, "")
 
@@ -394,7 +423,7 @@ def _fetch_like(data: bytes, pos: int, end: int, parent: Field, ctx: DecodeConte
     return pos
 
 
-def _produce_part(data: bytes, pos: int, end: int, parent: Field, ctx: DecodeContext) -> int:
+def _produce_part(data: bytes, pos: int, end: int, parent: Field, ctx: DecodeContext, budget: list[int]) -> int:
     ml, pos = _read_int(data, pos, end, parent, "messages_length", "int32", _I32, ctx)
     if ml is None:
         return -1
@@ -408,7 +437,8 @@ def _produce_part(data: bytes, pos: int, end: int, parent: Field, ctx: DecodeCon
         mlf.mark_malformed(f"messages_length {ml} exceeds frame ({left} bytes left)", ctx)
         ml = left
     summary = _SetSummary()
-    parent.add(_decode_message_set(data, pos, pos + ml, ctx, "messages", summary, partial_ok=cut, depth=0))
+    parent.add(_decode_message_set(data, pos, pos + ml, ctx, "messages", summary, partial_ok=cut, depth=0,
+                                   budget=budget))
     return pos + ml
 
 
@@ -431,8 +461,9 @@ def decode_legacy_request(data: bytes, ctx: DecodeContext) -> Field:
         return root
     rt.note(name)
     root.type = f"{name}Request"
+    budget = [ctx.max_decompressed]          # decompressed bytes allowed for the whole frame
     if rtype in (MULTIFETCH, MULTIPRODUCE):
-        return _decode_multi_request(data, rtype, root, header, ctx)
+        return _decode_multi_request(data, rtype, root, header, ctx, budget)
 
     pos = 2
     _, pos = _read_topic(data, pos, n, header, ctx)
@@ -444,16 +475,16 @@ def decode_legacy_request(data: bytes, ctx: DecodeContext) -> Field:
     if pos < 0:
         return root
     if rtype == PRODUCE:
-        pos = _produce_part(data, pos, n, body, ctx)
+        pos = _produce_part(data, pos, n, body, ctx, budget)
     else:
         pos = _fetch_like(data, pos, n, body, ctx, is_offsets=rtype == OFFSETS)
     if 0 <= pos < n:
-        body.add(Field("trailing", "bytes", data[pos:], pos, n - pos)).mark_malformed(
-            f"{n - pos} bytes after the end of the request", ctx)
+        _trailing(body, data, pos, ctx)
     return root
 
 
-def _decode_multi_request(data: bytes, rtype: int, root: Field, header: Field, ctx: DecodeContext) -> Field:
+def _decode_multi_request(data: bytes, rtype: int, root: Field, header: Field, ctx: DecodeContext,
+                          budget: list[int]) -> Field:
     n = len(data)
     name = LEGACY_API_NAMES[rtype]
     count, pos = _read_int(data, 2, n, header, "topic_count", "int16", _I16, ctx)
@@ -485,15 +516,14 @@ def _decode_multi_request(data: bytes, rtype: int, root: Field, header: Field, c
             if rtype == MULTIFETCH:
                 pos = _fetch_like(data, pos, n, part, ctx, is_offsets=False)
             else:
-                pos = _produce_part(data, pos, n, part, ctx)
+                pos = _produce_part(data, pos, n, part, ctx, budget)
         if pos < 0:
             part.length = n - start
             break
         part.length = pos - start
     parts.length = (pos if pos >= 0 else n) - parts.offset
     if 0 <= pos < n:
-        body.add(Field("trailing", "bytes", data[pos:], pos, n - pos)).mark_malformed(
-            f"{n - pos} bytes after the last topic-partition", ctx)
+        _trailing(body, data, pos, ctx)
     return root
 
 
@@ -544,7 +574,8 @@ def decode_legacy_response(data: bytes, request_type: int, ctx: DecodeContext,
     where = _request_parts(request_tree)
     if request_type == FETCH:
         summary = _SetSummary()
-        ms = body.add(_decode_message_set(data, 2, n, ctx, "messages", summary, partial_ok=True, depth=0))
+        ms = body.add(_decode_message_set(data, 2, n, ctx, "messages", summary, partial_ok=True, depth=0,
+                                          budget=[ctx.max_decompressed]))
         _tag_partition(ms, where[0] if where else None)
     elif request_type == OFFSETS:
         _decode_offsets_response(data, body, ctx)
@@ -583,13 +614,13 @@ def _decode_offsets_response(data: bytes, body: Field, ctx: DecodeContext) -> No
     end = 6 + 8 * count
     arr.length = min(end, n) - 2
     if 0 < end < n:
-        body.add(Field("trailing", "bytes", data[end:], end, n - end)).mark_malformed(
-            f"{n - end} bytes after the offsets", ctx)
+        _trailing(body, data, end, ctx)
 
 
 def _decode_multifetch_response(data: bytes, body: Field, where: list[tuple[str | None, int | None]],
                                 have_request: bool, ctx: DecodeContext) -> None:
     n = len(data)
+    budget = [ctx.max_decompressed]          # decompressed bytes allowed for the whole frame
     parts = body.add(Field("topic_partitions", "array", 0, 2, n - 2, children=[]))
     pos = 2
     i = 0
@@ -615,7 +646,8 @@ def _decode_multifetch_response(data: bytes, body: Field, where: list[tuple[str 
         end = pos + 4 + size
         _error_field(data, pos + 4, part)
         summary = _SetSummary()
-        ms = part.add(_decode_message_set(data, pos + 6, end, ctx, "messages", summary, partial_ok=True, depth=0))
+        ms = part.add(_decode_message_set(data, pos + 6, end, ctx, "messages", summary, partial_ok=True, depth=0,
+                                          budget=budget))
         part.length = end - pos
         _tag_partition(part, where[i] if i < len(where) else None)
         if ms.extra is not None and i < len(where):

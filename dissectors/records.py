@@ -86,14 +86,22 @@ class _State:
 
 
 # -- helpers --------------------------------------------------------------------
+_last_second: list[Any] = [None, ""]
+
+
 def iso_ms(ms: int) -> str:
     """A millisecond epoch timestamp as ISO 8601 UTC, or a reason when it is none."""
     if ms == -1:
         return "no timestamp (-1)"
+    sec, milli = divmod(ms, 1000)
+    if sec == _last_second[0]:  # records of one batch mostly share the second
+        return f"{_last_second[1]}.{milli:03d}Z"
     try:
-        return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds")[:-6] + "Z"
+        prefix = datetime.fromtimestamp(sec, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
     except (OverflowError, OSError, ValueError):
         return "timestamp out of range"
+    _last_second[0], _last_second[1] = sec, prefix
+    return f"{prefix}.{milli:03d}Z"
 
 
 def _crc_note(field: Field, stored: int, computed: int, state: _State) -> None:
@@ -164,12 +172,14 @@ def decode_records(data: bytes, start: int, end: int, ctx: DecodeContext, name: 
 
 
 def _decode_set(buf: bytes, pos: int, end: int, state: _State, parent: Field, depth: int,
-                budget: list[int], outer: bool, wrapper_magic: int | None = None) -> int:
+                budget: list[int], outer: bool, wrapper_magic: int | None = None,
+                cut_by_limit: bool = False) -> int:
     """Decode consecutive entries of buf[pos:end] into ``parent``'s children.
 
     Returns the number of records/messages found. ``outer`` is True for the
     records field itself (where a cut trailing entry is a truncated batch) and
-    False inside a decompressed wrapper (where it is malformed)."""
+    False inside a decompressed wrapper (where it is malformed, unless the
+    decompressed size limit cut the data: ``cut_by_limit``)."""
     ctx = state.ctx
     count = 0
     index = 0
@@ -180,6 +190,9 @@ def _decode_set(buf: bytes, pos: int, end: int, state: _State, parent: Field, de
             if outer and (size is None or size >= 0):
                 parent.add(_truncated(buf, pos, end, size))
                 state.truncated = True
+            elif cut_by_limit:
+                parent.add(Field("truncated_message", "bytes", None, pos, left, None,
+                                 ["message cut by the decompressed size limit"]))
             else:
                 f = parent.add(Field("truncated_message" if not outer else f"[{index}]", "bytes", None,
                                      pos, left))
@@ -221,11 +234,13 @@ def _truncated(buf: bytes, pos: int, end: int, size: int | None) -> Field:
     else:
         note = f"partial batch cut by max_bytes ({left} of {12 + size} bytes)"
     f = Field("truncated_batch", "bytes", None, pos, left, None, [note])
-    layout = _LEGACY_FIELDS
+    layout: tuple[tuple[str, str, int], ...] = (("offset", ">q", 8), ("size", ">i", 4))  # magic not in yet
     if left > 16:
         magic = buf[pos + 16]
         if magic == 2:
             layout = _V2_FIELDS
+        elif magic == 1:
+            layout = _LEGACY_FIELDS
         elif magic == 0:
             layout = _LEGACY_FIELDS[:5]
     p = pos
@@ -312,6 +327,7 @@ def _decode_v2(buf: bytes, pos: int, size: int, state: _State, index: int,
         records_f.note("records not decoded")
         return batch, count if sane_count else 0
 
+    note: str | None = None
     if codec_id == 0:
         rbuf, rpos, rend = buf, rstart, batch_end
     else:
@@ -336,15 +352,18 @@ def _decode_v2(buf: bytes, pos: int, size: int, state: _State, index: int,
         if note is not None and not rbuf:
             return batch, count if sane_count else 0
 
+    limited = codec_id != 0 and note is not None and note.startswith("decompressed size limit")
     decoded = _decode_v2_records(rbuf, rpos, rend, count if sane_count else ctx.max_array_len, records_f,
-                                 base_offset, max_ts if ts_type else base_ts, bool(ts_type), is_control, ctx)
-    if sane_count and decoded != count and not records_f.is_malformed:
+                                 base_offset, max_ts if ts_type else base_ts, bool(ts_type), is_control, ctx,
+                                 limited)
+    if sane_count and decoded != count and not records_f.is_malformed and not limited:
         records_f.mark_malformed(f"records_count {count} but {decoded} records present", ctx)
     return batch, count if sane_count else decoded
 
 
 def _decode_v2_records(buf: bytes, pos: int, end: int, limit: int, parent: Field, base_offset: int,
-                       base_ts: int, log_append: bool, is_control: bool, ctx: DecodeContext) -> int:
+                       base_ts: int, log_append: bool, is_control: bool, ctx: DecodeContext,
+                       cut_by_limit: bool = False) -> int:
     children: list[Field] = []
     parent.children = children
     F = Field
@@ -360,6 +379,10 @@ def _decode_v2_records(buf: bytes, pos: int, end: int, limit: int, parent: Field
         rec = F(f"[{n}]", "Record", None, rstart, 0)
         try:
             length, p = varint(buf, pos, end)
+            if cut_by_limit and p + length > end:
+                children.append(F("truncated_record", "bytes", None, rstart, end - rstart, None,
+                                  ["record cut by the decompressed size limit"]))
+                return n
             if length < MIN_RECORD_SIZE - 1 or p + length > end:
                 raise _Bad(f"record length {length} does not fit the {end - p} bytes left")
             rend = p + length
@@ -440,6 +463,10 @@ def _decode_v2_records(buf: bytes, pos: int, end: int, limit: int, parent: Field
             pos = rend
             n += 1
         except (_Bad, IndexError) as exc:
+            if cut_by_limit and rec.children is None:  # the length itself was cut
+                children.append(F("truncated_record", "bytes", None, rstart, end - rstart, None,
+                                  ["record cut by the decompressed size limit"]))
+                return n
             rec.length = end - rstart
             rec.mark_malformed(str(exc) if isinstance(exc, _Bad) else "record cut short", ctx)
             children.append(rec)
@@ -594,12 +621,10 @@ def _decode_legacy(buf: bytes, pos: int, size: int, state: _State, index: int, d
     if not inner:
         return msg, 0
     value_f.children = []
+    limited = note is not None and note.startswith("decompressed size limit")
     n = _decode_set(inner, 0, len(inner), state, value_f, depth + 1, budget, outer=False,
-                    wrapper_magic=magic)
+                    wrapper_magic=magic, cut_by_limit=limited)
     inner_msgs = [c for c in value_f.children if c.type == "Message" and c.extra]
-    if note is not None and note.startswith("decompressed size limit") and value_f.children \
-            and value_f.children[-1].is_malformed:
-        value_f.children[-1].note("cut by the decompressed size limit")
     _absolute_inner(msg, offset, ts, ts_type, magic, inner_msgs)
     return msg, n
 

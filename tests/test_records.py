@@ -396,11 +396,11 @@ def test_throughput_uncompressed_1000_records(capsys) -> None:
     b.close()
     raw = bytes(b.buffer())
     decode(raw)
-    rounds = 10
-    t = time.perf_counter()
-    for _ in range(rounds):
+    took = float("inf")
+    for _ in range(7):  # best of 7: other processes share these cores
+        t = time.perf_counter()
         f = decode(raw)
-    took = (time.perf_counter() - t) / rounds
+        took = min(took, time.perf_counter() - t)
     assert f.value == 1000
     with capsys.disabled():
         print(f"\n[records] 1000-record batch of {len(raw)} bytes: {took * 1000:.1f} ms, "
@@ -507,7 +507,8 @@ class _R:
 
 def _produce_records(frame: bytes):
     r = _R(frame)
-    api_key, version = r.take(">h"), r.take(">h")
+    r.take(">h")
+    version = r.take(">h")
     r.take(">i")
     r.string(False)
     flex = version >= 9
@@ -653,3 +654,33 @@ def test_capture_transactions_and_control_batches() -> None:
     # one committed and one aborted transaction over 3 partitions
     assert sorted(markers) == ["control record: ABORT"] * 3 + ["control record: COMMIT"] * 3
     assert sum(b["is_control"] for f in fetch for b in f.extra["batches"]) == 6
+
+
+def test_limit_cut_is_a_note_not_malformed() -> None:
+    raw = build(2, 1, n=200)
+    ctx = DecodeContext(max_decompressed=5000)
+    f = decode(raw, ctx)
+    recs = f.children[0].child("records")
+    assert "decompressed size limit 5000 hit" in recs.notes
+    assert recs.children[-1].name == "truncated_record" and ctx.malformed == 0
+    assert 0 < len(iter_records(f)) < 200 and f.value == 200 and ctx.limits_hit == {"decompressed": 1}
+    raw = build(1, 1, n=200)
+    ctx = DecodeContext(max_decompressed=5000)
+    f = decode(raw, ctx)
+    value = f.children[0].child("value")
+    assert "decompressed size limit 5000 hit" in value.notes and ctx.malformed == 0
+    assert value.children[-1].name == "truncated_message"
+    assert 0 < len(iter_records(f)) < 200 and f.value == len(iter_records(f))
+
+
+def test_truncated_batch_shows_its_header() -> None:
+    raw = build(2, 0, n=5)
+    f = decode_records(raw, 0, 70, DecodeContext())
+    t = f.children[0]
+    assert t.name == "truncated_batch" and f.value == 0 and not f.any_malformed()
+    assert t.notes == [f"partial batch cut by max_bytes (70 of {len(raw)} bytes)"]
+    assert t.get("records_count") == 5 and t.get("magic") == 2 and t.get("batch_length") == len(raw) - 12
+    f = decode_records(raw, 0, 14, DecodeContext())
+    assert [c.name for c in f.children[0].children] == ["offset", "size"]
+    f = decode_records(raw, 0, 9, DecodeContext())
+    assert f.children[0].notes == ["partial batch cut by max_bytes (9 bytes, size not yet readable)"]

@@ -1,0 +1,187 @@
+"""``kafkawire-sniff live``: capture from an interface and print exchanges as they complete.
+
+Only wiring: the loop and the dashboard live in ``analyzer.live``, the formats in
+``analyzer.output``. The lead registers ``live_command`` in the main group.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from analyzer.errors import UserError
+from analyzer.options import capture_options, options_from_kwargs
+
+
+@click.command("live")
+@click.option("-i", "--interface", "iface", metavar="IFACE",
+              help="Interface to capture on (e.g. lo, eth0). Without it, the available ones are listed.")
+@click.option("--bpf", metavar="EXPR",
+              help="BPF capture filter; default: TCP to or from the --port ports (9092).")
+@click.option("-f", "--format", "fmt", type=click.Choice(["summary", "tree", "ndjson"]), default=None,
+              help="How each exchange is printed [default: summary; nothing with --stats unless given].")
+@click.option("--stats", "show_stats", is_flag=True,
+              help="Show a dashboard refreshed every second (rates, latency p50/p99 per API, errors, "
+                   "top clients) and the full statistics at the end.")
+@click.option("-w", "--write", "write_path", type=click.Path(dir_okay=False), metavar="FILE.pcap",
+              help="Also save the captured packets (pcap, nanosecond timestamps, the interface's link type).")
+@click.option("-c", "--count", type=click.IntRange(min=1), help="Stop after N exchanges.")
+@click.option("-d", "--duration", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="Stop after this many seconds.")
+@click.option("--timeout", "unanswered_timeout", type=click.FloatRange(min=0, min_open=True), default=30.0,
+              show_default=True, metavar="SECONDS",
+              help="Report a request as unanswered when no response came within this time.")
+@click.option("--snaplen", type=click.IntRange(min=64, max=262144), default=262144, show_default=True,
+              help="Bytes kept per packet.")
+@click.option("--max-value-bytes", type=click.IntRange(min=1), default=64, show_default=True,
+              help="Cut longer values in tree output.")
+@click.option("--no-summary", is_flag=True, help="Do not print the closing summary.")
+@capture_options
+def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats: bool, write_path: str | None,
+                 count: int | None, duration: float | None, unanswered_timeout: float, snaplen: int,
+                 max_value_bytes: int, no_summary: bool, **kw: Any) -> int:
+    """Capture Kafka traffic live and print each exchange as soon as its response arrives.
+
+    Stops on Ctrl-C, --count or --duration, then prints the closing summary (and the
+    statistics with --stats). Requests still waiting at the end are reported as
+    unanswered, as `read` reports them at the end of the file --write saved.
+    Capturing needs root or CAP_NET_RAW.
+    """
+    from analyzer import live
+    from analyzer.pipeline import Pipeline
+
+    if not iface:
+        raise UserError(f"choose an interface with -i (available: {', '.join(live.interfaces()) or 'none'})", 2)
+    ports = tuple(kw.get("ports") or ()) or (9092,)
+    options, ctx = options_from_kwargs(kw)
+    options.unanswered_timeout = unanswered_timeout
+    expr = bpf or live.port_filter(ports)
+    try:
+        source = live.ScapySource(iface, expr, snaplen=snaplen)
+    except live.LiveError as e:
+        raise UserError(str(e)) from None
+    sink = None
+    if write_path:
+        try:
+            sink = live.PcapSink(write_path, source.linktype, snaplen)
+        except live.LiveError as e:
+            source.close()
+            raise UserError(str(e)) from None
+
+    if fmt is None:
+        fmt = "none" if show_stats else "summary"
+    pipeline = Pipeline(options, ctx)
+    printer = _Printer(fmt, max_value_bytes, pipeline)
+    dash = live.Dashboard(f"live on {iface} ({expr})") if show_stats else None
+    view = None
+    err_console = None
+    if dash is not None and sys.stderr.isatty():
+        from rich.console import Console
+        from rich.live import Live
+
+        err_console = Console(stderr=True)
+        view = Live(dash.renderable(), console=err_console, auto_refresh=False, transient=False,
+                    redirect_stdout=sys.stdout.isatty(), redirect_stderr=False)
+
+    def on_exchange(ex: Any) -> None:
+        if dash is not None:
+            dash.add(ex)
+        printer(ex)
+
+    def on_tick(now: float) -> None:
+        if dash is not None:
+            dash.packets = session.packets
+        if view is not None and dash is not None:
+            view.update(dash.renderable(now), refresh=True)
+
+    session = live.LiveSession(pipeline, source, on_exchange, sink=sink, count=count, duration=duration,
+                               on_tick=on_tick)
+    click.echo(f"capturing on {iface} ({expr})" + (f", writing {write_path}" if write_path else "")
+               + "; Ctrl-C to stop", err=True)
+    if view is not None:
+        view.start()
+    try:
+        result = session.run()
+    finally:
+        if view is not None and dash is not None:
+            dash.packets = session.packets
+            view.update(dash.renderable(), refresh=True)
+            view.stop()
+    sys.stdout.flush()
+
+    to_err = fmt == "ndjson"
+    if dash is not None:
+        from rich.console import Console
+
+        from analyzer import stats_render as sr
+
+        console = Console(stderr=to_err, highlight=False)
+        sr.render_text(dash.accumulator.result(), console)
+    if not no_summary:
+        from analyzer.cli import summary_text
+
+        how = {"count": f"after {result.exchanges} exchanges", "duration": f"after {duration:g} s",
+               "interrupted": "interrupted", "source ended": "capture ended"}.get(result.reason, result.reason)
+        head = f"== live summary: stopped {how}; {result.packets} packets captured in {result.seconds:.1f} s"
+        if result.written is not None:
+            head += f", {result.written} written to {write_path}"
+        click.echo(head, err=to_err)
+        for line in summary_text(pipeline.summary, pipeline.ctx):
+            click.echo("  " + line, err=to_err)
+    return 0
+
+
+class _Printer:
+    """Prints one exchange in the chosen format, flushing at once (this is live output)."""
+
+    def __init__(self, fmt: str, max_value_bytes: int, pipeline: Any) -> None:
+        self.fmt = fmt
+        self.max_value_bytes = max_value_bytes
+        self.pipeline = pipeline
+        self.console: Any = None
+        if fmt == "tree" and sys.stdout.isatty():
+            from rich.console import Console
+            self.console = Console()
+
+    def __call__(self, ex: Any) -> None:
+        fmt = self.fmt
+        if fmt == "none":
+            return
+        out = sys.stdout
+        if fmt == "ndjson":
+            from analyzer.output import exchange_to_json
+
+            out.write(json.dumps(exchange_to_json(ex, trees=True), separators=(",", ":"), ensure_ascii=False)
+                      + "\n")
+        elif fmt == "summary":
+            from analyzer.output import summary_line
+
+            out.write(summary_line(ex, self.pipeline.summary.first_ts) + "\n")
+        else:
+            self._tree(ex)
+        out.flush()
+
+    def _tree(self, ex: Any) -> None:
+        from analyzer.output import rich_tree, summary_line, tree_lines
+
+        head = summary_line(ex, self.pipeline.summary.first_ts)
+        trees = [t for t in (ex.request_tree, ex.response_tree) if t is not None]
+        if self.console is not None:
+            from rich.markup import escape
+
+            self.console.print(f"[bold green]{escape(head)}[/bold green]")
+            if ex.notes:
+                self.console.print("  [yellow]" + escape("; ".join(ex.notes)) + "[/yellow]")
+            for t in trees:
+                self.console.print(rich_tree(t, self.max_value_bytes))
+            self.console.print()
+            return
+        w = sys.stdout.write
+        w(head + "\n")
+        if ex.notes:
+            w("  notes: " + "; ".join(ex.notes) + "\n")
+        for t in trees:
+            w("\n".join(tree_lines(t, self.max_value_bytes, "  ")) + "\n")
+        w("\n")

@@ -1,0 +1,322 @@
+"""``kafkawire-sniff live``: the capture/feed loop, the pcap it writes, its errors, and a real run.
+
+The real run (marked slow, run by default, ~20 s) starts Tansu and a librdkafka client on
+loopback, runs ``live -i lo`` in a subprocess while the client works, and checks that the
+exchanges it printed are exactly those ``read`` finds in the pcap it wrote, and that they
+carry what the client did (topic, records produced and fetched).
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from analyzer import live
+from analyzer.model import Packet
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLES = REPO / "samples"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import lab  # noqa: E402
+
+
+def _pipeline_module() -> Any:
+    try:
+        from analyzer import pipeline
+    except ImportError as e:
+        pytest.skip(f"analyzer.pipeline not importable yet: {e}")
+    return pipeline
+
+
+def _sample_packets(name: str) -> tuple[list[tuple[float, bytes, int]], int]:
+    from analyzer.capture import open_capture
+
+    pkts = []
+    linktype = 1
+    with open_capture(str(SAMPLES / name)) as reader:
+        for p in reader:
+            pkts.append((p.ts, p.data, p.orig_len))
+            linktype = p.linktype
+    return pkts, linktype
+
+
+def _key(d: dict[str, Any]) -> tuple[Any, ...]:
+    return (d["conn"], d["api_key"], d["api_version"], d["correlation_id"], d["status"])
+
+
+# ---------------------------------------------------------------- the loop with a fake pipeline
+
+
+class FakePipeline:
+    """One 'exchange' per packet whose first data byte is odd; tracks what the loop called."""
+
+    def __init__(self) -> None:
+        self.fed: list[Packet] = []
+        self.expired: list[float] = []
+        self.finished = 0
+
+    def feed(self, packet: Packet) -> list[Any]:
+        self.fed.append(packet)
+        return [SimpleNamespace(index=packet.index)] if packet.data[0] % 2 else []
+
+    def expire(self, now: float) -> list[Any]:
+        self.expired.append(now)
+        return []
+
+    def finish(self) -> list[Any]:
+        self.finished += 1
+        return [SimpleNamespace(index="end")]
+
+
+def _packets(n: int) -> list[tuple[float, bytes, int]]:
+    return [(1_700_000_000.0 + i * 0.001, bytes([i % 256]) * 60, 60) for i in range(n)]
+
+
+def test_loop_feeds_every_packet_in_order_and_finishes() -> None:
+    pipe = FakePipeline()
+    got: list[Any] = []
+    res = live.LiveSession(pipe, live.ReplaySource(_packets(25), per_read=4), got.append,
+                           handle_signals=False).run()
+    assert res.reason == "source ended"
+    assert [p.index for p in pipe.fed] == list(range(1, 26))
+    assert all(p.linktype == 1 and p.orig_len == 60 for p in pipe.fed)
+    assert pipe.fed[3].ts == pytest.approx(1_700_000_000.003)
+    assert [e.index for e in got] == [2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, "end"]
+    assert pipe.finished == 1 and res.packets == 25 and res.exchanges == 13
+
+
+def test_count_stops_after_n_exchanges_without_flushing() -> None:
+    pipe = FakePipeline()
+    got: list[Any] = []
+    src = live.ReplaySource(_packets(100), per_read=50)
+    res = live.LiveSession(pipe, src, got.append, count=3, handle_signals=False).run()
+    assert res.reason == "count" and [e.index for e in got] == [2, 4, 6]
+    assert len(pipe.fed) == 6 and pipe.finished == 0 and src.closed
+
+
+def test_duration_expire_and_tick_use_the_clock() -> None:
+    now = [1000.0]
+
+    def clock() -> float:
+        now[0] += 0.1
+        return now[0]
+
+    class Idle:
+        linktype = 1
+
+        def read(self, timeout: float) -> list[tuple[float, bytes, int]]:
+            assert 0 < timeout <= 0.25
+            return []
+
+        def close(self) -> None:
+            pass
+
+    pipe = FakePipeline()
+    ticks: list[float] = []
+    res = live.LiveSession(pipe, Idle(), lambda e: None, duration=3.0, on_tick=ticks.append, clock=clock,
+                           handle_signals=False).run()
+    assert res.reason == "duration"
+    assert 5 <= len(pipe.expired) <= 7          # every 0.5 s of a 3 s run
+    assert 2 <= len(ticks) <= 3                 # every second
+    assert pipe.finished == 1
+
+
+def test_sigterm_stops_cleanly() -> None:
+    pipe = FakePipeline()
+    src = live.ReplaySource(_packets(10_000), per_read=1, pace=0.001)
+    session = live.LiveSession(pipe, src, lambda e: None)
+    timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGTERM))
+    timer.start()
+    try:
+        res = session.run()
+    finally:
+        timer.cancel()
+    assert res.reason == "interrupted" and 0 < res.packets < 10_000 and pipe.finished == 1
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_pcap_sink_round_trips_through_our_reader(tmp_path: Path) -> None:
+    from analyzer.capture import open_capture
+
+    path = tmp_path / "w.pcap"
+    sink = live.PcapSink(str(path), 113)
+    sink.write(1_700_000_000.123456789, b"\x01" * 40, 40)
+    sink.write(1_700_000_001.5, b"\x02" * 20, 1500)
+    sink.close()
+    with open_capture(str(path)) as reader:
+        got = list(reader)
+    assert [(p.index, p.linktype, p.data, p.orig_len) for p in got] == [(1, 113, b"\x01" * 40, 40),
+                                                                        (2, 113, b"\x02" * 20, 1500)]
+    assert got[0].ts == pytest.approx(1_700_000_000.123456789, abs=1e-6)
+
+
+def test_port_filter() -> None:
+    assert live.port_filter([9092]) == "tcp and (port 9092)"
+    assert live.port_filter([9093, 9092, 9093]) == "tcp and (port 9092 or port 9093)"
+    assert live.port_filter([]) == "tcp"
+
+
+# ---------------------------------------------------------------- the loop with the real pipeline
+
+
+@pytest.mark.parametrize("name", ["produce_fetch_rdkafka_gzip.pcap", "group_rdkafka.pcap"])
+def test_replay_through_loop_equals_read(name: str) -> None:
+    pipeline = _pipeline_module()
+    from analyzer.output import exchange_to_json
+
+    if not (SAMPLES / name).exists():
+        pytest.skip(f"no sample {name}")
+    pkts, lt = _sample_packets(name)
+    opts = pipeline.Options(ports=(int(json.loads((SAMPLES / "manifest.json").read_text())
+                                       [name.rsplit(".", 1)[0]]["broker_ports"][0]),))
+    got: list[Any] = []
+    live.LiveSession(pipeline.Pipeline(opts), live.ReplaySource(pkts, lt, per_read=7), got.append,
+                     handle_signals=False).run()
+    want = [exchange_to_json(e, trees=False) for e in pipeline.Run(str(SAMPLES / name), opts)]
+    mine = [exchange_to_json(e, trees=False) for e in got]
+    assert sorted(map(_key, mine)) == sorted(map(_key, want))
+    assert len(mine) > 10
+
+
+def test_dashboard_figures_and_render() -> None:
+    pipeline = _pipeline_module()
+    from rich.console import Console
+
+    name = "group_rdkafka.pcap"
+    exchanges = list(pipeline.Run(str(SAMPLES / name), pipeline.Options(ports=(0,))))
+    t = [100.0]
+    dash = live.Dashboard("live on lo", clock=lambda: t[0])
+    assert len(exchanges) >= 60
+    for i, ex in enumerate(exchanges[:60]):
+        t[0] = 100.0 + i // 10 + 0.5          # ten exchanges in each second 100..105
+        dash.add(ex)
+    exchanges = exchanges[:60]
+    rows = {r["api"]: r for r in dash.rows(106.5)}
+    want = Counter(ex.api_name for ex in exchanges)
+    assert {a: r["count"] for a, r in rows.items()} == dict(want)
+    assert rows["Heartbeat"]["p50"] is not None and rows["Heartbeat"]["p99"] >= rows["Heartbeat"]["p50"]
+    assert sum(dash.rates(106.5).values()) == pytest.approx(10.0)   # seconds 101..105: 50 in 5 s
+    assert sum(dash.rates(103.5).values()) == pytest.approx(30 / 3)  # only 3 whole seconds since the start
+    buf = io.StringIO()
+    Console(file=buf, width=140).print(dash.renderable(106.5))
+    text = buf.getvalue()
+    assert "Heartbeat" in text and "kws-member-0" in text and "top clients" in text
+
+
+# ---------------------------------------------------------------- errors, one line each
+
+
+def _cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", "from analyzer.cli import main; main()", "live", *args],
+                          capture_output=True, text=True, timeout=timeout, cwd=REPO)
+
+
+def test_unknown_interface_lists_the_available_ones() -> None:
+    r = _cli("-i", "nosuch0", "-d", "1")
+    assert r.returncode == 1
+    assert r.stderr.startswith("kafkawire-sniff: error: unknown interface 'nosuch0' (available: ")
+    assert "lo" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_bpf_syntax_error_is_one_line() -> None:
+    if lab.can_capture():
+        pytest.skip(lab.can_capture())
+    r = _cli("-i", "lo", "--bpf", "tcp prot 9092", "-d", "1")
+    assert r.returncode == 1
+    assert r.stderr.startswith("kafkawire-sniff: error: bad BPF filter 'tcp prot 9092'")
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_no_interface_given() -> None:
+    r = _cli("-d", "1")
+    assert r.returncode == 2 and "choose an interface with -i (available:" in r.stderr
+
+
+def test_no_permission_says_root_or_cap_net_raw() -> None:
+    if os.geteuid() != 0:
+        r = _cli("-i", "lo", "-d", "1")
+    else:
+        setpriv = shutil.which("setpriv")
+        if not setpriv:
+            pytest.skip("setpriv not available to drop privileges")
+        # same user, but without any capability: PF_PACKET sockets are refused
+        r = subprocess.run([setpriv, "--inh-caps=-all", "--bounding-set=-all", "--", sys.executable, "-c",
+                            "from analyzer.cli import main; main()", "live", "-i", "lo", "-d", "1"],
+                           capture_output=True, text=True, timeout=30, cwd=REPO)
+    assert r.returncode == 1, r.stderr
+    assert "needs root or CAP_NET_RAW" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+# ---------------------------------------------------------------- a real run on loopback
+
+
+@pytest.mark.slow
+def test_live_on_loopback_matches_read_of_its_pcap(tmp_path: Path) -> None:
+    _pipeline_module()
+    why = lab.can_capture()
+    if why:
+        pytest.skip(why)
+    try:
+        broker = lab.start_tansu(lifetime=90, logdir=tmp_path)
+    except lab.LabUnavailable as e:
+        pytest.skip(f"no Tansu broker: {e}")
+    pcap = tmp_path / "live.pcap"
+    topic = "live-test"
+    with broker:
+        r = lab.run_workload(["create", "--bs", broker.bootstrap, "--topic", topic, "--partitions", "2"],
+                             timeout=30, log=tmp_path / "create.log")
+        assert r.returncode == 0, r.output
+        out = open(tmp_path / "live.ndjson", "w")  # noqa: SIM115
+        err = open(tmp_path / "live.err", "w")  # noqa: SIM115
+        sniff = subprocess.Popen(
+            [sys.executable, "-c", "from analyzer.cli import main; main()", "live", "-i", "lo",
+             "-p", str(broker.port), "--format", "ndjson", "--write", str(pcap), "--duration", "12"],
+            stdout=out, stderr=err, cwd=REPO, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 15
+            while "capturing on" not in (tmp_path / "live.err").read_text() and time.monotonic() < deadline:
+                assert sniff.poll() is None, (tmp_path / "live.err").read_text()
+                time.sleep(0.1)
+            time.sleep(0.5)
+            res = lab.run_workload(["pf", "--bs", broker.bootstrap, "--client", "rdkafka", "--codec", "lz4",
+                                    "--topic", topic, "--n", "30", "--partitions", "2", "--headers",
+                                    "--seed", "5", "--fetch-secs", "5"], timeout=40, log=tmp_path / "pf.log")
+            assert res.returncode == 0, res.output
+            rc = sniff.wait(timeout=30)
+        finally:
+            if sniff.poll() is None:
+                os.kill(sniff.pid, signal.SIGKILL)
+                sniff.wait(5)
+            out.close()
+            err.close()
+    assert rc == 0, (tmp_path / "live.err").read_text()
+    printed = [json.loads(line) for line in (tmp_path / "live.ndjson").read_text().splitlines()]
+    r2 = subprocess.run([sys.executable, "-c", "from analyzer.cli import main; main()", "read", str(pcap),
+                         "-p", str(broker.port), "--format", "ndjson"],
+                        capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert r2.returncode == 0, r2.stderr
+    read_back = [json.loads(line) for line in r2.stdout.splitlines()]
+    assert sorted(map(_key, printed)) == sorted(map(_key, read_back))
+    assert len(printed) >= 8
+    # what the client did: 30 records produced to both partitions, 30 fetched back
+    assert res.result["produced"] == {topic: 30} and res.result["consumed"] == {topic: 30}
+    produced = sum(p["records"] or 0 for e in printed if e["api_name"] == "Produce" for p in e["partitions"]
+                   if p["topic"] == topic)
+    fetched = sum(p["records"] or 0 for e in printed if e["api_name"] == "Fetch" for p in e["partitions"]
+                  if p["topic"] == topic)
+    assert produced == 30 and fetched >= 30
+    assert {e["api_name"] for e in printed} >= {"ApiVersions", "Metadata", "Produce", "Fetch"}
+    assert all(e["status"] in ("ok", "unanswered") for e in printed)
+    assert "packets captured" in (tmp_path / "live.err").read_text()
