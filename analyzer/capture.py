@@ -240,6 +240,7 @@ class CaptureReader:
             return
         index = 0
         last_ts = 0.0
+        new = tuple.__new__
         while True:
             if len(b.buf) - b.pos < 16 and not b.need(16):
                 rest = len(b.buf) - b.pos
@@ -268,7 +269,7 @@ class CaptureReader:
             if incl > orig:
                 self._count("caplen > orig_len")
             self.packets = index
-            yield Packet(index, ts, linktype, buf[pos + 16:end], orig)
+            yield new(Packet, (index, ts, linktype, buf[pos + 16:end], orig))
 
     def _iter_pcapng(self) -> Iterator[Packet]:
         b = self._buf

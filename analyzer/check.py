@@ -256,6 +256,7 @@ class _ConnState:
     name: str
     syn_seen: bool = False
     closed: str | None = None
+    closer: str | None = None       # "client" | "broker" | None (not known)
     last_ts: float = 0.0
     advertised: dict[int, tuple[int, int]] | None = None
     advertised_frame: int = 0
@@ -456,6 +457,9 @@ class Checker:
             cs = self._conns[key] = _ConnState(str(conn))
         cs.syn_seen = conn.syn_seen
         cs.closed = conn.closed
+        closed_by = getattr(conn, "closed_by", None)
+        if closed_by is not None:
+            cs.closer = "client" if closed_by == (conn.client_dir or 0) else "broker"
         cs.last_ts = max(cs.last_ts, conn.last_ts)
         for t in (conn.last_ts, ex.request_time, ex.response_time):
             if t is not None and t > self.capture_end:
@@ -740,6 +744,8 @@ class Checker:
                 b.add([ex.response_frame] if ex.response_frame else [], ex, n=n)
         if body is None:
             return
+        if ex.api_key == API_VERSIONS and _int(body.get("error_code")):
+            return      # an UNSUPPORTED_VERSION answer has the v0 shape: its other fields mean nothing
         if "throttled" in on:
             tt = _int(body.get("throttle_time_ms"))
             if tt is not None and tt > 0:
@@ -795,15 +801,26 @@ class Checker:
                                   "error": ERROR_NAMES.get(code or 0)})
                 b.add(_frames_of(ex), ex)
         elif key == SASL_AUTHENTICATE:
-            if code == 0 and ex.response is not None:
-                if cs.sasl_ok_frame is None:
+            sasl = rbody.child("auth_bytes") if rbody is not None else None
+            sasl = sasl.child("sasl") if sasl is not None else None
+            mech_error = sasl.get("error") if sasl is not None else None
+            step = (sasl.type or "") if sasl is not None else ""
+            if code == 0 and mech_error is None and ex.response is not None:
+                if cs.sasl_ok_frame is None and "server-first" not in step:
                     cs.sasl_ok_frame = ex.response_frame
-            elif code and "sasl-auth-failed" in on:
+            elif (code or mech_error) and "sasl-auth-failed" in on:
                 msg = rbody.get("error_message") if rbody is not None else None
-                b = self._bucket("sasl-auth-failed", "error", cs.name, (),
-                                 "SaslAuthenticate failed: {error}{why}",
-                                 {"error": ERROR_NAMES.get(code, f"error {code}"),
-                                  "why": f" ({msg})" if msg else ""})
+                if msg in ("NONE", ""):
+                    msg = None
+                if code:
+                    err = ERROR_NAMES.get(code, f"error {code}")
+                    why = f" ({msg})" if msg else ""
+                else:
+                    err = f"{step or 'SASL'} error '{mech_error}'"
+                    why = " although error_code is 0"
+                b = self._bucket("sasl-auth-failed", "error", cs.name, (err,),
+                                 "{count} SaslAuthenticate failure(s): {error}{why}",
+                                 {"error": err, "why": why})
                 b.add(_frames_of(ex), ex)
         elif key not in PRE_AUTH_APIS and "sasl-before-auth" in on and cs.sasl_handshake_version != 0:
             hs = cs.sasl_handshake_frame
@@ -1035,7 +1052,7 @@ class Checker:
         for e in self._group_events:
             gen = e.get("generation_id")
             if e["api_name"] not in ("JoinGroup", "ConsumerGroupHeartbeat") or e.get("error") or gen is None \
-                    or gen <= 0 or e.get("group_id") is None:
+                    or gen < 0 or e.get("group_id") is None:
                 continue
             gens = by_group.setdefault(e["group_id"], {})
             if gen not in gens or e["time"] < gens[gen]["time"]:
@@ -1095,16 +1112,22 @@ class Checker:
         end = cs.last_ts if cs.closed else capture_end
         end = max(end, capture_end if not cs.closed else end)
         if cs.closed and "closed-in-flight" in on:
-            sev = "error" if cs.closed == "rst" else "warning"
             how = "reset (RST)" if cs.closed == "rst" else "closed (FIN)"
+            if cs.closer == "broker":
+                sev, who = "error", f"the broker {how} the connection"
+            elif cs.closer == "client":
+                sev, who = "info", f"the client {how} the connection"
+            else:
+                sev, who = ("warning" if cs.closed == "rst" else "info"), f"connection {how}"
             waits = [max(0.0, (end - p.request_time) * 1000.0) for p in cs.unanswered]
             out.append(Finding(
                 "closed-in-flight", sev,
-                f"connection {how} with {len(cs.unanswered)} request(s) in flight "
+                f"{who} with {len(cs.unanswered)} request(s) in flight "
                 f"({_names(cs.unanswered)}), waiting up to {max(waits):.0f} ms",
                 cs.name, sorted({p.ref['request_frame'] for p in cs.unanswered})[:MAX_LIST],
                 [p.ref for p in cs.unanswered][:MAX_LIST],
-                {"count": len(cs.unanswered), "closed": cs.closed, "max_wait_ms": round(max(waits), 3)}))
+                {"count": len(cs.unanswered), "closed": cs.closed, "closed_by": cs.closer,
+                 "max_wait_ms": round(max(waits), 3)}))
             return out
         if "unanswered-request" not in on:
             return out

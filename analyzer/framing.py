@@ -204,6 +204,28 @@ class Framer:
         if pos:
             self._consume(pos)
 
+    def _fast(self, data: bytes, off: int, index: int, ts: float, out: list[Frame]) -> int:
+        """Cut the complete, plausible frames at the start of ``data``; return bytes used."""
+        n = len(data)
+        pos = 0
+        lo, hi, peek, plausible = self.min_frame_size, self.max_frame_size, self.peek, self.plausible
+        conn, direction = self.conn, self.direction
+        k = 0
+        while n - pos >= 4:
+            size = _size(data, pos)[0]
+            end = pos + 4 + size
+            if size < lo or size > hi or end > n:
+                break
+            if plausible is not None and not plausible(data[pos + 4:pos + 4 + (size if size < peek else peek)]):
+                break
+            out.append(Frame(conn, direction, data[pos + 4:end], size, index, index, ts, ts, off + pos))
+            pos = end
+            k += 1
+        if k:
+            self.frames += k
+            self._reason = "desync"
+        return pos
+
     # -- public ----------------------------------------------------------------------------
 
     def feed(self, ev: StreamData | StreamGap | StreamEnd) -> list[Frame]:
@@ -227,6 +249,14 @@ class Framer:
             elif off > end_buf:          # a hole the reassembler did not report: treat as gap
                 out += self._gap(end_buf, off - end_buf, ev.index, ev.ts)
             self._last_index, self._last_ts = ev.index, ev.ts
+            if not self._buf and self._synced and not self._drop:
+                # fast path: whole frames straight out of this segment's bytes
+                pos = self._fast(data, off, ev.index, ev.ts, out)
+                if pos == len(data):
+                    self._off = off + pos
+                    return out
+                data = data[pos:]
+                off += pos
             if self._drop:
                 k = min(self._drop, len(data))
                 self._drop -= k

@@ -62,6 +62,7 @@ class Conn:
     closed: str | None = None           # "fin" | "rst" | None
     first_ts: float = 0.0
     last_ts: float = 0.0
+    closed_by: int | None = None        # direction that sent the first FIN or RST (None: not known)
 
     def endpoint(self, direction: int) -> Endpoint:
         """The sender of ``direction``."""

@@ -48,7 +48,6 @@ _IP6_NONE = 59
 _u32le = struct.Struct("<I").unpack_from
 _u32be = struct.Struct(">I").unpack_from
 _ip4 = struct.Struct(">BxHxxHxB").unpack_from          # vihl, total, frag, proto
-_tcp = struct.Struct(">HHIIBB").unpack_from            # sport, dport, seq, ack, off, flags
 
 _addr_cache: dict[bytes, str] = {}
 
@@ -140,56 +139,69 @@ def _link(pkt: Packet, skips: SkipCounter) -> tuple[int, int] | None:
     return None
 
 
+_tcp_rest = struct.Struct(">IIBB").unpack_from         # seq, ack, off, flags (after the ports)
+_new = tuple.__new__
+# (src addr, dst addr, ports) bytes -> (src Endpoint, dst Endpoint): one lookup per packet
+_ep_cache: dict[bytes, tuple[Endpoint, Endpoint]] = {}
+
+
+def _endpoints(key: bytes, alen: int) -> tuple[Endpoint, Endpoint]:
+    eps = _ep_cache.get(key)
+    if eps is None:
+        if len(_ep_cache) > 100_000:
+            _ep_cache.clear()
+        a = 2 * alen
+        eps = (_new(Endpoint, (_ip_str(key[:alen]), key[a] << 8 | key[a + 1])),
+               _new(Endpoint, (_ip_str(key[alen:a]), key[a + 2] << 8 | key[a + 3])))
+        _ep_cache[key] = eps
+    return eps
+
+
 def parse_packet(pkt: Packet, skips: SkipCounter | None = None) -> Segment | None:
     """Parse one captured packet down to TCP. None (and a counted reason) if it is not TCP."""
-    if skips is None:
-        skips = SkipCounter()
-    where = _link(pkt, skips)
-    if where is None:
-        return None
-    off, ver = where
-    data = pkt.data
+    _index, ts, lt, data, orig_len = pkt
+    # fast path: Ethernet without tags, or raw IP
+    if lt == 1 and data[12:14] == b"\x08\x00":
+        off, ver = 14, 4
+    elif lt == 1 and data[12:14] == b"\x86\xdd":
+        off, ver = 14, 6
+    else:
+        if skips is None:
+            skips = SkipCounter()
+        where = _link(pkt, skips)
+        if where is None:
+            return None
+        off, ver = where
     n = len(data)
     # bytes of the IP datagram that were on the wire (orig_len may exceed the capture)
-    wire_left = pkt.orig_len - off
+    wire_left = orig_len - off
     if ver == 4:
         if n < off + 20:
-            skips.add("truncated header")
-            return None
+            return _skip(skips, "truncated header")
         vihl, total, frag, proto = _ip4(data, off)
         if vihl >> 4 != 4:
-            skips.add("bad IP header")
-            return None
+            return _skip(skips, "bad IP header")
         ihl = (vihl & 15) * 4
         if ihl < 20:
-            skips.add("bad IP header")
-            return None
+            return _skip(skips, "bad IP header")
         if frag & 0x3FFF:               # MF set or a non-zero offset
-            skips.add("IP fragment")
-            return None
+            return _skip(skips, "IP fragment")
         if proto != 6:
-            skips.add("not TCP")
-            return None
+            return _skip(skips, "not TCP")
         if total == 0:                  # segmentation offload: length not filled in
             total = max(wire_left, n - off)
         elif total < ihl:
-            skips.add("bad IP header")
-            return None
-        src = _ip_str(data[off + 12:off + 16])
-        dst = _ip_str(data[off + 16:off + 20])
+            return _skip(skips, "bad IP header")
         t = off + ihl
-        end_wire = off + min(total, max(wire_left, n - off))
+        alen = 4
+        addrs = off + 12
     else:
         if n < off + 40:
-            skips.add("truncated header")
-            return None
+            return _skip(skips, "truncated header")
         if data[off] >> 4 != 6:
-            skips.add("bad IP header")
-            return None
+            return _skip(skips, "bad IP header")
         plen = data[off + 4] << 8 | data[off + 5]
         nh = data[off + 6]
-        src = _ip_str(data[off + 8:off + 24])
-        dst = _ip_str(data[off + 24:off + 40])
         t = off + 40
         if plen == 0:                   # jumbogram or offload
             plen = max(wire_left, n - off) - 40
@@ -197,47 +209,49 @@ def parse_packet(pkt: Packet, skips: SkipCounter | None = None) -> Segment | Non
         while nh != 6:
             if nh in _IP6_EXT:
                 if n < t + 8:
-                    skips.add("truncated header")
-                    return None
+                    return _skip(skips, "truncated header")
                 nh, hl = data[t], (data[t + 1] + 1) * 8
                 t += hl
             elif nh == 44:              # fragment header
                 if n < t + 8:
-                    skips.add("truncated header")
-                    return None
+                    return _skip(skips, "truncated header")
                 fo = data[t + 2] << 8 | data[t + 3]
                 if fo & 0xFFF9:         # offset != 0 or more fragments
-                    skips.add("IP fragment")
-                    return None
+                    return _skip(skips, "IP fragment")
                 nh = data[t]
                 t += 8
             elif nh == 51:              # authentication header: length in 4-octet units
                 if n < t + 8:
-                    skips.add("truncated header")
-                    return None
+                    return _skip(skips, "truncated header")
                 nh, hl = data[t], (data[t + 1] + 2) * 4
                 t += hl
             else:
-                skips.add("not TCP")
-                return None
+                return _skip(skips, "not TCP")
             if t > off + total:
-                skips.add("bad IP header")
-                return None
-        end_wire = off + min(total, max(wire_left, n - off))
+                return _skip(skips, "bad IP header")
+        alen = 16
+        addrs = off + 8
     if n < t + 20:
-        skips.add("truncated header")
-        return None
-    sport, dport, seq, ack, doff, flags = _tcp(data, t)
+        return _skip(skips, "truncated header")
+    seq, ack, doff, flags = _tcp_rest(data, t + 4)
     thl = (doff >> 4) * 4
     if thl < 20:
-        skips.add("bad TCP header")
-        return None
+        return _skip(skips, "bad TCP header")
     p = t + thl
     if n < p:
-        skips.add("truncated header")
-        return None
-    end_cap = min(n, end_wire)
-    payload = data[p:end_cap] if end_cap > p else b""
-    missing = end_wire - max(end_cap, p) if end_wire > p else 0
-    return Segment(Endpoint(src, sport), Endpoint(dst, dport), seq, ack, flags,
-                   payload, missing, pkt.ts, pkt.index)
+        return _skip(skips, "truncated header")
+    src, dst = _endpoints(data[addrs:addrs + 2 * alen] + data[t:t + 4], alen)
+    end_wire = off + min(total, wire_left if wire_left > n - off else n - off)
+    if end_wire <= n:
+        payload = data[p:end_wire] if end_wire > p else b""
+        missing = 0
+    else:
+        payload = data[p:]
+        missing = end_wire - n if n > p else end_wire - p
+    return _new(Segment, (src, dst, seq, ack, flags, payload, missing, ts, _index))
+
+
+def _skip(skips: SkipCounter | None, reason: str) -> None:
+    if skips is not None:
+        skips.add(reason)
+    return None

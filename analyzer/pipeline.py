@@ -132,7 +132,7 @@ class _Pending:
 
 class _ConnState:
     __slots__ = ("conn", "framers", "inflight", "fifo", "sasl_raw", "sasl_mechanism", "decided",
-                 "ignored", "first_data_seen", "last_cid")
+                 "ignored", "first_data_seen", "last_cid", "sasl_tokens_left")
 
     def __init__(self, conn: Conn) -> None:
         self.conn = conn
@@ -145,6 +145,7 @@ class _ConnState:
         self.ignored: str | None = None             # reason the connection is not analysed
         self.first_data_seen = [False, False]
         self.last_cid: int | None = None            # correlation id of the latest request
+        self.sasl_tokens_left = -1                  # raw SASL client tokens still expected (-1: unknown)
 
 
 class Pipeline:
@@ -174,7 +175,7 @@ class Pipeline:
         if seg is None:
             return []
         if not self.options.autodetect and seg.src.port not in self._ports and seg.dst.port not in self._ports:
-            s.packets_skipped["not a Kafka port"] += 1
+            self._skips.add("not a Kafka port")
             return []
         out: list[Exchange] = []
         for ev in self.reassembler.feed(seg):
@@ -251,7 +252,7 @@ class Pipeline:
         fr = st.framers[d]
         if fr is None:
             fr = st.framers[d] = Framer(st.conn, d, plausible=self._plausible_for(st, d),
-                                        max_frame_size=self.options.max_frame_size, peek=64)
+                                        max_frame_size=self.options.max_frame_size, min_frame_size=0, peek=64)
         for frame in fr.feed(ev):
             self._frame(st, frame, out)
 
@@ -270,16 +271,20 @@ class Pipeline:
         conn = st.conn
 
         def plausible(data: bytes) -> bool:
+            if st.sasl_raw:
+                return True
             if conn.client_dir is None or conn.client_dir == d:
                 if conn.protocol == "kafka-legacy":
-                    return legacy.legacy_request_score(data) >= 50
+                    return legacy.legacy_request_plausible(data)
                 if plausible_request(data, prefix=True):
                     return True
+                if conn.protocol is None and legacy.legacy_request_plausible(data):
+                    return True
                 if conn.client_dir == d:
-                    return conn.protocol is None and legacy.legacy_request_score(data) >= 50
-            # a response: its correlation id is one we wait for
+                    return False
+            # a response
             if conn.protocol == "kafka-legacy":
-                return len(data) >= 2 and bool(st.fifo)
+                return legacy.legacy_response_plausible(data, st.fifo[0].legacy_type if st.fifo else None)
             cid = response_correlation_id(data)
             if cid is None or cid < 0:
                 return False
@@ -370,7 +375,10 @@ class Pipeline:
         return kafka.decode_response(frame.data, api_key, api_version, self.ctx)
 
     def _request(self, st: _ConnState, frame: Frame, out: list[Exchange]) -> None:
+        if st.sasl_raw and (st.sasl_tokens_left == 0 or (st.sasl_tokens_left < 0 and plausible_request(frame.data))):
+            st.sasl_raw = False     # authentication is over: Kafka requests again
         if st.sasl_raw:
+            st.sasl_tokens_left -= 1
             tree = kafka.decode_sasl_token(frame.data, self.ctx, st.sasl_mechanism, True)
             st.fifo.append(_Pending(frame, None, tree=tree, sasl_token=True))
             return
@@ -478,6 +486,8 @@ class Pipeline:
             st.sasl_mechanism = body.get("mechanism")
         if ex.api_version == 0 and not ex.error_codes:
             st.sasl_raw = True
+            mech = (st.sasl_mechanism or "").upper()
+            st.sasl_tokens_left = 1 if mech == "PLAIN" else 2 if mech.startswith("SCRAM-") else -1
 
     # -- pre-0.8 --------------------------------------------------------------
     def _legacy_request(self, st: _ConnState, frame: Frame, out: list[Exchange]) -> None:
@@ -511,7 +521,7 @@ class Pipeline:
             st, protocol="kafka-legacy", api_key=rtype, api_name=legacy.LEGACY_API_NAMES.get(rtype, "UNKNOWN"),
             api_version=None, correlation_id=None, client_id=None, request=p.frame, response=frame, status="ok",
             request_tree=p.tree, response_tree=tree)
-        ex.error_codes = kafka.error_codes(tree)
+        ex.error_codes = legacy.legacy_error_codes(tree)
         ex.partitions = legacy.legacy_partitions(tree, False)
         self._emit(ex, out)
 

@@ -30,8 +30,10 @@ Figures and their definitions
   apart (``waits`` counts by kind, ``latency_ms_excl_waits`` = service only):
   ``fetch_max_wait`` (a Fetch whose latency >= 0.9 * max_wait_ms and that
   returned fewer record bytes than max(min_bytes, 1)), ``join_group`` (JoinGroup,
-  held until the rebalance completes; not MEMBER_ID_REQUIRED answers), and
-  ``produce_acks_all`` (Produce with acks=-1, waiting for replication).
+  held until the rebalance completes; not MEMBER_ID_REQUIRED answers),
+  ``sync_group_follower`` (SyncGroup with no assignments: a follower held until
+  the leader sends the assignment), and ``produce_acks_all`` (Produce with
+  acks=-1, waiting for replication).
 - throttling: a response whose body has throttle_time_ms > 0 counts as throttled;
   the total and max throttle_time_ms are reported.
 - unanswered, orphan (response without captured request) and no-response
@@ -335,6 +337,13 @@ def wait_kind(ex: Exchange) -> str | None:
         body = _body(ex.request_tree)
         if body is not None and body.get("acks") == -1:
             return "produce_acks_all"
+    if name == "SyncGroup":
+        # a follower (no assignments to hand out) is held until the leader's SyncGroup arrives
+        body = _body(ex.request_tree)
+        if body is not None:
+            assignments = body.child("assignments")
+            if assignments is not None and not assignments.children:
+                return "sync_group_follower"
     return None
 
 

@@ -58,6 +58,7 @@ _MASK = 0xFFFFFFFF
 _HALF = 1 << 31
 _WRAP = 1 << 32
 _MAX_NOTES = 1000
+_new = tuple.__new__
 
 
 class _Dir:
@@ -157,9 +158,30 @@ class Reassembler:
     # -- main entry points ---------------------------------------------------------------
 
     def feed(self, seg: Segment) -> list[StreamEvent]:
+        src, dst, seq, _ack, flags, payload, missing, ts, index = seg
+        ent = self._pairs.get((src, dst))
+        if ent is not None and not flags & 7:
+            # fast path: no SYN/FIN/RST on a known connection
+            st, direction = ent
+            d = st.dirs[direction]
+            if d.base is not None and not st.closed and not d.ended:
+                st.conn.last_ts = ts
+                if not payload and not missing:
+                    return []
+                if not d.pending and not missing:
+                    exp = d.expected
+                    diff = (((seq - d.base) & _MASK) - exp) & _MASK
+                    if diff == 0:
+                        ev = _new(StreamData, (st.conn, direction, exp, payload, ts, index))
+                        d.expected = exp + len(payload)
+                        if self.overlap_window:
+                            recent = d.recent
+                            recent.append((exp, payload))
+                            d.recent_bytes += len(payload)
+                            while d.recent_bytes > self.overlap_window and len(recent) > 1:
+                                d.recent_bytes -= len(recent.popleft()[1])
+                        return [ev]
         events: list[StreamEvent] = []
-        flags = seg.flags
-        ent = self._pairs.get((seg.src, seg.dst))
         if ent is None:
             st, direction = self._new_conn(seg), 0
             if seg.src != st.conn.a:
@@ -278,7 +300,7 @@ class Reassembler:
     def _deliver(self, st: _ConnState, direction: int, d: _Dir, off: int, payload: bytes,
                  missing: int, ts: float, index: int, events: list[StreamEvent]) -> None:
         if payload:
-            events.append(StreamData(st.conn, direction, off, payload, ts, index))
+            events.append(_new(StreamData, (st.conn, direction, off, payload, ts, index)))
             if self.overlap_window:
                 d.recent.append((off, payload))
                 d.recent_bytes += len(payload)

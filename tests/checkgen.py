@@ -140,10 +140,13 @@ class Wire:
         self.t += seconds
         self.conn.last_ts = max(self.conn.last_ts, self.t)
 
-    def close(self, how: str = "fin") -> None:
+    def close(self, how: str = "fin", by: str | None = None) -> None:
+        """End the connection with a FIN or RST, sent by "client", "broker" or an unknown side."""
         self.t += self.step
         self.frame += 1
         self.conn.closed = how
+        if by is not None:
+            self.conn.closed_by = 0 if by == "client" else 1
         self.conn.last_ts = self.t
 
     def _exchange(self, req: Frame, qtree: Field, cid: int, resp: Frame | None, rtree: Field | None,

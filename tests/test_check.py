@@ -60,17 +60,19 @@ def test_unanswered_skipped_by_broker_is_error():
     assert f.frames == [lost.request_frame]
 
 
-@pytest.mark.parametrize("how,severity", [("fin", "warning"), ("rst", "error")])
-def test_closed_in_flight(how, severity):
+@pytest.mark.parametrize("how,by,severity", [("fin", None, "info"), ("rst", None, "warning"),
+                                             ("fin", "broker", "error"), ("rst", "client", "info")])
+def test_closed_in_flight(how, by, severity):
     w = Wire()
     ok = w.ex(18, 3, {}, {"error_code": 0, "api_keys": []})
     pending = w.ex(1, 12, {"max_wait_ms": 500}, answered=False)
-    w.close(how)
+    w.close(how, by)
     fs = run([ok, pending])
     f = one(fs, "closed-in-flight")
     assert f.severity == severity
     assert f.frames == [pending.request_frame]
-    assert f.details["closed"] == how
+    assert (f.details["closed"], f.details["closed_by"]) == (how, by)
+    assert (by or "connection") in f.message
     assert not only(fs, "unanswered-request")
 
 
@@ -521,6 +523,25 @@ def test_sasl_mechanism_not_offered_and_auth_failure():
     assert (a.severity, a.frames) == ("error", [auth.request_frame, auth.response_frame])
     assert "unknown-user" in a.message and a.conn == str(w2.conn)
     assert not only(fs, "error-response")
+
+
+def test_scram_error_inside_successful_sasl_authenticate():
+    """A broker that answers error_code 0 but puts a SCRAM server-final error (e=...) in auth_bytes."""
+    w = Wire()
+    hs = w.ex(17, 1, {"mechanism": "SCRAM-SHA-256"}, {"error_code": 0, "mechanisms": ["SCRAM-SHA-256"]})
+    first = Field("auth_bytes", "bytes", b"r=abc")
+    first.add(Field("sasl", "SCRAM server-first")).add(Field("nonce", "string", "abc"))
+    a1 = w.ex(36, 1, {"auth_bytes": b"n,,n=u,r=a"}, {"error_code": 0, "error_message": "NONE", "auth_bytes": first})
+    final = Field("auth_bytes", "bytes", b"e=unknown-user")
+    final.add(Field("sasl", "SCRAM server-final")).add(Field("error", "string", "unknown-user"))
+    a2 = w.ex(36, 1, {"auth_bytes": b"c=biws"}, {"error_code": 0, "error_message": "NONE", "auth_bytes": final})
+    md = w.ex(3, 12, {}, {})
+    fs = run([hs, a1, a2, md])
+    f = one(fs, "sasl-auth-failed")
+    assert (f.severity, f.frames) == ("error", [a2.request_frame, a2.response_frame])
+    assert "unknown-user" in f.message and "error_code is 0" in f.message
+    b = one(fs, "sasl-before-auth")      # authentication never completed
+    assert b.frames == [md.request_frame]
 
 
 # -- selection, JSON, robustness -----------------------------------------------------------------

@@ -10,6 +10,8 @@ import cramjam
 import lz4.frame
 import pytest
 import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dissectors.compression import LZ4_OLD_KAFKA_NOTE, decompress, decompress_detail, xxh32
 
@@ -167,3 +169,22 @@ def test_unknown_codec_and_empty_input() -> None:
         out, note = decompress(codec, b"", 100)
         assert out == b"" and note is not None and note.startswith(f"bad {codec} data")
     assert decompress("none", b"abc", 100) == (b"abc", None)
+
+
+@settings(max_examples=150, deadline=None)
+@given(codec=st.sampled_from(["gzip", "snappy", "lz4", "zstd"]), junk=st.binary(max_size=300),
+       limit=st.integers(min_value=0, max_value=5000))
+def test_arbitrary_bytes_never_raise(codec: str, junk: bytes, limit: int) -> None:
+    for data in (junk, {"gzip": b"\x1f\x8b\x08\x00", "snappy": b"\x82SNAPPY\x00", "lz4": b"\x04\x22\x4d\x18",
+                        "zstd": b"\x28\xb5\x2f\xfd"}[codec] + junk):
+        out, note = decompress(codec, data, limit)
+        assert isinstance(out, bytes) and len(out) <= limit
+        assert note is None or isinstance(note, str)
+
+
+@settings(max_examples=60, deadline=None)
+@given(payload=st.binary(max_size=3000), codec=st.sampled_from(["gzip", "snappy", "lz4", "zstd"]))
+def test_round_trip_property(payload: bytes, codec: str) -> None:
+    enc = {"gzip": gzip.compress, "snappy": kcodec.snappy_encode, "lz4": lz4.frame.compress,
+           "zstd": zstandard.ZstdCompressor().compress}[codec]
+    assert decompress(codec, enc(payload), len(payload)) == (payload, None)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.framing import Framer, Framers
+from analyzer.framing import Framer
 from analyzer.model import Conn, Endpoint, StreamData, StreamEnd, StreamGap
 from tests.pcapgen import (
     TcpFlow,

@@ -426,15 +426,18 @@ def test_decompression_limit_and_garbage() -> None:
     assert ctx.limits_hit.get("max_decompressed") == 1
     assert 4 <= msg.child("messages").value <= 5
     assert any(n.startswith("decompression stopped") for n in msg.child("payload").notes)
-    # the budget is per frame: two wrappers of 1000 bytes each under a 1500-byte limit
-    two = w.compressed_message([w.message(bytes(990), magic=0)], "gzip")
+    # the budget is per frame: three wrappers of 999 bytes each under a 1500-byte limit
+    one = w.compressed_message([w.message(bytes(990), magic=0)], "gzip")
     ctx = DecodeContext(max_decompressed=1500)
-    tree = resp(w.fetch_response(0, two + two), 1, None, ctx)
-    first, second = tree.child("body").child("messages").children
+    tree = resp(w.fetch_response(0, one * 3), 1, None, ctx)
+    first, second, third = tree.child("body").child("messages").children
     assert first.child("messages").value == 1
-    assert second.child("messages") is None
-    assert second.child("payload").notes[-1].startswith("gzip-compressed message set not decompressed")
-    assert ctx.limits_hit == {"max_decompressed": 1}
+    assert second.child("messages").length == 501                  # what was left of the budget
+    assert second.child("messages").child("partial_message").length == 501
+    assert third.child("messages") is None
+    assert third.child("payload").notes[-1].startswith("gzip-compressed message set not decompressed")
+    assert ctx.limits_hit == {"max_decompressed": 2}
+    assert not tree.any_malformed()
     # a gzip wrapper whose payload is not gzip: marked, never raised
     ctx = DecodeContext()
     junk = w.message(b"not gzip at all", magic=1, codec="gzip")

@@ -338,6 +338,10 @@ def test_wait_classification() -> None:
     assert wait_kind(fetch_short) == "fetch_max_wait"
     assert wait_kind(join) == "join_group" and wait_kind(join_mid) is None
     assert wait_kind(prod_all) == "produce_acks_all" and wait_kind(prod_one) is None
+    leader = Field("assignments", "array", 1, children=[Field("[0]", "SyncGroupRequestAssignment")])
+    assert wait_kind(mk("SyncGroup", 3, lat=1000.0, req_body={"assignments": Field("x", "array", 0)})) \
+        == "sync_group_follower"
+    assert wait_kind(mk("SyncGroup", 3, lat=1.0, req_body={"assignments": leader})) is None
     res = StatsAccumulator(("api",)).add_all(
         [fetch_idle, fetch_near, fetch_fast, fetch_data, fetch_short, join, join_mid, prod_all, prod_one]).result()
     f = group(res, api="Fetch")
@@ -605,6 +609,8 @@ def test_cli_json_csv_table_agree() -> None:
     assert "Heartbeat latency (" in text and "JoinGroup" in text
     jg = next(g for g in doc["groups"] if g["api"] == "JoinGroup")
     assert jg["waits"].get("join_group", 0) >= 1
+    sg = next(g for g in doc["groups"] if g["api"] == "SyncGroup")
+    assert sg["waits"].get("sync_group_follower", 0) >= 1 and sg["service"] >= 1
 
 
 @pytest.mark.shared

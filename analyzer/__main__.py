@@ -1,0 +1,3 @@
+from analyzer.cli import main
+
+main(prog_name="kafkawire-sniff")
