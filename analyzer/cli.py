@@ -142,6 +142,9 @@ def summary_text(summary: Any, ctx: Any) -> list[str]:
         lines.append("limits hit: " + ", ".join(f"{k} {v}" for k, v in d["limits_hit"].items()))
     for k, v in sorted(d["notes"].items()):
         lines.append(f"{k}: {v}")
+    for t in d.get("tls", ()):
+        lines.append(f"TLS connection {t['conn']}: {t.get('client')} -> {t.get('broker')} {t.get('version') or ''}"
+                     + (f" SNI {t['sni']}" if t.get("sni") else "") + " (encrypted: not decoded)")
     if d.get("capture_warning"):
         lines.append(f"warning: {d['capture_warning']}")
     return lines

@@ -55,7 +55,10 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
     if not iface:
         raise UserError(f"choose an interface with -i (available: {', '.join(live.interfaces()) or 'none'})", 2)
     ports = tuple(kw.get("ports") or ()) or (9092,)
-    options, ctx = options_from_kwargs(kw)
+    if fmt is None:
+        fmt = "none" if show_stats else "summary"
+    # stats alone need only headers and the few body fields stats read
+    options, ctx = options_from_kwargs(kw, decode="headers" if fmt == "none" else "full")
     options.unanswered_timeout = unanswered_timeout
     expr = bpf or live.port_filter(ports)
     try:
@@ -70,8 +73,6 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
             source.close()
             raise UserError(str(e)) from None
 
-    if fmt is None:
-        fmt = "none" if show_stats else "summary"
     pipeline = Pipeline(options, ctx)
     printer = _Printer(fmt, max_value_bytes, pipeline)
     dash = live.Dashboard(f"live on {iface} ({expr})") if show_stats else None

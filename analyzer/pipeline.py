@@ -50,6 +50,7 @@ from dissectors.header import (
 )
 from dissectors.schema import api_name
 from dissectors.summary import partitions_of
+from dissectors.tls import looks_like_tls, parse_hello
 
 _I16 = struct.Struct(">h")
 
@@ -87,6 +88,7 @@ class Summary:
     first_ts: float | None = None
     last_ts: float | None = None
     capture_warning: str | None = None
+    tls: list[dict[str, Any]] = field(default_factory=list)            # one entry per TLS connection
 
     def to_json(self, ctx: DecodeContext | None = None) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -109,6 +111,8 @@ class Summary:
         }
         if self.capture_warning:
             d["capture_warning"] = self.capture_warning
+        if self.tls:
+            d["tls"] = self.tls
         if ctx is not None:
             d["malformed_fields"] = ctx.malformed
             d["crc_valid"] = ctx.crc_valid
@@ -132,7 +136,7 @@ class _Pending:
 
 class _ConnState:
     __slots__ = ("conn", "framers", "inflight", "fifo", "sasl_raw", "sasl_mechanism", "decided",
-                 "ignored", "first_data_seen", "last_cid", "sasl_tokens_left")
+                 "ignored", "first_data_seen", "last_cid", "sasl_tokens_left", "tls_info")
 
     def __init__(self, conn: Conn) -> None:
         self.conn = conn
@@ -146,6 +150,7 @@ class _ConnState:
         self.first_data_seen = [False, False]
         self.last_cid: int | None = None            # correlation id of the latest request
         self.sasl_tokens_left = -1                  # raw SASL client tokens still expected (-1: unknown)
+        self.tls_info: dict[str, Any] = {}
 
 
 class Pipeline:
@@ -238,6 +243,10 @@ class Pipeline:
             return
         if st.ignored is not None:
             if isinstance(ev, StreamData):
+                if not st.first_data_seen[ev.direction]:
+                    st.first_data_seen[ev.direction] = True
+                    if st.conn.protocol == "tls":
+                        self._classify_first_bytes(st, ev.direction, ev.data)
                 self.summary.bytes_skipped[st.ignored] += len(ev.data)
             return
         d = ev.direction
@@ -248,6 +257,7 @@ class Pipeline:
             st.first_data_seen[d] = True
             if not self._classify_first_bytes(st, d, ev.data):
                 self.summary.bytes_skipped[st.ignored or "not kafka"] += len(ev.data)
+                self._drop_framers(st)
                 return
         fr = st.framers[d]
         if fr is None:
@@ -258,14 +268,35 @@ class Pipeline:
 
     def _classify_first_bytes(self, st: _ConnState, d: int, data: bytes) -> bool:
         """Spot TLS and obviously non-Kafka traffic from the first bytes of a direction."""
-        if len(data) >= 3 and data[0] in (0x16, 0x15, 0x17) and data[1] == 0x03 and data[2] <= 0x04:
+        if looks_like_tls(data):
+            info = parse_hello(data)
             if st.conn.protocol != "tls":
                 st.conn.protocol = "tls"
                 self.summary.tls_connections += 1
-                self.summary.notes["tls connections (not decrypted)"] += 1
-            st.ignored = "tls"
+                entry: dict[str, Any] = {"conn": st.conn.id, "client": None, "broker": None}
+                self.summary.tls.append(entry)
+                st.tls_info = entry
+            entry = st.tls_info
+            if info.get("hello") == "client":
+                entry["client"], entry["broker"] = str(st.conn.endpoint(d)), str(st.conn.endpoint(1 - d))
+                entry["sni"] = info.get("sni")
+                entry["offered"] = info.get("offered")
+                entry.setdefault("version", info.get("version"))
+            elif info.get("hello") == "server":
+                entry["version"] = info.get("version")
+                if entry["client"] is None:
+                    entry["client"], entry["broker"] = str(st.conn.endpoint(1 - d)), str(st.conn.endpoint(d))
+            st.ignored = "tls (not decrypted)"
             return False
         return True
+
+    def _drop_framers(self, st: _ConnState) -> None:
+        """A connection found not to carry Kafka: what its framers held is skipped, not framed."""
+        for d in (0, 1):
+            fr = st.framers[d]
+            if fr is not None:
+                self._collect_skipped(fr)
+                st.framers[d] = None
 
     def _plausible_for(self, st: _ConnState, d: int) -> Callable[[bytes], bool]:
         conn = st.conn
