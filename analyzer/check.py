@@ -372,7 +372,7 @@ def _first_malformed(tree: Field | None) -> tuple[str, bool] | None:
     return None
 
 
-_UNDECODABLE_WORDS = ("undecodable", "cannot decode", "decompress", "unknown codec", "unsupported codec")
+_UNDECODABLE_WORDS = ("undecodable", "cannot decode", "unknown codec", "unsupported codec")
 
 
 def _records_trouble(records: Field | None) -> tuple[bool, str | None]:
@@ -387,7 +387,10 @@ def _records_trouble(records: Field | None) -> tuple[bool, str | None]:
             crc_bad = True
         elif any(w in low for w in _UNDECODABLE_WORDS):
             undecodable = n
-    batches = (records.extra or {}).get("batches")
+    extra = records.extra or {}
+    if extra.get("crc_ok") is False:
+        crc_bad = True
+    batches = extra.get("batches")
     if isinstance(batches, list):
         for b in batches:
             if isinstance(b, dict):

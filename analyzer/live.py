@@ -31,6 +31,10 @@ from typing import Any, BinaryIO, Protocol
 from analyzer.model import Exchange, Packet
 
 SNAPLEN = 262144
+BUFFER_BYTES = 32 * 1024 * 1024   # kernel receive buffer: loopback packets reach 64 KiB each
+SOL_PACKET = 263
+PACKET_STATISTICS = 6
+SO_RCVBUFFORCE = 33
 MAX_BATCH = 2000            # packets read per wake-up before the loop looks at the clock again
 
 LINKTYPE_ETHERNET = 1
@@ -117,7 +121,8 @@ def _why(e: BaseException) -> str:
 class ScapySource:
     """Raw packets from ``iface`` through a scapy PF_PACKET socket with ``bpf`` attached."""
 
-    def __init__(self, iface: str, bpf: str, snaplen: int = SNAPLEN, promisc: bool = False) -> None:
+    def __init__(self, iface: str, bpf: str, snaplen: int = SNAPLEN, promisc: bool = False,
+                 buffer_bytes: int = BUFFER_BYTES) -> None:
         names = interfaces()
         if iface not in names:
             raise LiveError(f"unknown interface {iface!r} (available: {', '.join(names) or 'none'})")
@@ -159,6 +164,30 @@ class ScapySource:
             self.linktype = int(conf.l2types.layer2num.get(self.sock.LL, LINKTYPE_ETHERNET))
         self._fd = self.sock.fileno()
         self.received = 0
+        self.dropped = 0
+        self._set_buffer(buffer_bytes)
+        self.kernel_stats()                     # reset the kernel's counters: count from here
+
+    def _set_buffer(self, nbytes: int) -> None:
+        import socket
+
+        s = self.sock.ins
+        for opt in (SO_RCVBUFFORCE, socket.SO_RCVBUF):   # FORCE passes rmem_max when privileged
+            try:
+                s.setsockopt(socket.SOL_SOCKET, opt, nbytes)
+                return
+            except OSError:
+                continue
+
+    def kernel_stats(self) -> tuple[int, int]:
+        """(packets, drops) the kernel counted since the last call; drops also add up in ``dropped``."""
+        try:
+            raw = self.sock.ins.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8)
+            packets, drops = struct.unpack("II", raw)
+        except (OSError, struct.error):
+            return 0, 0
+        self.dropped += drops
+        return packets, drops
 
     def read(self, timeout: float) -> list[tuple[float, bytes, int]]:
         out: list[tuple[float, bytes, int]] = []

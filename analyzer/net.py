@@ -157,13 +157,53 @@ def _endpoints(key: bytes, alen: int) -> tuple[Endpoint, Endpoint]:
     return eps
 
 
+# IPv4 header without options followed by the TCP header up to the flags, in one unpack:
+# vihl, total, frag, proto, src, dst, sport, dport, seq, ack, data offset, flags
+_v4tcp = struct.Struct(">BxHxxHxBxxIIHHIIBB").unpack_from
+_ep4_cache: dict[tuple[int, int, int, int], tuple[Endpoint, Endpoint]] = {}
+
+
+def _endpoints4(key: tuple[int, int, int, int]) -> tuple[Endpoint, Endpoint]:
+    if len(_ep4_cache) > 100_000:
+        _ep4_cache.clear()
+    s, d, sp, dp = key
+    eps = (_new(Endpoint, (_ip_str(s.to_bytes(4, "big")), sp)),
+           _new(Endpoint, (_ip_str(d.to_bytes(4, "big")), dp)))
+    _ep4_cache[key] = eps
+    return eps
+
+
 def parse_packet(pkt: Packet, skips: SkipCounter | None = None) -> Segment | None:
     """Parse one captured packet down to TCP. None (and a counted reason) if it is not TCP."""
     _index, ts, lt, data, orig_len = pkt
-    # fast path: Ethernet without tags, or raw IP
-    if lt == 1 and data[12:14] == b"\x08\x00":
-        off, ver = 14, 4
-    elif lt == 1 and data[12:14] == b"\x86\xdd":
+    n = len(data)
+    # fast path: IPv4 without options in Ethernet / SLL / SLL2 / raw IP
+    if lt == 1:
+        off = 14 if data[12:14] == b"\x08\x00" else 0
+    elif lt == 113:
+        off = 16 if data[14:16] == b"\x08\x00" else 0
+    elif lt == 276:
+        off = 20 if data[0:2] == b"\x08\x00" else 0
+    else:
+        off = 0
+    if off and n >= off + 40:
+        vihl, total, frag, proto, s, d, sp, dp, seq, ack, doff, flags = _v4tcp(data, off)
+        if vihl == 0x45 and proto == 6 and not frag & 0x3FFF and total >= 40 and doff >= 0x50:
+            p = off + 20 + (doff >> 4) * 4
+            if p <= n:
+                key = (s, d, sp, dp)
+                eps = _ep4_cache.get(key)
+                if eps is None:
+                    eps = _endpoints4(key)
+                wire = orig_len if orig_len > n else n
+                end_wire = off + total if off + total <= wire else wire
+                if end_wire <= n:
+                    return _new(Segment, (eps[0], eps[1], seq, ack, flags,
+                                          data[p:end_wire] if end_wire > p else b"", 0, ts, _index))
+                return _new(Segment, (eps[0], eps[1], seq, ack, flags, data[p:],
+                                      end_wire - n if n > p else end_wire - p, ts, _index))
+    # general path
+    if lt == 1 and data[12:14] == b"\x86\xdd":
         off, ver = 14, 6
     else:
         if skips is None:
@@ -172,7 +212,6 @@ def parse_packet(pkt: Packet, skips: SkipCounter | None = None) -> Segment | Non
         if where is None:
             return None
         off, ver = where
-    n = len(data)
     # bytes of the IP datagram that were on the wire (orig_len may exceed the capture)
     wire_left = orig_len - off
     if ver == 4:

@@ -384,9 +384,8 @@ class Pipeline:
 
     def _emit(self, ex: Exchange, out: list[Exchange]) -> None:
         if ex.status == "ok" and (
-            (ex.request_tree is not None and ex.request_tree.any_malformed() and not ex.request.truncated)
-            or (ex.response_tree is not None and ex.response_tree.any_malformed()
-                and not (ex.response and ex.response.truncated))
+            (_bad(ex.request_tree) and not (ex.request and ex.request.truncated))
+            or (_bad(ex.response_tree) and not (ex.response and ex.response.truncated))
         ):
             ex.status = "malformed"
         for fr in (ex.request, ex.response):
@@ -398,12 +397,15 @@ class Pipeline:
     def _decode_request(self, frame: Frame) -> Field | None:
         if self.options.decode == "none":
             return None
-        return kafka.decode_request(frame.data, self.ctx)
+        before = self.ctx.malformed
+        return _count_bad(kafka.decode_request(frame.data, self.ctx), self.ctx.malformed - before)
 
     def _decode_response(self, frame: Frame, api_key: int, api_version: int) -> Field | None:
         if self.options.decode == "none":
             return None
-        return kafka.decode_response(frame.data, api_key, api_version, self.ctx)
+        before = self.ctx.malformed
+        return _count_bad(kafka.decode_response(frame.data, api_key, api_version, self.ctx),
+                          self.ctx.malformed - before)
 
     def _request(self, st: _ConnState, frame: Frame, out: list[Exchange]) -> None:
         if st.sasl_raw and (st.sasl_tokens_left == 0 or (st.sasl_tokens_left < 0 and plausible_request(frame.data))):
@@ -522,7 +524,8 @@ class Pipeline:
 
     # -- pre-0.8 --------------------------------------------------------------
     def _legacy_request(self, st: _ConnState, frame: Frame, out: list[Exchange]) -> None:
-        tree = legacy.decode_legacy_request(frame.data, self.ctx)
+        before = self.ctx.malformed
+        tree = _count_bad(legacy.decode_legacy_request(frame.data, self.ctx), self.ctx.malformed - before)
         hdr = tree.child("header")
         rtype = hdr.get("request_type") if hdr is not None else None
         name = legacy.LEGACY_API_NAMES.get(rtype, f"UNKNOWN({rtype})") if isinstance(rtype, int) else "UNKNOWN"
@@ -547,7 +550,9 @@ class Pipeline:
             return
         p = st.fifo.popleft()
         rtype = p.legacy_type if p.legacy_type is not None else -1
-        tree = legacy.decode_legacy_response(frame.data, rtype, self.ctx, p.tree)
+        before = self.ctx.malformed
+        tree = _count_bad(legacy.decode_legacy_response(frame.data, rtype, self.ctx, p.tree),
+                          self.ctx.malformed - before)
         ex = self._new_exchange(
             st, protocol="kafka-legacy", api_key=rtype, api_name=legacy.LEGACY_API_NAMES.get(rtype, "UNKNOWN"),
             api_version=None, correlation_id=None, client_id=None, request=p.frame, response=frame, status="ok",
@@ -602,6 +607,19 @@ class Pipeline:
         st.fifo.clear()
         if st.ignored is not None and st.conn.protocol != "tls":
             self.summary.other_connections += 1
+
+
+def _count_bad(tree: Field, n: int) -> Field:
+    """Remember on the root how many malformed notes decoding it produced."""
+    if n:
+        if tree.extra is None:
+            tree.extra = {}
+        tree.extra["malformed"] = n
+    return tree
+
+
+def _bad(tree: Field | None) -> bool:
+    return tree is not None and bool(tree.extra) and bool(tree.extra.get("malformed"))
 
 
 class Run:

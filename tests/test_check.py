@@ -660,3 +660,139 @@ def test_cli_timeline(monkeypatch):
     assert [e["generation_id"] for e in ev] == [1, 1, 1, 2, 2, 2]
     r = _cli(monkeypatch, {"g.pcap": exs}, "g.pcap", "--timeline", "zzz")
     assert r.exit_code == 1 and "groups seen: g1" in r.output
+
+
+# -- real captures (../shared/captures) ------------------------------------------------------------
+
+SHARED = __import__("pathlib").Path(__file__).resolve().parents[2] / "shared" / "captures"
+_CACHE: dict[str, Checker] = {}
+
+
+def checked(name: str) -> Checker:
+    path = SHARED / name
+    if not path.exists():
+        pytest.skip(f"{path} is absent (shared captures not available)")
+    if name not in _CACHE:
+        from analyzer.pipeline import Run
+        c = Checker()
+        run_ = Run(str(path))
+        for ex in run_:
+            c.add(ex)
+        c.capture_end = max(c.capture_end, run_.summary.last_ts or 0.0)
+        _CACHE[name] = c
+    return _CACHE[name]
+
+
+def pdus(name: str) -> list[dict]:
+    """The ground truth's independent framing check: one dict per PDU."""
+    import json
+    d = json.loads((SHARED / name.replace(".pcapng", ".tshark.json").replace(".pcap", ".tshark.json")).read_text())
+    fc = d["framing_check"]
+    return [dict(zip(fc["pdus_columns"], p, strict=True)) for p in fc["pdus"]]
+
+
+
+@pytest.mark.shared
+def test_real_admin_errors_with_frames():
+    name = "admin_rdkafka_tansu.pcap"
+    fs = only(checked(name).finish(), "error-response")
+    by = {f.details["error"]: f for f in fs}
+    truth = {(p["dir"], p["api_key"], p["correlation_id"]): p["first_frame"] for p in pdus(name)}
+    exists = by["TOPIC_ALREADY_EXISTS"]
+    assert exists.severity == "error" and exists.details["api_name"] == "CreateTopics"
+    corr = exists.exchanges[0]["correlation_id"]
+    assert exists.frames == [truth[("resp", 19, corr)]] == [28]
+    missing = by["UNKNOWN_TOPIC_OR_PARTITION"]
+    assert missing.severity == "warning" and missing.details["api_name"] == "DeleteTopics"
+    assert missing.frames == [truth[("resp", 20, missing.exchanges[0]["correlation_id"])]] == [82]
+
+
+@pytest.mark.shared
+def test_real_apiversions_fallback_and_requests_in_flight():
+    name = "comp_all_rdkafka_mock3.pcap"
+    fs = checked(name).finish()
+    fb = only(fs, "apiversions-fallback")
+    truth = pdus(name)
+    v3 = [p for p in truth if p["dir"] == "req" and p["api_key"] == 18 and p["api_version"] == 3]
+    assert sum(f.details["count"] for f in fb) == len(v3) == 37
+    assert all(f.severity == "info" and f.details["retry_version"] == 0 for f in fb)
+    assert sorted(f.exchanges[0]["request_frame"] for f in fb) == sorted(p["first_frame"] for p in v3)
+    # requests the broker never answered: the ground truth's unmatched requests
+    answered = {(p["tcp_stream"], p["correlation_id"]) for p in truth if p["dir"] == "resp"}
+    lost = sorted(p["first_frame"] for p in truth
+                  if p["dir"] == "req" and (p["tcp_stream"], p["correlation_id"]) not in answered)
+    waiting = only(fs, "closed-in-flight") + only(fs, "unanswered-request")
+    assert sorted(fr for f in waiting for fr in f.frames) == lost
+    assert len(lost) == 10
+    assert not [f for f in fs if f.severity == "error"]
+
+
+@pytest.mark.shared
+def test_real_kafka4_removed_versions():
+    name = "old_v0_kp2_082_mock.pcap"
+    fs = only(checked(name).finish(), "kafka4-removed")
+    assert all(f.severity == "warning" for f in fs)
+    got = sorted((f.details["api_name"], f.details["api_version"], fr) for f in fs for fr in f.frames)
+    k4 = {k: APIS[k].kafka4_versions for k in (0, 1, 2, 3)}
+    truth = sorted((p["api_key"], p["api_version"], p["first_frame"]) for p in pdus(name)
+                   if p["dir"] == "req" and not k4[p["api_key"]][0] <= p["api_version"] <= k4[p["api_key"]][1])
+    names = {0: "Produce", 1: "Fetch", 2: "ListOffsets"}
+    assert got == sorted((names[k], v, fr) for k, v, fr in truth) == [
+        ("Fetch", 0, 59), ("ListOffsets", 0, 55), ("Produce", 0, 15), ("Produce", 0, 35)]
+
+
+@pytest.mark.shared
+def test_real_sasl_failures():
+    name = "sasl_scram_tansu_auth.pcap"
+    fs = checked(name).finish()
+    failed = only(fs, "sasl-auth-failed")
+    assert len(failed) == 24 and all(f.severity == "error" for f in failed)
+    assert all("unknown-user" in f.message for f in failed)
+    auth = {p["first_frame"] for p in pdus(name) if p["api_key"] == 36}
+    assert all(set(f.frames) <= auth for f in failed)
+    assert failed[0].frames == [12, 13]
+    # PLAIN: the broker closes the connection instead of answering the SaslHandshake
+    closed = only(fs, "closed-in-flight")
+    assert len(closed) == 12
+    assert all(f.exchanges[0]["api_name"] == "SaslHandshake" for f in closed)
+
+
+@pytest.mark.shared
+def test_real_group_timeline():
+    c = checked("group_rdkafka_tansu.pcap")
+    tl = c.timeline("lab-group")
+    joins = [e for e in tl if e["api_name"] == "JoinGroup"]
+    truth = sorted(p["first_frame"] for p in pdus("group_rdkafka_tansu.pcap")
+                   if p["dir"] == "req" and p["api_key"] == 11)
+    assert sorted(e["request_frame"] for e in joins) == truth
+    assert joins[0]["error"] == "MEMBER_ID_REQUIRED"
+    leader_sync = [e for e in tl if e["api_name"] == "SyncGroup" and e.get("assignments")]
+    assert leader_sync
+    parts = sorted(p for a in leader_sync[0]["assignments"].values() for ps in a.values() for p in ps)
+    assert parts == [0, 1, 2]
+    assert {e["api_name"] for e in tl} >= {"JoinGroup", "SyncGroup", "Heartbeat", "OffsetCommit", "LeaveGroup"}
+    assert not only(c.finish(), "rebalance-storm")
+
+
+CLEAN = ["comp_gzip_kp3_tansu.pcap", "comp_gzip_rdkafka_tansu.pcap", "comp_lz4_rdkafka_tansu.pcap",
+         "comp_none_kafkajs_tansu.pcap", "comp_snappy_aiokafka_tansu.pcap", "admin_kafkajs_tansu.pcap",
+         "concurrent_mixed_tansu.pcapng", "group_kafkajs_tansu.pcap", "group_rdkafka_mock.pcap",
+         "group_rdkafka_tansu.pcap", "ipv6_rdkafka_tansu.pcap", "midstream_rdkafka_tansu.pcap",
+         "snap96_rdkafka_tansu.pcap", "txn_rdkafka_tansu.pcap", "edge_kcat_tansu.pcap"]
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("name", CLEAN)
+def test_real_clean_captures_have_no_errors(name):
+    fs = checked(name).finish()
+    assert not [f for f in fs if f.severity == "error"], fs
+    if name == "comp_gzip_kp3_tansu.pcap":
+        assert fs == []
+
+
+@pytest.mark.shared
+def test_real_idempotent_batches_seen_without_sequence_findings():
+    c = checked("txn_rdkafka_tansu.pcap")
+    assert len(c._batches) >= 9 and all(b.producer_id >= 0 for b in c._batches)
+    fs = c.finish()
+    assert not only(fs, "producer-sequence") and not only(fs, "sequence-error-response")
