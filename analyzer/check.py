@@ -36,8 +36,9 @@ except ImportError:  # pragma: no cover - contracts are in the repo
 SEVERITIES = ("error", "warning", "info")
 SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 MAX_LIST = 50               # frames / exchanges kept per finding (counts stay exact)
-MAX_CORR_TRACKED = 4096     # correlation ids remembered per connection for the reuse rule
+MAX_CORR_TRACKED = 1024     # correlation ids remembered per connection for the reuse rule
 MAX_GROUP_EVENTS = 200_000  # group timeline events kept in all
+MAX_BATCHES = 2_000_000     # idempotent producer batches kept for the sequence rules (~150 B each)
 INT32_SPAN = 1 << 31
 
 # API keys the rules look at
@@ -161,6 +162,9 @@ class Finding:
         return min(self.frames) if self.frames else 0
 
 
+_REF_KEYS = ("api_name", "api_version", "correlation_id", "request_frame", "response_frame")
+
+
 def exchange_ref(ex: Exchange) -> dict[str, Any]:
     return {"api_name": ex.api_name, "api_version": ex.api_version,
             "correlation_id": ex.correlation_id, "request_frame": ex.request_frame,
@@ -262,7 +266,7 @@ class _ConnState:
     advertised_frame: int = 0
     fallback: list[dict[str, Any]] = field(default_factory=list)   # ApiVersions UNSUPPORTED_VERSION answers
     last_answered: tuple[int, int] | None = None
-    corr: OrderedDict[int, list[tuple[tuple[int, int], tuple[int, int] | None, dict[str, Any]]]] = \
+    corr: OrderedDict[int, list[tuple[tuple[int, int], tuple[int, int] | None, tuple[Any, ...]]]] = \
         field(default_factory=OrderedDict)
     unanswered: list[_Pending] = field(default_factory=list)
     fetch_sid: int = 0              # established fetch session id (0: none)
@@ -284,9 +288,13 @@ class _Batch(NamedTuple):
     request_frame: int
     order: int                      # tie-break within a request
     conn: str
-    ref: dict[str, Any]
+    ref_t: tuple[Any, ...]          # (api_name, api_version, correlation_id, request_frame, response_frame)
     error: str | None               # the partition's error in the response; None if no error
     answered: bool
+
+    @property
+    def ref(self) -> dict[str, Any]:
+        return dict(zip(_REF_KEYS, self.ref_t, strict=True))
 
 
 # -- tree helpers -------------------------------------------------------------------
@@ -447,6 +455,8 @@ class Checker:
         self._conns: dict[tuple[int, str, str, float], _ConnState] = {}
         self._buckets: dict[tuple[Any, ...], _Bucket] = {}
         self._batches: list[_Batch] = []
+        self._batches_dropped = 0                   # Produce requests not followed beyond MAX_BATCHES
+        self._names: dict[str, str] = {}            # one str object per topic name
         self._group_events: list[dict[str, Any]] = []
         self._group_events_dropped = 0
 
@@ -526,6 +536,7 @@ class Checker:
             else:
                 mine_b.merge(b)
         self._batches.extend(other._batches)
+        self._batches_dropped += other._batches_dropped
         self._group_events.extend(other._group_events)
         self._group_events_dropped += other._group_events_dropped
         return self
@@ -542,6 +553,12 @@ class Checker:
             findings.extend(self._storms())
         findings.sort(key=lambda f: (SEVERITY_RANK[f.severity], f.first_frame, f.rule))
         return findings
+
+    def stats(self) -> dict[str, int]:
+        """What the checker holds, and what its memory bounds made it drop."""
+        return {"exchanges": self.exchanges, "connections": len(self._conns),
+                "producer_batches": len(self._batches), "producer_requests_dropped": self._batches_dropped,
+                "group_events": len(self._group_events), "group_events_dropped": self._group_events_dropped}
 
     def groups(self) -> list[str]:
         return sorted({e["group_id"] for e in self._group_events if e.get("group_id") is not None})
@@ -606,7 +623,7 @@ class Checker:
             return
         cid = ex.correlation_id
         assert cid is not None
-        mine = (rk, _resp_key(ex), exchange_ref(ex))
+        mine = (rk, _resp_key(ex), (ex.api_name, ex.api_version, cid, ex.request_frame, ex.response_frame))
         prior = cs.corr.get(cid)
         if prior is not None:
             for other in prior:
@@ -616,11 +633,11 @@ class Checker:
                     bucket = self._bucket(
                         "correlation-reuse", "error", cs.name, (),
                         "{count} request(s) reused a correlation id still in flight", {})
-                    frames = [f for r in (a[2], b[2]) for f in (r["request_frame"], r["response_frame"])
-                              if f is not None]
-                    bucket.add(frames, b[2])
+                    frames = [f for r in (a[2], b[2]) for f in r[3:] if f is not None]
+                    bucket.add(frames, dict(zip(_REF_KEYS, b[2], strict=True)))
                     break
             prior.append(mine)
+            del prior[:-8]
             cs.corr.move_to_end(cid)
         else:
             cs.corr[cid] = [mine]
@@ -883,7 +900,10 @@ class Checker:
         if body is None or ex.request_frame is None:
             return
         errors = _produce_errors(_body(ex.response_tree))
-        ref = exchange_ref(ex)
+        ref = (ex.api_name, ex.api_version, ex.correlation_id, ex.request_frame, ex.response_frame)
+        if len(self._batches) >= MAX_BATCHES:
+            self._batches_dropped += 1
+            return
         order = 0
         for topic, part, rec in _produce_partitions(body):
             for b in _records_batches(rec):
@@ -893,6 +913,7 @@ class Checker:
                     continue
                 code = errors.get((topic, part), 0)
                 err = None if not code else ERROR_NAMES.get(code, f"error {code}")
+                topic = self._names.setdefault(topic, topic)
                 self._batches.append(_Batch(pid, ep if ep is not None else -1, topic, part, seq, n,
                                             ex.request_time or 0.0, ex.request_frame, order, cs.name, ref,
                                             err, ex.response is not None))
@@ -945,7 +966,7 @@ class Checker:
                             "error" if b.error == "OUT_OF_ORDER_SEQUENCE_NUMBER" else "warning",
                             f"{b.error} for {where}: batch base_sequence {seq} ({n} records), "
                             f"expected {exp} from the batches seen before",
-                            b.conn, [x for x in (b.request_frame, b.ref["response_frame"]) if x], [b.ref],
+                            b.conn, [x for x in (b.request_frame, b.ref_t[4]) if x], [b.ref],
                             dict(ident, error=b.error, base_sequence=seq, record_count=n,
                                  expected_sequence=expected,
                                  previous_frame=prev.request_frame if prev else None))

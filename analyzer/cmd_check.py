@@ -83,6 +83,7 @@ def check_command(captures: tuple[str, ...], rules: tuple[str, ...], skip_rules:
     if fmt == "json":
         doc = {
             "captures": [{"capture": r["capture"], "exchanges": r["checker"].exchanges,
+                          "checker": r["checker"].stats(),
                           "counts": count_by_severity(r["findings"]),
                           "findings": [f.to_json() for f in r["findings"]]} for r in results],
             "counts": count_by_severity(all_findings),
@@ -178,7 +179,7 @@ def _print_timeline(group: str, events: list[dict[str, Any]]) -> None:
     t0 = events[0]["time"] if events else 0.0
     for e in events:
         frames = f"#{e['request_frame']}" + (f"->#{e['response_frame']}" if e.get("response_frame") else "")
-        parts = [f"+{e['time'] - t0:9.3f}s", f"{frames:<13}", f"{e['api_name']} v{e['api_version']}"]
+        parts = [f"{'+' + format(e['time'] - t0, '.3f') + 's':>10}", f"{frames:<13}", f"{e['api_name']} v{e['api_version']}"]
         member = e.get("assigned_member_id") or e.get("member_id")
         if member:
             parts.append(f"member={member}")

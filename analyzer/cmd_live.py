@@ -35,12 +35,14 @@ from analyzer.options import capture_options, options_from_kwargs
               help="Report a request as unanswered when no response came within this time.")
 @click.option("--snaplen", type=click.IntRange(min=64, max=262144), default=262144, show_default=True,
               help="Bytes kept per packet.")
+@click.option("-B", "--buffer-size", type=click.IntRange(min=1, max=2048), default=32, show_default=True,
+              metavar="MiB", help="Kernel receive buffer for the capture socket.")
 @click.option("--max-value-bytes", type=click.IntRange(min=1), default=64, show_default=True,
               help="Cut longer values in tree output.")
 @click.option("--no-summary", is_flag=True, help="Do not print the closing summary.")
 @capture_options
 def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats: bool, write_path: str | None,
-                 count: int | None, duration: float | None, unanswered_timeout: float, snaplen: int,
+                 count: int | None, duration: float | None, unanswered_timeout: float, snaplen: int, buffer_size: int,
                  max_value_bytes: int, no_summary: bool, **kw: Any) -> int:
     """Capture Kafka traffic live and print each exchange as soon as its response arrives.
 
@@ -62,7 +64,7 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
     options.unanswered_timeout = unanswered_timeout
     expr = bpf or live.port_filter(ports)
     try:
-        source = live.ScapySource(iface, expr, snaplen=snaplen)
+        source = live.ScapySource(iface, expr, snaplen=snaplen, buffer_bytes=buffer_size * 1024 * 1024)
     except live.LiveError as e:
         raise UserError(str(e)) from None
     sink = None
@@ -128,6 +130,8 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
         head = f"== live summary: stopped {how}; {result.packets} packets captured in {result.seconds:.1f} s"
         if result.written is not None:
             head += f", {result.written} written to {write_path}"
+        if result.dropped:
+            head += f"; {result.dropped} DROPPED by the kernel (try a larger --buffer-size)"
         click.echo(head, err=to_err)
         for line in summary_text(pipeline.summary, pipeline.ctx):
             click.echo("  " + line, err=to_err)

@@ -46,6 +46,7 @@ import re
 import struct
 from bisect import bisect_right
 from collections.abc import Callable
+from functools import lru_cache
 
 from analyzer.model import Conn, Frame, StreamData, StreamEnd, StreamEvent, StreamGap
 
@@ -55,6 +56,12 @@ DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024
 _size = struct.Struct(">I").unpack_from
 
 Plausible = Callable[[bytes], bool]
+
+
+@lru_cache(maxsize=16)
+def _candidates(top: int) -> re.Pattern[bytes]:
+    """Bytes that can start a size prefix no larger than top << 24 | 0xFFFFFF."""
+    return re.compile(b"[\\x00-" + bytes([top]) + b"]") if top < 255 else re.compile(b".", re.S)
 
 
 class Framer:
@@ -80,8 +87,7 @@ class Framer:
         self._decided = -1               # size of the frame at _buf[0] once judged plausible
         self._reason = "before first frame"   # why bytes are skipped while scanning
         self._drop = 0                   # bytes of a gap-broken frame still to drop
-        top = min(max_frame_size, 0xFFFFFFFF) >> 24
-        self._cand = re.compile(b"[\\x00-" + bytes([top]) + b"]") if top < 255 else re.compile(b".", re.S)
+        self._cand = _candidates(min(max_frame_size, 0xFFFFFFFF) >> 24)
         self._last_index = 0
         self._last_ts = 0.0
 
@@ -230,6 +236,20 @@ class Framer:
 
     def feed(self, ev: StreamData | StreamGap | StreamEnd) -> list[Frame]:
         out: list[Frame] = []
+        if type(ev) is StreamData and not self._buf and self._synced and not self._drop \
+                and self._off == ev[2] and not self.finished:
+            # fast path: in sync at a frame boundary, nothing buffered
+            _c, _d, off, data, ts, index = ev
+            self._last_index, self._last_ts = index, ts
+            pos = self._fast(data, off, index, ts, out)
+            if pos == len(data):
+                self._off = off + pos
+                return out
+            self._off = off + pos
+            self._marks = [(off + pos, index, ts)]
+            self._buf += data[pos:] if pos else data
+            self._run(out)
+            return out
         if self.finished:
             return out
         if isinstance(ev, StreamEnd):
@@ -395,13 +415,16 @@ class Framers:
         self.truncated_frames += fr.truncated_frames
 
     def feed(self, ev: StreamEvent) -> list[Frame]:
-        if isinstance(ev, StreamEnd):
+        if type(ev) is StreamEnd:
             out: list[Frame] = []
             dirs = (0, 1) if ev.direction is None else (ev.direction,)
             for d in dirs:
                 self._retire((ev.conn.id, d), out)
             return out
-        return self.framer(ev.conn, ev.direction).feed(ev)
+        fr = self._framers.get((ev[0].id, ev[1]))
+        if fr is None:
+            fr = self.framer(ev[0], ev[1])
+        return fr.feed(ev)
 
     def finish(self) -> list[Frame]:
         out: list[Frame] = []

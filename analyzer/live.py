@@ -35,7 +35,8 @@ BUFFER_BYTES = 32 * 1024 * 1024   # kernel receive buffer: loopback packets reac
 SOL_PACKET = 263
 PACKET_STATISTICS = 6
 SO_RCVBUFFORCE = 33
-MAX_BATCH = 2000            # packets read per wake-up before the loop looks at the clock again
+MAX_BATCH = 256             # packets read per wake-up before the loop looks at the clock again
+MAX_BATCH_BYTES = 4 * 1024 * 1024
 
 LINKTYPE_ETHERNET = 1
 LINKTYPE_RAW = 101
@@ -199,7 +200,8 @@ class ScapySource:
             return out
         sock = self.sock
         snap = self.snaplen
-        while len(out) < MAX_BATCH:
+        nbytes = 0
+        while len(out) < MAX_BATCH and nbytes < MAX_BATCH_BYTES:
             try:
                 _cls, data, ts = sock.recv_raw(snap)
             except (BlockingIOError, InterruptedError):
@@ -211,11 +213,15 @@ class ScapySource:
             if data is not None:
                 out.append((float(ts) if ts is not None else time.time(), data, len(data)))
                 self.received += 1
+                nbytes += len(data)
             if not select.select([self._fd], [], [], 0)[0]:
                 break
         return out
 
     def close(self) -> None:
+        if getattr(self.sock, "closed", False):
+            return
+        self.kernel_stats()
         try:
             self.sock.close()
         except Exception:  # noqa: BLE001 - closing twice or after an error
@@ -297,6 +303,7 @@ class LiveResult:
     exchanges: int = 0
     seconds: float = 0.0
     written: int | None = None  # packets written with --write
+    dropped: int | None = None  # packets the kernel dropped (receive buffer full), when known
 
 
 @dataclass
@@ -384,7 +391,7 @@ class LiveSession:
         if sink is not None:
             sink.close()
         return LiveResult(self._stop or "interrupted", self._packets, self._exchanges, self.clock() - start,
-                          sink.packets if sink is not None else None)
+                          sink.packets if sink is not None else None, getattr(self.source, "dropped", None))
 
     def _install_signals(self) -> dict[int, Any]:
         old: dict[int, Any] = {}

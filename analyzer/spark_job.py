@@ -126,10 +126,6 @@ class Split:
 
 # -- 1. plan ----------------------------------------------------------------------------
 
-def _is_uri(p: str) -> bool:
-    return "://" in p.split("/", 1)[0] + "/" if "://" in p else False
-
-
 def _sniff(path: str, name: str) -> dict[str, Any]:
     """Kind, byte order, first time and snaplen of a local capture; CaptureError if it is none."""
     try:
@@ -227,21 +223,25 @@ def plan_splits(sources: Iterable[Source], split_size: int = DEFAULT_SPLIT_SIZE)
     return out
 
 
-def pack_tasks(splits: list[Split], sources: list[Source], pack_size: int = DEFAULT_PACK_SIZE) -> list[list[Split]]:
-    """Group splits into tasks: each split of a big file alone, small whole files packed together."""
-    tasks: list[list[Split]] = []
-    cur: list[Split] = []
+def pack_tasks(reads: list[ReadSplit], sources: list[Source], pack_size: int = DEFAULT_PACK_SIZE
+               ) -> list[list[ReadSplit]]:
+    """Group reads into tasks: each range of a split file alone, small whole files packed together
+    (up to ``pack_size`` bytes per task). Files read through Hadoop are left out (one task each)."""
+    tasks: list[list[ReadSplit]] = []
+    cur: list[ReadSplit] = []
     cur_size = 0
-    for sp in splits:
-        n = sp.end - sp.start
-        whole = sp.start == 0 and sp.end == sources[sp.file_id].size
-        if not whole or n >= pack_size:
-            tasks.append([sp])
+    for rs in reads:
+        src = sources[rs.file_id]
+        if src.local is None:
+            continue
+        n = rs.end - rs.start
+        if rs.expect >= 0 or rs.start > 0 or n >= pack_size:
+            tasks.append([rs])
             continue
         if cur and cur_size + n > pack_size:
             tasks.append(cur)
             cur, cur_size = [], 0
-        cur.append(sp)
+        cur.append(rs)
         cur_size += n
     if cur:
         tasks.append(cur)
@@ -432,7 +432,7 @@ def plan_reads(sources: list[Source], splits: list[Split], scans: list[ScanResul
             continue
         live = [(sp, sc) for sp, sc in items if sc.boundary is not None]
         ok = bool(live) and live[0][1].boundary == (24 if src.kind == "pcap" else 0)
-        for (_a, x), (_b, y) in zip(live, live[1:]):
+        for (_a, x), (_b, y) in zip(live, live[1:], strict=False):
             if x.hop_end != y.boundary or x.damaged:
                 ok = False
         if not ok:
@@ -467,11 +467,11 @@ def plan_reads(sources: list[Source], splits: list[Split], scans: list[ScanResul
 # -- 3. read ------------------------------------------------------------------------------
 
 def _memfile(chunks: list[bytes]) -> tuple[str, Callable[[], None]]:
-    """A path holding the bytes: a memfd on Linux, else a temporary file."""
+    """A path holding the bytes, for ``open_capture``: a memfd on Linux, else a temporary file."""
     if hasattr(os, "memfd_create"):
         fd = os.memfd_create("kafkawire-split")
         for c in chunks:
-            os.write(fd, c) if len(c) < (1 << 30) else _write_all(fd, c)
+            _write_all(fd, c)
         return f"/proc/self/fd/{fd}", lambda: os.close(fd)
     tf = tempfile.NamedTemporaryFile(prefix="kafkawire-split-", delete=False)  # noqa: SIM115
     for c in chunks:
@@ -487,11 +487,6 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def _write_chunks(fd: int, chunks: list[bytes]) -> None:
-    for c in chunks:
-        _write_all(fd, c)
-
-
 def _packets_of(src: Source, rs: ReadSplit, content: bytes | None = None) -> Iterator[tuple[Packet, Any]]:
     """(Packet with the file's global number, reader) for every packet of the range."""
     cleanup: Callable[[], None] | None = None
@@ -504,12 +499,7 @@ def _packets_of(src: Source, rs: ReadSplit, content: bytes | None = None) -> Ite
         with open(src.local, "rb") as f:
             f.seek(rs.start)
             data = f.read(rs.end - rs.start)
-        if hasattr(os, "memfd_create"):
-            fd = os.memfd_create("kafkawire-split")
-            _write_chunks(fd, [rs.prefix, data])
-            path, cleanup = f"/proc/self/fd/{fd}", (lambda fd=fd: os.close(fd))
-        else:
-            path, cleanup = _memfile([rs.prefix, data])
+        path, cleanup = _memfile([rs.prefix, data])
         del data
     try:
         try:
@@ -540,8 +530,11 @@ def conn_key(seg: Any) -> tuple[str, int, str, int]:
 Keyed = tuple[tuple[int, str, int, str, int, int], Any]
 
 
-def read_split(src: Source, rs: ReadSplit, content: bytes | None = None) -> Iterator[Keyed]:
-    """Packets of a range keyed by (file, normalised 4-tuple, packet number); one meta record last."""
+def read_split(src: Source, rs: ReadSplit, content: bytes | None = None,
+               keys: set[tuple[Any, ...]] | None = None) -> Iterator[Keyed]:
+    """Packets of a range keyed by (file, normalised 4-tuple, packet number); one meta record last.
+
+    With ``keys`` (a second pass): only the packets of those groups, and no meta record."""
     skips = SkipCounter()
     meta: dict[str, Any] = {"packets": 0, "first_ts": None, "last_ts": None, "warning": None,
                             "counters": {}, "start": rs.start}
@@ -549,7 +542,8 @@ def read_split(src: Source, rs: ReadSplit, content: bytes | None = None) -> Iter
     reader = None
     first_ts = last_ts = None
     n = 0
-    for pkt, reader in _packets_of(src, rs, content):
+    for pkt, rdr in _packets_of(src, rs, content):
+        reader = rdr
         n += 1
         ts = pkt.ts
         if first_ts is None:
@@ -560,7 +554,11 @@ def read_split(src: Source, rs: ReadSplit, content: bytes | None = None) -> Iter
         if seg is None:
             continue
         k = conn_key(seg)
+        if keys is not None and (fid, *k) not in keys:
+            continue
         yield (fid, k[0], k[1], k[2], k[3], pkt.index), tuple(pkt)
+    if keys is not None:
+        return
     if reader is not None:
         meta["warning"] = reader.truncated
         meta["counters"] = dict(reader.counters)
@@ -598,49 +596,101 @@ def _part_tuple(p: dict[str, Any]) -> tuple[Any, ...]:
             None if p.get("error") is None else str(p.get("error")))
 
 
+class TopicNames(dict):  # type: ignore[type-arg]
+    """``DecodeContext.topic_names`` for one connection group.
+
+    Records what it learns (packet number, topic id, name) and, per topic id, the last
+    packet at which a lookup found nothing. With ``known`` (what the whole file
+    learnt: topic id -> (sorted packet numbers, names)) it answers as one process
+    would at packet ``now``: the name learnt most recently before it, on any connection.
+    """
+
+    def __init__(self, known: dict[str, tuple[list[int], list[str]]] | None = None) -> None:
+        super().__init__()
+        self.now = 0
+        self.known = known
+        self.learnt: list[tuple[int, str, str]] = []
+        self.misses: dict[str, int] = {}
+
+    def __bool__(self) -> bool:            # `names or {}` must keep this object
+        return True
+
+    def __setitem__(self, k: str, v: str) -> None:
+        super().__setitem__(k, v)
+        self.learnt.append((self.now, k, v))
+
+    def get(self, k: Any, default: Any = None) -> Any:
+        if dict.__contains__(self, k):
+            return dict.__getitem__(self, k)
+        if self.known is not None:
+            ent = self.known.get(k)
+            if ent is not None:
+                i = bisect.bisect_left(ent[0], self.now)
+                if i:
+                    return ent[1][i - 1]
+        if isinstance(k, str) and self.misses.get(k, -1) < self.now:
+            self.misses[k] = self.now
+        return default
+
+
+_END = 1 << 62       # "packet number" of the end of the capture (Pipeline.finish)
+
+
 class _FileAcc:
-    """What one task gathers for one file."""
+    """What one task gathers for one file (held: groups whose topic ids another connection may name)."""
 
     def __init__(self, cfg: JobConfig) -> None:
         self.stats = StatsAccumulator(cfg.by, keep_top=0)
-        self.checker = Checker(set(cfg.rules) if cfg.rules is not None else None, slow_ms=cfg.slow_ms,
-                               storm_rebalances=cfg.storm_rebalances)
+        self.checker = _new_checker(cfg)
         self.conns: list[int] = []           # first packet number of every connection
-        self.summary: Counter[str] = Counter()
-        self.skipped: Counter[str] = Counter()
-        self.bytes_skipped: Counter[str] = Counter()
-        self.exchanges: Counter[str] = Counter()
-        self.notes: Counter[str] = Counter()
-        self.limits: Counter[str] = Counter()
-        self.counters: Counter[str] = Counter()
+        self.counts: dict[str, Counter[str]] = {k: Counter() for k in _COUNTERS}
         self.meta: list[dict[str, Any]] = []
+        self.learnt: list[tuple[int, str, str]] = []
+        self.groups: list[tuple[Any, ...]] = []          # held: the group keys
+        self.misses: list[dict[str, int]] = []           # held: per group, topic id -> last miss
+
+    def absorb(self, g: _FileAcc) -> None:
+        self.stats.merge(g.stats)
+        self.checker.merge(g.checker)
+        self.conns.extend(g.conns)
+        for k, c in g.counts.items():
+            self.counts[k].update(c)
+        self.learnt.extend(g.learnt)
 
     def state(self) -> dict[str, Any]:
         return {"stats": self.stats.to_state(), "checker": self.checker, "conns": self.conns,
-                "summary": dict(self.summary), "skipped": dict(self.skipped),
-                "bytes_skipped": dict(self.bytes_skipped), "exchanges": dict(self.exchanges),
-                "notes": dict(self.notes), "limits": dict(self.limits), "counters": dict(self.counters),
-                "meta": self.meta}
+                "counts": {k: dict(c) for k, c in self.counts.items()}, "meta": self.meta,
+                "learnt": self.learnt, "groups": self.groups, "misses": self.misses}
 
 
+_COUNTERS = ("summary", "skipped", "bytes_skipped", "exchanges", "notes", "limits", "counters")
 _SUM_FIELDS = ("connections", "kafka_connections", "tls_connections", "other_connections", "request_frames",
                "response_frames", "truncated_frames", "gaps", "gap_bytes")
 
 
-def process_group(fid: int, name: str, packets: Iterable[tuple[Any, ...]], fa: _FileAcc,
-                  cfg: JobConfig, many: bool) -> Iterator[tuple[Any, ...]]:
-    """Run one Pipeline over the packets of one 4-tuple (sorted by number); yield table rows."""
+def _new_checker(cfg: JobConfig) -> Checker:
+    return Checker(set(cfg.rules) if cfg.rules is not None else None, slow_ms=cfg.slow_ms,
+                   storm_rebalances=cfg.storm_rebalances)
+
+
+def process_group(gkey: tuple[Any, ...], name: str, packets: Iterable[tuple[Any, ...]], g: _FileAcc,
+                  cfg: JobConfig, known: dict[str, tuple[list[int], list[str]]] | None) -> Iterator[tuple[Any, ...]]:
+    """Run one Pipeline over the packets of one 4-tuple (sorted by number) into ``g``; yield table rows.
+
+    Rows: ("x", group key, exchange row) and ("p", group key, partition row), with the
+    connection as its first packet number (renumbered by ``finalize_rows``)."""
+    from analyzer.output import exchange_to_json
+
     ctx = fresh_context(cfg.ctx)
+    names = TopicNames(known)
+    ctx.topic_names = names
     pipe = Pipeline(cfg.options, ctx)
     conns = pipe.reassembler.conns
     first: list[int] = []
-    per_conn = "conn" in cfg.by
-    acc = StatsAccumulator(cfg.by, keep_top=0) if per_conn else fa.stats
-    checker = fa.checker
+    acc, checker = g.stats, g.checker
     trees = cfg.with_trees
 
     def rows(out: list[Any]) -> Iterator[tuple[Any, ...]]:
-        from analyzer.output import exchange_to_json
         for ex in out:
             acc.add(ex)
             checker.add(ex)
@@ -650,59 +700,109 @@ def process_group(fid: int, name: str, packets: Iterable[tuple[Any, ...]], fa: _
             row = [name, conn] + [d.get(c) for c in EXCHANGE_COLUMNS[2:20]] + \
                 [list(d["error_codes"]), parts, list(d["notes"])]
             if trees:
-                row += [json.dumps(d.get("request"), separators=(",", ":"), ensure_ascii=False)
-                        if d.get("request") is not None else None,
-                        json.dumps(d.get("response"), separators=(",", ":"), ensure_ascii=False)
-                        if d.get("response") is not None else None]
-            yield ("x", fid, tuple(row))
+                for t in ("request", "response"):
+                    v = d.get(t)
+                    row.append(None if v is None else json.dumps(v, separators=(",", ":"), ensure_ascii=False))
+            yield ("x", gkey, tuple(row))
             for p in parts:
-                yield ("p", fid, (name, conn, d["api_name"], d["api_version"], d["correlation_id"],
-                                  d["client_id"], d["request_frame"], d["response_frame"], d["request_time"],
-                                  d["status"]) + p)
+                yield ("p", gkey, (name, conn, d["api_name"], d["api_version"], d["correlation_id"],
+                                   d["client_id"], d["request_frame"], d["response_frame"], d["request_time"],
+                                   d["status"]) + p)
 
     for v in packets:
+        names.now = v[0]
         out = pipe.feed(Packet(*v))
         if len(conns) > len(first):
             first.extend([v[0]] * (len(conns) - len(first)))
         if out:
             yield from rows(out)
+    names.now = _END
     yield from rows(pipe.finish())
-    fa.conns.extend(first)
+    g.conns.extend(first)
+    g.learnt.extend(names.learnt)
     s = pipe.summary
+    c = g.counts
     for f in _SUM_FIELDS:
-        fa.summary[f] += getattr(s, f)
-    fa.summary["tcp_packets"] += s.packets
-    fa.skipped.update(s.packets_skipped)
-    fa.bytes_skipped.update(s.bytes_skipped)
-    fa.exchanges.update(s.exchanges)
-    fa.notes.update(s.notes)
-    fa.counters.update({"malformed_fields": ctx.malformed, "crc_valid": ctx.crc_valid,
-                        "crc_invalid": ctx.crc_invalid})
-    fa.limits.update(ctx.limits_hit)
-    for k, n in pipe.reassembler.counters.items():
-        fa.notes[f"tcp: {k}"] += n
-    if per_conn:
+        c["summary"][f] += getattr(s, f)
+    c["summary"]["tcp_packets"] += s.packets
+    c["skipped"].update(s.packets_skipped)
+    c["bytes_skipped"].update(s.bytes_skipped)
+    c["exchanges"].update(s.exchanges)
+    c["notes"].update(s.notes)
+    c["counters"].update({"malformed_fields": ctx.malformed, "crc_valid": ctx.crc_valid,
+                          "crc_invalid": ctx.crc_invalid})
+    c["limits"].update(ctx.limits_hit)
+    if "conn" in cfg.by:
         i = cfg.by.index("conn")
-        acc.groups = {k[:i] + (first[k[i]],) + k[i + 1:]: g for k, g in acc.groups.items()}
-        fa.stats.merge(acc)
+        acc.groups = {k[:i] + (first[k[i]],) + k[i + 1:]: gs for k, gs in acc.groups.items()}
+    g.misses = [dict(names.misses)] if names.misses else []
 
 
 def process_partition(items: Iterable[Keyed], cfg: JobConfig, names: dict[int, str],
-                      many: bool = False) -> Iterator[tuple[Any, ...]]:
-    """A shuffled, sorted partition -> rows ("x", file, row) / ("p", file, row), then ("s", file, state)."""
-    per_file: dict[int, _FileAcc] = {}
+                      known: dict[int, dict[str, tuple[list[int], list[str]]]] | None = None
+                      ) -> Iterator[tuple[Any, ...]]:
+    """A shuffled, sorted partition -> rows ("x"/"p", group key, row), then ("s", file, state) per file.
+
+    First pass (``known`` None): a group that looked up a topic id it had not learnt
+    itself goes to the file's *held* state (with its key and misses), so the driver can
+    redo it once the whole file's topic ids are known. Second pass: nothing is held."""
+    per_file: dict[tuple[int, bool], _FileAcc] = {}
+
+    def acc_for(fid: int, held: bool) -> _FileAcc:
+        a = per_file.get((fid, held))
+        if a is None:
+            a = per_file[(fid, held)] = _FileAcc(cfg)
+        return a
+
     for gkey, grp in groupby(items, key=lambda kv: kv[0][:5]):
         fid = gkey[0]
-        fa = per_file.get(fid)
-        if fa is None:
-            fa = per_file[fid] = _FileAcc(cfg)
         if gkey[1] == META and gkey[2] == -1:
-            for _k, meta in grp:
-                fa.meta.append(meta)
+            acc_for(fid, False).meta.extend(m for _k, m in grp)
             continue
-        yield from process_group(fid, names[fid], (v for _k, v in grp), fa, cfg, many)
-    for fid, fa in per_file.items():
-        yield ("s", fid, fa.state())
+        g = _FileAcc(cfg)
+        yield from process_group(gkey, names[fid], (v for _k, v in grp), g, cfg,
+                                 known.get(fid) if known is not None else None)
+        held = bool(g.misses) and known is None
+        target = acc_for(fid, held)
+        target.absorb(g)
+        if held:
+            target.groups.append(gkey)
+            target.misses.extend(g.misses)
+    for (fid, held), a in per_file.items():
+        yield ("s", fid, dict(a.state(), held=held))
+
+
+def learnt_table(states: Iterable[tuple[int, dict[str, Any]]]) -> dict[int, dict[str, tuple[list[int], list[str]]]]:
+    """file -> topic id -> (sorted packet numbers, names) of everything the file's groups learnt."""
+    ev: dict[int, dict[str, set[tuple[int, str]]]] = {}
+    for fid, st in states:
+        for idx, tid, nm in st["learnt"]:
+            ev.setdefault(fid, {}).setdefault(tid, set()).add((idx, nm))
+    out: dict[int, dict[str, tuple[list[int], list[str]]]] = {}
+    for fid, m in ev.items():
+        out[fid] = {}
+        for tid, s in m.items():
+            items = sorted(s)
+            out[fid][tid] = ([i for i, _ in items], [n for _, n in items])
+    return out
+
+
+def redo_groups(states: list[tuple[int, dict[str, Any]]],
+                table: dict[int, dict[str, tuple[list[int], list[str]]]]) -> tuple[set[tuple[Any, ...]], list[int]]:
+    """(group keys to process again, indexes of the held states they replace).
+
+    A held state is redone when one of its groups missed a topic id that some
+    connection of the file had learnt before that lookup."""
+    redo: set[tuple[Any, ...]] = set()
+    dropped: list[int] = []
+    for i, (fid, st) in enumerate(states):
+        if not st.get("held"):
+            continue
+        t = table.get(fid, {})
+        if any(tid in t and t[tid][0][0] < q for m in st["misses"] for tid, q in m.items()):
+            redo.update(st["groups"])
+            dropped.append(i)
+    return redo, dropped
 
 
 # -- 5. gather ---------------------------------------------------------------------------------
@@ -716,6 +816,7 @@ class JobResult:
     conn_ids: dict[int, list[int]]        # file -> sorted first packet numbers (index = conn id)
     tasks: int = 0
     reads: int = 0
+    redone: int = 0                       # connection groups decoded a second time (topic ids)
     elapsed: float = 0.0
 
 
@@ -753,8 +854,7 @@ def gather(states: Iterable[tuple[int, dict[str, Any]]], sources: list[Source], 
                 return k[:i] + ((f"{label}#{cid}" if many else cid),) + k[i + 1:]
             acc.groups = {new_key(k): g for k, g in acc.groups.items()}
         total.merge(acc)
-        checker = Checker(set(cfg.rules) if cfg.rules is not None else None, slow_ms=cfg.slow_ms,
-                          storm_rebalances=cfg.storm_rebalances)
+        checker = _new_checker(cfg)
         for st in sts:
             checker.merge(st["checker"])
         metas = [m for st in sts for m in st["meta"]]
@@ -765,39 +865,27 @@ def gather(states: Iterable[tuple[int, dict[str, Any]]], sources: list[Source], 
             for f in fs:
                 f.capture = src.name
         findings.extend(fs)
-        s: Counter[str] = Counter()
+        c: dict[str, Counter[str]] = {k: Counter() for k in _COUNTERS}
         for st in sts:
-            s.update(st["summary"])
-        skipped: Counter[str] = Counter()
+            for k, v in st["counts"].items():
+                c[k].update(v)
         for m in metas:
-            skipped.update(m.get("skipped") or {})
-        for st in sts:
-            skipped.update(st["skipped"])
-        exchanges: Counter[str] = Counter()
-        notes: Counter[str] = Counter()
-        bytes_skipped: Counter[str] = Counter()
-        limits: Counter[str] = Counter()
-        counters: Counter[str] = Counter()
-        for st in sts:
-            exchanges.update(st["exchanges"])
-            notes.update(st["notes"])
-            bytes_skipped.update(st["bytes_skipped"])
-            limits.update(st["limits"])
-            counters.update(st["counters"])
+            c["skipped"].update(m.get("skipped") or {})
         warnings = [m["warning"] for m in sorted(metas, key=lambda m: m["start"]) if m.get("warning")]
         packets = sum(m["packets"] for m in metas)
-        d = {"capture": src.name, "packets": packets, "packets_skipped": dict(skipped),
-             **{f: s.get(f, 0) for f in _SUM_FIELDS}, "exchanges": dict(exchanges),
-             "bytes_skipped": dict(bytes_skipped), "notes": dict(notes), "first_time": first_ts,
-             "last_time": last_ts, "malformed_fields": counters.get("malformed_fields", 0),
-             "crc_valid": counters.get("crc_valid", 0), "crc_invalid": counters.get("crc_invalid", 0),
-             "limits_hit": dict(limits), "findings": len(fs)}
+        d: dict[str, Any] = {
+            "capture": src.name, "packets": packets, "packets_skipped": dict(c["skipped"]),
+            **{f: c["summary"].get(f, 0) for f in _SUM_FIELDS}, "exchanges": dict(c["exchanges"]),
+            "bytes_skipped": dict(c["bytes_skipped"]), "notes": dict(c["notes"]), "first_time": first_ts,
+            "last_time": last_ts, "malformed_fields": c["counters"].get("malformed_fields", 0),
+            "crc_valid": c["counters"].get("crc_valid", 0), "crc_invalid": c["counters"].get("crc_invalid", 0),
+            "limits_hit": dict(c["limits"]), "findings": len(fs)}
         if warnings:
             d["capture_warning"] = warnings[0]
         files.append(d)
         tot["packets"] += packets
-        tot["exchanges"] += sum(exchanges.values())
-        tot["connections"] += s.get("connections", 0)
+        tot["exchanges"] += sum(c["exchanges"].values())
+        tot["connections"] += c["summary"].get("connections", 0)
         tot["findings"] += len(fs)
     summary = {"files": len(sources), "bytes": sum(s.size for s in sources), **dict(tot), "per_file": files}
     return JobResult(sources, total, findings, summary, conn_ids)
@@ -806,45 +894,452 @@ def gather(states: Iterable[tuple[int, dict[str, Any]]], sources: list[Source], 
 def finalize_rows(rows: Iterable[tuple[str, int, tuple[Any, ...]]], conn_ids: dict[int, list[int]]
                   ) -> Iterator[tuple[Any, ...]]:
     """Rows with their connection renumbered as `read` numbers it."""
-    for _tag, fid, row in rows:
-        yield row[:1] + (remap_conn(conn_ids, fid, row[1]),) + row[2:]
+    for _tag, gkey, row in rows:
+        yield row[:1] + (remap_conn(conn_ids, gkey[0], row[1]),) + row[2:]
 
 
 # -- in-process runner (the same steps without Spark; for tests and debugging) ------------------
 
 def run_local(patterns: Iterable[str], cfg: JobConfig, partitions: int = 3
               ) -> tuple[JobResult, list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    """Plan, scan, read, shuffle (in memory), process and gather, in this process."""
+    """Plan, scan, read, shuffle (in memory), process and gather in this process: the
+    steps of ``run_spark`` without Spark (tests and debugging)."""
+    import pickle
+
     t0 = time.monotonic()
     sources = resolve_inputs(patterns)
     splits = plan_splits(sources, cfg.split_size)
     scans = [scan_split(sources[sp.file_id], sp) for sp in splits]
     reads = plan_reads(sources, splits, scans)
-    buckets: list[list[Keyed]] = [[] for _ in range(partitions)]
-    for rs in reads:
-        for kv in read_split(sources[rs.file_id], rs):
-            buckets[partition_of(kv[0], partitions)].append(kv)
     names = {s.file_id: s.name for s in sources}
-    states: list[tuple[int, dict[str, Any]]] = []
-    ex_rows: list[tuple[str, int, tuple[Any, ...]]] = []
-    part_rows: list[tuple[str, int, tuple[Any, ...]]] = []
-    for b in buckets:
-        b.sort(key=lambda kv: kv[0])
-        for rec in process_partition(b, cfg, names, len(sources) > 1):
-            if rec[0] == "x":
-                ex_rows.append(rec)
-            elif rec[0] == "p":
-                part_rows.append(rec)
-            else:
-                import pickle
-                states.append((rec[1], pickle.loads(pickle.dumps(rec[2]))))
+
+    def one_pass(keys: set[tuple[Any, ...]] | None, known: Any) -> tuple[list[Any], list[Any]]:
+        buckets: list[list[Keyed]] = [[] for _ in range(partitions)]
+        for rs in reads:
+            for kv in read_split(sources[rs.file_id], rs, keys=keys):
+                buckets[partition_of(kv[0], partitions)].append(kv)
+        states: list[tuple[int, dict[str, Any]]] = []
+        rows: list[Any] = []
+        for b in buckets:
+            b.sort(key=lambda kv: kv[0])
+            for rec in process_partition(b, cfg, names, known):
+                if rec[0] == "s":
+                    states.append((rec[1], pickle.loads(pickle.dumps(rec[2]))))
+                else:
+                    rows.append(rec)
+        return states, rows
+
+    states, rows = one_pass(None, None)
+    table = learnt_table(states)
+    redo, dropped = redo_groups(states, table)
+    if redo:
+        states = [st for i, st in enumerate(states) if i not in set(dropped)]
+        rows = [r for r in rows if r[1] not in redo]
+        states2, rows2 = one_pass(redo, table)
+        states += states2
+        rows += rows2
     res = gather(states, sources, cfg)
     res.reads = len(reads)
     res.tasks = len(reads)
+    res.redone = len(redo)
     res.elapsed = time.monotonic() - t0
-    return res, list(finalize_rows(ex_rows, res.conn_ids)), list(finalize_rows(part_rows, res.conn_ids))
+    ex_rows = list(finalize_rows((r for r in rows if r[0] == "x"), res.conn_ids))
+    part_rows = list(finalize_rows((r for r in rows if r[0] == "p"), res.conn_ids))
+    return res, ex_rows, part_rows
 
 
-def run_spark(*args: Any, **kwargs: Any) -> Any:
-    from analyzer.spark_runner import run_spark as _run
-    return _run(*args, **kwargs)
+# -- Spark ------------------------------------------------------------------------------------------
+
+_LOG4J = """status = error
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = spark: %p %c{1}: %m%n
+"""
+
+
+def _support_dir() -> str:
+    d = os.path.join(tempfile.gettempdir(), f"kafkawire-spark-{os.getuid() if hasattr(os, 'getuid') else 0}")
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def _code_zip() -> str:
+    """The analyzer and dissectors packages as a zip for the executors (same code as the driver)."""
+    import zipfile
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    fd, path = tempfile.mkstemp(prefix="kafkawire-code-", suffix=".zip", dir=_support_dir())
+    os.close(fd)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for pkg in ("analyzer", "dissectors"):
+            for dirpath, _dirs, files in os.walk(os.path.join(root, pkg)):
+                for fn in files:
+                    if fn.endswith(".py"):
+                        full = os.path.join(dirpath, fn)
+                        z.write(full, os.path.relpath(full, root))
+    return path
+
+
+def _loopback_master(master: str) -> bool:
+    return master.startswith("local") or "127.0.0.1" in master or "localhost" in master
+
+
+def make_session(master: str = "local[*]", shuffle_partitions: int = 8,
+                 conf: dict[str, str] | None = None) -> Any:
+    """A quiet SparkSession (log4j at ERROR, no UI, no console progress bar) with our code shipped.
+
+    Raises SparkJobError with a one-line reason when Spark cannot start."""
+    import sys
+
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise SparkJobError("the spark command needs PySpark (pip install 'kafkawire-sniff[spark]', "
+                            "i.e. pyspark and pyarrow; and Java 17 or newer)") from None
+    log4j = os.path.join(_support_dir(), "log4j2.properties")
+    with open(log4j, "w") as f:
+        f.write(_LOG4J)
+    if _loopback_master(master):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    java_opts = f"-Dlog4j2.configurationFile=file:{log4j} -Dlog4j.configurationFile=file:{log4j}"
+    b = (SparkSession.builder.master(master).appName("kafkawire-sniff")
+         .config("spark.ui.enabled", "false")
+         .config("spark.ui.showConsoleProgress", "false")
+         .config("spark.driver.extraJavaOptions", java_opts)
+         .config("spark.executor.extraJavaOptions", java_opts)
+         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+         .config("spark.pyspark.python", sys.executable)
+         .config("spark.pyspark.driver.python", sys.executable)
+         .config("spark.python.worker.reuse", "true"))
+    if _loopback_master(master):
+        b = b.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+    for k, v in (conf or {}).items():
+        b = b.config(k, v)
+    try:
+        spark = b.getOrCreate()
+    except Exception as e:  # noqa: BLE001 - Java missing, bad master URL...
+        raise SparkJobError(f"cannot start Spark ({spark_error_text(e)}; Java 17+ must be installed: "
+                            "java on PATH or JAVA_HOME)") from None
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.addPyFile(_code_zip())
+    return spark
+
+
+def spark_error_text(e: BaseException) -> str:
+    """One line out of a Spark/Py4J exception: the Python error raised in a task if there is one."""
+    import re
+
+    text = str(e)
+    found = re.findall(r"(?:^|\n)\s*(?:[\w.]+\.)?((?:CaptureError|SparkJobError|UserError)): (.+)", text)
+    if found:
+        return found[-1][1].strip()
+    py = re.findall(r"(?:^|\n)\s*((?:[\w.]+\.)?\w+(?:Error|Exception)): (.+)", text)
+    for name, msg in reversed(py):
+        if "py4j" not in name.lower() and "java" not in name.lower():
+            return f"{name.rsplit('.', 1)[-1]}: {msg.strip()}"
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(e).__name__)
+    return first[:300]
+
+
+class StatusLine:
+    """A status line on stderr (when it is a terminal) from a SparkStatusTracker polling thread."""
+
+    def __init__(self, sc: Any, enabled: bool, interval: float = 0.5) -> None:
+        import sys
+        import threading
+
+        self.sc = sc
+        self.enabled = enabled and sys.stderr.isatty()
+        self.interval = interval
+        self.phase = ""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="kafkawire-spark-status", daemon=True)
+        self._width = 0
+
+    def __enter__(self) -> StatusLine:
+        if self.enabled:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self.enabled:
+            self._thread.join(timeout=2)
+            self._write("")
+
+    def _write(self, text: str) -> None:
+        import sys
+
+        pad = max(0, self._width - len(text))
+        sys.stderr.write("\r" + text + " " * pad + ("\r" if not text else ""))
+        sys.stderr.flush()
+        self._width = len(text)
+
+    def line(self) -> str:
+        tr = self.sc.statusTracker()
+        parts = []
+        for sid in sorted(tr.getActiveStageIds()):
+            info = tr.getStageInfo(sid)
+            if info is not None:
+                parts.append(f"stage {sid}: {info.numCompletedTasks}/{info.numTasks} tasks"
+                             + (f" ({info.numActiveTasks} running)" if info.numActiveTasks else ""))
+        return f"spark: {self.phase}" + (" | " + ", ".join(parts) if parts else "")
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self._write(self.line()[:200])
+            except Exception:  # noqa: BLE001 - the context is stopping
+                return
+
+
+def _hadoop_glob(sc: Any, uri: str) -> list[tuple[str, int]]:
+    jvm = sc._jvm
+    path = jvm.org.apache.hadoop.fs.Path(uri)
+    fs = path.getFileSystem(sc._jsc.hadoopConfiguration())
+    st = fs.globStatus(path)
+    if st is None:
+        return []
+    return sorted((str(x.getPath().toString()), int(x.getLen())) for x in st if x.isFile())
+
+
+def _spark_pass(sc: Any, sources: list[Source], reads: list[ReadSplit], cfg: JobConfig, names: dict[int, str],
+                nparts: int, keys: set[tuple[Any, ...]] | None, known: Any) -> Any:
+    """Read -> key -> shuffle -> process: the RDD of tagged rows and states (persisted)."""
+    from pyspark import StorageLevel
+
+    tasks = pack_tasks(reads, sources, cfg.pack_size)
+    keys_b = sc.broadcast(keys) if keys is not None else None
+    src_list = list(sources)
+
+    def read_task(task: list[ReadSplit]) -> Iterator[Keyed]:
+        k = keys_b.value if keys_b is not None else None
+        for rs in task:
+            yield from read_split(src_list[rs.file_id], rs, keys=k)
+
+    rdds = []
+    if tasks:
+        rdds.append(sc.parallelize(tasks, len(tasks)).flatMap(read_task))
+    for src in sources:
+        if src.local is None:
+            def read_remote(kv: tuple[str, bytes], src: Source = src) -> Iterator[Keyed]:
+                k = keys_b.value if keys_b is not None else None
+                return read_split(src, ReadSplit(src.file_id, 0, 0, src.size, 0, b"", -1), content=kv[1], keys=k)
+            rdds.append(sc.binaryFiles(hadoop_uri(src), minPartitions=1).flatMap(read_remote))
+    keyed = rdds[0] if len(rdds) == 1 else sc.union(rdds)
+    n = nparts
+
+    def part(k: tuple[Any, ...]) -> int:
+        return partition_of(k, n)
+
+    shuffled = keyed.repartitionAndSortWithinPartitions(n, partitionFunc=part)
+    known_b = sc.broadcast(known) if known is not None else None
+
+    def process(it: Iterator[Keyed]) -> Iterator[tuple[Any, ...]]:
+        return process_partition(it, cfg, names, known_b.value if known_b is not None else None)
+
+    return shuffled.mapPartitions(process).persist(StorageLevel.MEMORY_AND_DISK)
+
+
+def run_spark(spark: Any, patterns: Iterable[str], out_dir: str | None, cfg: JobConfig,
+              status: StatusLine | None = None) -> JobResult:
+    """The whole job on ``spark``; writes the Parquet tables under ``out_dir`` (None: compute only).
+
+    Returns the JobResult (merged stats, findings, summary)."""
+    t0 = time.monotonic()
+    sc = spark.sparkContext
+
+    def phase(text: str) -> None:
+        if status is not None:
+            status.phase = text
+
+    sources = resolve_inputs(patterns, hadoop_glob=lambda u: _hadoop_glob(sc, u), force_hadoop=cfg.force_hadoop)
+    names = {s.file_id: s.name for s in sources}
+    splits = plan_splits(sources, cfg.split_size)
+    multi = {sp.file_id for sp in splits if sp.no > 0}
+    to_scan = [(sources[sp.file_id], sp) for sp in splits if sp.file_id in multi]
+    phase(f"scanning {len(to_scan)} ranges" if to_scan else "reading")
+    scanned: dict[tuple[int, int], ScanResult] = {}
+    if to_scan:
+        par = max(1, min(len(to_scan), sc.defaultParallelism * 4))
+        for r in sc.parallelize(to_scan, par).map(lambda x: scan_split(*x)).collect():
+            scanned[(r.file_id, r.no)] = r
+    scans = [scanned.get((sp.file_id, sp.no)) or scan_split(sources[sp.file_id], sp) for sp in splits]
+    reads = plan_reads(sources, splits, scans)
+    total_bytes = sum(s.size for s in sources)
+    nparts = cfg.partitions or max(sc.defaultParallelism * 2, min(4096, total_bytes // (32 << 20) + 1))
+
+    phase(f"{len(sources)} file(s), {len(reads)} read task(s), {nparts} partitions")
+    res1 = _spark_pass(sc, sources, reads, cfg, names, nparts, None, None)
+    states = res1.filter(lambda r: r[0] == "s").map(lambda r: (r[1], r[2])).collect()
+    table = learnt_table(states)
+    redo, dropped = redo_groups(states, table)
+    res2 = None
+    if redo:
+        phase(f"second pass over {len(redo)} connection(s) (topic ids learnt on other connections)")
+        dropped_set = set(dropped)
+        states = [st for i, st in enumerate(states) if i not in dropped_set]
+        res2 = _spark_pass(sc, sources, reads, cfg, names, nparts, redo, table)
+        states += res2.filter(lambda r: r[0] == "s").map(lambda r: (r[1], r[2])).collect()
+    result = gather(states, sources, cfg)
+    result.reads = len(reads)
+    result.tasks = len(pack_tasks(reads, sources, cfg.pack_size))
+    result.redone = len(redo)
+    if out_dir is not None:
+        phase("writing Parquet")
+        write_tables(spark, out_dir, cfg, result, res1, res2, redo)
+    res1.unpersist()
+    if res2 is not None:
+        res2.unpersist()
+    result.elapsed = time.monotonic() - t0
+    return result
+
+
+# -- tables ------------------------------------------------------------------------------------------
+
+_DOUBLE_COLS = {"request_time", "response_time", "response_first_time", "latency_ms", "ttfb_ms"}
+_INT_COLS = {"api_key", "api_version", "correlation_id"}
+_LONG_COLS = {"conn", "request_frame", "response_frame", "request_bytes", "response_bytes"}
+
+
+def _schemas(with_trees: bool) -> tuple[Any, Any]:
+    from pyspark.sql import types as T
+
+    def typ(c: str) -> Any:
+        if c in _DOUBLE_COLS:
+            return T.DoubleType()
+        if c in _INT_COLS:
+            return T.IntegerType()
+        if c in _LONG_COLS:
+            return T.LongType()
+        return T.StringType()
+
+    part_struct = T.StructType([
+        T.StructField("topic", T.StringType()), T.StructField("partition", T.IntegerType()),
+        T.StructField("records", T.LongType()), T.StructField("bytes", T.LongType()),
+        T.StructField("codec", T.StringType()), T.StructField("crc_ok", T.BooleanType()),
+        T.StructField("error", T.StringType())])
+    ex_fields = []
+    for c in EXCHANGE_COLUMNS:
+        if c in ("error_codes", "notes"):
+            ex_fields.append(T.StructField(c, T.ArrayType(T.StringType())))
+        elif c == "partitions":
+            ex_fields.append(T.StructField(c, T.ArrayType(part_struct)))
+        else:
+            ex_fields.append(T.StructField(c, typ(c)))
+    if with_trees:
+        ex_fields += [T.StructField(c, T.StringType()) for c in TREE_COLUMNS]
+    p_fields = [T.StructField(c, typ(c)) for c in PARTITION_COLUMNS[:10]] + list(part_struct.fields)
+    return T.StructType(ex_fields), T.StructType(p_fields)
+
+
+def _fix_types(row: tuple[Any, ...], cols: tuple[str, ...]) -> tuple[Any, ...]:
+    return tuple(float(v) if v is not None and c in _DOUBLE_COLS else v for c, v in zip(cols, row, strict=True))
+
+
+STAT_FIGURES = ("count", "answered", "unanswered", "orphans", "no_response", "malformed", "error_exchanges",
+                "service", "bytes_in", "bytes_out", "throttled", "records", "record_bytes")
+QUANTILE_FIELDS = ("min", "p50", "p90", "p99", "p999", "max", "mean")
+
+
+def stats_rows(result: dict[str, Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """The `stats` groups as flat rows: the --by keys, the counts, the latency figures (ms)."""
+    by = list(result["by"])
+    cols = by + list(STAT_FIGURES) + ["exact", "throttle_time_ms_total", "throttle_time_ms_max", "errors", "waits"]
+    for q in ("latency_ms", "ttfb_ms", "latency_ms_excl_waits"):
+        cols += [f"{q}_{f}" for f in QUANTILE_FIELDS]
+    rows = []
+    for g in result["groups"]:
+        r: list[Any] = [None if g[b] is None else (str(g[b]) if b in ("conn", "topic") else g[b]) for b in by]
+        r += [int(g[f]) for f in STAT_FIGURES]
+        r += [bool(g["exact"]), int(g["throttle_time_ms"]["total"]), int(g["throttle_time_ms"]["max"]),
+              {str(k): int(v) for k, v in g["errors"].items()}, {str(k): int(v) for k, v in g["waits"].items()}]
+        for q in ("latency_ms", "ttfb_ms", "latency_ms_excl_waits"):
+            r += [None if g[q][f] is None else float(g[q][f]) for f in QUANTILE_FIELDS]
+        rows.append(tuple(r))
+    return cols, rows
+
+
+def _stats_schema(cols: list[str]) -> Any:
+    from pyspark.sql import types as T
+
+    fields = []
+    for c in cols:
+        if c in ("version", "partition"):
+            t: Any = T.IntegerType()
+        elif c in ("api", "client_id", "client", "broker", "topic", "conn"):
+            t = T.StringType()
+        elif c == "exact":
+            t = T.BooleanType()
+        elif c in ("errors", "waits"):
+            t = T.MapType(T.StringType(), T.LongType())
+        elif c.startswith(("latency_ms_", "ttfb_ms_")):
+            t = T.DoubleType()
+        else:
+            t = T.LongType()
+        fields.append(T.StructField(c, t))
+    return T.StructType(fields)
+
+
+FINDING_COLUMNS = ("capture", "rule", "severity", "message", "conn", "frames", "exchanges", "details")
+
+
+def finding_rows(findings: list[Finding], sources: list[Source]) -> list[tuple[Any, ...]]:
+    single = sources[0].name if len(sources) == 1 else None
+    return [(f.capture or single, f.rule, f.severity, f.message, f.conn, [int(x) for x in f.frames],
+             json.dumps(f.exchanges, default=str), json.dumps(f.details, default=str)) for f in findings]
+
+
+def _out_path(out_dir: str, name: str) -> str:
+    if "://" in out_dir:
+        return out_dir.rstrip("/") + "/" + name
+    return "file://" + os.path.join(os.path.abspath(out_dir), name)
+
+
+def write_tables(spark: Any, out_dir: str, cfg: JobConfig, result: JobResult, res1: Any, res2: Any,
+                 redo: set[tuple[Any, ...]]) -> None:
+    from pyspark.sql import types as T
+
+    sc = spark.sparkContext
+    conn_b = sc.broadcast(result.conn_ids)
+    redo_b = sc.broadcast(redo)
+    ex_schema, p_schema = _schemas(cfg.with_trees)
+    ex_cols = tuple(f.name for f in ex_schema.fields)
+
+    def rows_of(tag: str, cols: tuple[str, ...]) -> Any:
+        def keep1(r: tuple[Any, ...]) -> bool:
+            return r[0] == tag and r[1] not in redo_b.value
+        rdd = res1.filter(keep1)
+        if res2 is not None:
+            rdd = rdd.union(res2.filter(lambda r: r[0] == tag))
+
+        def fin(it: Iterator[Any]) -> Iterator[tuple[Any, ...]]:
+            for row in finalize_rows(it, conn_b.value):
+                yield _fix_types(row, cols)
+        return rdd.mapPartitions(fin)
+
+    spark.createDataFrame(rows_of("x", ex_cols), ex_schema, verifySchema=False) \
+        .write.mode("overwrite").parquet(_out_path(out_dir, "exchanges"))
+    p_cols = tuple(f.name for f in p_schema.fields)
+    spark.createDataFrame(rows_of("p", p_cols), p_schema, verifySchema=False) \
+        .write.mode("overwrite").parquet(_out_path(out_dir, "partitions"))
+    sres = result.stats.result()
+    cols, srows = stats_rows(sres)
+    spark.createDataFrame(srows, _stats_schema(cols)).coalesce(1) \
+        .write.mode("overwrite").parquet(_out_path(out_dir, "stats"))
+    f_schema = T.StructType([
+        T.StructField("capture", T.StringType()), T.StructField("rule", T.StringType()),
+        T.StructField("severity", T.StringType()), T.StructField("message", T.StringType()),
+        T.StructField("conn", T.StringType()), T.StructField("frames", T.ArrayType(T.LongType())),
+        T.StructField("exchanges", T.StringType()), T.StructField("details", T.StringType())])
+    spark.createDataFrame(finding_rows(result.findings, result.sources), f_schema).coalesce(1) \
+        .write.mode("overwrite").parquet(_out_path(out_dir, "findings"))
+    if "://" not in out_dir:
+        with open(os.path.join(out_dir, "stats.json"), "w") as f:
+            json.dump(sres, f, indent=1, default=str)
+        with open(os.path.join(out_dir, "summary.json"), "w") as f:
+            json.dump(result.summary, f, indent=1, default=str)
