@@ -181,14 +181,9 @@ class CaptureReader:
         if self._iterated:
             raise CaptureError(f"{self.path}: a capture can be iterated once")
         self._iterated = True
-        try:
-            if self.format == "pcap":
-                yield from self._iter_pcap()
-            else:
-                yield from self._iter_pcapng()
-        except (OSError, EOFError, zlib.error) as e:
-            # gzip cut short or corrupt: keep what was read
-            self._damaged(f"read error after packet {self.packets}: {e}")
+        # read errors (gzip cut short or corrupt, I/O) end the data in _Buf.need and are
+        # reported through ``truncated``
+        return self._iter_pcap() if self.format == "pcap" else self._iter_pcapng()
 
     # -- internals ----------------------------------------------------------------------
 

@@ -31,7 +31,15 @@ A segment cut by the snaplen (``seg.missing > 0``) is delivered as its captured 
 followed by ``StreamGap(reason="snaplen")`` of the missing bytes.
 
 Memory: per direction at most ``max_buffer`` buffered bytes plus ``overlap_window`` bytes
-of history; closed connections are forgotten after ``max_closed`` newer ones closed.
+of history; over all connections at most ``max_total_buffer`` buffered bytes (past it, the
+direction that adds more gives up on its holes); closed connections are forgotten after
+``max_closed`` newer ones closed. ``conns`` lists every ``Conn`` (one small record per
+connection); pass ``keep_conns=False`` for captures with millions of connections and use
+``conn_count``.
+
+Counters (``counters``): "out of order", "retransmission", "overlap differs",
+"keep-alive", "lost segments", "lost bytes", "snaplen bytes", "port reuse",
+"retransmitted SYN", "data after close", "data after FIN", "total buffer bound".
 """
 from __future__ import annotations
 
@@ -100,12 +108,17 @@ class _ConnState:
 class Reassembler:
     """Per-connection, per-direction TCP reassembly. See the module docstring."""
 
-    def __init__(self, max_buffer: int = 4 * 1024 * 1024, overlap_window: int = 64 * 1024,
-                 max_closed: int = 10000) -> None:
+    def __init__(self, max_buffer: int = 4 * 1024 * 1024, overlap_window: int = 32 * 1024,
+                 max_closed: int = 10000, max_total_buffer: int = 256 * 1024 * 1024,
+                 keep_conns: bool = True) -> None:
         self.max_buffer = max_buffer
+        self.max_total_buffer = max_total_buffer
         self.overlap_window = overlap_window
         self.max_closed = max_closed
-        self.conns: list[Conn] = []     # every connection, by id  (small records)
+        self.keep_conns = keep_conns
+        self.conns: list[Conn] = []     # every connection, by id (if keep_conns)
+        self.conn_count = 0
+        self.pending_total = 0          # out-of-order bytes buffered over all connections
         self.counters: dict[str, int] = {}
         self.notes: list[str] = []
         self._pairs: dict[tuple[Endpoint, Endpoint], tuple[_ConnState, int]] = {}
@@ -125,8 +138,10 @@ class Reassembler:
         a, b = seg.src, seg.dst
         if seg.flags & (TCP_SYN | TCP_ACK) == TCP_SYN | TCP_ACK:
             a, b = b, a                      # first packet is the SYN-ACK: a is the SYN sender
-        conn = Conn(id=len(self.conns), a=a, b=b, first_ts=seg.ts, last_ts=seg.ts)
-        self.conns.append(conn)
+        conn = Conn(id=self.conn_count, a=a, b=b, first_ts=seg.ts, last_ts=seg.ts)
+        self.conn_count += 1
+        if self.keep_conns:
+            self.conns.append(conn)
         st = _ConnState(conn, ((a, b), (b, a)))
         self._pairs[(a, b)] = (st, 0)
         self._pairs[(b, a)] = (st, 1)
@@ -145,6 +160,7 @@ class Reassembler:
         self._open.pop(st.conn.id, None)
         for d in st.dirs:                 # free buffers; keep only what reuse detection needs
             d.pending = []
+            self.pending_total -= d.pending_bytes
             d.pending_bytes = 0
             d.recent.clear()
             d.recent_bytes = 0
@@ -347,6 +363,13 @@ class Reassembler:
                 return
         pend.insert(i, [off, payload, missing, ts, index])
         d.pending_bytes += len(payload)
+        self.pending_total += len(payload)
+        if self.pending_total > self.max_total_buffer:
+            # too much waiting over all connections: give up on this direction's holes
+            self._count("total buffer bound")
+            while d.pending:
+                self._gap_to_first(st, direction, d, ts, index, events)
+                self._drain(st, direction, d, ts, index, events)
         while d.pending_bytes > self.max_buffer and d.pending:
             self._gap_to_first(st, direction, d, ts, index, events)
             self._drain(st, direction, d, ts, index, events)
@@ -367,6 +390,7 @@ class Reassembler:
         while pend and pend[0][0] <= d.expected:
             off, payload, missing, ts, index = pend.pop(0)
             d.pending_bytes -= len(payload)
+            self.pending_total -= len(payload)
             exp = d.expected
             if off < exp:
                 cut = exp - off

@@ -17,7 +17,7 @@ the writer) cuts the captured bytes; ``orig_len`` keeps the wire length.
 
 Writers:
 - ``write_pcap(path, packets, linktype=1, nanos=False, big_endian=False, snaplen=0,
-  gz=False, vlans=(), raw_tail=b"")``
+  gz=False, raw_tail=b"")`` (VLAN tags: ``TcpPacket.vlans``)
 - ``write_pcapng(path, packets, interfaces=(1,), big_endian=False, tsresol=6,
   extra_blocks=(), gz=False)``: ``packets`` items may carry ``iface`` (index into
   ``interfaces``); ``extra_blocks`` are raw block bytes inserted after the IDBs (e.g.
@@ -254,15 +254,19 @@ class TcpFlow:
         return [self._pkt(side, RST | ACK)]
 
 
-def replicate(packets: Sequence[TcpPacket], copies: int, port_step: int = 1, seq_step: int = 7919,
-              time_step: float = 0.0005) -> list[TcpPacket]:
-    """``copies`` clones of a flow, one after the other, each on its own client port (shifted
-    by ``port_step``), with sequence numbers shifted by ``c * seq_step`` and timestamps by
-    ``c * time_step``. The server side is the destination of the flow's SYN."""
+def replicate(packets: Sequence[TcpPacket], copies: int, port_step: int = 0, seq_step: int = 7919,
+              time_step: float = 0.0005, server_ports: Iterable[int] = ()) -> list[TcpPacket]:
+    """``copies`` clones of a flow, one after the other, each on its own client ports (shifted
+    by ``port_step``; 0: the span of the flow's client ports, so no two clones collide), with sequence numbers shifted by ``c * seq_step`` and timestamps by
+    ``c * time_step``. The server side is ``server_ports``, or else the destination of
+    the flow's SYNs."""
     out: list[TcpPacket] = []
     if not packets:
         return out
-    server_ports = {p.dport for p in packets if p.flags & SYN and not p.flags & ACK}
+    server_ports = set(server_ports) or {p.dport for p in packets if p.flags & SYN and not p.flags & ACK}
+    client_ports = {p.sport for p in packets if p.sport not in server_ports}
+    if not port_step and client_ports:
+        port_step = max(client_ports) - min(client_ports) + 1
     for c in range(copies):
         shift = c * port_step
         for p in packets:
@@ -293,7 +297,7 @@ def run_pipeline(path: str, plausible_for=None, ports: Iterable[int] | None = No
 
     keep = set(ports) if ports is not None else None
     skips = SkipCounter()
-    reasm = Reassembler(max_buffer=max_buffer)
+    reasm = Reassembler(max_buffer=max_buffer, keep_conns=True)
     framers = Framers(plausible_for)
     events: list = []
     frames: list = []

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import random
 import tracemalloc
 from dataclasses import replace
 from pathlib import Path
@@ -270,6 +271,9 @@ def test_real_capture_frame_counts(path):
         assert mine == theirs        # same first packet, tcp.stream and length for every PDU
     assert r["reasm"].counters.get("overlap differs", 0) == 0
     assert len(r["reasm"].conns) == truth["tcp_streams"]
+    total = sum(len(e.data) if isinstance(e, StreamData) else e.length
+                for e in r["events"] if isinstance(e, StreamData | StreamGap))
+    assert sum(4 + len(f.data) for f in r["frames"]) + sum(r["framers"].skipped.values()) == total
     if path.name.startswith("snap96"):
         assert r["framers"].truncated_frames == fc["stats"]["pdus_with_uncaptured_bytes"]
     else:
@@ -288,3 +292,71 @@ def test_public_captures_run_clean():
     # 16 trailer bytes per record (caplen > orig_len) are not payload
     assert len(r["reasm"].conns) == 2
     assert [f.size for f in r["frames"] if f.direction == 0][-1] == 1120
+
+
+# -- robustness ------------------------------------------------------------------------
+
+def test_random_streams_keep_the_byte_accounting():
+    """Random frames, garbage and gaps: no exception, every byte accounted for."""
+    rng = random.Random(11)
+    conn = Conn(0, Endpoint("1.1.1.1", 1), Endpoint("2.2.2.2", 9092))
+    for trial in range(200):
+        fr = Framer(conn, 0, plausible=request_plausible if trial % 2 else None,
+                    max_frame_size=rng.choice([64, 5000, 100 * 1024 * 1024]))
+        parts = []
+        for _ in range(rng.randrange(1, 15)):
+            kind = rng.random()
+            if kind < 0.6:
+                parts.append(kafka_request(rng.randrange(70), rng.randrange(15), rng.randrange(1 << 31),
+                                           "c", rng.randbytes(rng.randrange(0, 300))))
+            elif kind < 0.8:
+                parts.append(rng.randbytes(rng.randrange(1, 50)))
+            else:
+                parts.append(None)          # a gap
+        off, total, frames = 0, 0, []
+        for part in parts:
+            if part is None:
+                n = rng.randrange(1, 400)
+                frames += fr.feed(StreamGap(conn, 0, off, n, 1.0, 1, "lost segment"))
+            else:
+                for i in range(0, len(part), step := rng.choice([1, 3, 50, 1000])):
+                    frames += fr.feed(StreamData(conn, 0, off + i, part[i:i + step], 1.0, 1))
+                n = len(part)
+            off += n
+            total += n
+        frames += fr.finish()
+        assert sum(4 + len(f.data) for f in frames) + sum(fr.skipped.values()) == total, trial
+        assert all(len(f.data) <= f.size for f in frames)
+
+
+def test_mutated_captures_never_raise(tmp_path):
+    """Bit flips, truncations, duplicated and dropped records: CaptureError at worst."""
+    from analyzer.capture import CaptureError
+    f = TcpFlow(C, S)
+    pkts = f.handshake() + f.send(0, b"".join(requests(20, body=150)), mss=300)
+    pkts += f.send(1, b"".join(kafka_response(i, b"\x00" * 90) for i in range(20)), mss=256)
+    pkts += f.fin(0) + f.fin(1)
+    clean = tmp_path / "clean.pcap"
+    write_pcap(str(clean), pkts)
+    base = clean.read_bytes()
+    rng = random.Random(5)
+    bad = tmp_path / "bad.pcap"
+    outcomes = {"ok": 0, "error": 0, "truncated": 0}
+    for _ in range(150):
+        b = bytearray(base)
+        for _ in range(rng.randrange(1, 20)):
+            b[rng.randrange(len(b))] ^= 1 << rng.randrange(8)
+        if rng.random() < 0.3:
+            del b[rng.randrange(24, len(b)):]
+        if rng.random() < 0.3:
+            i, j = sorted(rng.randrange(24, len(b)) for _ in range(2))
+            b[j:j] = b[i:j]
+        bad.write_bytes(bytes(b))
+        try:
+            r = run_pipeline(str(bad), plausible_for=plausible_for)
+        except CaptureError as e:
+            assert "\n" not in str(e)
+            outcomes["error"] += 1
+            continue
+        outcomes["truncated" if r["reader"].truncated else "ok"] += 1
+    assert outcomes["ok"] > 10 and outcomes["truncated"] > 10

@@ -1,0 +1,162 @@
+"""``kafkawire-sniff spark``: the read/stats/check analysis of many and huge captures on Spark.
+
+Only wiring: the job lives in ``analyzer.spark_job``. The lead's cli registers
+``spark_command`` when this module exists.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import click
+
+from analyzer.errors import UserError
+from analyzer.options import Size, capture_options, options_from_kwargs
+from analyzer.stats import GROUP_KEYS, parse_by
+
+
+def _by_param(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
+    try:
+        return parse_by(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+
+
+def _rule_list(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    from analyzer.check import RULES
+
+    names = tuple(n.strip() for v in value for n in v.split(",") if n.strip())
+    unknown = [n for n in names if n not in RULES]
+    if unknown:
+        raise click.BadParameter(f"unknown rule {', '.join(unknown)} (see 'kafkawire-sniff check --list-rules')")
+    return names
+
+
+def _conf(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for v in value:
+        k, sep, val = v.partition("=")
+        if not sep or not k.strip():
+            raise click.BadParameter(f"expected KEY=VALUE, got {v!r}")
+        out[k.strip()] = val
+    return out
+
+
+@click.command("spark")
+@click.argument("captures", nargs=-1, required=True)
+@click.option("--out", "out_dir", required=True, metavar="DIR",
+              help="Output directory (local path or Hadoop URI) for the Parquet tables "
+                   "exchanges, partitions, stats and findings.")
+@click.option("--master", default="local[*]", show_default=True,
+              help="Spark master: local[N], or spark://HOST:PORT for a standalone cluster.")
+@click.option("--by", default="api,version", show_default=True, callback=_by_param,
+              help=f"Stats grouping, as for 'stats': a comma-separated combination of {', '.join(GROUP_KEYS)}.")
+@click.option("--with-trees", is_flag=True, help="Also store the request/response field trees (JSON strings).")
+@click.option("--rule", "rules", multiple=True, callback=_rule_list, metavar="RULE",
+              help="Only this check rule (repeatable, or comma-separated).")
+@click.option("--skip-rule", "skip_rules", multiple=True, callback=_rule_list, metavar="RULE",
+              help="Not this check rule.")
+@click.option("--slow-ms", type=click.FloatRange(min=0), default=1000.0, show_default=True,
+              help="As for 'check': report exchanges slower than this.")
+@click.option("--storm-rebalances", type=click.IntRange(min=1), default=5, show_default=True,
+              help="As for 'check': rebalance storm threshold (generations per minute).")
+@click.option("--split-size", type=Size(), default="64MiB", show_default=True,
+              help="Cut bigger pcap/pcapng files into ranges of this size, read by separate tasks.")
+@click.option("--pack-size", type=Size(), default="64MiB", show_default=True,
+              help="Pack smaller files into one read task up to this many bytes.")
+@click.option("--partitions", type=click.IntRange(min=1), default=None,
+              help="Tasks that reassemble and decode connections (default: from the input size and cores).")
+@click.option("--conf", "spark_conf", multiple=True, callback=_conf, metavar="KEY=VALUE",
+              help="Extra Spark configuration (repeatable), e.g. --conf spark.executor.memory=4g.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress line and no summary.")
+@capture_options
+def spark_command(captures: tuple[str, ...], out_dir: str, master: str, by: tuple[str, ...], with_trees: bool,
+                  rules: tuple[str, ...], skip_rules: tuple[str, ...], slow_ms: float, storm_rebalances: int,
+                  split_size: int, pack_size: int, partitions: int | None, spark_conf: dict[str, str],
+                  quiet: bool, **kw: Any) -> int:
+    """Analyse many and huge captures on Spark; write Parquet tables.
+
+    Reads pcap/pcapng files (paths, globs, file:// or hdfs:// URIs), splits big files
+    across tasks, reassembles each TCP connection in one task and writes under DIR:
+    exchanges (the ndjson fields of 'read' plus the capture file), partitions (one row
+    per topic-partition of each Produce/Fetch), stats (the figures of 'stats' for the
+    same --by) and findings (what 'check' finds), plus stats.json and summary.json
+    for a local DIR. Runs in-process (local[*]) unless --master names a cluster.
+    """
+    from analyzer.check import RULES
+    from analyzer.spark_job import (
+        JobConfig,
+        SparkJobError,
+        StatusLine,
+        make_session,
+        run_spark,
+        spark_error_text,
+    )
+
+    chosen = set(rules) if rules else set(RULES)
+    chosen -= set(skip_rules)
+    options, ctx = options_from_kwargs(kw)
+    cfg = JobConfig(options=options, ctx=ctx, by=by, with_trees=with_trees, rules=frozenset(chosen),
+                    slow_ms=slow_ms, storm_rebalances=storm_rebalances, split_size=split_size,
+                    pack_size=pack_size, partitions=partitions or 0)
+    if "://" not in out_dir:
+        if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+            raise UserError(f"--out {out_dir}: exists and is not a directory")
+        try:
+            os.makedirs(out_dir, exist_ok=True)
+        except OSError as e:
+            raise UserError(f"--out {out_dir}: cannot create: {e.strerror or e}") from None
+
+    from analyzer.capture import CaptureError
+
+    spark = None
+    try:
+        try:
+            spark = make_session(master, conf=spark_conf)
+            with StatusLine(spark.sparkContext, enabled=not quiet) as status:
+                result = run_spark(spark, captures, out_dir, cfg, status)
+        except (SparkJobError, CaptureError) as e:
+            raise UserError(str(e)) from None
+        except KeyboardInterrupt:
+            raise
+        except Exception as e:  # noqa: BLE001 - Py4J/Spark errors become one line
+            raise UserError(f"spark job failed: {spark_error_text(e)}") from None
+    finally:
+        if spark is not None:
+            try:
+                spark.stop()
+            except Exception:  # noqa: BLE001, S110 - already failing or stopping
+                pass
+    if not quiet:
+        _print_summary(result, out_dir)
+    return 0
+
+
+def _print_summary(result: Any, out_dir: str) -> None:
+    s = result.summary
+    sev: dict[str, int] = {}
+    for f in result.findings:
+        sev[f.severity] = sev.get(f.severity, 0) + 1
+    lines = [
+        f"files: {s['files']} ({_mib(s['bytes'])}), read by {result.reads} range task(s)",
+        f"packets: {s.get('packets', 0)}",
+        f"connections: {s.get('connections', 0)}",
+        f"exchanges: {s.get('exchanges', 0)}",
+        "findings: " + (", ".join(f"{n} {k}" for k, n in sorted(sev.items())) or "none"),
+        f"elapsed: {result.elapsed:.1f} s",
+        f"wrote: {', '.join(os.path.join(out_dir, t) for t in ('exchanges', 'partitions', 'stats', 'findings'))}",
+    ]
+    if result.redone:
+        lines.insert(4, f"second pass: {result.redone} connection(s) using topic ids named on other connections")
+    for f in s.get("per_file", []):
+        if f.get("capture_warning"):
+            lines.append(f"warning: {f['capture']}: {f['capture_warning']}")
+    click.echo("== spark summary", err=True)
+    for line in lines:
+        click.echo("  " + line, err=True)
+    sys.stderr.flush()
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MiB" if n >= 1 << 20 else f"{n} bytes"
