@@ -109,6 +109,13 @@ def spark_command(captures: tuple[str, ...], out_dir: str, master: str, by: tupl
             raise UserError(f"--out {out_dir}: cannot create: {e.strerror or e}") from None
 
     from analyzer.capture import CaptureError
+    from analyzer.spark_job import resolve_inputs
+
+    local = [c for c in captures if "://" not in c or c.startswith("file://")]
+    try:   # fail fast, before Spark starts, on local paths that are missing or not captures
+        resolve_inputs(local) if local else None
+    except (SparkJobError, CaptureError) as e:
+        raise UserError(str(e)) from None
 
     spark = None
     try:

@@ -59,9 +59,14 @@ Plausible = Callable[[bytes], bool]
 
 
 @lru_cache(maxsize=16)
-def _candidates(top: int) -> re.Pattern[bytes]:
-    """Bytes that can start a size prefix no larger than top << 24 | 0xFFFFFF."""
-    return re.compile(b"[\\x00-" + bytes([top]) + b"]") if top < 255 else re.compile(b".", re.S)
+def _candidates(top: int, low: int) -> re.Pattern[bytes]:
+    """Positions that can start a size prefix between ``low`` (< 256) and top << 24 | 0xFFFFFF.
+
+    A zero-width pattern, so runs of zeros (sizes below the minimum) are skipped in C."""
+    pat = b"(?=[\\x00-" + re.escape(bytes([top])) + b"])"
+    if low > 0:
+        pat += b"(?!\\x00\\x00\\x00[\\x00-" + re.escape(bytes([low - 1])) + b"])"
+    return re.compile(pat, re.S)
 
 
 class Framer:
@@ -74,7 +79,7 @@ class Framer:
         self.direction = direction
         self.plausible = plausible
         self.max_frame_size = max_frame_size
-        self.min_frame_size = min_frame_size
+        self._min = min_frame_size
         self.peek = peek
         self.skipped: dict[str, int] = {}
         self.frames = 0                 # frames emitted
@@ -87,7 +92,17 @@ class Framer:
         self._decided = -1               # size of the frame at _buf[0] once judged plausible
         self._reason = "before first frame"   # why bytes are skipped while scanning
         self._drop = 0                   # bytes of a gap-broken frame still to drop
-        self._cand = _candidates(min(max_frame_size, 0xFFFFFFFF) >> 24)
+        self._cand = _candidates(min(max_frame_size, 0xFFFFFFFF) >> 24, min(max(min_frame_size, 0), 255))
+
+    @property
+    def min_frame_size(self) -> int:
+        """Smallest plausible size prefix; may be changed between events (e.g. for SASL tokens)."""
+        return self._min
+
+    @min_frame_size.setter
+    def min_frame_size(self, value: int) -> None:
+        self._min = value
+        self._cand = _candidates(min(self.max_frame_size, 0xFFFFFFFF) >> 24, min(max(value, 0), 255))
         self._last_index = 0
         self._last_ts = 0.0
 
@@ -124,7 +139,7 @@ class Framer:
     def _check(self, b: bytes | bytearray, i: int, avail: int, final: bool) -> int | None:
         """Judge a frame starting at b[i]: its size if plausible, -1 if not, None if undecided."""
         size = _size(b, i)[0]
-        if size < self.min_frame_size or size > self.max_frame_size:
+        if size < self._min or size > self.max_frame_size:
             return -1
         if self.plausible is None:
             return size
@@ -214,7 +229,7 @@ class Framer:
         """Cut the complete, plausible frames at the start of ``data``; return bytes used."""
         n = len(data)
         pos = 0
-        lo, hi, peek, plausible = self.min_frame_size, self.max_frame_size, self.peek, self.plausible
+        lo, hi, peek, plausible = self._min, self.max_frame_size, self.peek, self.plausible
         conn, direction = self.conn, self.direction
         k = 0
         while n - pos >= 4:

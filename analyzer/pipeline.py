@@ -262,7 +262,8 @@ class Pipeline:
         fr = st.framers[d]
         if fr is None:
             fr = st.framers[d] = Framer(st.conn, d, plausible=self._plausible_for(st, d),
-                                        max_frame_size=self.options.max_frame_size, min_frame_size=0, peek=64)
+                                        max_frame_size=self.options.max_frame_size,
+                                        min_frame_size=0 if st.sasl_raw else 2, peek=64)
         for frame in fr.feed(ev):
             self._frame(st, frame, out)
 
@@ -289,6 +290,13 @@ class Pipeline:
             st.ignored = "tls (not decrypted)"
             return False
         return True
+
+    @staticmethod
+    def _min_frame(st: _ConnState, n: int) -> None:
+        """Smallest frame size the framers accept (2: a pre-0.8 error-only response; 0 in SASL raw mode)."""
+        for fr in st.framers:
+            if fr is not None:
+                fr.min_frame_size = n
 
     def _drop_framers(self, st: _ConnState) -> None:
         """A connection found not to carry Kafka: what its framers held is skipped, not framed."""
@@ -410,6 +418,7 @@ class Pipeline:
     def _request(self, st: _ConnState, frame: Frame, out: list[Exchange]) -> None:
         if st.sasl_raw and (st.sasl_tokens_left == 0 or (st.sasl_tokens_left < 0 and plausible_request(frame.data))):
             st.sasl_raw = False     # authentication is over: Kafka requests again
+            self._min_frame(st, 2)
         if st.sasl_raw:
             st.sasl_tokens_left -= 1
             tree = kafka.decode_sasl_token(frame.data, self.ctx, st.sasl_mechanism, True)
@@ -521,6 +530,7 @@ class Pipeline:
             st.sasl_raw = True
             mech = (st.sasl_mechanism or "").upper()
             st.sasl_tokens_left = 1 if mech == "PLAIN" else 2 if mech.startswith("SCRAM-") else -1
+            self._min_frame(st, 0)      # raw SASL tokens may be empty
 
     # -- pre-0.8 --------------------------------------------------------------
     def _legacy_request(self, st: _ConnState, frame: Frame, out: list[Exchange]) -> None:

@@ -326,26 +326,28 @@ def _pcapng_ok(r: _Range, off: int, u32: struct.Struct) -> bool:
     return True
 
 
-def scan_split(src: Source, sp: Split) -> ScanResult:
-    """Find the split's first record boundary and count the packets up to the next range."""
+def scan_split(src: Source, sp: Split, known: int | None = None) -> ScanResult:
+    """Find the split's first record boundary and count the packets up to the next range.
+
+    ``known``: the boundary is known (where the previous range's hop ended): no search."""
     if src.kind not in ("pcap", "pcapng") or src.local is None or (sp.start == 0 and sp.end == src.size):
         return ScanResult(src.file_id, sp.no, sp.start, sp.end, -1)
     r = _Range(src.local)
     try:
         if src.kind == "pcap":
-            return _scan_pcap(r, src, sp)
-        return _scan_pcapng(r, src, sp)
+            return _scan_pcap(r, src, sp, known)
+        return _scan_pcapng(r, src, sp, known)
     finally:
         r.close()
 
 
-def _scan_pcap(r: _Range, src: Source, sp: Split) -> ScanResult:
+def _scan_pcap(r: _Range, src: Source, sp: Split, known: int | None = None) -> ScanResult:
     e = src.endian
     hdr = struct.Struct(e + "IIII")
     magic = r.get(0, 4)
     div_ok = 1_000_000_000 if _PCAP_MAGICS.get(magic, ("<", False))[1] else 1_000_000
-    off = max(sp.start, 24)
-    if sp.start > 24:
+    off = max(sp.start, 24) if known is None else known
+    if sp.start > 24 and known is None:
         while off < sp.end and not _pcap_ok(r, off, src, hdr, div_ok):
             off += 1
         if off >= sp.end:
@@ -367,10 +369,10 @@ def _scan_pcap(r: _Range, src: Source, sp: Split) -> ScanResult:
     return ScanResult(src.file_id, sp.no, boundary, off, n, damaged=damaged)
 
 
-def _scan_pcapng(r: _Range, src: Source, sp: Split) -> ScanResult:
+def _scan_pcapng(r: _Range, src: Source, sp: Split, known: int | None = None) -> ScanResult:
     u32 = struct.Struct(src.endian + "I")
-    off = sp.start + (-sp.start % 4)
-    if sp.start > 0:
+    off = sp.start + (-sp.start % 4) if known is None else known
+    if sp.start > 0 and known is None:
         while off < sp.end and not _pcapng_ok(r, off, u32):
             off += 4
         if off >= sp.end:
@@ -432,9 +434,19 @@ def plan_reads(sources: list[Source], splits: list[Split], scans: list[ScanResul
             continue
         live = [(sp, sc) for sp, sc in items if sc.boundary is not None]
         ok = bool(live) and live[0][1].boundary == (24 if src.kind == "pcap" else 0)
-        for (_a, x), (_b, y) in zip(live, live[1:], strict=False):
-            if x.hop_end != y.boundary or x.damaged:
+        for i in range(len(live) - 1):
+            x, (sp_y, y) = live[i][1], live[i + 1]
+            if x.damaged:
                 ok = False
+            elif x.hop_end != y.boundary:
+                # the search was fooled (bytes inside a record that look like a chain of
+                # records): the previous range's hop is right; count this range again from it
+                try:
+                    live[i + 1] = (sp_y, scan_split(src, sp_y, known=x.hop_end))
+                except OSError:
+                    ok = False
+        live = [(sp, sc) for sp, sc in live if sc.boundary is not None and sc.boundary < sources[fid].size
+                and (sc.packets > 0 or sc.boundary < sc.hop_end)]
         if not ok:
             out.append(whole)
             continue
@@ -958,6 +970,8 @@ appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = spark: %p %c{1}: %m%n
+logger.repl.name = org.apache.spark.repl.Main
+logger.repl.level = error
 """
 
 
@@ -1019,11 +1033,21 @@ def make_session(master: str = "local[*]", shuffle_partitions: int = 8,
         b = b.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
     for k, v in (conf or {}).items():
         b = b.config(k, v)
+    # The JVM (and the Python workers it starts) inherit fd 2: point it at a log file while
+    # the gateway starts, so JVM warnings and Spark stack traces never reach the user.
+    log_path = os.path.join(_support_dir(), f"spark-{os.getpid()}.log")
+    saved = os.dup(2)
     try:
+        sys.stderr.flush()
+        with open(log_path, "ab") as log:
+            os.dup2(log.fileno(), 2)
         spark = b.getOrCreate()
     except Exception as e:  # noqa: BLE001 - Java missing, bad master URL...
         raise SparkJobError(f"cannot start Spark ({spark_error_text(e)}; Java 17+ must be installed: "
-                            "java on PATH or JAVA_HOME)") from None
+                            f"java on PATH or JAVA_HOME; Spark's log: {log_path})") from None
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
     spark.sparkContext.setLogLevel("ERROR")
     spark.sparkContext.addPyFile(_code_zip())
     return spark

@@ -180,7 +180,7 @@ class Reassembler:
             # fast path: no SYN/FIN/RST on a known connection
             st, direction = ent
             d = st.dirs[direction]
-            if d.base is not None and not st.closed and not d.ended:
+            if d.base is not None and not st.closed and d.fin_at is None:
                 st.conn.last_ts = ts
                 if not payload and not missing:
                     return []

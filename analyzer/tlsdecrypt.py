@@ -24,11 +24,13 @@ resumed handshake does not have).
 from __future__ import annotations
 
 import binascii
+import logging
 import struct
 from types import SimpleNamespace
 from typing import Any
 
 from analyzer.errors import UserError
+from dissectors.tls import parse_hello
 
 # RFC 5246 6.2.3: a TLSCiphertext fragment is at most 2^14 + 2048 bytes.
 MAX_RECORD = (1 << 14) + 2048
@@ -126,6 +128,7 @@ def _scapy() -> Any:
             from scapy.layers.tls.crypto.common import CipherError
             from scapy.layers.tls.crypto.compression import Comp_NULL
             from scapy.layers.tls.crypto.h_mac import HMACError
+            from scapy.layers.tls.crypto.suites import _tls_cipher_suites_cls
             from scapy.layers.tls.record import TLS, TLSApplicationData, _TLSEncryptedContent
             from scapy.layers.tls.record_tls13 import TLS13
             from scapy.layers.tls.session import tlsSession
@@ -135,11 +138,33 @@ def _scapy() -> Any:
         _SCAPY = SimpleNamespace(
             TLS=TLS, TLS13=TLS13, AppData=TLSApplicationData, Encrypted=_TLSEncryptedContent,
             tlsSession=tlsSession, AEADTagError=AEADTagError, CipherError=CipherError,
-            HMACError=HMACError, Comp_NULL=Comp_NULL, Cipher_NULL=Cipher_NULL)
+            HMACError=HMACError, Comp_NULL=Comp_NULL, Cipher_NULL=Cipher_NULL,
+            suites=_tls_cipher_suites_cls)
     return _SCAPY
 
 
 _SCAPY: Any = None
+
+
+class _ScapyQuiet(logging.Filter):
+    """Keeps scapy's runtime warnings ("Unknown cipher suite ...") off the user's stderr
+    while we call it; the first one is kept for ``detail``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.active = 0
+        self.caught: list[str] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self.active:
+            return True
+        if len(self.caught) < 4:
+            self.caught.append(record.getMessage().splitlines()[0][:200])
+        return False
+
+
+_QUIET = _ScapyQuiet()
+logging.getLogger("scapy.runtime").addFilter(_QUIET)
 
 
 class _Failed(Exception):
@@ -171,6 +196,8 @@ class TlsStreamDecryptor:
         self._client_random: bytes | None = None
         self._keys_checked = False
         self._slow_bytes = 0
+        self._opened = [False, False]             # a record of this side passed authentication
+        self._side = 0
         self._done = False
         if isinstance(m, str):
             self._fail(f"unsupported: {m}")
@@ -178,13 +205,21 @@ class TlsStreamDecryptor:
     # -- public ------------------------------------------------------------------------------
 
     def feed(self, direction: int, data: bytes, from_client: bool) -> bytes:
+        """The next in-order bytes of one direction -> the application data they complete.
+
+        ``from_client`` says whose bytes these are (``direction`` is the pipeline's own
+        index of that side and is not needed here). Call in capture order across both
+        directions: the handshake of one side unlocks the other side's keys.
+        """
         if self._done or not data:
             return b""
-        side = 0 if from_client else 1
+        side = self._side = 0 if from_client else 1
         buf = self._bufs[side]
         buf += data
         out: list[bytes] = []
         pos, end = 0, len(buf)
+        _QUIET.active += 1
+        _QUIET.caught.clear()
         try:
             while end - pos >= 5:
                 ctype, ver, length = _HDR.unpack_from(buf, pos)
@@ -204,7 +239,10 @@ class TlsStreamDecryptor:
         except _Failed as e:
             self._fail(str(e))
         except Exception as e:  # scapy raising on bytes it did not expect: never the user's problem
-            self._fail(f"decryption failed: {type(e).__name__} in scapy's TLS layer", str(e).splitlines()[0:1])
+            why = str(e).splitlines()
+            self._fail(f"decryption failed: {type(e).__name__} in scapy's TLS layer", why[0][:200] if why else "")
+        finally:
+            _QUIET.active -= 1
         if self._done:
             return b"".join(out)
         del buf[:pos]
@@ -217,10 +255,12 @@ class TlsStreamDecryptor:
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _fail(self, status: str, detail: list[str] | None = None) -> None:
+    def _fail(self, status: str, detail: str = "") -> None:
         self.status = status
         if detail:
-            self.detail = detail[0]
+            self.detail = detail
+        elif _QUIET.caught and not self.detail:
+            self.detail = "scapy: " + _QUIET.caught[0]
         self._done = True
         self._bufs[0].clear()
         self._bufs[1].clear()
@@ -248,7 +288,15 @@ class TlsStreamDecryptor:
             plain = self._fast(s, rec)
             if plain is not None:
                 return plain
-        return self._slow(s, from_client, ctype, rec)
+        plain = self._slow(s, from_client, ctype, rec)
+        if self._opened[0] and self._opened[1]:
+            # Handshake over: drop what scapy keeps only to verify it (parsed messages,
+            # certificates): ~130 KB -> ~10 KB a connection.
+            if s.handshake_messages_parsed:
+                s.handshake_messages_parsed = []
+            if s.server_certs:
+                s.server_certs = type(s.server_certs)([])
+        return plain
 
     def _fast(self, s: Any, rec: bytes) -> bytes | None:
         """Open an application-data record with the session's own read cipher; None: use scapy."""
@@ -269,15 +317,17 @@ class TlsStreamDecryptor:
                 inner = p.rstrip(b"\0")
                 if not inner:
                     raise _Failed("decryption failed: TLS 1.3 record with no content type")
+                self._opened[self._side] = True
                 if inner[-1] != CT_APPDATA:
                     rcs.seq_num = seq           # a post-handshake message or alert: scapy reads it
                     return None
                 return inner[:-1]
             if tv is not None and tv <= 0x0303 and rcs.compression.__class__ is self._m.Comp_NULL:
                 res = cipher.auth_decrypt(seq_b + rec[:3], rec[5:], seq_b)
+                self._opened[self._side] = True
                 return res[-2]
         except self._m.AEADTagError:
-            raise _Failed("decryption failed: wrong key (record authentication failed)") from None
+            raise self._auth_failed() from None
         except self._m.CipherError:
             raise _Failed(STATUS_NO_KEY) from None
         rcs.seq_num = seq
@@ -289,9 +339,12 @@ class TlsStreamDecryptor:
         self._slow_bytes += len(rec)
         if self._slow_bytes > MAX_SLOW_BYTES:
             raise _Failed(f"unsupported: more than {MAX_SLOW_BYTES >> 20} MiB of TLS handshake records")
+        if not from_client and not self._keys_checked and ctype == CT_HANDSHAKE and len(rec) > 5 and rec[5] == 2:
+            self._check_server_hello(rec)
+        rcs = s.prcs if (s.tls_version == 0x0304 and s.triggered_prcs_commit and s.prcs) else s.rcs
+        encrypted = rcs.cipher.__class__ is not m.Cipher_NULL and ctype != CT_CCS
         if ctype == CT_APPDATA:
-            rcs = s.prcs if (s.tls_version == 0x0304 and s.triggered_prcs_commit and s.prcs) else s.rcs
-            if rcs.cipher.__class__ is m.Cipher_NULL:
+            if not encrypted:
                 # Application data before keys: TLS 1.3 early data (0-RTT) or a handshake we
                 # could not follow. Never pass ciphertext on as plaintext.
                 self.skipped_records += 1
@@ -301,7 +354,9 @@ class TlsStreamDecryptor:
         try:
             pkt = m.TLS(rec, tls_session=s, strict_integrity=True)
         except (m.AEADTagError, m.HMACError):
-            raise _Failed("decryption failed: wrong key (record authentication failed)") from None
+            raise self._auth_failed() from None
+        if encrypted and self._keys_checked:
+            self._opened[self._side] = True
         if self._client_random is None:
             cr = s.client_random
             if not cr:
@@ -322,6 +377,26 @@ class TlsStreamDecryptor:
                     out.append(bytes(msg.data))
             layer = layer.payload if layer.payload.__class__ in (m.TLS, m.TLS13) else None
         return b"".join(out)
+
+    def _auth_failed(self) -> _Failed:
+        if self._opened[self._side]:
+            who = "client" if self._side == 0 else "server"
+            return _Failed(f"decryption failed: a {who} record failed authentication (corrupted capture?)")
+        return _Failed("decryption failed: wrong key (record authentication failed)")
+
+    def _check_server_hello(self, rec: bytes) -> None:
+        """Read version and suite from the ServerHello bytes before scapy does: scapy's
+        TLS 1.3 code does not survive a suite it does not know."""
+        info = parse_hello(rec)
+        if isinstance(info.get("version"), str):
+            self.version = str(info["version"])
+            if self.version not in ("TLS 1.2", "TLS 1.3"):
+                raise _Failed(f"unsupported: {self.version} (TLS 1.2 and 1.3 only)")
+        at = 44 + rec[43] if len(rec) > 43 else len(rec)
+        if at + 2 <= len(rec):
+            (suite,) = struct.unpack_from(">H", rec, at)
+            if suite not in self._m.suites:
+                raise _Failed(f"unsupported: cipher suite 0x{suite:04x} (not known to scapy's TLS layer)")
 
     def _after_server_hello(self, s: Any, pkt: Any) -> None:
         """The ServerHello has been read: version and suite are known; are the keys?"""

@@ -27,8 +27,11 @@ Writers:
 14, 101, 108, 113, 228, 229, 276. ``RawPacket(ts, data, orig_len=None, iface=0)`` writes
 arbitrary bytes as a record. ``kafka_frame(body)`` prefixes a 4-byte size;
 ``kafka_request(api_key, version, corr, client_id, body)`` and ``kafka_response(corr, body)``
-build plausible frames. ``replicate(packets, copies, ...)`` clones a flow over many
-connections (shifted ports, sequence numbers and timestamps) for benchmarks.
+build plausible frames; ``request_plausible(header)`` is a simple request-header check.
+``replicate(packets, copies, ...)`` clones a flow over many connections (shifted ports,
+sequence numbers and timestamps) for benchmarks. ``run_pipeline(path, plausible_for=None,
+ports=None)`` reads a file back through capture -> net -> tcp -> framing and returns the
+reader, skip counts, reassembler, framers, events and frames.
 """
 from __future__ import annotations
 

@@ -360,3 +360,52 @@ def test_mutated_captures_never_raise(tmp_path):
             continue
         outcomes["truncated" if r["reader"].truncated else "ok"] += 1
     assert outcomes["ok"] > 10 and outcomes["truncated"] > 10
+
+
+@pytest.mark.slow
+@needs_shared
+def test_throughput_against_bare_record_loop(tmp_path):
+    """capture -> net -> tcp -> framing on ~200k packets replicated from a real flow, timed
+    against a bare struct loop over the same records (CPU time, best of 3). Prints the ratio;
+    fails only on a gross regression."""
+    import struct
+    import time
+
+    from analyzer.capture import open_capture
+    from analyzer.net import parse_packet
+    from tests.pcapgen import TcpPacket, replicate
+
+    segs = []
+    with open_capture(str(SHARED / "midstream_rdkafka_tansu.pcap")) as rd:
+        for p in rd:
+            s = parse_packet(p)
+            segs.append(TcpPacket(s.ts, s.src.ip, s.dst.ip, s.src.port, s.dst.port, s.flags, s.seq, s.ack,
+                                  s.payload))
+    big = tmp_path / "big.pcap"
+    write_pcap(str(big), replicate(segs, 200_000 // len(segs) + 1, server_ports=[9092])[:200_000])
+
+    def bare() -> int:
+        n = 0
+        with open(big, "rb") as fh:
+            fh.read(24)
+            unpack, read = struct.Struct("<IIII").unpack, fh.read
+            while len(h := read(16)) == 16:
+                read(unpack(h)[2])
+                n += 1
+        return n
+
+    def full() -> int:
+        return len(run_pipeline(str(big), plausible_for=plausible_for)["frames"])
+
+    def best(fn):
+        times = []
+        for _ in range(3):
+            t = time.process_time()
+            fn()
+            times.append(time.process_time() - t)
+        return min(times)
+
+    assert bare() == 200_000 and full() > 150_000
+    tb, tf = best(bare), best(full)
+    print(f"\nbare loop {tb:.3f}s, capture->frames {tf:.3f}s ({200_000 / tf:,.0f} packets/s), ratio {tf / tb:.1f}")
+    assert tf / tb < 80

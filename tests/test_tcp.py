@@ -385,3 +385,27 @@ def test_ipv6_flow_in_pcapng_with_two_link_types(tmp_path):
 
 def test_syn_flag_constant():
     assert SYN == 2
+
+
+@pytest.mark.parametrize("linktype", [0, 1, 12, 14, 101, 108, 113, 228, 229, 276])
+def test_link_types_through_pcap(tmp_path, linktype):
+    v6 = linktype == 229
+    cli, srv = (("fd00::1", 40000), ("fd00::2", 9092)) if v6 else (C, S)
+    f = TcpFlow(cli, srv)
+    pkts = f.handshake() + f.send(0, b"q" * 3000, mss=1000) + f.send(1, b"r" * 10) + f.fin(0) + f.fin(1)
+    r = run(tmp_path, pkts, linktype=linktype)
+    assert stream(r["events"], 0, 0) == b"q" * 3000 and stream(r["events"], 0, 1) == b"r" * 10
+    assert dict(r["skips"]) == {} and r["reader"].linktypes == [linktype]
+    assert ends(r["events"])[-1] == (0, None, "fin")
+
+
+def test_fin_before_last_data_segment(tmp_path):
+    f = _flow()
+    hs = f.handshake()
+    segs = f.send(0, b"abcdef", sizes=[3])
+    fin = f.fin(0)
+    r = run(tmp_path, hs + [segs[0], fin[0], segs[1]] + f.send(1, b"ok"))
+    assert stream(r["events"]) == b"abcdef"
+    assert ends(r["events"])[0] == (0, 0, "fin")
+    # the client's direction ended at its FIN, the connection at the end of the capture
+    assert ends(r["events"])[-1] == (0, None, "end of capture")

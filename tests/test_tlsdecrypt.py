@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from cryptography.exceptions import InvalidTag
 
 from analyzer.capture import open_capture
 from analyzer.errors import UserError
@@ -78,7 +79,7 @@ def _conversations(tmp: Path, version: ssl.TLSVersion, keylog: Path, connections
         server = sctx.wrap_bio(s_in, s_out, server_side=True)
         wire: Chunks = []
         _handshake(client, server, c_in, c_out, s_in, s_out, wire)
-        for req, resp in zip(REQS, RESPS):
+        for req, resp in zip(REQS, RESPS, strict=True):
             client.write(req)
             data = c_out.read()
             wire.append((0, data))
@@ -231,6 +232,20 @@ def test_wrong_key(tmp: Path, version: ssl.TLSVersion) -> None:
     assert d.status == "decryption failed: wrong key (record authentication failed)"
 
 
+@pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3])
+def test_unknown_cipher_suite_is_reported(tmp: Path, version: ssl.TLSVersion) -> None:
+    keylog = tmp / f"suite{version.name}.log"
+    ((wire, _),) = _conversations(tmp, version, keylog)
+    side, data = wire[1]
+    assert side == 1 and data[5] == 2                     # the ServerHello
+    at = 44 + data[43]                                    # after version, random, session id
+    wire[1] = (1, data[:at] + b"\xca\xfe" + data[at + 2:])
+    d = TlsStreamDecryptor(TlsKeyLog.load(str(keylog)))
+    assert _decrypt(d, wire) == (b"", b"")
+    assert d.status == "unsupported: cipher suite 0xcafe (not known to scapy's TLS layer)"
+    assert d.version == ("TLS 1.2" if version == ssl.TLSVersion.TLSv1_2 else "TLS 1.3")
+
+
 def test_capture_starting_after_handshake(tmp: Path) -> None:
     keylog = tmp / "late.log"
     ((wire, _),) = _conversations(tmp, ssl.TLSVersion.TLSv1_3, keylog)
@@ -285,6 +300,107 @@ def test_mutated_streams_never_raise(tmp: Path) -> None:
             # Only an unauthenticated field was hit (e.g. a ClientHello extension): the data is right.
             assert b"".join(REQS).startswith(req) and b"".join(RESPS).startswith(resp)
     assert "decryption failed" in statuses
+
+
+def _hkdf_label(secret: bytes, label: bytes, length: int) -> bytes:
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
+
+    full = b"tls13 " + label
+    info = struct.pack(">HB", length, len(full)) + full + b"\x00"
+    return HKDFExpand(hashes.SHA384(), length, info).derive(secret)
+
+
+class _Tls13Keys:
+    """An independent TLS 1.3 record layer (AES-256-GCM, SHA-384) for one direction."""
+
+    def __init__(self, secret: bytes) -> None:
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        self.secret = secret
+        self.aead = AESGCM(_hkdf_label(secret, b"key", 32))
+        self.iv = _hkdf_label(secret, b"iv", 12)
+        self.seq = 0
+
+    def _nonce(self) -> bytes:
+        return bytes(a ^ b for a, b in zip(self.iv, self.seq.to_bytes(12, "big"), strict=True))
+
+    def open(self, rec: bytes) -> bytes:
+        p = self.aead.decrypt(self._nonce(), rec[5:], rec[:5])
+        self.seq += 1
+        return p
+
+    def seal(self, inner: bytes) -> bytes:
+        hdr = struct.pack(">BHH", 23, 0x0303, len(inner) + 16)
+        c = self.aead.encrypt(self._nonce(), inner, hdr)
+        self.seq += 1
+        return hdr + c
+
+    def updated(self) -> _Tls13Keys:
+        return _Tls13Keys(_hkdf_label(self.secret, b"traffic upd", 48))
+
+
+def _records(data: bytes) -> list[bytes]:
+    out, pos = [], 0
+    while pos < len(data):
+        (n,) = struct.unpack_from(">H", data, pos + 3)
+        out.append(data[pos:pos + 5 + n])
+        pos += 5 + n
+    return out
+
+
+def _with_key_update(wire: Chunks, secret: bytes, side: int, announce: bool = True) -> Chunks:
+    """Re-encrypt ``side`` so that it sends a KeyUpdate before its second Kafka frame and
+    uses the next traffic secret from then on (RFC 8446 4.6.3, 7.2). ``announce=False``
+    switches keys without the KeyUpdate message."""
+    reader, writer = _Tls13Keys(secret), _Tls13Keys(secret)
+    out: Chunks = []
+    started, frames = False, 0
+    for s, data in wire:
+        if s != side:
+            out.append((s, data))
+            continue
+        recs = []
+        for rec in _records(data):
+            if not started:
+                try:
+                    plain = reader.open(rec) if rec[0] == 23 else None
+                except InvalidTag:                        # a handshake-key record
+                    plain = None
+                if plain is None:
+                    recs.append(rec)
+                    continue
+                started = True
+            else:
+                plain = reader.open(rec)
+            if plain[-1] == 23:
+                frames += 1
+                if frames == 2:                           # the second Kafka frame
+                    if announce:                          # KeyUpdate(update_not_requested)
+                        recs.append(writer.seal(b"\x18\x00\x00\x01\x00" + b"\x16"))
+                    writer = writer.updated()
+            recs.append(writer.seal(plain))
+        out.append((s, b"".join(recs)))
+    assert frames > len(REQS)                             # the last frame needs two records
+    return out
+
+
+@pytest.mark.parametrize("side", [0, 1])
+def test_tls13_key_update(tmp: Path, side: int) -> None:
+    keylog = tmp / f"ku{side}.log"
+    ((wire, suite),) = _conversations(tmp, ssl.TLSVersion.TLSv1_3, keylog)
+    assert suite == "TLS_AES_256_GCM_SHA384"
+    keys = TlsKeyLog.load(str(keylog))
+    label = "CLIENT_TRAFFIC_SECRET_0" if side == 0 else "SERVER_TRAFFIC_SECRET_0"
+    (secret,) = keys.keys[label].values()
+    d = TlsStreamDecryptor(keys)
+    assert _decrypt(d, _with_key_update(wire, secret, side)) == (b"".join(REQS), b"".join(RESPS)), d.status
+    assert d.status == "decrypting"
+    d = TlsStreamDecryptor(keys)                          # new keys without the message: cannot follow
+    req, resp = _decrypt(d, _with_key_update(wire, secret, side, announce=False))
+    who = ("client", "server")[side]
+    assert d.status == f"decryption failed: a {who} record failed authentication (corrupted capture?)"
+    assert (req, resp)[side] == (REQS, RESPS)[side][0]
 
 
 # -- key log parsing ---------------------------------------------------------------------

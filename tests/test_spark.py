@@ -1,0 +1,275 @@
+"""The Spark job: same figures as `stats` and `check`, split or not, local or on a standalone cluster.
+
+One SparkSession (local[2]) is shared by the module. The standalone master and worker
+are started (from pyspark's spark-class, bound to 127.0.0.1) at the start of the module
+so their start overlaps the local tests, and stopped by PID at the end.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pyspark = pytest.importorskip("pyspark")
+pq = pytest.importorskip("pyarrow.parquet")
+
+from analyzer.check import Checker  # noqa: E402
+from analyzer.options import fresh_context, options_from_kwargs  # noqa: E402
+from analyzer.output import exchange_to_json  # noqa: E402
+from analyzer.pipeline import Run  # noqa: E402
+from analyzer.spark_job import JobConfig, make_session, run_local, run_spark  # noqa: E402
+from analyzer.stats import StatsAccumulator  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = sorted(glob.glob(str(ROOT / "samples" / "*.pcap*")))
+pytestmark = pytest.mark.slow
+
+if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+    pytest.skip("Java is not installed", allow_module_level=True)
+
+
+# -- the reference: `stats` and `check` in one process ---------------------------------------
+
+def reference(paths: list[str], by: tuple[str, ...]) -> tuple[dict[str, Any], list[str], list[tuple[Any, ...]]]:
+    """What `stats` (merged as cmd_stats merges) and `check` (per file) give, and the exchange rows."""
+    options, ctx = options_from_kwargs({})
+    total = StatsAccumulator(by, keep_top=0)
+    findings: list[str] = []
+    rows: list[tuple[Any, ...]] = []
+    many = len(paths) > 1
+    for p in paths:
+        acc = StatsAccumulator(by, keep_top=0)
+        if many:
+            acc.source = os.path.basename(p)
+        checker = Checker()
+        run = Run(p, options, fresh_context(ctx))
+        for ex in run:
+            acc.add(ex)
+            checker.add(ex)
+            d = exchange_to_json(ex, trees=False)
+            rows.append(_row_key(p, d))
+        total.merge(acc)
+        for f in checker.finish(capture_end=run.summary.last_ts):
+            if many:
+                f.capture = p
+            findings.append(json.dumps(f.to_json(), sort_keys=True, default=str))
+    return total.result(), sorted(findings), sorted(rows, key=repr)
+
+
+def _row_key(capture: str, d: dict[str, Any]) -> tuple[Any, ...]:
+    parts = tuple((p["topic"], p["partition"], p["records"], p["bytes"], p["codec"], p["error"])
+                  for p in d["partitions"])
+    return (capture, d["conn"], d["client"], d["broker"], d["api_name"], d["api_version"], d["correlation_id"],
+            d["request_frame"], d["response_frame"], d["status"], d["latency_ms"], tuple(d["error_codes"]), parts)
+
+
+def parquet_rows(out: Path) -> list[tuple[Any, ...]]:
+    t = pq.read_table(str(out / "exchanges")).to_pylist()
+    for d in t:
+        d["partitions"] = [dict(p) for p in d["partitions"] or []]
+    return sorted((_row_key(d["capture"], d) for d in t), key=repr)
+
+
+def findings_of(res: Any) -> list[str]:
+    return sorted(json.dumps(f.to_json(), sort_keys=True, default=str) for f in res.findings)
+
+
+def same_json(a: Any, b: Any) -> bool:
+    return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
+
+
+# -- fixtures ---------------------------------------------------------------------------------
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Cluster:
+    """A standalone master + worker from pyspark's spark-class, on 127.0.0.1."""
+
+    def __init__(self, tmp: Path) -> None:
+        home = Path(pyspark.__file__).parent
+        self.spark_class = str(home / "bin" / "spark-class")
+        self.port = _free_port()
+        self.url = f"spark://127.0.0.1:{self.port}"
+        env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1", SPARK_NO_DAEMONIZE="1",
+                   PYSPARK_PYTHON=sys.executable)
+        self.env = env
+        self.master_log = tmp / "master.log"
+        self.worker_log = tmp / "worker.log"
+        self.master = subprocess.Popen(
+            [self.spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+             "--port", str(self.port), "--webui-port", str(_free_port())],
+            env=env, stdout=open(self.master_log, "wb"), stderr=subprocess.STDOUT)  # noqa: SIM115
+        self.worker = subprocess.Popen(
+            [self.spark_class, "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
+             "--webui-port", str(_free_port()), "--cores", "2", "--memory", "1g",
+             "--work-dir", str(tmp / "work")],
+            env=env, stdout=open(self.worker_log, "wb"), stderr=subprocess.STDOUT)  # noqa: SIM115
+
+    def wait_ready(self, timeout: float = 120.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.master.poll() is not None or self.worker.poll() is not None:
+                return False
+            if b"Successfully registered with master" in self.worker_log.read_bytes():
+                return True
+            time.sleep(0.5)
+        return False
+
+    def stop(self) -> None:
+        for p in (self.worker, self.master):
+            if p.poll() is None:
+                p.terminate()
+        for p in (self.worker, self.master):
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    c = Cluster(tmp_path_factory.mktemp("cluster"))
+    yield c
+    c.stop()
+
+
+@pytest.fixture(scope="module")
+def spark(cluster: Cluster) -> Any:   # the cluster starts first, so its start overlaps these tests
+    s = make_session("local[2]", shuffle_partitions=2)
+    yield s
+    s.stop()
+
+
+# -- in-process runner: the job's own steps without Spark (fast) --------------------------------------
+
+@pytest.mark.parametrize("by", [("api", "version"), ("conn", "api"), ("topic", "partition"), ("client", "broker")])
+def test_steps_match_stats_and_check_with_tiny_splits(by: tuple[str, ...]) -> None:
+    """Every sample cut into ranges of 700 bytes: the same figures, findings and exchange rows."""
+    ref_stats, ref_findings, ref_rows = reference(SAMPLES, by)
+    res, ex_rows, _parts = run_local(SAMPLES, JobConfig(by=by, split_size=700))
+    assert res.reads > 100                              # the files really were split
+    assert same_json(res.stats.result(), ref_stats)
+    assert findings_of(res) == ref_findings
+    cols = ("capture", "conn", "client", "broker", "protocol", "api_key", "api_name", "api_version",
+            "correlation_id", "client_id", "request_frame", "response_frame")
+    got = []
+    for r in ex_rows:
+        d = dict(zip(cols, r[:12], strict=True))
+        d.update(latency_ms=r[15], status=r[19], error_codes=r[20],
+                 partitions=[dict(zip(("topic", "partition", "records", "bytes", "codec", "crc_ok", "error"),
+                                      p, strict=True)) for p in r[21]])
+        got.append(_row_key(d["capture"], d))
+    assert sorted(got, key=repr) == ref_rows
+    assert res.summary["packets"] == 987 if len(SAMPLES) == 13 else res.summary["packets"] > 0
+
+
+def test_split_boundaries_agree_with_the_reader(tmp_path: Path) -> None:
+    """A pcap whose payloads contain fake record headers: the scan still finds the true boundaries."""
+    from analyzer.spark_job import plan_reads, plan_splits, read_split, resolve_inputs, scan_split
+    from tests.pcapgen import TcpFlow, kafka_request, kafka_response, write_pcap
+
+    flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092), ts=1_700_000_000.0)
+    pkts = flow.handshake()
+    import struct
+    fake = struct.pack("<IIII", 1_700_000_000, 5, 40, 40) * 30     # looks like record headers
+    for i in range(60):
+        pkts += flow.send(0, kafka_request(18, 3, i, body=fake[: (i * 7) % len(fake)]))
+        pkts += flow.send(1, kafka_response(i, b"\0\0" + fake[: (i * 11) % len(fake)]))
+    path = tmp_path / "fake.pcap"
+    write_pcap(str(path), pkts)
+    sources = resolve_inputs([str(path)])
+    splits = plan_splits(sources, 997)
+    reads = plan_reads(sources, splits, [scan_split(sources[0], sp) for sp in splits])
+    assert len(reads) > 20
+    got = [kv[0][5] for rs in reads for kv in read_split(sources[0], rs) if kv[0][1]]
+    assert got == list(range(1, len(pkts) + 1))
+
+
+# -- Spark, local mode ------------------------------------------------------------------------------
+
+def test_local_mode_matches_stats_and_check(spark: Any, tmp_path: Path) -> None:
+    by = ("api", "version")
+    ref_stats, ref_findings, ref_rows = reference(SAMPLES, by)
+    out = tmp_path / "out"
+    res = run_spark(spark, SAMPLES, str(out), JobConfig(by=by))
+    assert same_json(res.stats.result(), ref_stats)
+    assert findings_of(res) == ref_findings
+    assert parquet_rows(out) == ref_rows
+    # the tables on disk
+    stats_tab = pq.read_table(str(out / "stats")).to_pylist()
+    assert len(stats_tab) == len(ref_stats["groups"])
+    for row, g in zip(sorted(stats_tab, key=lambda r: (r["api"], r["version"] or -1)),
+                      sorted(ref_stats["groups"], key=lambda r: (r["api"], r["version"] or -1)), strict=True):
+        assert (row["count"], row["answered"], row["bytes_in"], row["latency_ms_p99"]) == \
+            (g["count"], g["answered"], g["bytes_in"], g["latency_ms"]["p99"])
+    parts = pq.read_table(str(out / "partitions")).to_pylist()
+    ref_parts = sum(len(r[-1]) for r in ref_rows)
+    assert len(parts) == ref_parts and ref_parts > 0
+    assert {p["topic"] for p in parts} >= {"quickstart", "txn"}      # topic ids resolved as in one process
+    assert len(pq.read_table(str(out / "findings")).to_pylist()) == len(ref_findings)
+    assert json.loads((out / "stats.json").read_text())["groups"] == json.loads(json.dumps(ref_stats["groups"]))
+    assert res.summary["files"] == len(SAMPLES)
+
+
+def test_split_captures_equal_unsplit(spark: Any, tmp_path: Path) -> None:
+    """One pcap and one pcapng cut into many tasks give what one task gives, by connection and topic."""
+    files = [str(ROOT / "samples" / "group_rdkafka.pcap"),
+             str(ROOT / "samples" / "produce_fetch_kafkapython_gzip_pcapng.pcapng")]
+    by = ("conn", "topic")
+    whole = run_spark(spark, files, None, JobConfig(by=by))
+    split = run_spark(spark, files, str(tmp_path / "o"), JobConfig(by=by, split_size=1500, partitions=3))
+    assert whole.reads == 2 and split.reads > 20
+    ref_stats, ref_findings, ref_rows = reference(files, by)
+    for r in (whole, split):
+        assert same_json(r.stats.result(), ref_stats)
+        assert findings_of(r) == ref_findings
+    assert parquet_rows(tmp_path / "o") == ref_rows
+
+
+def test_hadoop_read_path(spark: Any, tmp_path: Path) -> None:
+    """Files read through binaryFiles (as hdfs:// ones are) give the same figures."""
+    files = [str(ROOT / "samples" / "txn_rdkafka.pcap")]
+    res = run_spark(spark, files, None, JobConfig(force_hadoop=True))
+    ref_stats, ref_findings, _rows = reference(files, ("api", "version"))
+    assert same_json(res.stats.result(), ref_stats)
+    assert findings_of(res) == ref_findings
+
+
+def test_cli_errors_are_one_line(tmp_path: Path) -> None:
+    r = subprocess.run([sys.executable, "-m", "analyzer.cli", "spark", str(tmp_path / "missing.pcap"),
+                        "--out", str(tmp_path / "o")], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    if "No module named analyzer.cli.__main__" in r.stderr or r.returncode not in (1, 2):
+        r = subprocess.run(["kafkawire-sniff", "spark", str(tmp_path / "missing.pcap"), "--out",
+                            str(tmp_path / "o")], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert r.returncode == 1
+    assert r.stderr.strip().splitlines() == [f"kafkawire-sniff: error: {tmp_path / 'missing.pcap'}: no such file"]
+
+
+# -- Spark, standalone cluster ------------------------------------------------------------------------
+
+def test_standalone_cluster(cluster: Cluster, tmp_path: Path) -> None:
+    assert cluster.wait_ready(), "master/worker did not start:\n" + cluster.worker_log.read_text()[-2000:]
+    out = tmp_path / "out"
+    files = SAMPLES[:6]
+    r = subprocess.run(["kafkawire-sniff", "spark", *files, "--out", str(out), "--master", cluster.url,
+                        "--by", "conn,api", "-q"],
+                       capture_output=True, text=True, timeout=240, cwd=ROOT, env=cluster.env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    ref_stats, ref_findings, ref_rows = reference(files, ("conn", "api"))
+    assert same_json(json.loads((out / "stats.json").read_text()), ref_stats)
+    assert parquet_rows(out) == ref_rows
+    assert len(pq.read_table(str(out / "findings")).to_pylist()) == len(ref_findings)
