@@ -143,8 +143,11 @@ def summary_text(summary: Any, ctx: Any) -> list[str]:
     for k, v in sorted(d["notes"].items()):
         lines.append(f"{k}: {v}")
     for t in d.get("tls", ()):
+        how = t.get("decryption") or "encrypted: not decoded (use --tls-keylog)"
+        if t.get("cipher_suite"):
+            how += f", {t['cipher_suite']}"
         lines.append(f"TLS connection {t['conn']}: {t.get('client')} -> {t.get('broker')} {t.get('version') or ''}"
-                     + (f" SNI {t['sni']}" if t.get("sni") else "") + " (encrypted: not decoded)")
+                     + (f" SNI {t['sni']}" if t.get("sni") else "") + f" ({how})")
     if d.get("capture_warning"):
         lines.append(f"warning: {d['capture_warning']}")
     return lines

@@ -52,6 +52,8 @@ CAPTURE_OPTIONS = [
                  help="Decompressed-size limit per record batch."),
     click.option("--max-array-len", type=click.IntRange(min=1), default=1_000_000, show_default=True,
                  help="Largest array element count accepted from the wire."),
+    click.option("--tls-keylog", type=click.Path(dir_okay=False),
+                 help="SSLKEYLOGFILE (NSS key log) to decrypt TLS 1.2/1.3 connections and dissect the Kafka inside."),
     click.option("--show-secrets", is_flag=True,
                  help="Show SASL passwords, tokens and secret config values instead of redacting them."),
 ]
@@ -68,7 +70,7 @@ def capture_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 CAPTURE_OPTION_NAMES = ("ports", "no_autodetect", "protocol", "max_frame_size", "max_decompressed",
-                        "max_array_len", "show_secrets")
+                        "max_array_len", "show_secrets", "tls_keylog")
 
 
 def options_from_kwargs(kw: dict[str, Any], decode: str = "full") -> tuple[Options, DecodeContext]:
@@ -80,6 +82,7 @@ def options_from_kwargs(kw: dict[str, Any], decode: str = "full") -> tuple[Optio
         protocol=g.get("protocol", "auto"),
         decode=decode,
         max_frame_size=g.get("max_frame_size", 100 * 1024 * 1024),
+        tls_keylog=_keylog(g.get("tls_keylog")),
     )
     ctx = DecodeContext(
         max_frame_size=opts.max_frame_size,
@@ -88,6 +91,13 @@ def options_from_kwargs(kw: dict[str, Any], decode: str = "full") -> tuple[Optio
         show_secrets=g.get("show_secrets", False),
     )
     return opts, ctx
+
+
+def _keylog(path: str | None) -> Any:
+    if not path:
+        return None
+    from analyzer.tlsdecrypt import TlsKeyLog
+    return TlsKeyLog.load(path)
 
 
 def fresh_context(template: DecodeContext) -> DecodeContext:

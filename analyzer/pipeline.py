@@ -66,6 +66,7 @@ class Options:
     decode: str = "full"              # full | headers
     max_frame_size: int = 100 * 1024 * 1024
     unanswered_timeout: float | None = None
+    tls_keylog: Any = None            # analyzer.tlsdecrypt.TlsKeyLog: decrypt TLS connections
 
 
 @dataclass
@@ -136,7 +137,7 @@ class _Pending:
 
 class _ConnState:
     __slots__ = ("conn", "framers", "inflight", "fifo", "sasl_raw", "sasl_mechanism", "decided",
-                 "ignored", "first_data_seen", "last_cid", "sasl_tokens_left", "tls_info")
+                 "ignored", "first_data_seen", "last_cid", "sasl_tokens_left", "tls_info", "tls", "tls_offsets")
 
     def __init__(self, conn: Conn) -> None:
         self.conn = conn
@@ -151,6 +152,8 @@ class _ConnState:
         self.last_cid: int | None = None            # correlation id of the latest request
         self.sasl_tokens_left = -1                  # raw SASL client tokens still expected (-1: unknown)
         self.tls_info: dict[str, Any] = {}
+        self.tls: Any = None                        # TlsStreamDecryptor with --tls-keylog
+        self.tls_offsets = [0, 0]                   # plaintext stream offsets per direction
 
 
 class Pipeline:
@@ -259,6 +262,10 @@ class Pipeline:
                 self.summary.bytes_skipped[st.ignored or "not kafka"] += len(ev.data)
                 self._drop_framers(st)
                 return
+        if st.tls is not None:
+            ev = self._decrypt(st, ev)
+            if ev is None:
+                return
         fr = st.framers[d]
         if fr is None:
             fr = st.framers[d] = Framer(st.conn, d, plausible=self._plausible_for(st, d),
@@ -271,14 +278,20 @@ class Pipeline:
         """Spot TLS and obviously non-Kafka traffic from the first bytes of a direction."""
         if looks_like_tls(data):
             info = parse_hello(data)
-            if st.conn.protocol != "tls":
-                st.conn.protocol = "tls"
+            if not st.tls_info:
                 self.summary.tls_connections += 1
                 entry: dict[str, Any] = {"conn": st.conn.id, "client": None, "broker": None}
                 self.summary.tls.append(entry)
                 st.tls_info = entry
+                if self.options.tls_keylog is not None:
+                    from analyzer.tlsdecrypt import TlsStreamDecryptor
+                    st.tls = TlsStreamDecryptor(self.options.tls_keylog)
+                    entry["decryption"] = st.tls.status
+                else:
+                    st.conn.protocol = "tls"
             entry = st.tls_info
             if info.get("hello") == "client":
+                st.conn.client_dir = d
                 entry["client"], entry["broker"] = str(st.conn.endpoint(d)), str(st.conn.endpoint(1 - d))
                 entry["sni"] = info.get("sni")
                 entry["offered"] = info.get("offered")
@@ -287,9 +300,35 @@ class Pipeline:
                 entry["version"] = info.get("version")
                 if entry["client"] is None:
                     entry["client"], entry["broker"] = str(st.conn.endpoint(1 - d)), str(st.conn.endpoint(d))
+            if st.tls is not None:
+                return True
             st.ignored = "tls (not decrypted)"
             return False
         return True
+
+    def _decrypt(self, st: _ConnState, ev: StreamData | StreamGap) -> StreamData | None:
+        """TLS bytes in, the Kafka bytes they carry out (``--tls-keylog``)."""
+        tls = st.tls
+        d = ev.direction
+        from_client = d == (st.conn.client_dir if st.conn.client_dir is not None else 0)
+        if isinstance(ev, StreamGap):
+            tls.gap(d, from_client)
+            plain = b""
+        else:
+            plain = tls.feed(d, ev.data, from_client)
+        entry = st.tls_info
+        entry["decryption"] = tls.status
+        if tls.version:
+            entry["version"] = tls.version
+        if getattr(tls, "cipher_suite", None):
+            entry["cipher_suite"] = tls.cipher_suite
+        if getattr(tls, "detail", None):
+            entry["detail"] = tls.detail
+        if not plain:
+            return None
+        off = st.tls_offsets[d]
+        st.tls_offsets[d] = off + len(plain)
+        return StreamData(ev.conn, d, off, plain, ev.ts, ev.index)
 
     @staticmethod
     def _min_frame(st: _ConnState, n: int) -> None:

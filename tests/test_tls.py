@@ -34,3 +34,29 @@ def test_tls12_version(tmp_path: Path) -> None:
     r = Run(str(_pcap(tmp_path, ssl.TLSVersion.TLSv1_2)), Options(ports=(9093,)))
     list(r)
     assert r.summary.tls[0]["version"] == "TLS 1.2"
+
+
+def test_tls_keylog_decrypts_kafka(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    p = tmp_path / "tls.pcap"
+    keylog = tmp_path / "keys.log"
+    reqs = [kafka_request(18, 0, 1, "tls-client"), kafka_request(3, 0, 2, "tls-client", struct.pack(">i", 0))]
+    resps = [kafka_response(1, struct.pack(">hi", 0, 0)), kafka_response(2, struct.pack(">ii", 0, 0))]
+    tls_kafka_pcap(str(p), reqs, resps, host="b.kafka.test", keylog=str(keylog))
+    r = subprocess.run([sys.executable, "-m", "analyzer", "read", str(p), "-p", "9093", "--tls-keylog", str(keylog),
+                        "-f", "ndjson"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    objs = [json.loads(x) for x in r.stdout.splitlines()]
+    assert [(o["api_name"], o["correlation_id"], o["status"]) for o in objs] == [
+        ("ApiVersions", 1, "ok"), ("Metadata", 2, "ok")]
+    assert objs[0]["client_id"] == "tls-client"
+    assert "decrypting" in r.stderr and "SNI b.kafka.test" in r.stderr
+    bad = tmp_path / "bad.log"
+    bad.write_text("CLIENT_RANDOM nothex\n")
+    r = subprocess.run([sys.executable, "-m", "analyzer", "read", str(p), "--tls-keylog", str(bad)],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1
+    assert r.stderr.startswith("kafkawire-sniff: error:")
