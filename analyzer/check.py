@@ -656,14 +656,18 @@ class Checker:
                          {}).add(frames, ex, n=len(frames))
         crc_frames: list[int] = []
         undecodable: list[tuple[int, str]] = []
-        if ex.api_key in (PRODUCE, FETCH) and ({"crc-mismatch", "undecodable-records"} & on):
-            prod = ex.api_key == PRODUCE
+        legacy = ex.protocol == "kafka-legacy"
+        if (ex.api_key in (PRODUCE, FETCH) or (legacy and ex.partitions)) and (
+                {"crc-mismatch", "undecodable-records"} & on):
+            # pre-0.8: PRODUCE (0) and MULTIPRODUCE (3) carry messages in the request
+            prod = ex.api_key in ((PRODUCE, 3) if legacy else (PRODUCE,))
             frame = ex.request_frame if prod else ex.response_frame
             tree = ex.request_tree if prod else ex.response_tree
             side_truncated = ("request" if prod else "response") in truncated
             if frame is not None and not side_truncated:
                 if any(p.get("crc_ok") is False for p in ex.partitions):
                     crc_frames.append(frame)
+            if frame is not None and not side_truncated and not legacy:
                 walker = _produce_partitions if prod else _fetch_records
                 for _t, _p, rec in walker(_body(tree)):
                     bad, why = _records_trouble(rec)

@@ -47,6 +47,7 @@ import bisect
 import glob
 import json
 import os
+import shutil
 import struct
 import tempfile
 import time
@@ -1324,6 +1325,32 @@ def _out_path(out_dir: str, name: str) -> str:
     return "file://" + os.path.join(os.path.abspath(out_dir), name)
 
 
+def _write_small_parquet(path: str, rows: list[tuple[Any, ...]], schema: Any) -> bool:
+    """A driver-side table straight to a local Parquet directory with pyarrow (no Spark job)."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        from pyspark.sql.pandas.types import to_arrow_schema
+    except ImportError:
+        return False
+    try:
+        aschema = to_arrow_schema(schema)
+    except Exception:  # noqa: BLE001 - a type this pyspark cannot map: let Spark write it
+        return False
+    cols = [f.name for f in schema.fields]
+    data = {c: [r[i] for r in rows] for i, c in enumerate(cols)}
+    for i, f in enumerate(aschema):
+        if pa.types.is_map(f.type):
+            data[cols[i]] = [list(v.items()) if v is not None else None for v in data[cols[i]]]
+    table = pa.Table.from_pydict(data, schema=aschema)
+    if os.path.isdir(path):
+        shutil.rmtree(path)
+    os.makedirs(path)
+    pq.write_table(table, os.path.join(path, "part-00000.parquet"))
+    open(os.path.join(path, "_SUCCESS"), "w").close()
+    return True
+
+
 def write_tables(spark: Any, out_dir: str, cfg: JobConfig, result: JobResult, res1: Any, res2: Any,
                  redo: set[tuple[Any, ...]]) -> None:
     from pyspark.sql import types as T
@@ -1353,15 +1380,16 @@ def write_tables(spark: Any, out_dir: str, cfg: JobConfig, result: JobResult, re
         .write.mode("overwrite").parquet(_out_path(out_dir, "partitions"))
     sres = result.stats.result()
     cols, srows = stats_rows(sres)
-    spark.createDataFrame(srows, _stats_schema(cols)).coalesce(1) \
-        .write.mode("overwrite").parquet(_out_path(out_dir, "stats"))
     f_schema = T.StructType([
         T.StructField("capture", T.StringType()), T.StructField("rule", T.StringType()),
         T.StructField("severity", T.StringType()), T.StructField("message", T.StringType()),
         T.StructField("conn", T.StringType()), T.StructField("frames", T.ArrayType(T.LongType())),
         T.StructField("exchanges", T.StringType()), T.StructField("details", T.StringType())])
-    spark.createDataFrame(finding_rows(result.findings, result.sources), f_schema).coalesce(1) \
-        .write.mode("overwrite").parquet(_out_path(out_dir, "findings"))
+    frows = finding_rows(result.findings, result.sources)
+    for name, rows, schema in (("stats", srows, _stats_schema(cols)), ("findings", frows, f_schema)):
+        if "://" not in out_dir and _write_small_parquet(os.path.join(out_dir, name), rows, schema):
+            continue
+        spark.createDataFrame(rows, schema).coalesce(1).write.mode("overwrite").parquet(_out_path(out_dir, name))
     if "://" not in out_dir:
         with open(os.path.join(out_dir, "stats.json"), "w") as f:
             json.dump(sres, f, indent=1, default=str)
