@@ -154,7 +154,7 @@ def summary_text(summary: Any, ctx: Any) -> list[str]:
 
 
 @main.command("read")
-@click.argument("captures", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("captures", nargs=-1, required=True, type=click.Path())
 @click.option("-f", "--format", "fmt", type=click.Choice(["summary", "tree", "ndjson", "json"]),
               default="summary", show_default=True, help="Output format.")
 @click.option("--api", multiple=True, help="Only this API (name or key); repeatable.")

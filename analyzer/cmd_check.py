@@ -28,7 +28,7 @@ def _rule_list(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
 
 
 @click.command("check")
-@click.argument("captures", nargs=-1, type=click.Path(dir_okay=False))
+@click.argument("captures", nargs=-1, type=click.Path())
 @click.option("--rule", "rules", multiple=True, callback=_rule_list, metavar="RULE",
               help="Only this rule (repeatable, or comma-separated).")
 @click.option("--skip-rule", "skip_rules", multiple=True, callback=_rule_list, metavar="RULE",

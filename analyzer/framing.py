@@ -14,7 +14,8 @@ Desynchronisation: a size below ``min_frame_size`` or above ``max_frame_size``, 
 the callback rejects, makes the framer scan forward for the next offset whose size and
 header are plausible (candidates are found with a regex on the size's top byte, so the
 scan does not run Python code for every byte of ordinary data). Bytes passed over are
-counted in ``framer.skipped`` by reason:
+counted in ``framer.skipped`` by reason (and a size above ``max_frame_size`` met where a
+frame should start is counted in ``framer.over_max_frames``, the limit being hit):
 
 - ``"before first frame"``: before the first frame of a stream that starts mid-frame;
 - ``"desync"``: skipped after an implausible size/header;
@@ -84,6 +85,7 @@ class Framer:
         self.skipped: dict[str, int] = {}
         self.frames = 0                 # frames emitted
         self.truncated_frames = 0
+        self.over_max_frames = 0        # size prefixes above max_frame_size met at a frame boundary
         self.finished = False
         self._buf = bytearray()          # bytes from stream offset self._off on
         self._off: int | None = None     # stream offset of _buf[0]; None before any event
@@ -179,6 +181,8 @@ class Framer:
                         break
                     if r < 0:
                         # out of sync; _reason tells why ("desync" once a frame was seen)
+                        if _size(buf, pos)[0] > self.max_frame_size:
+                            self.over_max_frames += 1
                         self._synced = False
                         self._skip(self._reason, 1)
                         pos += 1

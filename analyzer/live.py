@@ -494,11 +494,12 @@ class Dashboard:
         return rows
 
     def renderable(self, now: float | None = None) -> Any:
+        from rich import box
         from rich.console import Group
         from rich.table import Table
         from rich.text import Text
 
-        from analyzer.stats import fmt_ms
+        from analyzer.stats_render import fmt_num
 
         now = self.clock() if now is None else now
         elapsed = now - self.start
@@ -511,23 +512,23 @@ class Dashboard:
             ("  malformed " + str(st.get("malformed", 0)), "red" if st.get("malformed") else ""),
             ("  orphans " + str(st.get("orphan_response", 0)), "yellow" if st.get("orphan_response") else ""),
         )
-        t = Table(title="per API", title_justify="left", expand=False)
-        for col in ("API", "requests", "req/s (5 s)", "req/s (avg)", "p50 ms", "p99 ms", "max ms", "errors"):
-            t.add_column(col, justify="left" if col == "API" else "right")
+        t = Table(title="per API (req/s: last 5 s; avg/s: since start; latency in ms)", title_justify="left", expand=False, box=box.SIMPLE_HEAD,
+                  pad_edge=False)
+        t.add_column("API", max_width=22, overflow="ellipsis", no_wrap=True)
+        for col in ("reqs", "req/s", "avg/s", "p50", "p99", "max", "errors"):
+            t.add_column(col, justify="right", no_wrap=True)
         for r in self.rows(now)[:20]:
             t.add_row(str(r["api"]), str(r["count"]), f"{r['rate']:.1f}", f"{r['avg_rate']:.1f}",
-                      fmt_ms(r["p50"]) if r["p50"] is not None else "-",
-                      fmt_ms(r["p99"]) if r["p99"] is not None else "-",
-                      fmt_ms(r["max"]) if r["max"] is not None else "-",
+                      fmt_num(r["p50"]), fmt_num(r["p99"]), fmt_num(r["max"]),
                       Text(str(r["errors"]), style="red") if r["errors"] else "0")
-        c = Table(title="top clients", title_justify="left")
+        c = Table(title="top clients", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
         for col in ("client_id", "address", "requests", "errors"):
             c.add_column(col, justify="right" if col in ("requests", "errors") else "left")
         for (cid, addr), (n, errs) in sorted(self.clients.items(), key=lambda kv: -kv[1][0])[:8]:
             c.add_row(cid, addr, str(n), Text(str(errs), style="red") if errs else "0")
         parts: list[Any] = [head, t, c]
         if self.errors:
-            e = Table(title="errors", title_justify="left")
+            e = Table(title="errors", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
             e.add_column("error")
             e.add_column("count", justify="right")
             for name, n in sorted(self.errors.items(), key=lambda kv: -kv[1])[:8]:

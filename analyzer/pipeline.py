@@ -39,7 +39,7 @@ from analyzer.model import (
 )
 from analyzer.net import SkipCounter, parse_packet
 from analyzer.tcp import Reassembler
-from dissectors import kafka, legacy
+from dissectors import digest, kafka, legacy
 from dissectors.context import DecodeContext
 from dissectors.field import Field
 from dissectors.header import (
@@ -63,10 +63,11 @@ class Options:
     ports: tuple[int, ...] = (9092,)
     autodetect: bool = True
     protocol: str = "auto"            # auto | legacy | modern
-    decode: str = "full"              # full | headers
+    decode: str = "full"              # full | lite (digest trees: what stats reads) | none
     max_frame_size: int = 100 * 1024 * 1024
     unanswered_timeout: float | None = None
     tls_keylog: Any = None            # analyzer.tlsdecrypt.TlsKeyLog: decrypt TLS connections
+    keep_conns: bool = True           # keep every Conn in reassembler.conns (False for long live runs)
 
 
 @dataclass
@@ -160,8 +161,11 @@ class Pipeline:
     def __init__(self, options: Options | None = None, ctx: DecodeContext | None = None) -> None:
         self.options = options or Options()
         self.ctx = ctx or DecodeContext(max_frame_size=self.options.max_frame_size)
+        if self.options.decode == "lite":
+            # records give counts, sizes, codecs and CRCs without per-record Fields
+            self.ctx.decode_records = False
         self.summary = Summary()
-        self.reassembler = Reassembler()
+        self.reassembler = Reassembler(keep_conns=self.options.keep_conns)
         self._conns: dict[int, _ConnState] = {}
         self._ports = frozenset(self.options.ports)
         self._seq = 0
@@ -441,16 +445,27 @@ class Pipeline:
         self.summary.exchanges[ex.status] += 1
         out.append(ex)
 
-    def _decode_request(self, frame: Frame) -> Field | None:
-        if self.options.decode == "none":
+    def _decode_request(self, frame: Frame, h: RequestHeader | None = None) -> Field | None:
+        mode = self.options.decode
+        if mode == "none":
             return None
         before = self.ctx.malformed
+        if mode == "lite":
+            if h is None:
+                h = parse_request_header(frame.data, partial=frame.truncated)
+            if h is not None:
+                return _count_bad(digest.digest_request(frame.data, h.header_len, self.ctx),
+                                  self.ctx.malformed - before)
         return _count_bad(kafka.decode_request(frame.data, self.ctx), self.ctx.malformed - before)
 
     def _decode_response(self, frame: Frame, api_key: int, api_version: int) -> Field | None:
-        if self.options.decode == "none":
+        mode = self.options.decode
+        if mode == "none":
             return None
         before = self.ctx.malformed
+        if mode == "lite":
+            return _count_bad(digest.digest_response(frame.data, api_key, api_version, self.ctx),
+                              self.ctx.malformed - before)
         return _count_bad(kafka.decode_response(frame.data, api_key, api_version, self.ctx),
                           self.ctx.malformed - before)
 
@@ -473,7 +488,7 @@ class Pipeline:
                 request_tree=tree), out)
             return
         if h.api_key == 0 and self._acks(frame.data, h) == 0:
-            tree = self._decode_request(frame)
+            tree = self._decode_request(frame, h)
             ex = self._new_exchange(
                 st, protocol="kafka", api_key=0, api_name="Produce", api_version=h.api_version,
                 correlation_id=h.correlation_id, client_id=h.client_id, request=frame, response=None,
@@ -538,7 +553,7 @@ class Pipeline:
         ex = self._new_exchange(
             st, protocol="kafka", api_key=h.api_key, api_name=api_name(h.api_key), api_version=h.api_version,
             correlation_id=h.correlation_id, client_id=h.client_id, request=p.frame, response=frame, status="ok")
-        ex.request_tree = self._decode_request(p.frame)
+        ex.request_tree = self._decode_request(p.frame, p.header)
         ex.response_tree = self._decode_response(frame, h.api_key, h.api_version)
         self._finish_exchange(ex)
         if h.api_key == SASL_HANDSHAKE:
@@ -630,7 +645,7 @@ class Pipeline:
             ex = self._new_exchange(
                 st, protocol="kafka", api_key=h.api_key, api_name=api_name(h.api_key), api_version=h.api_version,
                 correlation_id=h.correlation_id, client_id=h.client_id, request=p.frame, response=None,
-                status="unanswered", request_tree=self._decode_request(p.frame))
+                status="unanswered", request_tree=self._decode_request(p.frame, h))
             self._finish_exchange(ex)
         ex.notes.append(why)
         self.summary.exchanges[ex.status] += 1

@@ -115,6 +115,7 @@ class Source:
     endian: str = "<"
     first_sec: int = 0      # pcap: seconds of the first record (timestamp sanity)
     snaplen: int = 0
+    uri: str | None = None  # what binaryFiles reads when ``local`` is None (default: name)
 
 
 @dataclass(frozen=True)
@@ -192,9 +193,7 @@ def resolve_inputs(patterns: Iterable[str], hadoop_glob: Callable[[str], list[tu
             info = _sniff(m, name)
             size = os.path.getsize(m)
             if force_hadoop:
-                uri = "file://" + os.path.abspath(m)
-                out.append(Source(len(out), name, None, size, "remote"))
-                _HADOOP_URIS[len(out) - 1] = uri
+                out.append(Source(len(out), name, None, size, "remote", uri="file://" + os.path.abspath(m)))
                 continue
             out.append(Source(len(out), name, os.path.abspath(m), size, info["kind"],
                               info.get("endian", "<"), info.get("first_sec", 0), info.get("snaplen", 0)))
@@ -203,11 +202,8 @@ def resolve_inputs(patterns: Iterable[str], hadoop_glob: Callable[[str], list[tu
     return out
 
 
-_HADOOP_URIS: dict[int, str] = {}   # force_hadoop: file id -> file:// URI (tests)
-
-
 def hadoop_uri(src: Source) -> str:
-    return _HADOOP_URIS.get(src.file_id, src.name)
+    return src.uri or src.name
 
 
 def plan_splits(sources: Iterable[Source], split_size: int = DEFAULT_SPLIT_SIZE) -> list[Split]:

@@ -216,9 +216,10 @@ print(n, nbytes, time.perf_counter() - t)
 
 
 class Timing(NamedTuple):
-    seconds: float
+    seconds: float       # wall clock
     max_rss_mb: float
     rc: int
+    cpu: float = 0.0     # user + system CPU seconds of the child
 
 
 def run_child(argv: list[str], stdout_path: str = os.devnull) -> Timing:
@@ -234,13 +235,14 @@ def run_child(argv: list[str], stdout_path: str = os.devnull) -> Timing:
     if p.returncode != 0:
         print(f"  warning: {argv[0]} exited {p.returncode}: {err.decode(errors='replace')[-500:]}",
               file=sys.stderr)
-    return Timing(dt, ru.ru_maxrss / 1024.0, p.returncode)
+    return Timing(dt, ru.ru_maxrss / 1024.0, p.returncode, ru.ru_utime + ru.ru_stime)
 
 
 def best(argv: list[str], repeat: int, stdout_path: str = os.devnull) -> Timing:
     runs = [run_child(argv, stdout_path) for _ in range(repeat)]
     t = min(runs, key=lambda r: r.seconds)
-    return Timing(t.seconds, max(r.max_rss_mb for r in runs), max(r.rc for r in runs))
+    return Timing(t.seconds, max(r.max_rss_mb for r in runs), max(r.rc for r in runs),
+                  min(r.cpu for r in runs))
 
 
 def sniff() -> list[str]:

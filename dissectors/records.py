@@ -318,6 +318,7 @@ def _decode_v2(buf: bytes, pos: int, size: int, state: _State, index: int,
     if count < 0:
         count_f.mark_malformed(f"negative records_count {count}", ctx)
     elif count > ctx.max_array_len:
+        ctx.hit_limit("max_array_len")
         count_f.mark_malformed(f"records_count {count} over the limit {ctx.max_array_len}", ctx)
         sane_count = False
     elif codec_id == 0 and count > (batch_end - rstart) // MIN_RECORD_SIZE:

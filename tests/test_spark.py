@@ -259,15 +259,21 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
 
 # -- Spark, standalone cluster ------------------------------------------------------------------------
 
-def test_standalone_cluster(cluster: Cluster, tmp_path: Path) -> None:
+def test_standalone_cluster(spark: Any, cluster: Cluster, tmp_path: Path) -> None:
+    """The same job on a standalone master + worker (last: it replaces the module's local session;
+    the driver JVM is reused, only the context changes)."""
     assert cluster.wait_ready(), "master/worker did not start:\n" + cluster.worker_log.read_text()[-2000:]
-    out = tmp_path / "out"
-    files = SAMPLES[:6]
-    r = subprocess.run(["kafkawire-sniff", "spark", *files, "--out", str(out), "--master", cluster.url,
-                        "--by", "conn,api", "-q"],
-                       capture_output=True, text=True, timeout=240, cwd=ROOT, env=cluster.env)
-    assert r.returncode == 0, r.stderr[-2000:]
+    spark.stop()
+    remote = make_session(cluster.url, shuffle_partitions=2)
+    try:
+        assert remote.sparkContext.master == cluster.url
+        out = tmp_path / "out"
+        files = SAMPLES[:6]
+        res = run_spark(remote, files, str(out), JobConfig(by=("conn", "api"), partitions=2))
+    finally:
+        remote.stop()
     ref_stats, ref_findings, ref_rows = reference(files, ("conn", "api"))
+    assert same_json(res.stats.result(), ref_stats)
+    assert findings_of(res) == ref_findings
     assert same_json(json.loads((out / "stats.json").read_text()), ref_stats)
     assert parquet_rows(out) == ref_rows
-    assert len(pq.read_table(str(out / "findings")).to_pylist()) == len(ref_findings)
