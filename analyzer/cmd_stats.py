@@ -24,6 +24,7 @@ def iter_captures(paths: tuple[str, ...], kw: dict[str, Any], progress: bool = T
     from analyzer.pipeline import Run
 
     options, ctx = options_from_kwargs(kw, decode=decode)
+    options.keep_conns = False      # stats never lists connections: memory stays flat
     for path in paths:
         update, close = _progress(progress)
         run = Run(path, options, fresh_context(ctx), progress=update)

@@ -15,7 +15,11 @@ the callback rejects, makes the framer scan forward for the next offset whose si
 header are plausible (candidates are found with a regex on the size's top byte, so the
 scan does not run Python code for every byte of ordinary data). Bytes passed over are
 counted in ``framer.skipped`` by reason (and a size above ``max_frame_size`` met where a
-frame should start is counted in ``framer.over_max_frames``, the limit being hit):
+frame should start is counted in ``framer.over_max_frames``, the limit being hit). One
+exception keeps a damaged header from desynchronising the stream: at a boundary that
+follows a frame in sync, a frame whose size is within the limits and which ends exactly
+where a TCP segment ends is kept although ``plausible`` rejects it (counted in
+``framer.damaged_frames``). Bytes skipped are counted by reason:
 
 - ``"before first frame"``: before the first frame of a stream that starts mid-frame;
 - ``"desync"``: skipped after an implausible size/header;
@@ -57,6 +61,7 @@ DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024
 _size = struct.Struct(">I").unpack_from
 
 Plausible = Callable[[bytes], bool]
+_PARTIAL = 16        # header bytes enough to reject a scan candidate before its whole peek is in
 
 
 @lru_cache(maxsize=16)
@@ -86,6 +91,7 @@ class Framer:
         self.frames = 0                 # frames emitted
         self.truncated_frames = 0
         self.over_max_frames = 0        # size prefixes above max_frame_size met at a frame boundary
+        self.damaged_frames = 0         # frames kept although their header was rejected (see _damaged)
         self.finished = False
         self._buf = bytearray()          # bytes from stream offset self._off on
         self._off: int | None = None     # stream offset of _buf[0]; None before any event
@@ -147,6 +153,10 @@ class Framer:
             return size
         need = min(size, self.peek)
         if avail - 4 < need and not final:
+            # while scanning, a candidate whose first bytes already fail is dropped at once:
+            # waiting for its whole peek would hold back the real frames behind it
+            if not self._synced and avail - 4 >= _PARTIAL and not self.plausible(bytes(b[i + 4:i + avail])):
+                return -1
             return None
         hdr = bytes(b[i + 4:i + 4 + min(need, avail - 4)])
         return size if self.plausible(hdr) else -1
@@ -180,9 +190,9 @@ class Framer:
                     if r is None:
                         break
                     if r < 0:
+                        r = self._damaged(buf, pos, n)
+                    if r < 0:
                         # out of sync; _reason tells why ("desync" once a frame was seen)
-                        if _size(buf, pos)[0] > self.max_frame_size:
-                            self.over_max_frames += 1
                         self._synced = False
                         self._skip(self._reason, 1)
                         pos += 1
@@ -224,6 +234,28 @@ class Framer:
                     continue
                 break
         self._consume_at(pos)
+
+    def _damaged(self, buf: bytes | bytearray, pos: int, n: int) -> int:
+        """A size prefix at a frame boundary whose header was rejected: its size if the frame
+        still counts as one (damaged, not a desync), else -1.
+
+        It counts when ``pos`` is a known boundary (this direction already had frames, or
+        it is the first byte of a connection whose handshake was captured and which the
+        other direction showed to be Kafka), the size is within the limits and the frame
+        ends exactly where the captured bytes end (the end of a TCP segment): a damaged
+        header then costs only its own frame instead of a scan that can misframe the
+        frames after it."""
+        size = _size(buf, pos)[0]
+        if size > self.max_frame_size:
+            self.over_max_frames += 1
+            return -1
+        conn = self.conn
+        known = self.frames > 0 or (conn.syn_seen and conn.protocol in ("kafka", "kafka-legacy")
+                                    and self._off + pos == 0)  # type: ignore[operator]
+        if known and self._min <= size and pos + 4 + size == n:
+            self.damaged_frames += 1
+            return size
+        return -1
 
     def _consume_at(self, pos: int) -> None:
         if pos:

@@ -52,6 +52,8 @@ CAPTURE_OPTIONS = [
                  help="Decompressed-size limit per record batch."),
     click.option("--max-array-len", type=click.IntRange(min=1), default=1_000_000, show_default=True,
                  help="Largest array element count accepted from the wire."),
+    click.option("--max-depth", type=click.IntRange(min=1), default=32, show_default=True,
+                 help="Deepest nesting of structures decoded from the wire."),
     click.option("--tls-keylog", type=click.Path(dir_okay=False),
                  help="SSLKEYLOGFILE (NSS key log) to decrypt TLS 1.2/1.3 connections and dissect the Kafka inside."),
     click.option("--show-secrets", is_flag=True,
@@ -70,7 +72,7 @@ def capture_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 CAPTURE_OPTION_NAMES = ("ports", "no_autodetect", "protocol", "max_frame_size", "max_decompressed",
-                        "max_array_len", "show_secrets", "tls_keylog")
+                        "max_array_len", "max_depth", "show_secrets", "tls_keylog")
 
 
 def options_from_kwargs(kw: dict[str, Any], decode: str = "full") -> tuple[Options, DecodeContext]:
@@ -88,6 +90,7 @@ def options_from_kwargs(kw: dict[str, Any], decode: str = "full") -> tuple[Optio
         max_frame_size=opts.max_frame_size,
         max_decompressed=g.get("max_decompressed", 64 * 1024 * 1024),
         max_array_len=g.get("max_array_len", 1_000_000),
+        max_depth=g.get("max_depth", 32),
         show_secrets=g.get("show_secrets", False),
     )
     return opts, ctx

@@ -520,6 +520,8 @@ class StatsAccumulator:
         conn = ex.conn
         cinfo = self._conn_info.get(conn)
         if cinfo is None or cinfo[3] != conn.client_dir:
+            if len(self._conn_info) >= 4096:
+                self._conn_info.clear()     # a cache: memory stays flat over millions of connections
             cinfo = self._conn_info[conn] = self._describe_conn(conn)
         if self._expand:
             base = {"api": ex.api_name, "version": ex.api_version, "client_id": ex.client_id,

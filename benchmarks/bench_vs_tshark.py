@@ -47,12 +47,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from analyzer.capture import open_capture  # noqa: E402
-from analyzer.model import TCP_ACK, TCP_SYN  # noqa: E402
+from analyzer.model import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN  # noqa: E402
 from analyzer.net import parse_packet  # noqa: E402
 
 BROKER_PORT = 9092
 CACHE_DIR = Path(tempfile.gettempdir()) / "kafkawire-bench"
-GENERATOR_VERSION = 2            # bump when the capture recipe changes (invalidates the cache)
+GENERATOR_VERSION = 3            # bump when the capture recipe changes (invalidates the cache)
 DEFAULT_SAMPLES = (
     "produce_fetch_rdkafka_none.pcap", "produce_fetch_rdkafka_gzip.pcap",
     "produce_fetch_rdkafka_zstd_ipv6.pcap", "produce_fetch_aiokafka_lz4.pcap",
@@ -91,11 +91,23 @@ def load_sample(path: Path) -> list[Tmpl]:
         servers = {min((s.src.port, s.dst.port)) for s in segs}
     t0 = segs[0].ts
     out = []
+    # connection -> (last client segment, ended with FIN or RST)
+    last: dict[int, tuple[Tmpl, bool]] = {}
     for s in segs:
         client_src = s.src.port not in servers
         cport = s.src.port if client_src else s.dst.port
-        out.append(Tmpl(s.ts - t0, ":" in s.src.ip, client_src, cport, s.flags, s.seq, s.ack,
-                        s.payload))
+        t = Tmpl(s.ts - t0, ":" in s.src.ip, client_src, cport, s.flags, s.seq, s.ack, s.payload)
+        out.append(t)
+        ended = bool(s.flags & (TCP_FIN | TCP_RST)) or last.get(cport, (t, False))[1]
+        last[cport] = (t if client_src else last.get(cport, (t, False))[0], ended)
+    # a connection still open when the sample's capture stopped is closed by a client RST
+    # after its last packet, so clones do not pile up open connections (that would make
+    # memory grow with the capture for a reason no real capture has)
+    end = out[-1].dt
+    for cport, (t, ended) in last.items():
+        if not ended and t.client_src:
+            seq = (t.seq + len(t.payload) + (1 if t.flags & TCP_SYN else 0)) & 0xFFFFFFFF
+            out.append(Tmpl(end + 0.0005, t.v6, True, cport, TCP_RST | TCP_ACK, seq, t.ack, b""))
     return out
 
 
@@ -222,11 +234,21 @@ class Timing(NamedTuple):
     cpu: float = 0.0     # user + system CPU seconds of the child
 
 
+def _child_env() -> dict[str, str]:
+    """The children's environment: bytecode caching on (as for an installed tool; kept
+    out of the checkout under the cache directory)."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(CACHE_DIR / "pycache")
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
 def run_child(argv: list[str], stdout_path: str = os.devnull) -> Timing:
     """Run argv, stdout to ``stdout_path``; wall time and the child's own peak RSS."""
     with open(stdout_path, "wb") as out:
         t = time.perf_counter()
-        p = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE)
+        p = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE, env=_child_env())
         assert p.stderr is not None
         err = p.stderr.read()
         _pid, status, ru = os.wait4(p.pid, 0)
@@ -270,8 +292,8 @@ def main() -> int:
     ap.add_argument("--tshark-json-packets", type=int, default=200_000,
                     help="run tshark -T json (and read-ndjson again) on a capture of this many packets "
                          "(default 200,000; 0: on the main capture)")
-    ap.add_argument("--step", type=float, default=0.002,
-                    help="seconds between clones of one sample (default 0.002; smaller: more concurrency)")
+    ap.add_argument("--step", type=float, default=0.02,
+                    help="seconds between clones of one sample (default 0.02; smaller: more connections open at once)")
     ap.add_argument("--rebuild", action="store_true", help="rebuild the cached capture")
     ap.add_argument("--only", help="comma-separated subset of: " + ", ".join(commands(Path("x"))))
     ap.add_argument("--json", dest="json_out", help="also write the figures to this JSON file")
@@ -289,13 +311,16 @@ def main() -> int:
           f"{len(info['samples'])} samples x {info['copies']} clones)")
     tver = subprocess.run(["tshark", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     print(f"python {sys.version.split()[0]}, {tver}, {os.cpu_count()} CPUs, best of {args.repeat}")
+    def show(name: str, r: Timing, packets: int, extra: str = "") -> None:
+        print(f"  {name:<17} {r.seconds:8.2f} s wall {r.cpu:8.2f} s cpu {packets / r.seconds / 1e3:7.0f} kpkt/s"
+              f"   peak RSS {r.max_rss_mb:7.1f} MB{extra}", flush=True)
+
+    print(f"  {'':<17} {'(best of ' + str(args.repeat) + ')':>13}")
     for name in ("floor", "stats", "read-ndjson", "tshark-fields"):
         if only and name not in only:
             continue
-        r = best(cmds[name], args.repeat)
-        results[name] = r
-        print(f"  {name:<16} {r.seconds:8.2f} s   {info['packets'] / r.seconds / 1e3:8.0f} kpkt/s"
-              f"   peak RSS {r.max_rss_mb:7.1f} MB", flush=True)
+        results[name] = best(cmds[name], args.repeat)
+        show(name, results[name], info["packets"])
 
     json_note = None
     sub_info = None
@@ -303,34 +328,29 @@ def main() -> int:
         if args.tshark_json_packets and args.tshark_json_packets < info["packets"]:
             sub, sub_info = get_capture(args.tshark_json_packets, samples, args.step, args.rebuild)
             sc = commands(sub)
-            rj = best(sc["tshark-json"], args.repeat)
-            rr = best(sc["read-ndjson"], args.repeat)
+            rj = results["tshark-json(sub)"] = best(sc["tshark-json"], args.repeat)
+            rr = results["read-ndjson(sub)"] = best(sc["read-ndjson"], args.repeat)
             scale = info["packets"] / sub_info["packets"]
-            results["tshark-json(sub)"] = rj
-            results["read-ndjson(sub)"] = rr
-            results["tshark-json"] = Timing(rj.seconds * scale, rj.max_rss_mb, rj.rc)
-            json_note = (f"tshark -T json ran on a {sub_info['packets']:,}-packet capture built the same way; "
-                         f"its full-size time is that x {scale:.2f} (extrapolated), and the JSON ratio "
-                         f"compares read-ndjson and tshark-json on that smaller file")
-            for name in ("tshark-json(sub)", "read-ndjson(sub)"):
-                r = results[name]
-                print(f"  {name:<16} {r.seconds:8.2f} s   {sub_info['packets'] / r.seconds / 1e3:8.0f} kpkt/s"
-                      f"   peak RSS {r.max_rss_mb:7.1f} MB   ({sub_info['packets']:,} packets)", flush=True)
-            r = results["tshark-json"]
-            print(f"  {'tshark-json':<16} {r.seconds:8.2f} s   (extrapolated x {scale:.2f})")
+            results["tshark-json"] = Timing(rj.seconds * scale, rj.max_rss_mb, rj.rc, rj.cpu * scale)
+            json_note = (f"tshark -T json ran on a {sub_info['packets']:,}-packet capture built the same way "
+                         f"(and read-ndjson again, on that file: the JSON ratio compares those two runs); "
+                         f"the full-size tshark-json line is that time x {scale:.2f}, extrapolated")
+            show("tshark-json(sub)", rj, sub_info["packets"], f"   [{sub_info['packets']:,} packets]")
+            show("read-ndjson(sub)", rr, sub_info["packets"], f"   [{sub_info['packets']:,} packets]")
+            show("tshark-json", results["tshark-json"], info["packets"], "   [extrapolated]")
         else:
-            r = results["tshark-json"] = best(cmds["tshark-json"], args.repeat)
-            print(f"  {'tshark-json':<16} {r.seconds:8.2f} s   {info['packets'] / r.seconds / 1e3:8.0f} kpkt/s"
-                  f"   peak RSS {r.max_rss_mb:7.1f} MB", flush=True)
+            results["tshark-json"] = best(cmds["tshark-json"], args.repeat)
+            show("tshark-json", results["tshark-json"], info["packets"])
 
-    print("ratios:")
-    ratios: dict[str, float] = {}
+    print("ratios (wall; cpu in brackets):")
+    ratios: dict[str, list[float]] = {}
 
     def ratio(label: str, a: str, b: str, target: str) -> None:
         if a in results and b in results:
-            v = results[a].seconds / results[b].seconds
-            ratios[label] = v
-            print(f"  {label:<40} {v:7.2f}   (target {target})")
+            ra, rb = results[a], results[b]
+            w, c = ra.seconds / rb.seconds, (ra.cpu / rb.cpu if rb.cpu else math.nan)
+            ratios[label] = [w, c]
+            print(f"  {label:<40} {w:7.2f}  [{c:6.2f}]   target {target}")
 
     ratio("tshark-fields / stats", "tshark-fields", "stats", ">= 4")
     if "read-ndjson(sub)" in results:
@@ -338,7 +358,7 @@ def main() -> int:
     else:
         ratio("tshark-json / read-ndjson", "tshark-json", "read-ndjson", ">= 2")
     ratio("stats / floor", "stats", "floor", "<= 10")
-    ratio("read-ndjson / stats", "read-ndjson", "stats", "-")
+    ratio("read-ndjson / stats", "read-ndjson", "stats", "(none)")
     if json_note:
         print("note: " + json_note)
     if args.json_out:

@@ -131,6 +131,8 @@ def run_plan(plan: Plan, buf: bytes, pos: int, end: int, out: list, st: State) -
     for op in plan.ops:
         pos = op(buf, pos, end, out, st)
     if plan.flexible:
+        if pos < end and buf[pos] == 0:  # the usual empty tagged-field section
+            return pos + 1
         pos = read_tagged(plan.tags, buf, pos, end, out, st, False)
     return pos
 
@@ -194,11 +196,14 @@ def _conv(typ: str) -> Callable[[Any], Any] | None:
 
 
 def _fixed_group(specs: list[tuple[str, str, Callable | None, Callable | None]]) -> Op:
-    """One op for a run of fixed-size primitives: a single unpack."""
+    """One op for a run of fixed-size primitives: a single unpack.
+
+    The op is generated source (names and offsets as constants, one statement per
+    field): this is the decoder's hottest path.
+    """
     fmt = ">" + "".join(_FIXED[t][0] for _, t, _, _ in specs)
     st_ = struct.Struct(fmt)
     size = st_.size
-    unpack_from = st_.unpack_from
     rows = []
     off = 0
     for name, typ, conv, ann in specs:
@@ -206,26 +211,35 @@ def _fixed_group(specs: list[tuple[str, str, Callable | None, Callable | None]])
         rows.append((name, typ, off, ln, conv, ann))
         off += ln
     rows_t = tuple(rows)
-    any_extra = any(c is not None or a is not None for _, _, _, _, c, a in rows_t)
-
-    if not any_extra:
-        def op(buf: bytes, pos: int, end: int, out: list, st: State) -> int:
-            if pos + size > end:
-                _short(rows_t, buf, pos, end, out)
-            for (name, typ, off, ln, _c, _a), v in zip(rows_t, unpack_from(buf, pos), strict=True):
-                out.append(Field(name, typ, v, pos + off, ln))
-            return pos + size
-    else:
-        def op(buf: bytes, pos: int, end: int, out: list, st: State) -> int:
-            if pos + size > end:
-                _short(rows_t, buf, pos, end, out)
-            for (name, typ, off, ln, conv, ann), v in zip(rows_t, unpack_from(buf, pos), strict=True):
-                f = Field(name, typ, v if conv is None else conv(v), pos + off, ln)
-                out.append(f)
-                if ann is not None:
-                    ann(f, st, out)
-            return pos + size
-    return op
+    env: dict[str, Any] = {"Field": Field, "_short": _short, "rows": rows_t, "unpack_from": st_.unpack_from}
+    vals = ", ".join(f"v{i}" for i in range(len(rows_t)))
+    lines = [
+        "def op(buf, pos, end, out, st):",
+        f"    if pos + {size} > end:",
+        "        _short(rows, buf, pos, end, out)",
+        f"    {vals}, = unpack_from(buf, pos)",
+    ]
+    plain: list[str] = []
+    for i, (name, typ, off, ln, conv, ann) in enumerate(rows_t):
+        env[f"n{i}"], env[f"t{i}"] = name, typ
+        value = f"v{i}"
+        if conv is not None:
+            env[f"c{i}"] = conv
+            value = f"c{i}(v{i})"
+        make = f"Field(n{i}, t{i}, {value}, pos + {off}, {ln})"
+        if ann is None:
+            plain.append(make)
+            continue
+        if plain:
+            lines.append(f"    out.extend(({', '.join(plain)},))")
+            plain = []
+        env[f"a{i}"] = ann
+        lines += [f"    f{i} = {make}", f"    out.append(f{i})", f"    a{i}(f{i}, st, out)"]
+    if plain:
+        lines.append(f"    out.extend(({', '.join(plain)},))")
+    lines.append(f"    return pos + {size}")
+    exec(compile("\n".join(lines), f"<fixed group {'/'.join(r[0] for r in rows_t)}>", "exec"), env)
+    return env["op"]  # type: ignore[no-any-return]
 
 
 def _short(rows: tuple, buf: bytes, pos: int, end: int, out: list) -> None:
@@ -279,7 +293,13 @@ def _string_op(name: str, flexible: bool, nullable: bool, ann: Callable | None) 
     rd = _len_prefix(flexible, False)
 
     def op(buf: bytes, pos: int, end: int, out: list, st: State) -> int:
-        n, p = rd(buf, pos, end, name, "string", out)
+        # the common short prefix read inline; rd() handles the rest and the errors
+        if flexible and pos < end and buf[pos] < 0x80:
+            n, p = buf[pos] - 1, pos + 1
+        elif not flexible and pos + 2 <= end and buf[pos] < 0x80:
+            n, p = (buf[pos] << 8) | buf[pos + 1], pos + 2
+        else:
+            n, p = rd(buf, pos, end, name, "string", out)
         if n < 0:
             f = Field(name, "string", None, pos, p - pos)
             if not nullable:
@@ -401,6 +421,7 @@ def _array_op(name: str, flexible: bool, nullable: bool, elem_type: str, elem_pl
 
     if elem_plan is not None:
         tname = elem_plan.type_name
+        eops, eflex, etags = tuple(elem_plan.ops), elem_plan.flexible, elem_plan.tags
 
         def op(buf: bytes, pos: int, end: int, out: list, st: State) -> int:
             n, p = head(buf, pos, end, out, st)
@@ -420,9 +441,16 @@ def _array_op(name: str, flexible: bool, nullable: bool, elem_type: str, elem_pl
                            limit="max_depth")
             for i in range(n):
                 ech: list[Field] = []
-                e = Field(_idx(i), tname, None, p, 0, ech)
+                e = Field(_IDX[i] if i < 4096 else f"[{i}]", tname, None, p, 0, ech)
                 children.append(e)
-                q = run_plan(elem_plan, buf, p, end, ech, st)
+                q = p
+                for o in eops:
+                    q = o(buf, q, end, ech, st)
+                if eflex:
+                    if q < end and buf[q] == 0:
+                        q += 1
+                    else:
+                        q = read_tagged(etags, buf, q, end, ech, st, False)
                 e.length = q - p
                 p = q
             st.depth -= 1
@@ -440,7 +468,10 @@ def _array_op(name: str, flexible: bool, nullable: bool, elem_type: str, elem_pl
                 out.append(f)
                 return p
             vals = struct.unpack_from(f">{n}{fast_fmt}", buf, p)
-            children = [Field(_idx(i), elem_type, v, p + i * esize, esize) for i, v in enumerate(vals)]
+            if n <= 4096:
+                children = [Field(_IDX[i], elem_type, v, p + i * esize, esize) for i, v in enumerate(vals)]
+            else:
+                children = [Field(_idx(i), elem_type, v, p + i * esize, esize) for i, v in enumerate(vals)]
             q = p + n * esize
             out.append(Field(name, "array", n, pos, q - pos, children))
             return q
@@ -594,9 +625,12 @@ def compile_fields(fields: tuple[FieldDef, ...], version: int, flexible: bool,
 # ---------------------------------------------------------------------------
 
 def _fix_lengths(f: Field) -> int:
-    """After an early stop: stretch containers over the children they hold."""
+    """After an early stop: stretch containers over the children they hold.
+
+    Records are left alone: their children's offsets may count from decompressed
+    data, not from the frame."""
     end = f.offset + f.length
-    if f.children:
+    if f.children and f.type != "records":
         for c in f.children:
             end = max(end, _fix_lengths(c))
         f.length = end - f.offset
@@ -612,17 +646,19 @@ def decode_struct(fields: tuple[FieldDef, ...], version: int, flexible: bool, bu
     where decoding stopped. A malformed spot is marked and ends decoding; the
     returned Field keeps everything decoded before it.
     """
-    if st is None:
-        st = State(ctx, api_key)
-    children: list[Field] = []
-    root = Field(name, type_name, None, start, end - start, children)
     plan = compile_fields(fields, version, flexible, type_name)
+    return _decode_plan(plan, buf, start, end, st if st is not None else State(ctx, api_key), name)
+
+
+def _decode_plan(plan: Plan, buf: bytes, start: int, end: int, st: State, name: str) -> tuple[Field, int]:
+    children: list[Field] = []
+    root = Field(name, plan.type_name, None, start, end - start, children)
     st.depth = 1
     try:
         pos = run_plan(plan, buf, start, end, children, st)
     except _Bad as e:
         bad = Field(e.name, e.typ, None, e.offset, max(0, end - e.offset))
-        bad.mark_malformed(e.reason, ctx)
+        bad.mark_malformed(e.reason, st.ctx)
         e.out.append(bad)
         for c in children:
             _fix_lengths(c)
@@ -632,17 +668,23 @@ def decode_struct(fields: tuple[FieldDef, ...], version: int, flexible: bool, bu
     return root, pos
 
 
+_BODIES: dict[tuple[int, int, bool], tuple[ApiDef, Plan]] = {}
+
+
 def decode_body(api: ApiDef, version: int, request: bool, buf: bytes, start: int, end: int,
                 ctx: DecodeContext, st: State | None = None) -> Field:
     """The body of one request/response of ``api`` in ``version`` (already clamped to
     the known range by the caller). Trailing bytes are kept as a ``trailing_bytes``
     Field with a note, and counted in ``ctx.trailing``."""
-    flexible = is_flexible(api, version)
-    fields = api.request if request else api.response
-    tname = f"{api.name}{'Request' if request else 'Response'} v{version}"
-    if st is None:
-        st = State(ctx, api.key)
-    body, pos = decode_struct(fields, version, flexible, buf, start, end, ctx, "body", tname, api.key, st)
+    hit = _BODIES.get((id(api), version, request))
+    if hit is None or hit[0] is not api:
+        flexible = is_flexible(api, version)
+        tname = f"{api.name}{'Request' if request else 'Response'} v{version}"
+        plan = compile_fields(api.request if request else api.response, version, flexible, tname)
+        _BODIES[(id(api), version, request)] = (api, plan)
+    else:
+        plan = hit[1]
+    body, pos = _decode_plan(plan, buf, start, end, st if st is not None else State(ctx, api.key), "body")
     if pos < end:
         n = end - pos
         t = Field("trailing_bytes", "bytes", buf[pos:end], pos, n)

@@ -318,12 +318,10 @@ def test_request_header_cut_short() -> None:
 
 def test_trailing_bytes_flagged_and_counted() -> None:
     ctx = DecodeContext()
-    data = struct.pack(">hhi", 12, 0, 1) + struct.pack(">h", 1) + b"g" + struct.pack(">i", 5) + b"\x02" \
-        + b"\x00" + b"xyz"  # Heartbeat v0: group_id, generation_id, member_id ("\x00\x02" would be...)
+    # Heartbeat v0: group_id, generation_id, member_id, then 3 bytes the schema does not describe
     t = kafka.decode_request(struct.pack(">hhi", 12, 0, 1) + struct.pack(">h", 1) + b"c"
                              + struct.pack(">h", 1) + b"g" + struct.pack(">i", 5)
                              + struct.pack(">h", 1) + b"m" + b"xyz", ctx)
-    del data
     body = t.child("body")
     assert body.get("group_id") == "g" and body.get("member_id") == "m"
     tb = body.child("trailing_bytes")
@@ -735,3 +733,75 @@ def test_capture_corpus_decodes_without_malformed(name: str) -> None:
             assert not resp.any_malformed(), (key, ver)
             assert resp.child("body").offset + resp.child("body").length == len(r)
     assert ctx.malformed == 0
+
+
+# ---------------------------------------------------------------------------
+# hostile input: never an exception, always bounded
+# ---------------------------------------------------------------------------
+
+def test_fuzz_random_bodies_never_raise() -> None:
+    hyp = pytest.importorskip("hypothesis")
+    from hypothesis import strategies as hst
+
+    cases = [(k, v) for k, a in sorted(APIS.items()) for v in (a.min_version, a.max_version)]
+
+    @hyp.settings(max_examples=300, deadline=None, database=None, derandomize=True)
+    @hyp.given(hst.sampled_from(cases), hst.binary(max_size=64), hst.booleans())
+    def check(case: tuple[int, int], tail: bytes, request: bool) -> None:
+        key, ver = case
+        ctx = DecodeContext()
+        if request:
+            flexible = ver >= (APIS[key].flexible_from if APIS[key].flexible_from is not None else 10 ** 6)
+            data = _req_header(key, ver, 1, b"c", flexible) + tail
+            t = kafka.decode_request(data, ctx)
+        else:
+            data = struct.pack(">i", 1) + tail
+            t = kafka.decode_response(data, key, ver, ctx)
+        assert t.length == len(data) and t.to_json()["name"] in ("request", "response")
+        for f in t.walk():
+            assert f.offset >= 0 and f.length >= 0 and f.offset + f.length <= len(data)
+    check()
+
+
+def test_mutated_real_messages_never_raise() -> None:
+    """Bit flips and cuts of a rich message (Metadata v12 response)."""
+    import random
+    rnd = random.Random(7)
+    base = _metadata_v12_response("orders", bytes(range(16)))
+    for i in range(400):
+        b = bytearray(base)
+        if i % 3 == 0:
+            b = b[:rnd.randrange(len(b))]
+        else:
+            for _ in range(rnd.randint(1, 4)):
+                b[rnd.randrange(len(b))] ^= 1 << rnd.randrange(8)
+        ctx = DecodeContext()
+        t = kafka.decode_response(bytes(b), 3, 12, ctx)
+        t.to_json()
+        assert t.child("header") is not None
+
+
+def test_controlled_shutdown_v0_uses_header_v0() -> None:
+    t = kafka.decode_request(struct.pack(">hhii", 7, 0, 5, 3), DecodeContext())
+    h = t.child("header")
+    assert h.type == "RequestHeader v0" and [c.name for c in h.children] == ["api_key", "api_version",
+                                                                            "correlation_id"]
+    assert t.child("body").get("broker_id") == 3 and not t.any_malformed()
+
+
+def test_plans_compiled_once_and_reused() -> None:
+    data = struct.pack(">i", 9) + struct.pack(">ih", 0, 0)
+    kafka.decode_response(data, 12, 3, DecodeContext())
+    plan = decoder._BODIES[(id(APIS[12]), 3, False)][1]
+    kafka.decode_response(data, 12, 3, DecodeContext())
+    assert decoder._BODIES[(id(APIS[12]), 3, False)][1] is plan
+    assert decoder.compile_fields(APIS[12].response, 3, False, plan.type_name) is plan
+
+
+def test_records_children_do_not_stretch_containers_after_an_early_stop() -> None:
+    """A malformed spot after a records field: containers are fixed up over their
+    children, but never over a records tree (its offsets may count from decompressed data)."""
+    inner = Field("record", "Record", None, 5000, 10)
+    rec = Field("records", "records", 1, 10, 4, [inner])
+    arr = Field("parts", "array", 1, 8, 0, [Field("[0]", "P", None, 8, 0, [rec])])
+    assert decoder._fix_lengths(arr) == 14 and arr.length == 6

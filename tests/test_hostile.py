@@ -132,6 +132,39 @@ def test_framer_counts_sizes_over_max_frame_size() -> None:
     assert len(out) == 2 and fr.over_max_frames == 1
 
 
+def test_framer_keeps_a_damaged_frame_that_ends_with_its_segment() -> None:
+    """A header the callback rejects, at a boundary in sync, with a size that ends exactly at
+    the segment end: one damaged frame, not a desync that could misframe the next ones."""
+    conn = Conn(0, Endpoint("1.1.1.1", 1), Endpoint("2.2.2.2", 9092))
+    fr = Framer(conn, 0, plausible=request_plausible)
+    good = kafka_frame(b"\x00\x12\x00\x00\x00\x00\x00\x01\x00\x00")
+    damaged = kafka_frame(b"\xff\x12\x00\x00\x00\x00\x00\x02\x00\x00" + b"\xee" * 80)
+    out = fr.feed(StreamData(conn, 0, 0, good, 1.0, 1))
+    out += fr.feed(StreamData(conn, 0, len(good), damaged, 1.0, 2))
+    out += fr.feed(StreamData(conn, 0, len(good + damaged), good, 1.0, 3))
+    assert [f.data[:2] for f in out] == [b"\x00\x12", b"\xff\x12", b"\x00\x12"]
+    assert fr.damaged_frames == 1 and not fr.skipped
+    # the same damaged frame with more bytes behind it in the segment: a desync, scanned over
+    fr = Framer(conn, 0, plausible=request_plausible, max_frame_size=1000)
+    out = fr.feed(StreamData(conn, 0, 0, good + damaged + good, 1.0, 1))
+    assert [f.data[:2] for f in out] == [b"\x00\x12", b"\x00\x12"] and fr.damaged_frames == 0
+    # not at the start of a direction whose stream is not known to be Kafka
+    fr = Framer(conn, 0, plausible=request_plausible)
+    assert fr.feed(StreamData(conn, 0, 0, damaged, 1.0, 1)) == [] and fr.damaged_frames == 0
+
+
+def test_damaged_response_header_costs_one_exchange(tmp_path: Path) -> None:
+    """A bit flip in the first response's correlation id: that exchange breaks, the next pairs."""
+    pairs = [api_versions_pair(1), metadata_pair(2, 3), api_versions_pair(3)]
+    resp = bytearray(pairs[0][1])
+    resp[4] ^= 0x01                          # correlation id 1 -> 0x01000001
+    pairs[0] = (pairs[0][0], bytes(resp))
+    exs, _ = analyse(conversation(tmp_path / "flip.pcap", pairs))
+    assert sorted((e.api_name, e.correlation_id, e.status) for e in exs) == [
+        ("ApiVersions", 1, "unanswered"), ("ApiVersions", 3, "ok"), ("Metadata", 2, "ok"),
+        ("Unknown", 0x01000001, "orphan_response")]
+
+
 @pytest.mark.xfail(strict=True, reason="pipeline.py: Framer.over_max_frames is not yet added to "
                    "ctx.limits_hit['max_frame_size'] (lead: in _collect_skipped)")
 def test_max_frame_size_in_limits_hit(tmp_path: Path) -> None:
@@ -189,6 +222,8 @@ def test_max_depth_hit_counted_and_analysis_goes_on() -> None:
     # shallow messages are still fully decoded
     api = [e for e in exs if e.api_name == "FindCoordinator"]
     assert api and all(e.status == "ok" for e in api)
+    code, out, _ = cli("read", "--max-depth", "2", str(path))
+    assert code == 0 and f"max_depth {run.ctx.limits_hit['max_depth']}" in out
 
 
 # -- broken captures -----------------------------------------------------------------------
@@ -437,6 +472,7 @@ def test_unsupported_link_type(tmp_path: Path, command: tuple[str, ...]) -> None
     (("--max-frame-size", "0"), "--max-frame-size"),
     (("--max-decompressed", "-5"), "--max-decompressed"),
     (("--max-array-len", "0"), "--max-array-len"),
+    (("--max-depth", "zero"), "--max-depth"),
     (("--port", "70000"), "--port"),
     (("--protocol", "ancient"), "--protocol"),
     (("-f", "xml"), "--format"),
