@@ -90,11 +90,13 @@ def _stderr_console() -> Any:
     return Console(stderr=True)
 
 
-def iter_captures(paths: tuple[str, ...], kw: dict[str, Any], progress: bool = True) -> Iterator[tuple[str, Any]]:
-    """(path, Run) for each capture, with the shared options applied."""
+def iter_captures(paths: tuple[str, ...], kw: dict[str, Any], progress: bool = True,
+                  decode: str = "full") -> Iterator[tuple[str, Any]]:
+    """(path, Run) for each capture, with the shared options and a decode mode applied."""
     from analyzer.pipeline import Run
 
-    options, ctx = options_from_kwargs(kw)
+    options, ctx = options_from_kwargs(kw, decode=decode)
+    options.keep_conns = False      # exchanges carry their Conn; the reassembler need not keep them all
     for path in paths:
         update, close = _progress(progress)
         run = Run(path, options, fresh_context(ctx), progress=update)

@@ -7,31 +7,13 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import click
 
 from analyzer.errors import UserError
-from analyzer.options import capture_options, fresh_context, options_from_kwargs
+from analyzer.options import capture_options
 from analyzer.stats import DEFAULT_KEEP_TOP, GROUP_KEYS, PointSample, StatsAccumulator, parse_by
-
-
-def iter_captures(paths: tuple[str, ...], kw: dict[str, Any], progress: bool = True,
-                  decode: str = "lite") -> Iterator[tuple[str, Any]]:
-    """(path, Run) per capture, like ``cli.iter_captures`` but with a decode mode."""
-    from analyzer.cli import _progress
-    from analyzer.pipeline import Run
-
-    options, ctx = options_from_kwargs(kw, decode=decode)
-    options.keep_conns = False      # stats never lists connections: memory stays flat
-    for path in paths:
-        update, close = _progress(progress)
-        run = Run(path, options, fresh_context(ctx), progress=update)
-        try:
-            yield path, run
-        finally:
-            close()
 
 
 def _by_param(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
@@ -77,6 +59,8 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
     # every figure but the topic/partition grouping of non-Produce/Fetch APIs comes from
     # digest trees (dissectors.digest): the same numbers as full trees, several times faster
     decode = "full" if ("topic" in by or "partition" in by) else "lite"
+    from analyzer.cli import iter_captures
+
     for path, run in iter_captures(captures, kw, progress=True, decode=decode):
         acc = StatsAccumulator(by, keep_top=total.keep_top)
         if many:
