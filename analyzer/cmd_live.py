@@ -60,7 +60,7 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
     if fmt is None:
         fmt = "none" if show_stats else "summary"
     # stats alone need only headers and the few body fields stats read
-    options, ctx = options_from_kwargs(kw, decode="headers" if fmt == "none" else "full")
+    options, ctx = options_from_kwargs(kw, decode="lite" if fmt == "none" else "full")
     options.unanswered_timeout = unanswered_timeout
     expr = bpf or live.port_filter(ports)
     try:
