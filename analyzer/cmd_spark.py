@@ -154,8 +154,9 @@ def _print_summary(result: Any, out_dir: str) -> None:
         f"elapsed: {result.elapsed:.1f} s",
         f"wrote: {', '.join(os.path.join(out_dir, t) for t in ('exchanges', 'partitions', 'stats', 'findings'))}",
     ]
-    if result.redone:
-        lines.insert(4, f"second pass: {result.redone} connection(s) using topic ids named on other connections")
+    if result.renamed or result.redone:
+        lines.insert(4, f"topic ids named on other connections: {result.renamed} renamed after the fact, "
+                        f"{result.redone} connection group(s) decoded again")
     for f in s.get("per_file", []):
         if f.get("capture_warning"):
             lines.append(f"warning: {f['capture']}: {f['capture_warning']}")

@@ -285,6 +285,24 @@ class Framer:
 
     # -- public ----------------------------------------------------------------------------
 
+    def feed_data(self, off: int, data: bytes, ts: float, index: int, out: list[Frame]) -> None:
+        """Append to ``out`` the frames of in-order stream bytes ``data`` at stream offset
+        ``off`` (the same as ``out += feed(StreamData(conn, direction, off, data, ts, index))``,
+        without building the event on the common path)."""
+        if not self._buf and self._synced and not self._drop and self._off == off and not self.finished:
+            self._last_index = index
+            self._last_ts = ts
+            pos = self._fast(data, off, index, ts, out)
+            if pos == len(data):
+                self._off = off + pos
+                return
+            self._off = off + pos
+            self._marks = [(off + pos, index, ts)]
+            self._buf += data[pos:] if pos else data
+            self._run(out)
+            return
+        out += self.feed(StreamData(self.conn, self.direction, off, data, ts, index))
+
     def feed(self, ev: StreamData | StreamGap | StreamEnd) -> list[Frame]:
         out: list[Frame] = []
         if type(ev) is StreamData and not self._buf and self._synced and not self._drop \

@@ -177,6 +177,11 @@ def _endpoints4(key: tuple[int, int, int, int]) -> tuple[Endpoint, Endpoint]:
     return eps
 
 
+# for the fused fast path of analyzer.pipeline (same layout and cache as parse_packet's fast path)
+unpack_v4tcp = _v4tcp
+ep4_cache = _ep4_cache
+
+
 def parse_packet(pkt: Packet, skips: SkipCounter | None = None) -> Segment | None:
     """Parse one captured packet down to TCP. None (and a counted reason) if it is not TCP."""
     _index, ts, lt, data, orig_len = pkt

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import struct
 from collections import Counter, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,10 +37,11 @@ from analyzer.model import (
     StreamEnd,
     StreamGap,
 )
-from analyzer.net import SkipCounter, parse_packet
+from analyzer.net import SkipCounter, ep4_cache, parse_packet, unpack_v4tcp
 from analyzer.tcp import Reassembler
 from dissectors import digest, kafka, legacy
 from dissectors.context import DecodeContext
+from dissectors.errors import error_name
 from dissectors.field import Field
 from dissectors.header import (
     RequestHeader,
@@ -193,6 +194,102 @@ class Pipeline:
         for ev in self.reassembler.feed(seg):
             self._event(ev, out)
         return out
+
+    def feed_all(self, packets: Iterable[Packet],
+                 tick: Callable[[int], None] | None = None) -> Iterator[Exchange]:
+        """``feed`` every packet, yielding the exchanges: the same results, faster.
+
+        The common case takes a fused path: an IPv4 TCP segment over Ethernet, without
+        SYN/FIN/RST, in order on a known connection with nothing buffered, goes straight
+        from the packet bytes to its connection's framer (no Segment, no stream event).
+        Anything else goes through ``feed``. ``tick(n)`` is called every 1024 packets.
+        """
+        s = self.summary
+        ra = self.reassembler
+        pairs = ra._pairs
+        window = ra.overlap_window
+        ep4 = ep4_cache
+        conns = self._conns
+        v4tcp = unpack_v4tcp
+        frame_in = self._frame
+        event = self._event
+        slow = self.feed
+        autodetect = self.options.autodetect
+        # (src addr, dst addr, src port, dst port) -> (tcp conn state, direction, its _Dir, _ConnState)
+        fast: dict[tuple[int, int, int, int], tuple[Any, int, Any, _ConnState]] = {}
+        n = 0
+        for pkt in packets:
+            n += 1
+            if tick is not None and not n & 0x3FF:
+                tick(n)
+            index, ts, lt, data, _orig = pkt
+            key = None
+            if lt == 1 and autodetect and data[12:14] == b"\x08\x00" and len(data) >= 54:
+                vihl, total, frag, proto, sa, da, sp, dp, seq, _ack, doff, flags = v4tcp(data, 14)
+                if vihl == 0x45 and proto == 6 and not frag & 0x3FFF and doff >= 0x50 and total >= 40:
+                    key = (sa, da, sp, dp)
+                    if not flags & 7:
+                        fe = fast.get(key)
+                        if fe is not None:
+                            tst, direction, dd, pst = fe
+                            end = 14 + total
+                            p = 34 + (doff >> 4) * 4
+                            if not tst.closed and dd.fin_at is None and not dd.pending \
+                                    and p <= end <= len(data):
+                                if p == end:            # no payload: an ACK
+                                    s.packets += 1
+                                    if ts > s.last_ts:
+                                        s.last_ts = ts
+                                    self._now = ts
+                                    tst.conn.last_ts = ts
+                                    continue
+                                exp = dd.expected
+                                if (seq - dd.base) & 0xFFFFFFFF == exp & 0xFFFFFFFF:
+                                    s.packets += 1
+                                    if ts > s.last_ts:
+                                        s.last_ts = ts
+                                    self._now = ts
+                                    conn = tst.conn
+                                    conn.last_ts = ts
+                                    payload = data[p:end]
+                                    dd.expected = exp + len(payload)
+                                    if window:
+                                        recent = dd.recent
+                                        recent.append((exp, payload))
+                                        dd.recent_bytes += len(payload)
+                                        while dd.recent_bytes > window and len(recent) > 1:
+                                            dd.recent_bytes -= len(recent.popleft()[1])
+                                    out: list[Exchange] = []
+                                    fr = pst.framers[direction]
+                                    if fr is not None and pst.ignored is None and pst.tls is None \
+                                            and pst.first_data_seen[direction]:
+                                        frames: list[Frame] = []
+                                        fr.feed_data(exp, payload, ts, index, frames)
+                                        for f in frames:
+                                            frame_in(pst, f, out)
+                                    else:
+                                        event(StreamData(conn, direction, exp, payload, ts, index), out)
+                                    if out:
+                                        yield from out
+                                    continue
+            out = slow(pkt)
+            if out:
+                yield from out
+            if key is not None:
+                if flags & 7:
+                    fast.pop(key, None)
+                    fast.pop((da, sa, dp, sp), None)
+                    continue
+                eps = ep4.get(key)
+                ent = pairs.get(eps) if eps is not None else None
+                if ent is not None:
+                    tst, direction = ent
+                    dd = tst.dirs[direction]
+                    pst = conns.get(tst.conn.id)
+                    if pst is not None and not tst.closed and dd.base is not None:
+                        if len(fast) >= 100_000:
+                            fast.clear()
+                        fast[key] = (tst, direction, dd, pst)
 
     def expire(self, now: float) -> list[Exchange]:
         """Requests older than ``options.unanswered_timeout`` become unanswered exchanges."""
@@ -383,6 +480,10 @@ class Pipeline:
             if n:
                 self.summary.bytes_skipped[reason] += n
         fr.skipped.clear()
+        over = getattr(fr, "over_max_frames", 0)
+        if over:
+            self.ctx.limits_hit["max_frame_size"] = self.ctx.limits_hit.get("max_frame_size", 0) + over
+            fr.over_max_frames = 0
 
     # -- frames ---------------------------------------------------------------
     def _frame(self, st: _ConnState, frame: Frame, out: list[Exchange]) -> None:
@@ -572,7 +673,7 @@ class Pipeline:
 
     def _finish_exchange(self, ex: Exchange) -> None:
         if ex.response_tree is not None:
-            ex.error_codes = kafka.error_codes(ex.response_tree)
+            ex.error_codes = _error_codes(ex.response_tree)
         if ex.api_key in (0, 1) and (ex.request_tree is not None or ex.response_tree is not None):
             ex.partitions = partitions_of(ex.api_key, ex.request_tree, ex.response_tree, self.ctx.topic_names)
 
@@ -673,6 +774,22 @@ class Pipeline:
             self.summary.other_connections += 1
 
 
+def _error_codes(tree: Field) -> list[str]:
+    """``kafka.error_codes`` (the same names in the same wire order), without a generator."""
+    out: list[str] = []
+    stack = [tree]
+    pop = stack.pop
+    while stack:
+        f = pop()
+        v = f.value
+        if v and ((f.extra is not None and "error_code" in f.extra)
+                  or (f.type == "int16" and (f.name == "error_code" or f.name.endswith("_error_code")))):
+            out.append(error_name(v))
+        if f.children:
+            stack.extend(reversed(f.children))
+    return out
+
+
 def _count_bad(tree: Field, n: int) -> Field:
     """Remember on the root how many malformed notes decoding it produced."""
     if n:
@@ -708,15 +825,17 @@ class Run:
         with open_capture(self.path) as reader:
             progress = self.progress
             size = getattr(reader, "size", 0) or 0
-            n = 0
-            for packet in reader:
-                yield from pipe.feed(packet)
-                n += 1
-                if progress is not None and not n & 0x3FF:
+            tick = None
+            if progress is not None:
+                def tick(_n: int) -> None:
                     progress(reader.bytes_read(), size)
+            yield from pipe.feed_all(reader, tick)
             warning = getattr(reader, "truncated", None)
             if warning:
                 pipe.summary.capture_warning = str(warning)
+            for what, n in (getattr(reader, "counters", None) or {}).items():
+                if n:
+                    pipe.summary.notes[what] += n
             if progress is not None:
                 progress(size, size)
         yield from pipe.finish()

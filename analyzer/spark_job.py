@@ -14,9 +14,11 @@ exchanges). What this module adds is only the cutting and the gluing:
    the file; pcapng: a block whose type is known and whose leading and trailing
    lengths agree, ``CHAIN`` times), then hop record by record to the end of the range
    counting packets exactly as ``CaptureReader`` numbers them. The driver checks that
-   each range ends where the next begins (otherwise that file is read unsplit) and
-   turns the counts into the number of the first packet of each range, so packet
-   numbers stay the file's global 1-based numbers (frame numbers equal ``read``'s).
+   each range ends where the next begins (a range whose search was fooled by bytes
+   that look like records is counted again from where the previous hop ended; a file
+   whose ranges still do not chain is read unsplit) and turns the counts into the
+   number of the first packet of each range, so packet numbers stay the file's global
+   1-based numbers (frame numbers equal ``read``'s).
 3. read + shuffle: each range is read by ``CaptureReader`` from a small in-memory
    capture (the file header, for pcapng the section header and interface blocks in
    effect, then the range's bytes); every TCP packet is keyed by its file and
@@ -31,15 +33,24 @@ exchanges). What this module adds is only the cutting and the gluing:
    and connection numbers are renumbered in order of first packet per file, as the
    ``Reassembler`` numbers them in one process.
 
+Topic ids. A Fetch (v13+) names topics by id; one process resolves an id with the
+name learnt from a Metadata (or CreateTopics, DescribeTopicPartitions) response seen
+earlier on *any* connection. Each connection group here decodes with its own
+DecodeContext, whose ``topic_names`` (``TopicNames``) records what it learns and the
+ids it could not resolve; such groups are kept apart ("held"). The driver then knows
+every learning of the file: an id learnt before the group's first lookup is renamed
+in the held figures and rows (what one process gives); an id learnt between lookups
+(or any id with --with-trees, whose notes name topics) sends the held groups through
+a second pass that decodes them again with the file's learnings in packet order.
+
 Files that are gzip-compressed, or that are not on the local filesystem (hdfs://,
 s3a://...: read through ``SparkContext.binaryFiles``), are read whole by one task;
 their connections are still spread over tasks by the shuffle.
 
-Known differences from one process, all rare: a topic id learnt from a Metadata
-response on one connection resolves names in ``partitions`` of a Fetch on another
-connection only in one process (each connection decodes with its own DecodeContext
-here; the topic stays the UUID); a pcapng simple packet block (no timestamp) at the
-very start of a range takes time 0 instead of the previous packet's time.
+Known differences from one process, all rare: a pcapng simple packet block (no
+timestamp) at the very start of a range takes time 0 instead of the previous
+packet's; the Reassembler forgets closed connections after 10000 newer ones closed,
+which one process counts over the whole file and a task over its connections only.
 """
 from __future__ import annotations
 
@@ -103,6 +114,7 @@ class JobConfig:
     pack_size: int = DEFAULT_PACK_SIZE
     partitions: int = 0                   # shuffle partitions; 0: chosen from the input size
     force_hadoop: bool = False            # read local files through binaryFiles too (tests)
+    rows: bool = True                     # make the exchanges/partitions rows (False: figures only)
 
 
 @dataclass(frozen=True)
@@ -619,7 +631,7 @@ class TopicNames(dict):  # type: ignore[type-arg]
         self.now = 0
         self.known = known
         self.learnt: list[tuple[int, str, str]] = []
-        self.misses: dict[str, int] = {}
+        self.misses: dict[str, list[int]] = {}     # topic id -> [first, last] packet of a failed lookup
 
     def __bool__(self) -> bool:            # `names or {}` must keep this object
         return True
@@ -637,8 +649,12 @@ class TopicNames(dict):  # type: ignore[type-arg]
                 i = bisect.bisect_left(ent[0], self.now)
                 if i:
                     return ent[1][i - 1]
-        if isinstance(k, str) and self.misses.get(k, -1) < self.now:
-            self.misses[k] = self.now
+        if isinstance(k, str):
+            m = self.misses.get(k)
+            if m is None:
+                self.misses[k] = [self.now, self.now]
+            elif self.now > m[1]:
+                m[1] = self.now
         return default
 
 
@@ -656,7 +672,7 @@ class _FileAcc:
         self.meta: list[dict[str, Any]] = []
         self.learnt: list[tuple[int, str, str]] = []
         self.groups: list[tuple[Any, ...]] = []          # held: the group keys
-        self.misses: list[dict[str, int]] = []           # held: per group, topic id -> last miss
+        self.misses: list[dict[str, list[int]]] = []     # held: per group, topic id -> [first, last] miss
 
     def absorb(self, g: _FileAcc) -> None:
         self.stats.merge(g.stats)
@@ -699,10 +715,14 @@ def process_group(gkey: tuple[Any, ...], name: str, packets: Iterable[tuple[Any,
     acc, checker = g.stats, g.checker
     trees = cfg.with_trees
 
+    make_rows = cfg.rows
+
     def rows(out: list[Any]) -> Iterator[tuple[Any, ...]]:
         for ex in out:
             acc.add(ex)
             checker.add(ex)
+            if not make_rows:
+                continue
             d = exchange_to_json(ex, trees=trees)
             conn = first[ex.conn.id]
             parts = [_part_tuple(p) for p in d["partitions"]]
@@ -797,21 +817,68 @@ def learnt_table(states: Iterable[tuple[int, dict[str, Any]]]) -> dict[int, dict
 
 
 def redo_groups(states: list[tuple[int, dict[str, Any]]],
-                table: dict[int, dict[str, tuple[list[int], list[str]]]]) -> tuple[set[tuple[Any, ...]], list[int]]:
-    """(group keys to process again, indexes of the held states they replace).
+                table: dict[int, dict[str, tuple[list[int], list[str]]]], trees: bool = False
+                ) -> tuple[set[tuple[Any, ...]], list[int], dict[int, dict[str, str]]]:
+    """Decide what to do with the held states: (group keys to process again, indexes of the
+    held states they replace, per file the topic ids to rename in the others).
 
-    A held state is redone when one of its groups missed a topic id that some
-    connection of the file had learnt before that lookup."""
+    For each topic id a held group failed to resolve: if no connection of the file had
+    learnt it before the group's last lookup, one process would not have resolved it
+    either (keep). If one name was learnt before the group's first lookup, one process
+    resolves every lookup to that name: renaming the id in the held figures and rows
+    gives exactly that (without --with-trees: the trees' notes would still differ).
+    Otherwise (learnt between lookups) the groups are decoded again with the file's
+    topic ids known at each packet."""
     redo: set[tuple[Any, ...]] = set()
     dropped: list[int] = []
+    rename: dict[int, dict[str, str]] = {}
     for i, (fid, st) in enumerate(states):
         if not st.get("held"):
             continue
         t = table.get(fid, {})
-        if any(tid in t and t[tid][0][0] < q for m in st["misses"] for tid, q in m.items()):
+        again = False
+        names: dict[str, str] = {}
+        for m in st["misses"]:
+            for tid, (first, last) in m.items():
+                ent = t.get(tid)
+                if ent is None or ent[0][0] >= last:
+                    continue
+                if not trees and ent[0][0] < first and len(set(ent[1])) == 1:
+                    names[tid] = ent[1][0]
+                else:
+                    again = True
+        if again:
             redo.update(st["groups"])
             dropped.append(i)
-    return redo, dropped
+        elif names:
+            rename.setdefault(fid, {}).update(names)
+            st["rename"] = names
+    return redo, dropped, rename
+
+
+def rename_topics(acc: StatsAccumulator, names: dict[str, str]) -> StatsAccumulator:
+    """The same figures with topic ids replaced by names (entries that meet are merged)."""
+    if not names:
+        return acc
+    out = StatsAccumulator(acc.by, keep_top=acc.keep_top)
+    ren = StatsAccumulator(acc.by, keep_top=acc.keep_top)
+    ren.merge(acc)                  # copy of everything but the keyed parts, rebuilt below
+    ren.groups = {}
+    ren.tp = {}
+    i = acc.by.index("topic") if "topic" in acc.by else None
+    for k, g in acc.groups.items():
+        if i is not None and isinstance(k[i], str) and k[i] in names:
+            k = k[:i] + (names[k[i]],) + k[i + 1:]
+        part = StatsAccumulator(acc.by, keep_top=0)
+        part.groups = {k: g}
+        out.merge(part)
+    for (t, p), row in acc.tp.items():
+        key = (names.get(t, t) if isinstance(t, str) else t, p)
+        mine = ren.tp.setdefault(key, [0, 0, 0, 0])
+        for j in range(4):
+            mine[j] += row[j]
+    ren.groups = out.groups
+    return ren
 
 
 # -- 5. gather ---------------------------------------------------------------------------------
@@ -826,6 +893,7 @@ class JobResult:
     tasks: int = 0
     reads: int = 0
     redone: int = 0                       # connection groups decoded a second time (topic ids)
+    renamed: int = 0                      # topic ids named after the fact (learnt on other connections)
     elapsed: float = 0.0
 
 
@@ -853,7 +921,7 @@ def gather(states: Iterable[tuple[int, dict[str, Any]]], sources: list[Source], 
         conn_ids[src.file_id] = conns
         acc = StatsAccumulator(cfg.by, keep_top=0)
         for st in sts:
-            acc.merge(StatsAccumulator.from_state(st["stats"]))
+            acc.merge(rename_topics(StatsAccumulator.from_state(st["stats"]), st.get("rename") or {}))
         if "conn" in cfg.by:
             i = cfg.by.index("conn")
             label = os.path.basename(src.name.rstrip("/"))
@@ -900,11 +968,24 @@ def gather(states: Iterable[tuple[int, dict[str, Any]]], sources: list[Source], 
     return JobResult(sources, total, findings, summary, conn_ids)
 
 
-def finalize_rows(rows: Iterable[tuple[str, int, tuple[Any, ...]]], conn_ids: dict[int, list[int]]
-                  ) -> Iterator[tuple[Any, ...]]:
-    """Rows with their connection renumbered as `read` numbers it."""
-    for _tag, gkey, row in rows:
-        yield row[:1] + (remap_conn(conn_ids, gkey[0], row[1]),) + row[2:]
+def finalize_rows(rows: Iterable[tuple[str, Any, tuple[Any, ...]]], conn_ids: dict[int, list[int]],
+                  rename: dict[int, dict[str, str]] | None = None) -> Iterator[tuple[Any, ...]]:
+    """Rows with their connection renumbered as `read` numbers it, and topic ids named
+    where ``redo_groups`` decided so."""
+    ti = PARTITION_COLUMNS.index("topic")
+    pi = EXCHANGE_COLUMNS.index("partitions")
+    for tag, gkey, row in rows:
+        row = row[:1] + (remap_conn(conn_ids, gkey[0], row[1]),) + row[2:]
+        names = rename.get(gkey[0]) if rename else None
+        if names:
+            if tag == "p":
+                t = row[ti]
+                if t in names:
+                    row = row[:ti] + (names[t],) + row[ti + 1:]
+            elif any(p[0] in names for p in row[pi]):
+                parts = [((names.get(p[0], p[0]),) + p[1:]) for p in row[pi]]
+                row = row[:pi] + (parts,) + row[pi + 1:]
+        yield row
 
 
 # -- in-process runner (the same steps without Spark; for tests and debugging) ------------------
@@ -940,7 +1021,7 @@ def run_local(patterns: Iterable[str], cfg: JobConfig, partitions: int = 3
 
     states, rows = one_pass(None, None)
     table = learnt_table(states)
-    redo, dropped = redo_groups(states, table)
+    redo, dropped, rename = redo_groups(states, table, cfg.with_trees)
     if redo:
         states = [st for i, st in enumerate(states) if i not in set(dropped)]
         rows = [r for r in rows if r[1] not in redo]
@@ -951,9 +1032,10 @@ def run_local(patterns: Iterable[str], cfg: JobConfig, partitions: int = 3
     res.reads = len(reads)
     res.tasks = len(reads)
     res.redone = len(redo)
+    res.renamed = sum(len(v) for v in rename.values())
     res.elapsed = time.monotonic() - t0
-    ex_rows = list(finalize_rows((r for r in rows if r[0] == "x"), res.conn_ids))
-    part_rows = list(finalize_rows((r for r in rows if r[0] == "p"), res.conn_ids))
+    ex_rows = list(finalize_rows((r for r in rows if r[0] == "x"), res.conn_ids, rename))
+    part_rows = list(finalize_rows((r for r in rows if r[0] == "p"), res.conn_ids, rename))
     return res, ex_rows, part_rows
 
 
@@ -1173,6 +1255,9 @@ def run_spark(spark: Any, patterns: Iterable[str], out_dir: str | None, cfg: Job
     Returns the JobResult (merged stats, findings, summary)."""
     t0 = time.monotonic()
     sc = spark.sparkContext
+    if out_dir is None and cfg.rows:
+        from dataclasses import replace
+        cfg = replace(cfg, rows=False)
 
     def phase(text: str) -> None:
         if status is not None:
@@ -1198,7 +1283,7 @@ def run_spark(spark: Any, patterns: Iterable[str], out_dir: str | None, cfg: Job
     res1 = _spark_pass(sc, sources, reads, cfg, names, nparts, None, None)
     states = res1.filter(lambda r: r[0] == "s").map(lambda r: (r[1], r[2])).collect()
     table = learnt_table(states)
-    redo, dropped = redo_groups(states, table)
+    redo, dropped, rename = redo_groups(states, table, cfg.with_trees)
     res2 = None
     if redo:
         phase(f"second pass over {len(redo)} connection(s) (topic ids learnt on other connections)")
@@ -1210,9 +1295,10 @@ def run_spark(spark: Any, patterns: Iterable[str], out_dir: str | None, cfg: Job
     result.reads = len(reads)
     result.tasks = len(pack_tasks(reads, sources, cfg.pack_size))
     result.redone = len(redo)
+    result.renamed = sum(len(v) for v in rename.values())
     if out_dir is not None:
         phase("writing Parquet")
-        write_tables(spark, out_dir, cfg, result, res1, res2, redo)
+        write_tables(spark, out_dir, cfg, result, res1, res2, redo, rename)
     res1.unpersist()
     if res2 is not None:
         res2.unpersist()
@@ -1348,11 +1434,12 @@ def _write_small_parquet(path: str, rows: list[tuple[Any, ...]], schema: Any) ->
 
 
 def write_tables(spark: Any, out_dir: str, cfg: JobConfig, result: JobResult, res1: Any, res2: Any,
-                 redo: set[tuple[Any, ...]]) -> None:
+                 redo: set[tuple[Any, ...]], rename: dict[int, dict[str, str]] | None = None) -> None:
     from pyspark.sql import types as T
 
     sc = spark.sparkContext
     conn_b = sc.broadcast(result.conn_ids)
+    rename_b = sc.broadcast(rename or {})
     redo_b = sc.broadcast(redo)
     ex_schema, p_schema = _schemas(cfg.with_trees)
     ex_cols = tuple(f.name for f in ex_schema.fields)
@@ -1365,7 +1452,7 @@ def write_tables(spark: Any, out_dir: str, cfg: JobConfig, result: JobResult, re
             rdd = rdd.union(res2.filter(lambda r: r[0] == tag))
 
         def fin(it: Iterator[Any]) -> Iterator[tuple[Any, ...]]:
-            for row in finalize_rows(it, conn_b.value):
+            for row in finalize_rows(it, conn_b.value, rename_b.value):
                 yield _fix_types(row, cols)
         return rdd.mapPartitions(fin)
 

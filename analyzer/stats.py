@@ -459,6 +459,12 @@ def _top_sort_key(rec: dict[str, Any]) -> tuple[Any, ...]:
             rec["request_frame"] or 0, rec["correlation_id"] if rec["correlation_id"] is not None else -1)
 
 
+# exchanges whose latency can be a deliberate wait (see wait_kind)
+_WAIT_APIS = frozenset({"Fetch", "JoinGroup", "Produce", "SyncGroup"})
+_NO_CONN: tuple[None, None, None, None] = (None, None, None, None)
+_NONE_PDS: list[dict[str, Any] | None] = [None]
+
+
 class StatsAccumulator:
     """Feed Exchanges with ``add``; combine partials with ``merge``; read ``result``."""
 
@@ -478,6 +484,8 @@ class StatsAccumulator:
         self._conn_info: dict[Any, tuple[str | None, str | None, int | str | None, int | None]] = {}
         _plain = ("api", "version", "client_id", "client", "broker", "conn")
         self._key_index = tuple(_plain.index(b) for b in self.by) if not self._expand else ()
+        self._api_version = self._key_index == (0, 1)        # the default grouping: a plain pair
+        self._need_conn = any(i >= 3 for i in self._key_index)  # client, broker or conn in the key
         # top: a min-heap of (priority, seq tiebreak, record) of the slowest exchanges
         self._top: list[tuple[tuple[Any, ...], int, dict[str, Any]]] = []
         self._top_seq = 0
@@ -501,15 +509,21 @@ class StatsAccumulator:
 
     def add(self, ex: Exchange) -> None:
         self.exchanges += 1
-        lat = ex.latency_ms
-        ttfb = ex.ttfb_ms
+        req, resp = ex.request, ex.response
+        # as Exchange.latency_ms / ttfb_ms / request_time / response_time, without the properties
+        if req is not None and resp is not None:
+            lat: float | None = (resp.last_ts - req.last_ts) * 1000.0
+            ttfb: float | None = (resp.first_ts - req.last_ts) * 1000.0
+            wait = wait_kind(ex) if ex.api_name in _WAIT_APIS else None
+            t0: float | None = req.last_ts
+            t1: float | None = resp.last_ts
+        else:
+            lat = ttfb = wait = None
+            t0 = t1 = req.last_ts if req is not None else (resp.last_ts if resp is not None else None)
         status = ex.status
-        wait = wait_kind(ex) if lat is not None else None
-        thr = throttle_ms(ex)
-        b_in = frame_bytes(ex.request)
-        b_out = frame_bytes(ex.response)
-        t0 = ex.request_time if ex.request_time is not None else ex.response_time
-        t1 = ex.response_time if ex.response_time is not None else ex.request_time
+        thr = throttle_ms(ex) if ex.response_tree is not None else 0
+        b_in = req.size + 4 if req is not None else 0
+        b_out = resp.size + 4 if resp is not None else 0
         if t0 is not None:
             if self.first_time is None or t0 < self.first_time:
                 self.first_time = t0
@@ -518,23 +532,29 @@ class StatsAccumulator:
                 self.last_time = t1
 
         conn = ex.conn
-        cinfo = self._conn_info.get(conn)
-        if cinfo is None or cinfo[3] != conn.client_dir:
-            if len(self._conn_info) >= 4096:
-                self._conn_info.clear()     # a cache: memory stays flat over millions of connections
-            cinfo = self._conn_info[conn] = self._describe_conn(conn)
+        if self._expand or self._need_conn:
+            cinfo = self._conn_info.get(conn)
+            if cinfo is None or cinfo[3] != conn.client_dir:
+                if len(self._conn_info) >= 4096:
+                    self._conn_info.clear()     # a cache: memory stays flat over millions of connections
+                cinfo = self._conn_info[conn] = self._describe_conn(conn)
+        else:
+            cinfo = _NO_CONN
+        keyed: dict[tuple[Any, ...], list[dict[str, Any] | None]]
         if self._expand:
             base = {"api": ex.api_name, "version": ex.api_version, "client_id": ex.client_id,
                     "client": cinfo[0], "broker": cinfo[1], "conn": cinfo[2]}
             # several entries can share a key (e.g. group by topic only): count once per key
-            keyed: dict[tuple[Any, ...], list[dict[str, Any] | None]] = {}
+            keyed = {}
             for topic, part, pd in topic_partitions(ex):
                 base["topic"] = topic
                 base["partition"] = part
                 keyed.setdefault(tuple([base[b] for b in self.by]), []).append(pd)
+        elif self._api_version:
+            keyed = {(ex.api_name, ex.api_version): _NONE_PDS}
         else:
             vals = (ex.api_name, ex.api_version, ex.client_id, cinfo[0], cinfo[1], cinfo[2])
-            keyed = {tuple([vals[i] for i in self._key_index]): [None]}
+            keyed = {tuple([vals[i] for i in self._key_index]): _NONE_PDS}
         for key, pds in keyed.items():
             g = self.groups.get(key)
             if g is None:

@@ -47,7 +47,7 @@ Op = Callable[[bytes, int, int, list], int]
 
 
 class _Plan:
-    __slots__ = ("ops", "tags", "flexible", "keep", "fixed_size", "min_size", "type_name")
+    __slots__ = ("ops", "tags", "flexible", "keep", "fixed_size", "min_size", "type_name", "skip_size")
 
     def __init__(self) -> None:
         self.ops: list[Op] = []
@@ -55,6 +55,7 @@ class _Plan:
         self.flexible = False
         self.keep = False            # builds at least one Field
         self.fixed_size = -1         # >= 0: fixed size and nothing to keep (non-flexible)
+        self.skip_size = -1          # >= 0: only fixed-size fields, none kept (tagged fields aside)
         self.min_size = 0
         self.type_name = ""
 
@@ -309,6 +310,22 @@ def _array_op(fd: FieldDef, flexible: bool, nullable: bool, elem: _Plan | None, 
             return q
         return op
 
+    if elem is not None and elem.flexible and elem.skip_size >= 0:
+        # fixed-size elements with nothing kept, each followed by its tagged fields: the
+        # common empty tag section (one zero byte) is stepped over without running the plan
+        ssize = elem.skip_size
+
+        def op(buf: bytes, pos: int, end: int, out: list) -> int:
+            n, p = head(buf, pos, end, out)
+            for _ in range(n):
+                q = p + ssize
+                if q < end and buf[q] == 0:
+                    p = q + 1
+                else:
+                    p = _run(elem, buf, p, end, out)
+            return p
+        return op
+
     if elem is not None:
         def op(buf: bytes, pos: int, end: int, out: list) -> int:
             n, p = head(buf, pos, end, out)
@@ -418,6 +435,7 @@ def _compile(fields: tuple[FieldDef, ...], version: int, flexible: bool, type_na
     plan.keep = companions
     run: list[tuple[FieldDef, bool]] = []
     fixed = not flexible
+    only_fixed = True
     size = 0
     for fd, tagged in present:
         if tagged:
@@ -429,9 +447,9 @@ def _compile(fields: tuple[FieldDef, ...], version: int, flexible: bool, type_na
             plan.min_size += _FIXED[fd.type][1]
             size += _FIXED[fd.type][1]
             if keep:
-                fixed = False
+                fixed = only_fixed = False
             continue
-        fixed = False
+        fixed = only_fixed = False
         if run:
             plan.ops.append(_fixed_op(run))
             run = []
@@ -443,6 +461,7 @@ def _compile(fields: tuple[FieldDef, ...], version: int, flexible: bool, type_na
     if flexible:
         plan.min_size += 1
     plan.fixed_size = size if fixed else -1
+    plan.skip_size = size if only_fixed else -1
     _PLANS[key] = (fields, plan)
     return plan
 
@@ -457,11 +476,19 @@ def _clamp(api: ApiDef, version: int) -> int:
     return version
 
 
+# (api_key, version, request) -> (the ApiDef, body type name, plan)
+_BODIES: dict[tuple[int, int, bool], tuple[ApiDef, str, _Plan]] = {}
+
+
 def _body(api: ApiDef, version: int, request: bool, buf: bytes, start: int, end: int,
           ctx: DecodeContext) -> Field:
-    flexible = is_flexible(api, version)
-    tname = f"{api.name}{'Request' if request else 'Response'} v{version}"
-    plan = _compile(api.request if request else api.response, version, flexible, tname)
+    hit = _BODIES.get((api.key, version, request))
+    if hit is None or hit[0] is not api:
+        flexible = is_flexible(api, version)
+        tname = f"{api.name}{'Request' if request else 'Response'} v{version}"
+        hit = _BODIES[(api.key, version, request)] = (
+            api, tname, _compile(api.request if request else api.response, version, flexible, tname))
+    _api, tname, plan = hit
     children: list[Field] = []
     body = Field("body", tname, None, start, end - start, children)
     prev = _cur.ctx

@@ -343,7 +343,7 @@ def _decode_v2(buf: bytes, pos: int, size: int, state: _State, index: int,
         if note is not None:
             if note.startswith("decompressed size limit"):
                 records_f.note(note)
-                ctx.hit_limit("decompressed")
+                ctx.hit_limit("max_decompressed")
             else:
                 records_f.mark_malformed(note, ctx)
         elif sane_count and count > len(rbuf) // MIN_RECORD_SIZE:
@@ -616,7 +616,7 @@ def _decode_legacy(buf: bytes, pos: int, size: int, state: _State, index: int, d
     if note is not None:
         if note.startswith("decompressed size limit"):
             value_f.note(note)
-            ctx.hit_limit("decompressed")
+            ctx.hit_limit("max_decompressed")
         else:
             value_f.mark_malformed(note, ctx)
     if not inner:

@@ -165,8 +165,6 @@ def test_damaged_response_header_costs_one_exchange(tmp_path: Path) -> None:
         ("Unknown", 0x01000001, "orphan_response")]
 
 
-@pytest.mark.xfail(strict=True, reason="pipeline.py: Framer.over_max_frames is not yet added to "
-                   "ctx.limits_hit['max_frame_size'] (lead: in _collect_skipped)")
 def test_max_frame_size_in_limits_hit(tmp_path: Path) -> None:
     path = conversation(tmp_path / "big.pcap", [api_versions_pair(1), metadata_pair(2, 400)])
     _, run = analyse(path, ctx=DecodeContext(max_frame_size=4096), max_frame_size=4096)
@@ -312,8 +310,6 @@ def test_pcapng_unknown_block_type_is_skipped(tmp_path: Path) -> None:
     assert code == 0 and "exchanges: ok 11" in out
 
 
-@pytest.mark.xfail(strict=True, reason="pipeline.py: Run does not copy the reader's counters (unknown pcapng "
-                   "block, caplen > orig_len, timestamp went backwards) into the summary")
 def test_pcapng_unknown_block_type_is_reported(tmp_path: Path) -> None:
     path = tmp_path / "unknown.pcapng"
     write_pcapng(str(path), _sample_packets("admin_rdkafka.pcap"),
@@ -371,7 +367,6 @@ def test_caplen_larger_than_orig_len_crafted(tmp_path: Path) -> None:
     assert keys(exs) == keys(base) and all(e.status == "ok" for e in exs)
 
 
-@pytest.mark.xfail(strict=True, reason="pipeline.py: Run does not copy the reader's counters into the summary")
 def test_caplen_larger_than_orig_len_is_reported() -> None:
     path = shared_captures() / "public" / "go-sniffer-pr39__kafka.pcap"
     code, out, _ = cli("read", str(path))
@@ -394,7 +389,6 @@ def test_timestamps_going_backwards(tmp_path: Path) -> None:
         assert "Traceback" not in err and out
 
 
-@pytest.mark.xfail(strict=True, reason="pipeline.py: Run does not copy the reader's counters into the summary")
 def test_timestamps_going_backwards_are_reported(tmp_path: Path) -> None:
     pkts = _sample_packets("admin_rdkafka.pcap")
     pkts[10].ts -= 3600.0

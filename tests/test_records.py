@@ -244,7 +244,7 @@ def test_decompression_bomb(bombs: dict[str, bytes], codec: str) -> None:
     assert took < 5.0
     recs = f.children[0].child("records")
     assert "decompressed size limit 67108864 hit" in recs.notes
-    assert ctx.limits_hit == {"decompressed": 1}
+    assert ctx.limits_hit == {"max_decompressed": 1}
     assert f.value == 1000  # the batch header's count, as sent
     ctx = DecodeContext(max_decompressed=MIB)
     t = time.perf_counter()
@@ -663,7 +663,7 @@ def test_limit_cut_is_a_note_not_malformed() -> None:
     recs = f.children[0].child("records")
     assert "decompressed size limit 5000 hit" in recs.notes
     assert recs.children[-1].name == "truncated_record" and ctx.malformed == 0
-    assert 0 < len(iter_records(f)) < 200 and f.value == 200 and ctx.limits_hit == {"decompressed": 1}
+    assert 0 < len(iter_records(f)) < 200 and f.value == 200 and ctx.limits_hit == {"max_decompressed": 1}
     raw = build(1, 1, n=200)
     ctx = DecodeContext(max_decompressed=5000)
     f = decode(raw, ctx)

@@ -9,6 +9,7 @@ everything it wrote for the secret, both as text and as hex.
 from __future__ import annotations
 
 import base64
+import json
 import struct
 from pathlib import Path
 
@@ -317,3 +318,21 @@ def test_sasl_token_redacted_without_the_handshake_in_the_capture(tmp_path: Path
     """The capture starts after SaslHandshake: the mechanism is guessed from the token."""
     path = write_conv(tmp_path / "nohs.pcap", [_sasl_authenticate(token, 2)])
     assert_redacted(path, [secret])
+
+
+def test_scram_raw_tokens_after_handshake_v0_redacted(tmp_path: Path) -> None:
+    from kafka.protocol.sasl import SaslHandshakeRequest, SaslHandshakeResponse
+
+    req = request_frame(SaslHandshakeRequest(mechanism="SCRAM-SHA-512"), 0, 1)
+    resp = response_frame(1, SaslHandshakeResponse(error_code=0, mechanisms=["SCRAM-SHA-512"]).encode(version=0),
+                          False)
+    first = kafka_frame(b"n,,n=alice,r=clientnonce123")
+    server_first = kafka_frame(b"r=clientnonce123servernonce,s=c2FsdA==,i=4096")
+    final = kafka_frame(b"c=biws,r=clientnonce123servernonce,p=" + SCRAM_PROOF)
+    server_final = kafka_frame(b"v=c2VydmVyLXNpZ25hdHVyZQ==")
+    after = _sasl_handshake("SCRAM-SHA-512", 2)      # Kafka requests again after the tokens
+    path = write_conv(tmp_path / "scram0.pcap", [(req, resp), (first, server_first), (final, server_final), after])
+    assert_redacted(path, [SCRAM_PROOF])
+    code, out, _ = run_cli(["read", "-f", "ndjson", path])
+    assert [json.loads(x)["api_name"] for x in out.splitlines()] == [
+        "SaslHandshake", "SaslToken", "SaslToken", "SaslHandshake"]

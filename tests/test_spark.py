@@ -177,6 +177,28 @@ def test_steps_match_stats_and_check_with_tiny_splits(by: tuple[str, ...]) -> No
     assert res.summary["packets"] == 987 if len(SAMPLES) == 13 else res.summary["packets"] > 0
 
 
+def test_trees_and_second_pass() -> None:
+    """With --with-trees, connections whose Fetch names topic ids learnt on another connection are
+    decoded a second time with the file's topic ids: trees equal `read`'s, notes included."""
+    files = [str(ROOT / "samples" / "produce_fetch_rdkafka_gzip.pcap"), str(ROOT / "samples" / "txn_rdkafka.pcap")]
+    res, ex_rows, _parts = run_local(files, JobConfig(with_trees=True, split_size=900))
+    assert res.redone > 0 and res.renamed == 0
+    ref: dict[tuple[Any, ...], Any] = {}
+    options, ctx = options_from_kwargs({})
+    for p in files:
+        for ex in Run(p, options, fresh_context(ctx)):
+            d = exchange_to_json(ex, trees=True)
+            ref[(p, d["conn"], d["request_frame"], d["response_frame"])] = (d["request"], d["response"])
+    got = {(r[0], r[1], r[10], r[11]): (json.loads(r[23]) if r[23] else None, json.loads(r[24]) if r[24] else None)
+           for r in ex_rows}
+    assert got == ref
+    assert "topic quickstart" in json.dumps(list(got.values()))
+    # without trees the same connections are named after the fact instead
+    res2, _rows, parts = run_local(files, JobConfig(split_size=900))
+    assert res2.redone == 0 and res2.renamed > 0
+    assert {p[10] for p in parts} == {"quickstart", "txn"}
+
+
 def test_split_boundaries_agree_with_the_reader(tmp_path: Path) -> None:
     """A pcap whose payloads contain fake record headers: the scan still finds the true boundaries."""
     from analyzer.spark_job import plan_reads, plan_splits, read_split, resolve_inputs, scan_split
