@@ -59,12 +59,14 @@ def digest(ex: Exchange, width: int = 70) -> str:
     if ex.partitions:
         by_topic: dict[str, list[str]] = {}
         total = 0
+        nbytes = 0
         for p in ex.partitions:
             n = p.get("records") or 0
             total += n
+            nbytes += p.get("bytes") or 0
             by_topic.setdefault(str(p.get("topic")), []).append(f"{p.get('partition')}:{n}")
         parts.append(" ".join(f"{t}[{','.join(ps)}]" for t, ps in by_topic.items()))
-        parts.append(f"records={total}")
+        parts.append(f"records={total} ({nbytes} B)")
         if any(p.get("crc_ok") is False for p in ex.partitions):
             parts.append("CRC-INVALID")
     else:

@@ -197,3 +197,17 @@ def test_cut_capture_keeps_what_came_before(tmp_path: Path) -> None:
     objs = [json.loads(line) for line in r.stdout.splitlines()]
     assert [o["correlation_id"] for o in objs] == [7]
     assert "capture ends inside packet" in r.stderr
+
+
+def test_summary_lines_on_quickstart_sample() -> None:
+    sample = Path(__file__).resolve().parents[1] / "samples" / "produce_fetch_rdkafka_gzip.pcap"
+    r = subprocess.run([sys.executable, "-m", "analyzer", "read", str(sample)], capture_output=True, text=True,
+                       check=True)
+    body, summary = r.stdout.split("== summary")
+    lines = body.strip().splitlines()
+    assert len(lines) == 14
+    produce = [x for x in lines if "Produce v10" in x]
+    assert len(produce) == 2 and all("records=10 (" in x and "quickstart[" in x for x in produce)
+    fetch = [x for x in lines if "Fetch v16" in x]
+    assert fetch and "quickstart[0:10,1:10] records=20" in fetch[0]
+    assert "exchanges: ok 14" in summary and "CRC: 4 valid, 0 INVALID" in summary
