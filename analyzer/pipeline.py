@@ -20,6 +20,7 @@ connection are raw SASL tokens with no Kafka header, paired by order.
 """
 from __future__ import annotations
 
+import gc
 import struct
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
@@ -56,6 +57,7 @@ from dissectors.tls import looks_like_tls, parse_hello
 _I16 = struct.Struct(">h")
 
 SASL_HANDSHAKE = 17
+_GC_GEN0 = 50_000          # young-generation threshold while a capture is read (feed_all)
 API_VERSIONS = 18
 
 
@@ -204,6 +206,19 @@ class Pipeline:
         from the packet bytes to its connection's framer (no Segment, no stream event).
         Anything else goes through ``feed``. ``tick(n)`` is called every 1024 packets.
         """
+        # decoding allocates many small objects that live briefly: collect the young
+        # generation less often while the capture is read (restored when done)
+        thresholds = gc.get_threshold()
+        raise_it = thresholds[0] < _GC_GEN0
+        if raise_it:
+            gc.set_threshold(_GC_GEN0, *thresholds[1:])
+        try:
+            yield from self._feed_all(packets, tick)
+        finally:
+            if raise_it:
+                gc.set_threshold(*thresholds)
+
+    def _feed_all(self, packets: Iterable[Packet], tick: Callable[[int], None] | None) -> Iterator[Exchange]:
         s = self.summary
         ra = self.reassembler
         pairs = ra._pairs
@@ -216,7 +231,7 @@ class Pipeline:
         slow = self.feed
         autodetect = self.options.autodetect
         # (src addr, dst addr, src port, dst port) -> (tcp conn state, direction, its _Dir, _ConnState)
-        fast: dict[tuple[int, int, int, int], tuple[Any, int, Any, _ConnState]] = {}
+        fast: dict[tuple[int, int, int, int], tuple[Any, int, Any, _ConnState | None]] = {}
         n = 0
         for pkt in packets:
             n += 1
@@ -260,7 +275,11 @@ class Pipeline:
                                         while dd.recent_bytes > window and len(recent) > 1:
                                             dd.recent_bytes -= len(recent.popleft()[1])
                                     out: list[Exchange] = []
-                                    fr = pst.framers[direction]
+                                    if pst is None:
+                                        pst = conns.get(conn.id)
+                                        if pst is not None:
+                                            fast[key] = (tst, direction, dd, pst)
+                                    fr = pst.framers[direction] if pst is not None else None
                                     if fr is not None and pst.ignored is None and pst.tls is None \
                                             and pst.first_data_seen[direction]:
                                         frames: list[Frame] = []
@@ -276,20 +295,24 @@ class Pipeline:
             if out:
                 yield from out
             if key is not None:
-                if flags & 7:
+                # (re)learn both directions of this packet's connection as the reassembler now
+                # sees it (a new Conn after port reuse; none once closed)
+                eps = ep4.get(key)
+                ent = pairs.get(eps) if eps is not None else None
+                if ent is None or ent[0].closed:
                     fast.pop(key, None)
                     fast.pop((da, sa, dp, sp), None)
                     continue
-                eps = ep4.get(key)
-                ent = pairs.get(eps) if eps is not None else None
-                if ent is not None:
-                    tst, direction = ent
-                    dd = tst.dirs[direction]
-                    pst = conns.get(tst.conn.id)
-                    if pst is not None and not tst.closed and dd.base is not None:
-                        if len(fast) >= 100_000:
-                            fast.clear()
-                        fast[key] = (tst, direction, dd, pst)
+                tst, direction = ent
+                pst = conns.get(tst.conn.id)
+                if len(fast) >= 100_000:
+                    fast.clear()
+                for k, d in ((key, direction), ((da, sa, dp, sp), 1 - direction)):
+                    dd = tst.dirs[d]
+                    if dd.base is not None:
+                        fast[k] = (tst, d, dd, pst)
+                    else:
+                        fast.pop(k, None)
 
     def expire(self, now: float) -> list[Exchange]:
         """Requests older than ``options.unanswered_timeout`` become unanswered exchanges."""

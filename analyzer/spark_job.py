@@ -1065,8 +1065,7 @@ def _code_zip() -> str:
     import zipfile
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    fd, path = tempfile.mkstemp(prefix="kafkawire-code-", suffix=".zip", dir=_support_dir())
-    os.close(fd)
+    path = os.path.join(_support_dir(), f"kafkawire-code-{os.getpid()}.zip")
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
         for pkg in ("analyzer", "dissectors"):
             for dirpath, _dirs, files in os.walk(os.path.join(root, pkg)):

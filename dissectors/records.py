@@ -263,6 +263,9 @@ def _decode_v2(buf: bytes, pos: int, size: int, state: _State, index: int,
         return batch, 0
     (base_offset, length, leader_epoch, magic, crc, attrs, last_delta, base_ts, max_ts,
      producer_id, producer_epoch, base_seq, count) = _V2.unpack_from(buf, pos)
+    if not ctx.decode_records:
+        return _summary_v2(buf, pos, batch_end, batch, state, crc, attrs, base_offset, producer_id,
+                           producer_epoch, base_seq, count)
     codec_id = attrs & 7
     ts_type = (attrs >> 3) & 1
     is_txn = bool(attrs & 0x10)
@@ -360,6 +363,49 @@ def _decode_v2(buf: bytes, pos: int, size: int, state: _State, index: int,
     if sane_count and decoded != count and not records_f.is_malformed and not limited:
         records_f.mark_malformed(f"records_count {count} but {decoded} records present", ctx)
     return batch, count if sane_count else decoded
+
+
+def _summary_v2(buf: bytes, pos: int, batch_end: int, batch: Field, state: _State, crc: int, attrs: int,
+                base_offset: int, producer_id: int, producer_epoch: int, base_seq: int,
+                count: int) -> tuple[Field, int]:
+    """A batch with record decoding off (``ctx.decode_records`` False, the lean mode of
+    ``stats``): the header's figures, one CRC over the batch, nothing below it read.
+
+    The Field is lean too: only ``crc``, ``records_count`` and an undecoded ``records``
+    child; the counts, codec, CRC verdict, producer state and malformed marks are those
+    of the full decode."""
+    ctx = state.ctx
+    codec_id = attrs & 7
+    is_txn = bool(attrs & 0x10)
+    is_control = bool(attrs & 0x20)
+    codec = CODEC_NAMES[codec_id] if codec_id < 5 else f"unknown({codec_id})"
+    crc_f = Field("crc", "uint32", crc, pos + 17, 4)
+    _crc_note(crc_f, crc, crc32c(memoryview(buf)[pos + 21:batch_end]), state)
+    count_f = Field("records_count", "int32", count, pos + 57, 4)
+    rstart = pos + V2_HEADER
+    records_f = Field("records", "array", count, rstart, batch_end - rstart, None, ["records not decoded"])
+    batch.children = [crc_f, count_f, records_f]
+    state.codecs.add(codec)
+    state.batches.append({"producer_id": producer_id, "producer_epoch": producer_epoch,
+                          "base_sequence": base_seq, "record_count": count, "base_offset": base_offset,
+                          "is_transactional": is_txn, "is_control": is_control})
+    summary = f"magic 2, {codec}, {count} record{'s' if count != 1 else ''}"
+    if is_control:
+        summary += ", control"
+    if is_txn:
+        summary += ", transactional"
+    batch.notes = [summary]
+    if count < 0:
+        count_f.mark_malformed(f"negative records_count {count}", ctx)
+        return batch, 0
+    if count > ctx.max_array_len:
+        ctx.hit_limit("max_array_len")
+        count_f.mark_malformed(f"records_count {count} over the limit {ctx.max_array_len}", ctx)
+        return batch, 0
+    if codec_id == 0 and count > (batch_end - rstart) // MIN_RECORD_SIZE:
+        count_f.mark_malformed(f"records_count {count} exceeds what {batch_end - rstart} bytes can hold", ctx)
+        return batch, 0
+    return batch, count
 
 
 def _decode_v2_records(buf: bytes, pos: int, end: int, limit: int, parent: Field, base_offset: int,
