@@ -62,6 +62,7 @@ import shutil
 import struct
 import tempfile
 import time
+from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -78,8 +79,9 @@ from analyzer.stats import DEFAULT_BY, StatsAccumulator
 from dissectors.context import DecodeContext
 
 __all__ = ["JobConfig", "Source", "Split", "JobResult", "resolve_inputs", "plan_splits", "pack_tasks",
-           "scan_split", "read_split", "process_partition", "gather", "run_local", "run_spark",
-           "remap_conn", "EXCHANGE_COLUMNS", "PARTITION_COLUMNS", "SparkJobError"]
+           "scan_split", "read_split", "read_batches", "unbatch", "is_direct", "process_whole",
+           "process_partition", "lite_if_enough", "gather", "run_local", "run_spark", "remap_conn", "EXCHANGE_COLUMNS",
+           "PARTITION_COLUMNS", "SparkJobError"]
 
 DEFAULT_SPLIT_SIZE = 64 * 1024 * 1024
 DEFAULT_PACK_SIZE = 64 * 1024 * 1024
@@ -255,6 +257,19 @@ def pack_tasks(reads: list[ReadSplit], sources: list[Source], pack_size: int = D
     if cur:
         tasks.append(cur)
     return tasks
+
+
+def lite_if_enough(cfg: JobConfig) -> JobConfig:
+    """The lean decode mode (``Options.decode="lite"``, what `stats` uses) when only the stats
+    figures are asked for: no check rule, no table rows, no topic/partition grouping (which
+    `stats` decodes fully too). The rules and the exchange rows read full trees (records
+    batches, fetch sessions, notes...), so any of them keeps the full decoder."""
+    from dataclasses import replace
+
+    if cfg.options.decode != "full" or cfg.rules is None or cfg.rules or cfg.rows or cfg.with_trees \
+            or {"topic", "partition"} & set(cfg.by):
+        return cfg
+    return replace(cfg, options=replace(cfg.options, decode="lite"))
 
 
 # -- 2. scan ----------------------------------------------------------------------------
@@ -587,6 +602,63 @@ def read_split(src: Source, rs: ReadSplit, content: bytes | None = None,
     yield (fid, META, -1, META, -1, rs.start), meta
 
 
+BATCH_BYTES = 4 << 20     # a connection's batch is sent on once its packets hold this many bytes
+
+Batch = tuple[array, array, array, array, array, bytes]   # numbers, times, linktypes, orig_lens, ends, data
+
+
+def _new_batch() -> list[Any]:
+    return [array("q"), array("d"), array("i"), array("q"), array("q"), []]
+
+
+def read_batches(src: Source, rs: ReadSplit, content: bytes | None = None,
+                 keys: set[tuple[Any, ...]] | None = None, batch_bytes: int = BATCH_BYTES) -> Iterator[Keyed]:
+    """``read_split`` with the packets of each connection batched: one record per connection
+    of the range (or per ``batch_bytes`` of its packets), keyed by (file, 4-tuple, number of
+    the batch's first packet), whose value is a columnar ``Batch``; the meta record last.
+
+    The shuffle then carries a few records per connection instead of one per packet."""
+    open_: dict[tuple[Any, ...], list[Any]] = {}
+    first: dict[tuple[Any, ...], int] = {}
+
+    def seal(k: tuple[Any, ...], b: list[Any]) -> Keyed:
+        blob = b"".join(b[5])
+        return (*k, first.pop(k)), (b[0], b[1], b[2], b[3], b[4], blob)   # type: ignore[return-value]
+
+    for key, v in read_split(src, rs, content, keys):
+        k = key[:5]
+        if key[1] == META and key[2] == -1:
+            for kk in list(open_):
+                yield seal(kk, open_.pop(kk))
+            yield key, v
+            continue
+        b = open_.get(k)
+        if b is None:
+            b = open_[k] = _new_batch()
+            first[k] = key[5]
+        idx, ts, lt, data, orig = v
+        b[0].append(idx)
+        b[1].append(ts)
+        b[2].append(lt)
+        b[3].append(orig)
+        ends = b[4]
+        ends.append((ends[-1] if ends else 0) + len(data))
+        b[5].append(data)
+        if ends[-1] >= batch_bytes:
+            yield seal(k, open_.pop(k))
+    for kk in list(open_):      # second pass (no meta record)
+        yield seal(kk, open_.pop(kk))
+
+
+def unbatch(batches: Iterable[Batch]) -> Iterator[tuple[int, float, int, bytes, int]]:
+    """The packets of a connection's batches (given in order of their first packet)."""
+    for idx, ts, lt, orig, ends, blob in batches:
+        start = 0
+        for i, t, ltype, o, end in zip(idx, ts, lt, orig, ends, strict=True):
+            yield i, t, ltype, blob[start:end], o
+            start = end
+
+
 def partition_of(key: tuple[Any, ...], n: int) -> int:
     """Deterministic partition of a (file, 4-tuple, ...) key (Python's str hash is salted)."""
     import zlib
@@ -710,8 +782,8 @@ def process_group(gkey: tuple[Any, ...], name: str, packets: Iterable[tuple[Any,
     names = TopicNames(known)
     ctx.topic_names = names
     pipe = Pipeline(cfg.options, ctx)
-    conns = pipe.reassembler.conns
-    first: list[int] = []
+    ra = pipe.reassembler
+    first: list[int] = []       # conn id -> number of its first packet
     acc, checker = g.stats, g.checker
     trees = cfg.with_trees
 
@@ -724,6 +796,8 @@ def process_group(gkey: tuple[Any, ...], name: str, packets: Iterable[tuple[Any,
             if not make_rows:
                 continue
             d = exchange_to_json(ex, trees=trees)
+            if ex.conn.id >= len(first):        # a connection opened by the packet being fed
+                first.extend([names.now] * (ra.conn_count - len(first)))
             conn = first[ex.conn.id]
             parts = [_part_tuple(p) for p in d["partitions"]]
             row = [name, conn] + [d.get(c) for c in EXCHANGE_COLUMNS[2:20]] + \
@@ -738,13 +812,20 @@ def process_group(gkey: tuple[Any, ...], name: str, packets: Iterable[tuple[Any,
                                    d["client_id"], d["request_frame"], d["response_frame"], d["request_time"],
                                    d["status"]) + p)
 
-    for v in packets:
-        names.now = v[0]
-        out = pipe.feed(Packet(*v))
-        if len(conns) > len(first):
-            first.extend([v[0]] * (len(conns) - len(first)))
-        if out:
-            yield from rows(out)
+    def fed() -> Iterator[Packet]:
+        prev = 0
+        for v in packets:
+            if ra.conn_count > len(first):
+                first.extend([prev] * (ra.conn_count - len(first)))
+            prev = names.now = v[0]
+            yield Packet(*v)
+        if ra.conn_count > len(first):
+            first.extend([prev] * (ra.conn_count - len(first)))
+
+    # the same fused path as `read`/`stats` (Pipeline.feed_all); names.now follows the packets
+    yield from rows(pipe.feed_all(fed()))
+    if ra.conn_count > len(first):
+        first.extend([names.now] * (ra.conn_count - len(first)))
     names.now = _END
     yield from rows(pipe.finish())
     g.conns.extend(first)
@@ -789,7 +870,7 @@ def process_partition(items: Iterable[Keyed], cfg: JobConfig, names: dict[int, s
             acc_for(fid, False).meta.extend(m for _k, m in grp)
             continue
         g = _FileAcc(cfg)
-        yield from process_group(gkey, names[fid], (v for _k, v in grp), g, cfg,
+        yield from process_group(gkey, names[fid], unbatch(v for _k, v in grp), g, cfg,
                                  known.get(fid) if known is not None else None)
         held = bool(g.misses) and known is None
         target = acc_for(fid, held)
@@ -799,6 +880,45 @@ def process_partition(items: Iterable[Keyed], cfg: JobConfig, names: dict[int, s
             target.misses.extend(g.misses)
     for (fid, held), a in per_file.items():
         yield ("s", fid, dict(a.state(), held=held))
+
+
+def is_direct(src: Source, rs: ReadSplit, cfg: JobConfig) -> bool:
+    """A read that holds a whole file small enough for one task: processed where it is read,
+    with no shuffle (as `stats` does: one Pipeline over the file)."""
+    return rs.start == 0 and rs.expect < 0 and src.size <= cfg.split_size
+
+
+def process_whole(src: Source, rs: ReadSplit, cfg: JobConfig, content: bytes | None = None
+                  ) -> Iterator[tuple[Any, ...]]:
+    """A whole file in one task, no shuffle: one Pipeline over all its packets in order (as
+    `read` runs), so topic ids are learnt across connections and nothing is held. Yields what
+    ``process_partition`` yields for the file: rows, then ("s", file, state)."""
+    fid = src.file_id
+    g = _FileAcc(cfg)
+    box: dict[str, Any] = {"n": 0, "first": None, "last": None, "reader": None}
+
+    def packets() -> Iterator[Packet]:
+        n = 0
+        first_ts = last_ts = None
+        for pkt, rdr in _packets_of(src, rs, content):
+            box["reader"] = rdr
+            n += 1
+            ts = pkt.ts
+            if first_ts is None:
+                first_ts = ts
+            if last_ts is None or ts > last_ts:
+                last_ts = ts
+            yield pkt
+        box.update(n=n, first=first_ts, last=last_ts)
+
+    yield from process_group((fid,), src.name, packets(), g, cfg, None)
+    reader = box["reader"]
+    g.meta.append({"packets": box["n"], "first_ts": box["first"], "last_ts": box["last"],
+                   "warning": reader.truncated if reader is not None else None,
+                   "counters": dict(reader.counters) if reader is not None else {},
+                   "start": rs.start, "skipped": {}})
+    g.misses = []
+    yield ("s", fid, dict(g.state(), held=False))
 
 
 def learnt_table(states: Iterable[tuple[int, dict[str, Any]]]) -> dict[int, dict[str, tuple[list[int], list[str]]]]:
@@ -990,13 +1110,14 @@ def finalize_rows(rows: Iterable[tuple[str, Any, tuple[Any, ...]]], conn_ids: di
 
 # -- in-process runner (the same steps without Spark; for tests and debugging) ------------------
 
-def run_local(patterns: Iterable[str], cfg: JobConfig, partitions: int = 3
+def run_local(patterns: Iterable[str], cfg: JobConfig, partitions: int = 3, batch_bytes: int = BATCH_BYTES
               ) -> tuple[JobResult, list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """Plan, scan, read, shuffle (in memory), process and gather in this process: the
     steps of ``run_spark`` without Spark (tests and debugging)."""
     import pickle
 
     t0 = time.monotonic()
+    cfg = lite_if_enough(cfg)
     sources = resolve_inputs(patterns)
     splits = plan_splits(sources, cfg.split_size)
     scans = [scan_split(sources[sp.file_id], sp) for sp in splits]
@@ -1005,14 +1126,22 @@ def run_local(patterns: Iterable[str], cfg: JobConfig, partitions: int = 3
 
     def one_pass(keys: set[tuple[Any, ...]] | None, known: Any) -> tuple[list[Any], list[Any]]:
         buckets: list[list[Keyed]] = [[] for _ in range(partitions)]
+        direct: list[Any] = []
         for rs in reads:
-            for kv in read_split(sources[rs.file_id], rs, keys=keys):
+            src = sources[rs.file_id]
+            if is_direct(src, rs, cfg):
+                if keys is None:
+                    direct.append(process_whole(src, rs, cfg))
+                continue
+            for kv in read_batches(src, rs, keys=keys, batch_bytes=batch_bytes):
                 buckets[partition_of(kv[0], partitions)].append(kv)
         states: list[tuple[int, dict[str, Any]]] = []
         rows: list[Any] = []
         for b in buckets:
             b.sort(key=lambda kv: kv[0])
-            for rec in process_partition(b, cfg, names, known):
+            direct.append(process_partition(pickle.loads(pickle.dumps(b)), cfg, names, known))
+        for recs in direct:
+            for rec in recs:
                 if rec[0] == "s":
                     states.append((rec[1], pickle.loads(pickle.dumps(rec[2]))))
                 else:
@@ -1210,41 +1339,82 @@ def _hadoop_glob(sc: Any, uri: str) -> list[tuple[str, int]]:
 
 
 def _spark_pass(sc: Any, sources: list[Source], reads: list[ReadSplit], cfg: JobConfig, names: dict[int, str],
-                nparts: int, keys: set[tuple[Any, ...]] | None, known: Any) -> Any:
-    """Read -> key -> shuffle -> process: the RDD of tagged rows and states (persisted)."""
+                nparts: int, keys: set[tuple[Any, ...]] | None, known: Any) -> tuple[Any, int]:
+    """The RDD of tagged rows and states (persisted), and the number of read tasks.
+
+    Whole small files are processed where they are read (no shuffle); the ranges of split
+    files (and big files read whole: gzip, remote) are read into per-connection batches,
+    shuffled so that each connection meets in one task, sorted by first packet, processed.
+    A second pass (``keys``) only reads the split files again, for those groups."""
     from pyspark import StorageLevel
 
-    tasks = pack_tasks(reads, sources, cfg.pack_size)
-    keys_b = sc.broadcast(keys) if keys is not None else None
     src_list = list(sources)
-
-    def read_task(task: list[ReadSplit]) -> Iterator[Keyed]:
-        k = keys_b.value if keys_b is not None else None
-        for rs in task:
-            yield from read_split(src_list[rs.file_id], rs, keys=k)
-
+    direct = [rs for rs in reads if is_direct(src_list[rs.file_id], rs, cfg)]
+    shuffled_reads = [rs for rs in reads if not is_direct(src_list[rs.file_id], rs, cfg)]
+    if keys is not None:
+        direct = []
+        fids = {k[0] for k in keys}
+        shuffled_reads = [rs for rs in shuffled_reads if rs.file_id in fids]
+    par = max(1, sc.defaultParallelism)
     rdds = []
-    if tasks:
-        rdds.append(sc.parallelize(tasks, len(tasks)).flatMap(read_task))
-    for src in sources:
-        if src.local is None:
-            def read_remote(kv: tuple[str, bytes], src: Source = src) -> Iterator[Keyed]:
-                k = keys_b.value if keys_b is not None else None
-                return read_split(src, ReadSplit(src.file_id, 0, 0, src.size, 0, b"", -1), content=kv[1], keys=k)
-            rdds.append(sc.binaryFiles(hadoop_uri(src), minPartitions=1).flatMap(read_remote))
-    keyed = rdds[0] if len(rdds) == 1 else sc.union(rdds)
-    n = nparts
+    ntasks = 0
+    if direct:
+        # small files packed together, but into at least two tasks per core when there are enough
+        dbytes = sum(rs.end - rs.start for rs in direct)
+        pack = max(1 << 20, min(cfg.pack_size, -(-dbytes // (par * 2))))
+        dtasks = pack_tasks(direct, src_list, pack)
 
-    def part(k: tuple[Any, ...]) -> int:
-        return partition_of(k, n)
+        def whole_task(task: list[ReadSplit]) -> Iterator[tuple[Any, ...]]:
+            for rs in task:
+                yield from process_whole(src_list[rs.file_id], rs, cfg)
+        if dtasks:
+            rdds.append(sc.parallelize(dtasks, len(dtasks)).flatMap(whole_task))
+            ntasks += len(dtasks)
+        for src in src_list:
+            if src.local is None and any(rs.file_id == src.file_id for rs in direct):
+                def read_whole(kv: tuple[str, bytes], src: Source = src) -> Iterator[tuple[Any, ...]]:
+                    return process_whole(src, ReadSplit(src.file_id, 0, 0, src.size, 0, b"", -1), cfg,
+                                         content=kv[1])
+                rdds.append(sc.binaryFiles(hadoop_uri(src), minPartitions=1).flatMap(read_whole))
+                ntasks += 1
+    if shuffled_reads:
+        keys_b = sc.broadcast(keys) if keys is not None else None
+        tasks = pack_tasks(shuffled_reads, src_list, cfg.pack_size)
 
-    shuffled = keyed.repartitionAndSortWithinPartitions(n, partitionFunc=part)
-    known_b = sc.broadcast(known) if known is not None else None
+        def read_task(task: list[ReadSplit]) -> Iterator[Keyed]:
+            k = keys_b.value if keys_b is not None else None
+            for rs in task:
+                yield from read_batches(src_list[rs.file_id], rs, keys=k)
 
-    def process(it: Iterator[Keyed]) -> Iterator[tuple[Any, ...]]:
-        return process_partition(it, cfg, names, known_b.value if known_b is not None else None)
+        keyed_rdds = []
+        if tasks:
+            keyed_rdds.append(sc.parallelize(tasks, len(tasks)).flatMap(read_task))
+            ntasks += len(tasks)
+        for src in src_list:
+            if src.local is None and any(rs.file_id == src.file_id for rs in shuffled_reads):
+                def read_remote(kv: tuple[str, bytes], src: Source = src) -> Iterator[Keyed]:
+                    k = keys_b.value if keys_b is not None else None
+                    return read_batches(src, ReadSplit(src.file_id, 0, 0, src.size, 0, b"", -1),
+                                        content=kv[1], keys=k)
+                keyed_rdds.append(sc.binaryFiles(hadoop_uri(src), minPartitions=1).flatMap(read_remote))
+                ntasks += 1
+        keyed = keyed_rdds[0] if len(keyed_rdds) == 1 else sc.union(keyed_rdds)
+        n = nparts
 
-    return shuffled.mapPartitions(process).persist(StorageLevel.MEMORY_AND_DISK)
+        def part(k: tuple[Any, ...]) -> int:
+            return partition_of(k, n)
+
+        shuffled = keyed.repartitionAndSortWithinPartitions(n, partitionFunc=part)
+        known_b = sc.broadcast(known) if known is not None else None
+
+        def process(it: Iterator[Keyed]) -> Iterator[tuple[Any, ...]]:
+            return process_partition(it, cfg, names, known_b.value if known_b is not None else None)
+
+        rdds.append(shuffled.mapPartitions(process))
+    if not rdds:
+        return sc.emptyRDD(), ntasks
+    out = rdds[0] if len(rdds) == 1 else sc.union(rdds)
+    return out.persist(StorageLevel.MEMORY_AND_DISK), ntasks
 
 
 def run_spark(spark: Any, patterns: Iterable[str], out_dir: str | None, cfg: JobConfig,
@@ -1257,6 +1427,7 @@ def run_spark(spark: Any, patterns: Iterable[str], out_dir: str | None, cfg: Job
     if out_dir is None and cfg.rows:
         from dataclasses import replace
         cfg = replace(cfg, rows=False)
+    cfg = lite_if_enough(cfg)
 
     def phase(text: str) -> None:
         if status is not None:
@@ -1275,11 +1446,14 @@ def run_spark(spark: Any, patterns: Iterable[str], out_dir: str | None, cfg: Job
             scanned[(r.file_id, r.no)] = r
     scans = [scanned.get((sp.file_id, sp.no)) or scan_split(sources[sp.file_id], sp) for sp in splits]
     reads = plan_reads(sources, splits, scans)
-    total_bytes = sum(s.size for s in sources)
-    nparts = cfg.partitions or max(sc.defaultParallelism * 2, min(4096, total_bytes // (32 << 20) + 1))
+    # shuffle partitions: from the bytes that go through the shuffle, a multiple of the cores
+    # (equal waves of tasks)
+    par = max(1, sc.defaultParallelism)
+    total_bytes = sum(rs.end - rs.start for rs in reads if not is_direct(sources[rs.file_id], rs, cfg))
+    nparts = cfg.partitions or -(-max(par * 2, min(4096, total_bytes // (32 << 20) + 1)) // par) * par
 
     phase(f"{len(sources)} file(s), {len(reads)} read task(s), {nparts} partitions")
-    res1 = _spark_pass(sc, sources, reads, cfg, names, nparts, None, None)
+    res1, ntasks = _spark_pass(sc, sources, reads, cfg, names, nparts, None, None)
     states = res1.filter(lambda r: r[0] == "s").map(lambda r: (r[1], r[2])).collect()
     table = learnt_table(states)
     redo, dropped, rename = redo_groups(states, table, cfg.with_trees)
@@ -1288,11 +1462,11 @@ def run_spark(spark: Any, patterns: Iterable[str], out_dir: str | None, cfg: Job
         phase(f"second pass over {len(redo)} connection(s) (topic ids learnt on other connections)")
         dropped_set = set(dropped)
         states = [st for i, st in enumerate(states) if i not in dropped_set]
-        res2 = _spark_pass(sc, sources, reads, cfg, names, nparts, redo, table)
+        res2, _n = _spark_pass(sc, sources, reads, cfg, names, nparts, redo, table)
         states += res2.filter(lambda r: r[0] == "s").map(lambda r: (r[1], r[2])).collect()
     result = gather(states, sources, cfg)
     result.reads = len(reads)
-    result.tasks = len(pack_tasks(reads, sources, cfg.pack_size))
+    result.tasks = ntasks
     result.redone = len(redo)
     result.renamed = sum(len(v) for v in rename.values())
     if out_dir is not None:

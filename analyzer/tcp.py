@@ -260,6 +260,8 @@ class Reassembler:
                 off = d.offset((seg.seq + syn) & _MASK)
                 self._data(st, direction, d, off, seg.payload, seg.missing, seg.ts, seg.index, events)
             if flags & TCP_FIN and d.fin_at is None:
+                if conn.closed_by is None:
+                    conn.closed_by = direction      # the side that closed first
                 fin = d.offset((seg.seq + syn + n) & _MASK)
                 if fin >= d.expected:
                     d.fin_at = fin
@@ -268,6 +270,8 @@ class Reassembler:
                     # both sides sent FIN: the connection is over even if a hole remains
                     self._close(st, "fin", seg.ts, seg.index, events)
         if flags & TCP_RST:
+            if conn.closed_by is None:
+                conn.closed_by = direction
             self._close(st, "rst", seg.ts, seg.index, events)
         return events
 

@@ -1,19 +1,28 @@
-"""Time `kafkawire-sniff spark` with 1 and 2 cores against the single-process `stats` on a big capture.
+"""Time `kafkawire-sniff spark` with 1 and 2 cores against one process on a big capture.
 
-    python benchmarks/bench_spark.py [--packets 1000000] [--keep /tmp/big.pcap]
+    python benchmarks/bench_spark.py [--packets 1000000] [--keep /tmp/big.pcap] [--tables] [--lite]
 
 The capture is made by replicating a sample (its TCP connections cloned with shifted
 client ports, sequence numbers and timestamps; copies do not overlap in time) until it
-holds at least --packets packets. Reported: seconds for `stats` in one process (the
-same StatsAccumulator over the same pipeline), for the Spark job on local[1] and
-local[2] (the job alone, and with the session start), and the ratios; the figures of
-the three runs are compared.
+holds at least --packets packets; with --keep it is written there and reused.
+
+Reported, each as wall-clock seconds and CPU seconds (this process and every process it
+started: the JVM and Spark's Python workers), with the machine's load average:
+- one process, full decoding (the same Pipeline.feed_all loop as `read`): the stats alone,
+  and stats + check (the checker's share timed apart): what the Spark job computes;
+- the Spark job on local[1] and local[2] (the job alone, plus the session start), stats
+  and check, no tables; its figures and findings compared with the one-process ones;
+- with --tables: the same job writing the four Parquet tables (exchanges, partitions, stats,
+  findings) to a temporary directory;
+- with --lite: the job asked for the stats only (no rule, no table), which decodes with the
+  lean mode `stats` uses.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -42,11 +51,59 @@ def make_capture(sample: Path, packets: int, path: str) -> int:
     return len(out)
 
 
+def tree_cpu() -> float:
+    """CPU seconds of this process and all its descendants (live ones, and the waited-for dead)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                st = f.read()
+        except OSError:
+            continue
+        fields = st[st.rindex(")") + 2:].split()
+        parent[int(d)] = int(fields[1])
+        cpu[int(d)] = sum(int(x) for x in fields[11:15]) / tick     # utime stime cutime cstime
+    me = os.getpid()
+    total = 0.0
+    for pid in cpu:
+        p = pid
+        while p > 1 and p != me:
+            p = parent.get(p, 0)
+        if p == me:
+            total += cpu[pid]
+    return total
+
+
+def load() -> str:
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+class Timer:
+    def __enter__(self) -> Timer:
+        self.w, self.c = time.monotonic(), tree_cpu()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall = time.monotonic() - self.w
+        self.cpu = tree_cpu() - self.c
+
+    def __str__(self) -> str:
+        return f"{self.wall:.1f} s wall, {self.cpu:.1f} s CPU"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--packets", type=int, default=1_000_000)
     ap.add_argument("--sample", default=str(ROOT / "samples" / "produce_fetch_rdkafka_gzip.pcap"))
     ap.add_argument("--keep", help="write the capture here (and reuse it if it exists)")
+    ap.add_argument("--cores", default="1,2", help="Spark local[N] runs (comma-separated N)")
+    ap.add_argument("--tables", action="store_true", help="also time the job writing the Parquet tables")
+    ap.add_argument("--lite", action="store_true", help="also time the stats-only job (lean decoding)")
     args = ap.parse_args()
 
     path = args.keep or os.path.join(tempfile.mkdtemp(prefix="kafkawire-bench-"), "big.pcap")
@@ -55,38 +112,64 @@ def main() -> None:
         n = make_capture(Path(args.sample), args.packets, path)
         print(f"generated {path}: {n} packets, {os.path.getsize(path) / 2**20:.0f} MiB "
               f"in {time.monotonic() - t:.0f} s", flush=True)
+    print(f"{os.cpu_count()} CPUs, load average {load()}", flush=True)
 
+    from analyzer.check import Checker
     from analyzer.options import options_from_kwargs
     from analyzer.pipeline import Run
     from analyzer.stats import StatsAccumulator
 
     options, ctx = options_from_kwargs({})
-    t = time.monotonic()
     acc = StatsAccumulator(("api", "version"), keep_top=0)
-    run = Run(path, options, ctx)
-    for ex in run:
-        acc.add(ex)
-    single = time.monotonic() - t
+    checker = Checker()
+    check_s = 0.0
+    clock = time.perf_counter
+    with Timer() as single:
+        run = Run(path, options, ctx)
+        for ex in run:
+            acc.add(ex)
+            c0 = clock()
+            checker.add(ex)
+            check_s += clock() - c0
+        findings = checker.finish(capture_end=run.summary.last_ts)
     ref = json.dumps(acc.result(), sort_keys=True)
-    print(f"stats (one process): {single:.1f} s, {run.summary.packets} packets, {acc.exchanges} exchanges",
-          flush=True)
+    ref_findings = sorted(json.dumps(f.to_json(), sort_keys=True, default=str) for f in findings)
+    stats_only = single.wall - check_s
+    print(f"one process: stats {stats_only:.1f} s, stats + check {single} (load {load()}), "
+          f"{run.summary.packets} packets, {acc.exchanges} exchanges, {len(findings)} findings", flush=True)
 
     from analyzer.spark_job import JobConfig, make_session, run_spark
 
-    results = {}
-    for cores in (1, 2):
-        t0 = time.monotonic()
-        spark = make_session(f"local[{cores}]", shuffle_partitions=cores * 2)
-        t1 = time.monotonic()
-        res = run_spark(spark, [path], None, JobConfig(options=options, ctx=ctx, split_size=32 << 20))
-        t2 = time.monotonic()
-        spark.stop()
+    results: dict[int, float] = {}
+    for cores in (int(c) for c in args.cores.split(",")):
+        with Timer() as start:
+            spark = make_session(f"local[{cores}]", shuffle_partitions=cores * 2)
+        cfg = JobConfig(options=options, ctx=ctx, split_size=32 << 20)
+        with Timer() as job:
+            res = run_spark(spark, [path], None, cfg)
         same = json.dumps(res.stats.result(), sort_keys=True) == ref
-        results[cores] = t2 - t1
-        print(f"spark local[{cores}]: job {t2 - t1:.1f} s (+ session start {t1 - t0:.1f} s), "
-              f"{res.reads} read ranges, figures equal to stats: {same}", flush=True)
-    print(f"ratio job time / one process: 1 core {results[1] / single:.2f}, 2 cores {results[2] / single:.2f}; "
-          f"2 cores vs 1 core speed-up {results[1] / results[2]:.2f}x")
+        same_f = sorted(json.dumps(f.to_json(), sort_keys=True, default=str) for f in res.findings) == ref_findings
+        results[cores] = job.wall
+        print(f"spark local[{cores}]: job {job} (+ session start {start.wall:.1f} s; load {load()}), "
+              f"{res.reads} read ranges, {res.tasks} read tasks; figures equal to stats: {same}, "
+              f"findings equal to check: {same_f}", flush=True)
+        if args.tables:
+            out = tempfile.mkdtemp(prefix="kafkawire-bench-out-")
+            with Timer() as tab:
+                run_spark(spark, [path], out, cfg)
+            shutil.rmtree(out, ignore_errors=True)
+            print(f"spark local[{cores}] writing the Parquet tables: {tab} (load {load()})", flush=True)
+        if args.lite:
+            with Timer() as lite:
+                res = run_spark(spark, [path], None, JobConfig(options=options, ctx=ctx, split_size=32 << 20,
+                                                                   rules=frozenset()))
+            same = json.dumps(res.stats.result(), sort_keys=True) == ref
+            print(f"spark local[{cores}] stats only (lean decoding): {lite}, figures equal to stats: {same}",
+                  flush=True)
+        spark.stop()
+    line = ", ".join(f"{c} core(s) {w / single.wall:.2f}" for c, w in results.items())
+    print(f"ratio job time / one process (stats + check): {line}"
+          + (f"; 2 cores vs 1 core speed-up {results[1] / results[2]:.2f}x" if {1, 2} <= set(results) else ""))
 
 
 if __name__ == "__main__":

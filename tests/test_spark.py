@@ -156,12 +156,26 @@ def spark(cluster: Cluster) -> Any:   # the cluster starts first, so its start o
 
 # -- in-process runner: the job's own steps without Spark (fast) --------------------------------------
 
-@pytest.mark.parametrize("by", [("api", "version"), ("conn", "api"), ("topic", "partition"), ("client", "broker")])
-def test_steps_match_stats_and_check_with_tiny_splits(by: tuple[str, ...]) -> None:
-    """Every sample cut into ranges of 700 bytes: the same figures, findings and exchange rows."""
+@pytest.mark.parametrize(("by", "split", "batch"), [
+    (("api", "version"), 700, 4 << 20), (("conn", "api"), 700, 4 << 20), (("topic", "partition"), 700, 300),
+    (("client", "broker"), 700, 4 << 20), (("conn", "topic"), 11000, 1000), (("api", "version"), 11000, 4 << 20)])
+def test_steps_match_stats_and_check_with_tiny_splits(by: tuple[str, ...], split: int, batch: int) -> None:
+    """Every sample cut into ranges of 700 bytes (or: the small ones read whole and processed with
+    no shuffle, the bigger ones cut into ranges), connections shuffled in batches (some cut into
+    many batches): the same figures, findings and exchange rows."""
+    from analyzer.spark_job import is_direct, plan_reads, plan_splits, resolve_inputs, scan_split
+
     ref_stats, ref_findings, ref_rows = reference(SAMPLES, by)
-    res, ex_rows, _parts = run_local(SAMPLES, JobConfig(by=by, split_size=700))
-    assert res.reads > 100                              # the files really were split
+    res, ex_rows, _parts = run_local(SAMPLES, JobConfig(by=by, split_size=split), batch_bytes=batch)
+    cfg = JobConfig(split_size=split)
+    sources = resolve_inputs(SAMPLES)
+    splits = plan_splits(sources, split)
+    reads = plan_reads(sources, splits, [scan_split(sources[sp.file_id], sp) for sp in splits])
+    direct = sum(is_direct(sources[rs.file_id], rs, cfg) for rs in reads)
+    if split == 700:
+        assert res.reads > 100 and direct == 0          # the files really were split
+    else:
+        assert 0 < direct < len(SAMPLES) < res.reads    # some whole, some split
     assert same_json(res.stats.result(), ref_stats)
     assert findings_of(res) == ref_findings
     cols = ("capture", "conn", "client", "broker", "protocol", "api_key", "api_name", "api_version",
@@ -175,6 +189,22 @@ def test_steps_match_stats_and_check_with_tiny_splits(by: tuple[str, ...]) -> No
         got.append(_row_key(d["capture"], d))
     assert sorted(got, key=repr) == ref_rows
     assert res.summary["packets"] == 987 if len(SAMPLES) == 13 else res.summary["packets"] > 0
+
+
+@pytest.mark.parametrize("by", [("api", "version"), ("conn", "client_id")])
+def test_stats_only_uses_lite_decoding_with_the_same_figures(by: tuple[str, ...]) -> None:
+    """No rule and no rows: the lean decoder, as `stats` uses it, and the same figures."""
+    from analyzer.spark_job import lite_if_enough
+
+    cfg = JobConfig(by=by, split_size=700, rules=frozenset(), rows=False)
+    assert lite_if_enough(cfg).options.decode == "lite"
+    assert lite_if_enough(JobConfig(by=by, rows=False)).options.decode == "full"           # rules: full trees
+    assert lite_if_enough(JobConfig(by=by, rules=frozenset())).options.decode == "full"    # rows: full trees
+    assert lite_if_enough(JobConfig(by=("topic",), rules=frozenset(), rows=False)).options.decode == "full"
+    ref_stats, _findings, _rows = reference(SAMPLES, by)
+    res, ex_rows, _parts = run_local(SAMPLES, cfg)
+    assert same_json(res.stats.result(), ref_stats)
+    assert res.findings == [] and ex_rows == []
 
 
 def test_trees_and_second_pass() -> None:

@@ -409,3 +409,22 @@ def test_fin_before_last_data_segment(tmp_path):
     assert ends(r["events"])[0] == (0, 0, "fin")
     # the client's direction ended at its FIN, the connection at the end of the capture
     assert ends(r["events"])[-1] == (0, None, "end of capture")
+
+
+def test_closed_by_records_the_side_that_closed_first() -> None:
+    from analyzer.model import Packet
+    from analyzer.net import parse_packet
+    from analyzer.tcp import Reassembler
+    from tests.pcapgen import TcpFlow, encap, ip_packet
+
+    for closer, close in ((1, "fin"), (0, "rst")):
+        f = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092))
+        pkts = f.handshake() + f.send(0, b"\x00\x00\x00\x04abcd")
+        pkts += (f.fin(closer) + f.fin(1 - closer)) if close == "fin" else f.rst(closer)
+        r = Reassembler()
+        conn = None
+        for i, p in enumerate(pkts, 1):
+            seg = parse_packet(Packet(i, p.ts, 1, encap(ip_packet(p), 1), 0))
+            for ev in r.feed(seg):
+                conn = ev.conn
+        assert conn is not None and conn.closed_by == closer and conn.closed == close
