@@ -19,15 +19,24 @@ exchanges). What this module adds is only the cutting and the gluing:
    whose ranges still do not chain is read unsplit) and turns the counts into the
    number of the first packet of each range, so packet numbers stay the file's global
    1-based numbers (frame numbers equal ``read``'s).
-3. read + shuffle: each range is read by ``CaptureReader`` from a small in-memory
-   capture (the file header, for pcapng the section header and interface blocks in
-   effect, then the range's bytes); every TCP packet is keyed by its file and
-   normalised 4-tuple, and ``repartitionAndSortWithinPartitions`` sends each
-   connection to one task, sorted by packet number. Port reuse is then handled by the
-   ``Reassembler`` inside the task, since the packets keep their order.
-4. process (``process_partition``): one ``Pipeline`` per 4-tuple; every exchange goes
-   to a row for the ``exchanges``/``partitions`` tables, to the task's
-   ``StatsAccumulator`` and to its ``Checker`` (one of each per file).
+3. read + shuffle: a whole file small enough (``direct_limit``: up to 1 MiB always, else
+   while the files make two tasks per core) is processed where it is read, with no
+   shuffle: ``process_whole`` runs one Pipeline over the file, as `stats` does (small
+   files are packed into fewer tasks). The other reads (the ranges of split files, big
+   files read whole) go through the shuffle: each range is read by ``CaptureReader`` from
+   a small in-memory capture (the file header, for pcapng the section header and
+   interface blocks in effect, then the range's bytes); its TCP packets are grouped by
+   file and normalised 4-tuple into columnar batches (``read_batches``: one record per
+   connection of the range, keyed by the number of its first packet), and
+   ``repartitionAndSortWithinPartitions`` sends each connection to one task, its batches
+   in packet order. The shuffle thus carries a few records per connection, not one per
+   packet. Port reuse is then handled by the ``Reassembler`` inside the task, since the
+   packets keep their order.
+4. process (``process_partition``): one ``Pipeline`` per 4-tuple, fed through
+   ``Pipeline.feed_all`` (the fused path `read` uses); every exchange goes to a row for
+   the ``exchanges``/``partitions`` tables, to the task's ``StatsAccumulator`` and to its
+   ``Checker`` (one of each per file). When only the figures are asked for (no rule, no
+   rows), the lean decoder `stats` uses is chosen (``lite_if_enough``).
 5. gather (driver): stats states are merged (``StatsAccumulator.merge``), checkers
    are merged and finished once per file (the global rules see every connection),
    and connection numbers are renumbered in order of first packet per file, as the
@@ -45,7 +54,8 @@ a second pass that decodes them again with the file's learnings in packet order.
 
 Files that are gzip-compressed, or that are not on the local filesystem (hdfs://,
 s3a://...: read through ``SparkContext.binaryFiles``), are read whole by one task;
-their connections are still spread over tasks by the shuffle.
+unless they are small (processed there), their connections are still spread over tasks
+by the shuffle.
 
 Known differences from one process, all rare: a pcapng simple packet block (no
 timestamp) at the very start of a range takes time 0 instead of the previous
@@ -79,7 +89,7 @@ from analyzer.stats import DEFAULT_BY, StatsAccumulator
 from dissectors.context import DecodeContext
 
 __all__ = ["JobConfig", "Source", "Split", "JobResult", "resolve_inputs", "plan_splits", "pack_tasks",
-           "scan_split", "read_split", "read_batches", "unbatch", "is_direct", "process_whole",
+           "scan_split", "read_split", "read_batches", "unbatch", "is_direct", "direct_limit", "process_whole",
            "process_partition", "lite_if_enough", "gather", "run_local", "run_spark", "remap_conn", "EXCHANGE_COLUMNS",
            "PARTITION_COLUMNS", "SparkJobError"]
 
@@ -117,6 +127,7 @@ class JobConfig:
     partitions: int = 0                   # shuffle partitions; 0: chosen from the input size
     force_hadoop: bool = False            # read local files through binaryFiles too (tests)
     rows: bool = True                     # make the exchanges/partitions rows (False: figures only)
+    direct_max: int = -1                  # whole files up to this size skip the shuffle (-1: from input, cores)
 
 
 @dataclass(frozen=True)
@@ -882,10 +893,20 @@ def process_partition(items: Iterable[Keyed], cfg: JobConfig, names: dict[int, s
         yield ("s", fid, dict(a.state(), held=held))
 
 
-def is_direct(src: Source, rs: ReadSplit, cfg: JobConfig) -> bool:
-    """A read that holds a whole file small enough for one task: processed where it is read,
+def is_direct(src: Source, rs: ReadSplit, limit: int) -> bool:
+    """A read that holds a whole file of at most ``limit`` bytes: processed where it is read,
     with no shuffle (as `stats` does: one Pipeline over the file)."""
-    return rs.start == 0 and rs.expect < 0 and src.size <= cfg.split_size
+    return rs.start == 0 and rs.expect < 0 and src.size <= limit
+
+
+def direct_limit(reads: list[ReadSplit], cfg: JobConfig, cores: int) -> int:
+    """Files read whole up to this size are processed with no shuffle: at most a split, and
+    small enough that they make two tasks per core (a bigger one is still spread over the
+    shuffle partitions by connection); files up to 1 MiB always."""
+    if cfg.direct_max >= 0:
+        return min(cfg.split_size, cfg.direct_max)
+    total = sum(rs.end - rs.start for rs in reads)
+    return min(cfg.split_size, max(1 << 20, total // (2 * max(1, cores))))
 
 
 def process_whole(src: Source, rs: ReadSplit, cfg: JobConfig, content: bytes | None = None
@@ -1123,13 +1144,14 @@ def run_local(patterns: Iterable[str], cfg: JobConfig, partitions: int = 3, batc
     scans = [scan_split(sources[sp.file_id], sp) for sp in splits]
     reads = plan_reads(sources, splits, scans)
     names = {s.file_id: s.name for s in sources}
+    limit = direct_limit(reads, cfg, 1)
 
     def one_pass(keys: set[tuple[Any, ...]] | None, known: Any) -> tuple[list[Any], list[Any]]:
         buckets: list[list[Keyed]] = [[] for _ in range(partitions)]
         direct: list[Any] = []
         for rs in reads:
             src = sources[rs.file_id]
-            if is_direct(src, rs, cfg):
+            if is_direct(src, rs, limit):
                 if keys is None:
                     direct.append(process_whole(src, rs, cfg))
                 continue
@@ -1349,13 +1371,14 @@ def _spark_pass(sc: Any, sources: list[Source], reads: list[ReadSplit], cfg: Job
     from pyspark import StorageLevel
 
     src_list = list(sources)
-    direct = [rs for rs in reads if is_direct(src_list[rs.file_id], rs, cfg)]
-    shuffled_reads = [rs for rs in reads if not is_direct(src_list[rs.file_id], rs, cfg)]
+    par = max(1, sc.defaultParallelism)
+    limit = direct_limit(reads, cfg, par)
+    direct = [rs for rs in reads if is_direct(src_list[rs.file_id], rs, limit)]
+    shuffled_reads = [rs for rs in reads if not is_direct(src_list[rs.file_id], rs, limit)]
     if keys is not None:
         direct = []
         fids = {k[0] for k in keys}
         shuffled_reads = [rs for rs in shuffled_reads if rs.file_id in fids]
-    par = max(1, sc.defaultParallelism)
     rdds = []
     ntasks = 0
     if direct:
@@ -1449,7 +1472,8 @@ def run_spark(spark: Any, patterns: Iterable[str], out_dir: str | None, cfg: Job
     # shuffle partitions: from the bytes that go through the shuffle, a multiple of the cores
     # (equal waves of tasks)
     par = max(1, sc.defaultParallelism)
-    total_bytes = sum(rs.end - rs.start for rs in reads if not is_direct(sources[rs.file_id], rs, cfg))
+    limit = direct_limit(reads, cfg, par)
+    total_bytes = sum(rs.end - rs.start for rs in reads if not is_direct(sources[rs.file_id], rs, limit))
     nparts = cfg.partitions or -(-max(par * 2, min(4096, total_bytes // (32 << 20) + 1)) // par) * par
 
     phase(f"{len(sources)} file(s), {len(reads)} read task(s), {nparts} partitions")

@@ -78,6 +78,18 @@ def tree_cpu() -> float:
     return total
 
 
+def differences(a: object, b: object, path: str = "") -> list[str]:
+    """Where two JSON values differ (paths), for the report."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for k in sorted(set(a) | set(b), key=str):
+            out += differences(a.get(k), b.get(k), f"{path}.{k}")
+        return out
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b, strict=True)) for d in differences(x, y, f"{path}[{i}]")]
+    return [] if a == b else [f"{path}: {a!r} != {b!r}"]
+
+
 def load() -> str:
     with open("/proc/loadavg") as f:
         return " ".join(f.read().split()[:3])
@@ -132,7 +144,8 @@ def main() -> None:
             checker.add(ex)
             check_s += clock() - c0
         findings = checker.finish(capture_end=run.summary.last_ts)
-    ref = json.dumps(acc.result(), sort_keys=True)
+    ref_res = json.loads(json.dumps(acc.result(), default=str))
+    ref = json.dumps(ref_res, sort_keys=True)
     ref_findings = sorted(json.dumps(f.to_json(), sort_keys=True, default=str) for f in findings)
     stats_only = single.wall - check_s
     print(f"one process: stats {stats_only:.1f} s, stats + check {single} (load {load()}), "
@@ -147,12 +160,16 @@ def main() -> None:
         cfg = JobConfig(options=options, ctx=ctx, split_size=32 << 20)
         with Timer() as job:
             res = run_spark(spark, [path], None, cfg)
-        same = json.dumps(res.stats.result(), sort_keys=True) == ref
+        got = json.loads(json.dumps(res.stats.result(), default=str))
+        same = json.dumps(got, sort_keys=True) == ref
         same_f = sorted(json.dumps(f.to_json(), sort_keys=True, default=str) for f in res.findings) == ref_findings
         results[cores] = job.wall
         print(f"spark local[{cores}]: job {job} (+ session start {start.wall:.1f} s; load {load()}), "
               f"{res.reads} read ranges, {res.tasks} read tasks; figures equal to stats: {same}, "
               f"findings equal to check: {same_f}", flush=True)
+        if not same:
+            diff = differences(got, ref_res)
+            print(f"  {len(diff)} differences: " + "; ".join(diff[:5]), flush=True)
         if args.tables:
             out = tempfile.mkdtemp(prefix="kafkawire-bench-out-")
             with Timer() as tab:
@@ -163,7 +180,7 @@ def main() -> None:
             with Timer() as lite:
                 res = run_spark(spark, [path], None, JobConfig(options=options, ctx=ctx, split_size=32 << 20,
                                                                    rules=frozenset()))
-            same = json.dumps(res.stats.result(), sort_keys=True) == ref
+            same = json.dumps(json.loads(json.dumps(res.stats.result(), default=str)), sort_keys=True) == ref
             print(f"spark local[{cores}] stats only (lean decoding): {lite}, figures equal to stats: {same}",
                   flush=True)
         spark.stop()

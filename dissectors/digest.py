@@ -85,8 +85,13 @@ def _run(plan: _Plan, buf: bytes, pos: int, end: int, out: list) -> int:
     for op in plan.ops:
         pos = op(buf, pos, end, out)
     if plan.flexible:
+        if pos < end and buf[pos] == 0:     # the usual empty tagged-field section
+            return pos + 1
         pos = _tagged(plan.tags, buf, pos, end, out)
     return pos
+
+
+_INDEX_NAMES = tuple(f"[{i}]" for i in range(256))
 
 
 def _tagged(tags: dict[int, Op], buf: bytes, pos: int, end: int, out: list) -> int:
@@ -275,6 +280,7 @@ def _array_op(fd: FieldDef, flexible: bool, nullable: bool, elem: _Plan | None, 
 
     if elem is not None and keep:
         tname = elem.type_name
+        eops, eflex, etags = elem.ops, elem.flexible, elem.tags
 
         def op(buf: bytes, pos: int, end: int, out: list) -> int:
             n, p = head(buf, pos, end, out)
@@ -286,9 +292,16 @@ def _array_op(fd: FieldDef, flexible: bool, nullable: bool, elem: _Plan | None, 
             out.append(arr)
             for i in range(n):
                 ech: list[Field] = []
-                e = Field(f"[{i}]", tname, None, p, 0, ech)
+                e = Field(_INDEX_NAMES[i] if i < 256 else f"[{i}]", tname, None, p, 0, ech)
                 children.append(e)
-                q = _run(elem, buf, p, end, ech)
+                q = p
+                for o in eops:              # _run(elem, ...), inlined
+                    q = o(buf, q, end, ech)
+                if eflex:
+                    if q < end and buf[q] == 0:
+                        q += 1
+                    else:
+                        q = _tagged(etags, buf, q, end, ech)
                 e.length = q - p
                 p = q
             arr.length = p - pos

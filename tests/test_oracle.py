@@ -41,7 +41,7 @@ def test_every_pdu_of_framing_check_is_found(meta: Path) -> None:
     cap = _capture_of(meta)
     exchanges, run = _run(cap, d["decode_as_ports"])
     cols = fc["pdus_columns"]
-    pdus = [dict(zip(cols, row)) for row in fc["pdus"]]
+    pdus = [dict(zip(cols, row, strict=False)) for row in fc["pdus"]]
     ours_req = Counter()
     ours_resp = Counter()
     for ex in exchanges:
@@ -90,7 +90,7 @@ def _tshark_requests(cap: Path, ports: list[int]) -> list[tuple[int, int, int, i
     rows = []
     for line in out.splitlines():
         fn, keys, vers, cids = line.split("|")
-        for k, v, c in zip(keys.split(","), vers.split(","), cids.split(",")):
+        for k, v, c in zip(keys.split(","), vers.split(","), cids.split(","), strict=False):
             if k and v and c:
                 rows.append((int(fn), int(k), int(v), int(c)))
     return rows

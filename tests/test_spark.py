@@ -158,22 +158,27 @@ def spark(cluster: Cluster) -> Any:   # the cluster starts first, so its start o
 
 @pytest.mark.parametrize(("by", "split", "batch"), [
     (("api", "version"), 700, 4 << 20), (("conn", "api"), 700, 4 << 20), (("topic", "partition"), 700, 300),
-    (("client", "broker"), 700, 4 << 20), (("conn", "topic"), 11000, 1000), (("api", "version"), 11000, 4 << 20)])
+    (("client", "broker"), 700, 4 << 20), (("conn", "topic"), 11000, 1000), (("api", "version"), 11000, 4 << 20),
+    (("conn", "api"), 1 << 20, 2000)])
 def test_steps_match_stats_and_check_with_tiny_splits(by: tuple[str, ...], split: int, batch: int) -> None:
     """Every sample cut into ranges of 700 bytes (or: the small ones read whole and processed with
-    no shuffle, the bigger ones cut into ranges), connections shuffled in batches (some cut into
-    many batches): the same figures, findings and exchange rows."""
+    no shuffle, the bigger ones cut into ranges; or: all read whole, shuffled by connection),
+    connections shuffled in batches (some cut into many batches): the same figures, findings
+    and exchange rows."""
     from analyzer.spark_job import is_direct, plan_reads, plan_splits, resolve_inputs, scan_split
 
     ref_stats, ref_findings, ref_rows = reference(SAMPLES, by)
-    res, ex_rows, _parts = run_local(SAMPLES, JobConfig(by=by, split_size=split), batch_bytes=batch)
-    cfg = JobConfig(split_size=split)
+    direct_max = 0 if split == 1 << 20 else -1
+    res, ex_rows, _parts = run_local(SAMPLES, JobConfig(by=by, split_size=split, direct_max=direct_max),
+                                     batch_bytes=batch)
     sources = resolve_inputs(SAMPLES)
     splits = plan_splits(sources, split)
     reads = plan_reads(sources, splits, [scan_split(sources[sp.file_id], sp) for sp in splits])
-    direct = sum(is_direct(sources[rs.file_id], rs, cfg) for rs in reads)
+    direct = sum(is_direct(sources[rs.file_id], rs, split) for rs in reads)
     if split == 700:
         assert res.reads > 100 and direct == 0          # the files really were split
+    elif direct_max == 0:
+        assert res.reads == len(SAMPLES)                # read whole, but through the shuffle
     else:
         assert 0 < direct < len(SAMPLES) < res.reads    # some whole, some split
     assert same_json(res.stats.result(), ref_stats)
@@ -293,10 +298,11 @@ def test_split_captures_equal_unsplit(spark: Any, tmp_path: Path) -> None:
 def test_hadoop_read_path(spark: Any, tmp_path: Path) -> None:
     """Files read through binaryFiles (as hdfs:// ones are) give the same figures."""
     files = [str(ROOT / "samples" / "txn_rdkafka.pcap")]
-    res = run_spark(spark, files, None, JobConfig(force_hadoop=True))
     ref_stats, ref_findings, _rows = reference(files, ("api", "version"))
-    assert same_json(res.stats.result(), ref_stats)
-    assert findings_of(res) == ref_findings
+    for direct_max in (-1, 0):      # processed where read / shuffled by connection
+        res = run_spark(spark, files, None, JobConfig(force_hadoop=True, direct_max=direct_max))
+        assert same_json(res.stats.result(), ref_stats)
+        assert findings_of(res) == ref_findings
 
 
 def test_cli_errors_are_one_line(tmp_path: Path) -> None:

@@ -77,7 +77,7 @@ def tls_kafka_pcap(path: str, requests: list[bytes], responses: list[bytes], hos
                 c_in.write(data)
             if not data and client.pending() == 0 and _done(client) and _done(server):
                 break
-        for req, resp in zip(requests, responses):
+        for req, resp in zip(requests, responses, strict=False):
             client.write(req)
             data = c_out.read()
             pkts += flow.send(0, data)
