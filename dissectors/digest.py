@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dissectors.context import DecodeContext
-from dissectors.decoder import _FIXED, _Bad, _conv, _fix_lengths, _min_size, _uvar
+from dissectors.decoder import _FIXED, _Bad, _conv, _fix_lengths, _len_prefix, _min_size, _uvar
 from dissectors.field import Field
 from dissectors.schema import APIS, ApiDef, FieldDef, in_range, is_flexible
 
@@ -126,27 +126,6 @@ def _tagged(tags: dict[int, Op], buf: bytes, pos: int, end: int, out: list) -> i
     return pos
 
 
-def _len_reader(flexible: bool, wide: bool) -> Callable[[bytes, int, int, str, str, list], tuple[int, int]]:
-    if flexible:
-        def rd(buf: bytes, pos: int, end: int, name: str, typ: str, out: list) -> tuple[int, int]:
-            if pos < end and buf[pos] < 0x80:
-                return buf[pos] - 1, pos + 1
-            n, p = _uvar(buf, pos, end, name, typ, out)
-            return n - 1, p
-        return rd
-    fmt = struct.Struct(">i" if wide else ">h")
-    size = fmt.size
-    unpack_from = fmt.unpack_from
-
-    def rd(buf: bytes, pos: int, end: int, name: str, typ: str, out: list) -> tuple[int, int]:
-        if pos + size > end:
-            raise _Bad(f"{typ} length needs {size} bytes, {max(0, end - pos)} left", name, typ, pos, out)
-        n = unpack_from(buf, pos)[0]
-        if n < -1:
-            raise _Bad(f"{typ} length {n} is negative", name, typ, pos, out)
-        return n, pos + size
-    return rd
-
 
 def _fixed_op(run: list[tuple[FieldDef, bool]]) -> Op:
     fmt = struct.Struct(">" + "".join(_FIXED[fd.type][0] for fd, _k in run))
@@ -200,7 +179,7 @@ def _varint_op(fd: FieldDef) -> Op:
 
 
 def _string_op(fd: FieldDef, flexible: bool, keep: bool) -> Op:
-    rd = _len_reader(flexible, False)
+    rd = _len_prefix(flexible, False)
     name = fd.name
 
     def op(buf: bytes, pos: int, end: int, out: list) -> int:
@@ -218,7 +197,7 @@ def _string_op(fd: FieldDef, flexible: bool, keep: bool) -> Op:
 
 
 def _bytes_op(fd: FieldDef, flexible: bool) -> Op:
-    rd = _len_reader(flexible, True)
+    rd = _len_prefix(flexible, True)
     name = fd.name
 
     def op(buf: bytes, pos: int, end: int, out: list) -> int:
@@ -234,7 +213,7 @@ def _bytes_op(fd: FieldDef, flexible: bool) -> Op:
 def _records_op(fd: FieldDef, flexible: bool) -> Op:
     from dissectors.records import decode_records
 
-    rd = _len_reader(flexible, True)
+    rd = _len_prefix(flexible, True)
     name = fd.name
 
     def op(buf: bytes, pos: int, end: int, out: list) -> int:
@@ -263,7 +242,7 @@ def _records_op(fd: FieldDef, flexible: bool) -> Op:
 
 def _array_op(fd: FieldDef, flexible: bool, nullable: bool, elem: _Plan | None, elem_op: Op | None,
               elem_min: int, keep: bool) -> Op:
-    rd = _len_reader(flexible, True)
+    rd = _len_prefix(flexible, True)
     name = fd.name
 
     def head(buf: bytes, pos: int, end: int, out: list) -> tuple[int, int]:
