@@ -523,30 +523,15 @@ def digest_request(data: bytes, header_len: int, ctx: DecodeContext) -> Field:
 
 def digest_response(data: bytes, api_key: int, api_version: int, ctx: DecodeContext) -> Field:
     """The digest tree of a response to a request of ``api_key`` v``api_version``."""
+    from dissectors.kafka import response_header
+
     buf = bytes(data)
     n = len(buf)
-    api = APIS.get(api_key)
-    root = Field("response", f"{api.name}Response" if api else f"Unknown({api_key})Response", None, 0, n, [])
-    if api is None:
-        hv = 1 if api_key > _LAST_NON_FLEXIBLE_KEY else 0
-    elif api_key == 18:
-        hv = 0
-    else:
-        hv = 1 if is_flexible(api, min(api_version, api.max_version)) else 0
-    header = root.add(Field("header", f"ResponseHeader v{hv}", None, 0, 0, []))
-    if n < 4:
-        header.length = n
-        header.mark_malformed(f"response header needs 4 bytes, {n} present", ctx)
+    root, api, pos = response_header(buf, api_key, api_version, ctx,
+                                     lambda b, p, end, out: _tagged({}, b, p, end, out),  # type: ignore[arg-type]
+                                     with_correlation_id=False)
+    if pos is None:
         return root
-    pos = 4
-    if hv == 1:
-        try:
-            pos = _tagged({}, buf, pos, n, header.children)  # type: ignore[arg-type]
-        except _Bad as e:
-            header.length = n
-            e.out.append(Field(e.name, e.typ, None, e.offset, n - e.offset).mark_malformed(e.reason, ctx))
-            return root
-    header.length = pos
     if api is None:
         return root
     used = _clamp(api, api_version)

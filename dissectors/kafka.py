@@ -106,9 +106,14 @@ def decode_request(data: bytes, ctx: DecodeContext) -> Field:
     return root
 
 
-def decode_response(data: bytes, api_key: int, api_version: int, ctx: DecodeContext) -> Field:
-    """A response frame (after the size prefix) to a request of ``api_key`` v``api_version``."""
-    buf = bytes(data)
+def response_header(buf: bytes, api_key: int, api_version: int, ctx: DecodeContext,
+                    read_tags: Any, with_correlation_id: bool = True) -> tuple[Field, ApiDef | None, int | None]:
+    """The root "response" Field with its header decoded.
+
+    Returns (root, api, position of the body), the position None when the header is bad
+    (marked malformed). ``read_tags(buf, pos, end, out) -> pos`` reads the tagged-field
+    section of a v1 header (the full decoder and the digest bring their own).
+    """
     n = len(buf)
     api = APIS.get(api_key)
     root = Field("response", f"{api.name}Response" if api else f"Unknown({api_key})Response", None, 0, n, [])
@@ -122,17 +127,30 @@ def decode_response(data: bytes, api_key: int, api_version: int, ctx: DecodeCont
     if n < 4:
         header.length = n
         header.mark_malformed(f"response header needs 4 bytes, {n} present", ctx)
-        return root
-    header.add(Field("correlation_id", "int32", _I32.unpack_from(buf, 0)[0], 0, 4))
+        return root, api, None
+    if with_correlation_id:
+        header.add(Field("correlation_id", "int32", _I32.unpack_from(buf, 0)[0], 0, 4))
     pos = 4
     if hv == 1:
         try:
-            pos = read_tagged({}, buf, pos, n, header.children, State(ctx, api_key), True)  # type: ignore[arg-type]
+            pos = read_tags(buf, pos, n, header.children)
         except _DecodeStop as e:
             header.length = n
             e.out.append(Field(e.name, e.typ, None, e.offset, n - e.offset).mark_malformed(e.reason, ctx))
-            return root
+            return root, api, None
     header.length = pos
+    return root, api, pos
+
+
+def decode_response(data: bytes, api_key: int, api_version: int, ctx: DecodeContext) -> Field:
+    """A response frame (after the size prefix) to a request of ``api_key`` v``api_version``."""
+    buf = bytes(data)
+    n = len(buf)
+    root, api, pos = response_header(
+        buf, api_key, api_version, ctx,
+        lambda b, p, end, out: read_tagged({}, b, p, end, out, State(ctx, api_key), True))  # type: ignore[arg-type]
+    if pos is None:
+        return root
     if api is None:
         body = Field("body", "bytes", buf[pos:], pos, n - pos)
         body.note(f"unknown API key {api_key}: body kept as raw bytes")
