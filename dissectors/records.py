@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
@@ -408,6 +409,27 @@ def _summary_v2(buf: bytes, pos: int, batch_end: int, batch: Field, state: _Stat
     return batch, count
 
 
+def _record_bytes(name: str, buf: bytes, q: int, rend: int, kids: list[Field],
+                  control: Callable[[Field, bytes, int, int], None] | None) -> tuple[bytes | None, int]:
+    """A record's varint-length-prefixed key or value (length -1: null); (bytes, next position)."""
+    n, p = _varint(buf, q, rend)
+    kids.append(Field(f"{name}_length", "varint", n, q, p - q))
+    if n < 0:
+        if n != -1:
+            raise _Bad(f"negative {name} length {n}")
+        return None, p
+    if p + n > rend:
+        raise _Bad(f"{name} length {n} exceeds the record")
+    b = bytes(buf[p:p + n])
+    f = Field(name, "bytes", b, p, n)
+    if control is not None:
+        control(f, buf, p, n)
+    else:
+        f.notes = describe_value(b)
+    kids.append(f)
+    return b, p + n
+
+
 def _decode_v2_records(buf: bytes, pos: int, end: int, limit: int, parent: Field, base_offset: int,
                        base_ts: int, log_append: bool, is_control: bool, ctx: DecodeContext,
                        cut_by_limit: bool = False) -> int:
@@ -415,7 +437,6 @@ def _decode_v2_records(buf: bytes, pos: int, end: int, limit: int, parent: Field
     parent.children = children
     F = Field
     varint = _varint
-    describe = describe_value
     iso = iso_ms
     lat = ", LogAppendTime" if log_append else ""
     last_ts = None
@@ -456,39 +477,9 @@ def _decode_v2_records(buf: bytes, pos: int, end: int, limit: int, parent: Field
             offset = base_offset + off_delta
             kids.append(F("offset_delta", "varint", off_delta, q, p - q, None, [f"offset {offset}"]))
             q = p
-            klen, p = varint(buf, p, rend)
-            kids.append(F("key_length", "varint", klen, q, p - q))
-            key: bytes | None = None
-            if klen >= 0:
-                if p + klen > rend:
-                    raise _Bad(f"key length {klen} exceeds the record")
-                key = bytes(buf[p:p + klen])
-                kf = F("key", "bytes", key, p, klen)
-                if is_control:
-                    _control_key(kf, buf, p, klen)
-                else:
-                    kf.notes = describe(key)
-                kids.append(kf)
-                p += klen
-            elif klen != -1:
-                raise _Bad(f"negative key length {klen}")
+            key, p = _record_bytes("key", buf, q, rend, kids, _control_key if is_control else None)
             q = p
-            vlen, p = varint(buf, p, rend)
-            kids.append(F("value_length", "varint", vlen, q, p - q))
-            value: bytes | None = None
-            if vlen >= 0:
-                if p + vlen > rend:
-                    raise _Bad(f"value length {vlen} exceeds the record")
-                value = bytes(buf[p:p + vlen])
-                vf = F("value", "bytes", value, p, vlen)
-                if is_control:
-                    _control_value(vf, buf, p, vlen)
-                else:
-                    vf.notes = describe(value)
-                kids.append(vf)
-                p += vlen
-            elif vlen != -1:
-                raise _Bad(f"negative value length {vlen}")
+            value, p = _record_bytes("value", buf, q, rend, kids, _control_value if is_control else None)
             q = p
             hcount, p = varint(buf, p, rend)
             if hcount < 0 or hcount > (rend - p) // 2:
