@@ -66,6 +66,18 @@ def _ip_str(raw: bytes) -> str:
     return s
 
 
+def _ethertype(data: bytes, off: int, n: int, skips: SkipCounter) -> tuple[int, int] | None:
+    """The EtherType at ``off`` past any 802.1Q/802.1ad/QinQ tags: (type, offset after it), or None (counted)."""
+    etype = data[off] << 8 | data[off + 1]
+    while etype in _ETH_VLAN:
+        off += 4
+        if n < off + 2:
+            skips.add("truncated header")
+            return None
+        etype = data[off] << 8 | data[off + 1]
+    return etype, off + 2
+
+
 def _link(pkt: Packet, skips: SkipCounter) -> tuple[int, int] | None:
     """(offset of the IP header, IP version 4/6) or None (counted)."""
     lt, data = pkt.linktype, pkt.data
@@ -74,28 +86,18 @@ def _link(pkt: Packet, skips: SkipCounter) -> tuple[int, int] | None:
         if n < 14:
             skips.add("truncated header")
             return None
-        off = 12
-        etype = data[off] << 8 | data[off + 1]
-        while etype in _ETH_VLAN:
-            off += 4
-            if n < off + 2:
-                skips.add("truncated header")
-                return None
-            etype = data[off] << 8 | data[off + 1]
-        off += 2
+        r = _ethertype(data, 12, n, skips)
+        if r is None:
+            return None
+        etype, off = r
     elif lt == 113:
         if n < 16:
             skips.add("truncated header")
             return None
-        off = 14
-        etype = data[off] << 8 | data[off + 1]
-        while etype in _ETH_VLAN:
-            off += 4
-            if n < off + 2:
-                skips.add("truncated header")
-                return None
-            etype = data[off] << 8 | data[off + 1]
-        off += 2
+        r = _ethertype(data, 14, n, skips)
+        if r is None:
+            return None
+        etype, off = r
     elif lt == 276:
         if n < 20:
             skips.add("truncated header")
