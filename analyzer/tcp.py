@@ -332,20 +332,27 @@ class Reassembler:
             self._count("snaplen bytes", missing)
         d.expected = off + len(payload) + missing
 
+    def _trim(self, st: _ConnState, direction: int, d: _Dir, off: int, payload: bytes, missing: int,
+              index: int) -> tuple[int, bytes, int] | None:
+        """Cut what was already delivered off a segment starting before ``d.expected`` (the overlap is
+        compared, first copy wins); None when nothing new is left."""
+        exp = d.expected
+        cut = exp - off
+        self._compare(st, direction, d, off, payload[:cut], index)
+        if cut >= len(payload) + missing:
+            return None
+        if cut <= len(payload):
+            return exp, payload[cut:], missing
+        return exp, b"", missing - (cut - len(payload))
+
     def _data(self, st: _ConnState, direction: int, d: _Dir, off: int, payload: bytes,
               missing: int, ts: float, index: int, events: list[StreamEvent]) -> None:
         exp = d.expected
         if off < exp:
-            cut = exp - off
-            self._compare(st, direction, d, off, payload[:cut], index)
-            if cut >= len(payload) + missing:
+            t = self._trim(st, direction, d, off, payload, missing, index)
+            if t is None:
                 return
-            if cut <= len(payload):
-                payload = payload[cut:]
-            else:
-                missing -= cut - len(payload)
-                payload = b""
-            off = exp
+            off, payload, missing = t
         if off == exp:
             self._deliver(st, direction, d, off, payload, missing, ts, index, events)
             if d.pending:
@@ -395,18 +402,11 @@ class Reassembler:
             off, payload, missing, ts, index = pend.pop(0)
             d.pending_bytes -= len(payload)
             self.pending_total -= len(payload)
-            exp = d.expected
-            if off < exp:
-                cut = exp - off
-                self._compare(st, direction, d, off, payload[:cut], index)
-                if cut >= len(payload) + missing:
+            if off < d.expected:
+                t = self._trim(st, direction, d, off, payload, missing, index)
+                if t is None:
                     continue
-                if cut <= len(payload):
-                    payload = payload[cut:]
-                else:
-                    missing -= cut - len(payload)
-                    payload = b""
-                off = exp
+                off, payload, missing = t
             self._deliver(st, direction, d, off, payload, missing, ts, index, events)
         self._check_fin(st, direction, now_ts, now_index, events)
 
