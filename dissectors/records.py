@@ -304,16 +304,8 @@ def _decode_v2(buf: bytes, pos: int, size: int, state: _State, index: int,
         Field("base_sequence", "int32", base_seq, pos + 53, 4, None, ["none"] if base_seq == -1 else None),
         count_f,
     ]
-    state.codecs.add(codec)
-    state.batches.append({"producer_id": producer_id, "producer_epoch": producer_epoch,
-                          "base_sequence": base_seq, "record_count": count, "base_offset": base_offset,
-                          "is_transactional": is_txn, "is_control": is_control})
-    summary = f"magic 2, {codec}, {count} record{'s' if count != 1 else ''}"
-    if is_control:
-        summary += ", control"
-    if is_txn:
-        summary += ", transactional"
-    batch.notes = [summary]
+    _record_batch_seen(batch, state, codec, count, producer_id, producer_epoch, base_seq, base_offset,
+                       is_txn, is_control)
 
     rstart = pos + V2_HEADER
     records_f = Field("records", "array", count, rstart, batch_end - rstart)
@@ -386,16 +378,8 @@ def _summary_v2(buf: bytes, pos: int, batch_end: int, batch: Field, state: _Stat
     rstart = pos + V2_HEADER
     records_f = Field("records", "array", count, rstart, batch_end - rstart, None, ["records not decoded"])
     batch.children = [crc_f, count_f, records_f]
-    state.codecs.add(codec)
-    state.batches.append({"producer_id": producer_id, "producer_epoch": producer_epoch,
-                          "base_sequence": base_seq, "record_count": count, "base_offset": base_offset,
-                          "is_transactional": is_txn, "is_control": is_control})
-    summary = f"magic 2, {codec}, {count} record{'s' if count != 1 else ''}"
-    if is_control:
-        summary += ", control"
-    if is_txn:
-        summary += ", transactional"
-    batch.notes = [summary]
+    _record_batch_seen(batch, state, codec, count, producer_id, producer_epoch, base_seq, base_offset,
+                       is_txn, is_control)
     if count < 0:
         count_f.mark_malformed(f"negative records_count {count}", ctx)
         return batch, 0
@@ -407,6 +391,21 @@ def _summary_v2(buf: bytes, pos: int, batch_end: int, batch: Field, state: _Stat
         count_f.mark_malformed(f"records_count {count} exceeds what {batch_end - rstart} bytes can hold", ctx)
         return batch, 0
     return batch, count
+
+
+def _record_batch_seen(batch: Field, state: Any, codec: str, count: int, producer_id: int, producer_epoch: int,
+                       base_seq: int, base_offset: int, is_txn: bool, is_control: bool) -> None:
+    """Count a v2 batch in the summary (codecs, producer state for the sequence checks) and note it."""
+    state.codecs.add(codec)
+    state.batches.append({"producer_id": producer_id, "producer_epoch": producer_epoch,
+                          "base_sequence": base_seq, "record_count": count, "base_offset": base_offset,
+                          "is_transactional": is_txn, "is_control": is_control})
+    summary = f"magic 2, {codec}, {count} record{'s' if count != 1 else ''}"
+    if is_control:
+        summary += ", control"
+    if is_txn:
+        summary += ", transactional"
+    batch.notes = [summary]
 
 
 def _record_bytes(name: str, buf: bytes, q: int, rend: int, kids: list[Field],
