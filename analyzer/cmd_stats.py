@@ -16,6 +16,10 @@ from analyzer.options import capture_options
 from analyzer.stats import DEFAULT_KEEP_TOP, GROUP_KEYS, PointSample, StatsAccumulator, parse_by
 
 
+def _stdin(path: str) -> bool:
+    return path == "-" or not os.path.isfile(path)
+
+
 def _by_param(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
     try:
         return parse_by(value)
@@ -34,9 +38,12 @@ def _by_param(ctx: click.Context, param: click.Parameter, value: str) -> tuple[s
 @click.option("--histogram", is_flag=True, help="Draw a log-scale latency histogram per API.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
               help="Write a picture: latency over time and histograms (.png, or a self-contained .html).")
+@click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Worker processes per capture, each taking a share of the TCP connections "
+                   "(0: one per CPU for captures of 8 MB or more, else 1).")
 @capture_options
 def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt: str, histogram: bool,
-                  plot_path: str | None, **kw: Any) -> None:
+                  plot_path: str | None, jobs: int, **kw: Any) -> None:
     """Latency percentiles, errors, waits, throttling and throughput.
 
     Latency runs from the packet that completed the request to the packet that
@@ -59,17 +66,37 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
     # every figure but the topic/partition grouping of non-Produce/Fetch APIs comes from
     # digest trees (dissectors.digest): the same numbers as full trees, several times faster
     decode = "full" if ("topic" in by or "partition" in by) else "lite"
-    from analyzer.cli import iter_captures
+    from analyzer.cli import progress_bar
+    from analyzer.options import fresh_context, options_from_kwargs
+    from analyzer.pipeline import Run
+    from analyzer.shards import absorb_points, auto_jobs, run_stats_sharded
 
-    for path, run in iter_captures(captures, kw, progress=True, decode=decode):
-        acc = StatsAccumulator(by, keep_top=total.keep_top)
-        if many:
-            acc.source = os.path.basename(path)
-        for ex in run:
-            acc.add(ex)
-            if points is not None:
-                points.add(ex)
-        total.merge(acc)
+    options, ctx = options_from_kwargs(kw, decode=decode)
+    options.keep_conns = False      # exchanges carry their Conn; the reassembler need not keep them all
+    workers = jobs or auto_jobs(captures)
+    for path in captures:
+        source = os.path.basename(path) if many else None
+        update, close = progress_bar(True)
+        try:
+            if workers > 1 and not _stdin(path):
+                res = run_stats_sharded(path, options, ctx, by, total.keep_top, workers, source=source,
+                                        with_points=points is not None, progress=update)
+                if res.exact:
+                    total.merge(res.acc)
+                    if points is not None and res.points is not None:
+                        absorb_points(points, res.points.points, res.points.stride)
+                    continue
+                # a topic id learnt between two lookups on other connections: only one
+                # process gives the figures one process gives
+            acc = StatsAccumulator(by, keep_top=total.keep_top)
+            acc.source = source
+            for ex in Run(path, options, fresh_context(ctx), progress=update):
+                acc.add(ex)
+                if points is not None:
+                    points.add(ex)
+            total.merge(acc)
+        finally:
+            close()
 
     result = total.result(top=top)
     from analyzer import stats_render as sr

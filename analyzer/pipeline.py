@@ -71,6 +71,7 @@ class Options:
     unanswered_timeout: float | None = None
     tls_keylog: Any = None            # analyzer.tlsdecrypt.TlsKeyLog: decrypt TLS connections
     keep_conns: bool = True           # keep every Conn in reassembler.conns (False for long live runs)
+    conn_ids_from_index: bool = False  # Conn.id = its first packet's number (a shard of a capture)
 
 
 @dataclass
@@ -168,7 +169,8 @@ class Pipeline:
             # records give counts, sizes, codecs and CRCs without per-record Fields
             self.ctx.decode_records = False
         self.summary = Summary()
-        self.reassembler = Reassembler(keep_conns=self.options.keep_conns)
+        self.reassembler = Reassembler(keep_conns=self.options.keep_conns,
+                                      ids_from_index=self.options.conn_ids_from_index)
         self._conns: dict[int, _ConnState] = {}
         self._ports = frozenset(self.options.ports)
         self._seq = 0
@@ -552,10 +554,14 @@ class Pipeline:
                 conn.protocol = "kafka"
         self.summary.kafka_connections += 1
 
-    def _new_exchange(self, st: _ConnState, **kw: Any) -> Exchange:
+    def _new_exchange(self, st: _ConnState, protocol: str, api_key: int | None, api_name: str,
+                      api_version: int | None, correlation_id: int | None, client_id: str | None,
+                      request: Frame | None, response: Frame | None, status: str,
+                      request_tree: Field | None = None, response_tree: Field | None = None) -> Exchange:
         self._seq += 1
-        ex = Exchange(conn=st.conn, seq=self._seq, **kw)
-        return ex
+        # positional: the cheapest way to build the (slotted) Exchange, once per exchange
+        return Exchange(st.conn, protocol, api_key, api_name, api_version, correlation_id, client_id,
+                        request, response, status, request_tree, response_tree, [], [], [], self._seq)
 
     def _emit(self, ex: Exchange, out: list[Exchange]) -> None:
         if ex.status == "ok" and (
@@ -674,11 +680,9 @@ class Pipeline:
             self.summary.notes["responses out of request order"] += 1
         h = p.header
         assert h is not None
-        ex = self._new_exchange(
-            st, protocol="kafka", api_key=h.api_key, api_name=api_name(h.api_key), api_version=h.api_version,
-            correlation_id=h.correlation_id, client_id=h.client_id, request=p.frame, response=frame, status="ok")
-        ex.request_tree = self._decode_request(p.frame, p.header)
-        ex.response_tree = self._decode_response(frame, h.api_key, h.api_version)
+        ex = self._new_exchange(st, "kafka", h.api_key, api_name(h.api_key), h.api_version, h.correlation_id,
+                                h.client_id, p.frame, frame, "ok", self._decode_request(p.frame, h),
+                                self._decode_response(frame, h.api_key, h.api_version))
         self._finish_exchange(ex)
         if h.api_key == SASL_HANDSHAKE:
             self._after_sasl_handshake(st, ex)
@@ -830,10 +834,12 @@ class Run:
     """Analyse one capture file: ``for ex in Run(path, options): ...``; then ``run.summary``."""
 
     def __init__(self, path: str, options: Options | None = None, ctx: DecodeContext | None = None,
-                 progress: Callable[[int, int], None] | None = None) -> None:
+                 progress: Callable[[int, int], None] | None = None,
+                 select: Callable[[Iterable[Packet]], Iterable[Packet]] | None = None) -> None:
         self.path = path
         self.pipeline = Pipeline(options, ctx)
         self.progress = progress
+        self.select = select        # keeps a share of the packets (analyzer.shards)
 
     @property
     def summary(self) -> Summary:
@@ -852,7 +858,7 @@ class Run:
             if progress is not None:
                 def tick(_n: int) -> None:
                     progress(reader.bytes_read(), size)
-            yield from pipe.feed_all(reader, tick)
+            yield from pipe.feed_all(reader if self.select is None else self.select(reader), tick)
             warning = getattr(reader, "truncated", None)
             if warning:
                 pipe.summary.capture_warning = str(warning)

@@ -85,6 +85,7 @@ from analyzer.model import Packet
 from analyzer.net import SkipCounter, parse_packet
 from analyzer.options import fresh_context
 from analyzer.pipeline import Options, Pipeline
+from analyzer.shards import END_OF_CAPTURE, TopicNames, learnt_ids, rename_topics, resolve_misses
 from analyzer.stats import DEFAULT_BY, StatsAccumulator
 from dissectors.context import DecodeContext
 
@@ -700,48 +701,6 @@ def _part_tuple(p: dict[str, Any]) -> tuple[Any, ...]:
             None if p.get("error") is None else str(p.get("error")))
 
 
-class TopicNames(dict):  # type: ignore[type-arg]
-    """``DecodeContext.topic_names`` for one connection group.
-
-    Records what it learns (packet number, topic id, name) and, per topic id, the last
-    packet at which a lookup found nothing. With ``known`` (what the whole file
-    learnt: topic id -> (sorted packet numbers, names)) it answers as one process
-    would at packet ``now``: the name learnt most recently before it, on any connection.
-    """
-
-    def __init__(self, known: dict[str, tuple[list[int], list[str]]] | None = None) -> None:
-        super().__init__()
-        self.now = 0
-        self.known = known
-        self.learnt: list[tuple[int, str, str]] = []
-        self.misses: dict[str, list[int]] = {}     # topic id -> [first, last] packet of a failed lookup
-
-    def __bool__(self) -> bool:            # `names or {}` must keep this object
-        return True
-
-    def __setitem__(self, k: str, v: str) -> None:
-        super().__setitem__(k, v)
-        self.learnt.append((self.now, k, v))
-
-    def get(self, k: Any, default: Any = None) -> Any:
-        if dict.__contains__(self, k):
-            return dict.__getitem__(self, k)
-        if self.known is not None:
-            ent = self.known.get(k)
-            if ent is not None:
-                i = bisect.bisect_left(ent[0], self.now)
-                if i:
-                    return ent[1][i - 1]
-        if isinstance(k, str):
-            m = self.misses.get(k)
-            if m is None:
-                self.misses[k] = [self.now, self.now]
-            elif self.now > m[1]:
-                m[1] = self.now
-        return default
-
-
-_END = 1 << 62       # "packet number" of the end of the capture (Pipeline.finish)
 
 
 class _FileAcc:
@@ -837,7 +796,7 @@ def process_group(gkey: tuple[Any, ...], name: str, packets: Iterable[tuple[Any,
     yield from rows(pipe.feed_all(fed()))
     if ra.conn_count > len(first):
         first.extend([names.now] * (ra.conn_count - len(first)))
-    names.now = _END
+    names.now = END_OF_CAPTURE
     yield from rows(pipe.finish())
     g.conns.extend(first)
     g.learnt.extend(names.learnt)
@@ -944,17 +903,10 @@ def process_whole(src: Source, rs: ReadSplit, cfg: JobConfig, content: bytes | N
 
 def learnt_table(states: Iterable[tuple[int, dict[str, Any]]]) -> dict[int, dict[str, tuple[list[int], list[str]]]]:
     """file -> topic id -> (sorted packet numbers, names) of everything the file's groups learnt."""
-    ev: dict[int, dict[str, set[tuple[int, str]]]] = {}
+    per_file: dict[int, list[tuple[int, str, str]]] = {}
     for fid, st in states:
-        for idx, tid, nm in st["learnt"]:
-            ev.setdefault(fid, {}).setdefault(tid, set()).add((idx, nm))
-    out: dict[int, dict[str, tuple[list[int], list[str]]]] = {}
-    for fid, m in ev.items():
-        out[fid] = {}
-        for tid, s in m.items():
-            items = sorted(s)
-            out[fid][tid] = ([i for i, _ in items], [n for _, n in items])
-    return out
+        per_file.setdefault(fid, []).extend(st["learnt"])
+    return {fid: learnt_ids(ev) for fid, ev in per_file.items()}
 
 
 def redo_groups(states: list[tuple[int, dict[str, Any]]],
@@ -980,14 +932,9 @@ def redo_groups(states: list[tuple[int, dict[str, Any]]],
         again = False
         names: dict[str, str] = {}
         for m in st["misses"]:
-            for tid, (first, last) in m.items():
-                ent = t.get(tid)
-                if ent is None or ent[0][0] >= last:
-                    continue
-                if not trees and ent[0][0] < first and len(set(ent[1])) == 1:
-                    names[tid] = ent[1][0]
-                else:
-                    again = True
+            got, exact = resolve_misses(m, t, rename=not trees)
+            names.update(got)
+            again = again or not exact
         if again:
             redo.update(st["groups"])
             dropped.append(i)
@@ -995,31 +942,6 @@ def redo_groups(states: list[tuple[int, dict[str, Any]]],
             rename.setdefault(fid, {}).update(names)
             st["rename"] = names
     return redo, dropped, rename
-
-
-def rename_topics(acc: StatsAccumulator, names: dict[str, str]) -> StatsAccumulator:
-    """The same figures with topic ids replaced by names (entries that meet are merged)."""
-    if not names:
-        return acc
-    out = StatsAccumulator(acc.by, keep_top=acc.keep_top)
-    ren = StatsAccumulator(acc.by, keep_top=acc.keep_top)
-    ren.merge(acc)                  # copy of everything but the keyed parts, rebuilt below
-    ren.groups = {}
-    ren.tp = {}
-    i = acc.by.index("topic") if "topic" in acc.by else None
-    for k, g in acc.groups.items():
-        if i is not None and isinstance(k[i], str) and k[i] in names:
-            k = k[:i] + (names[k[i]],) + k[i + 1:]
-        part = StatsAccumulator(acc.by, keep_top=0)
-        part.groups = {k: g}
-        out.merge(part)
-    for (t, p), row in acc.tp.items():
-        key = (names.get(t, t) if isinstance(t, str) else t, p)
-        mine = ren.tp.setdefault(key, [0, 0, 0, 0])
-        for j in range(4):
-            mine[j] += row[j]
-    ren.groups = out.groups
-    return ren
 
 
 # -- 5. gather ---------------------------------------------------------------------------------

@@ -110,8 +110,12 @@ class Reassembler:
 
     def __init__(self, max_buffer: int = 4 * 1024 * 1024, overlap_window: int = 32 * 1024,
                  max_closed: int = 10000, max_total_buffer: int = 256 * 1024 * 1024,
-                 keep_conns: bool = True) -> None:
+                 keep_conns: bool = True, ids_from_index: bool = False) -> None:
         self.max_buffer = max_buffer
+        # ids_from_index: a Conn's id is the number of its first packet (a shard of a capture
+        # numbers its connections so that the whole capture's numbers can be restored)
+        self.ids_from_index = ids_from_index
+        self.first_indexes: list[int] = []      # with ids_from_index: every connection's id
         self.max_total_buffer = max_total_buffer
         self.overlap_window = overlap_window
         self.max_closed = max_closed
@@ -138,8 +142,11 @@ class Reassembler:
         a, b = seg.src, seg.dst
         if seg.flags & (TCP_SYN | TCP_ACK) == TCP_SYN | TCP_ACK:
             a, b = b, a                      # first packet is the SYN-ACK: a is the SYN sender
-        conn = Conn(id=self.conn_count, a=a, b=b, first_ts=seg.ts, last_ts=seg.ts)
+        conn = Conn(id=seg.index if self.ids_from_index else self.conn_count, a=a, b=b,
+                    first_ts=seg.ts, last_ts=seg.ts)
         self.conn_count += 1
+        if self.ids_from_index:
+            self.first_indexes.append(seg.index)
         if self.keep_conns:
             self.conns.append(conn)
         st = _ConnState(conn, ((a, b), (b, a)))

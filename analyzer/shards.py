@@ -1,0 +1,366 @@
+"""One capture analysed by several processes, each taking a share of its TCP connections.
+
+``stats --jobs N`` forks N workers. Every worker reads the whole file (reading is the
+cheap part: see benchmarks/) but feeds to its own ``Pipeline`` only the packets of its
+connections: ``shard_of`` hashes the addresses and ports of a packet symmetrically, so
+both directions of a connection, and every later connection on the same 4-tuple (port
+reuse), go to the same worker. A packet that is not TCP goes to worker 0, which counts
+it as one process would. Each worker returns its ``StatsAccumulator`` state; the parent
+merges them.
+
+What one process shares across connections is restored when merging:
+
+- connection numbers: a worker numbers a connection by its first packet
+  (``Options.conn_ids_from_index``); the parent ranks those first packets over all
+  workers, which gives the numbers one ``Reassembler`` gives (order of first packet);
+- topic ids (Fetch v13+ names topics by id; one process resolves an id with the name
+  learnt from a Metadata response seen earlier on any connection): a worker's
+  ``TopicNames`` records what it learns and the ids it looked up in vain. An id that
+  another worker learnt, with one name, before the first vain lookup is renamed in the
+  worker's figures, which is what one process reports. An id learnt *between* a
+  worker's vain lookups cannot be restored from the figures: the capture is then
+  analysed again in one process (``ShardedResult.exact`` is False and the caller does so).
+
+``TopicNames`` and ``rename_topics`` are shared with the Spark job (analyzer.spark_job),
+which splits captures by connection the same way across a cluster.
+"""
+from __future__ import annotations
+
+import bisect
+import multiprocessing
+import os
+import signal
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait as wait_for
+from typing import Any
+
+from analyzer.capture import CaptureError, open_capture
+from analyzer.model import Packet
+from analyzer.net import parse_packet, unpack_v4tcp
+from analyzer.options import fresh_context
+from analyzer.pipeline import Options, Run
+from analyzer.stats import PointSample, StatsAccumulator
+from dissectors.context import DecodeContext
+
+__all__ = ["TopicNames", "rename_topics", "shard_of", "auto_jobs", "run_stats_sharded", "ShardedResult",
+           "MIN_SHARDED_BYTES", "absorb_points"]
+
+# below this size a capture is analysed in one process (forking and reading the file
+# again in every worker would cost more than it saves)
+MIN_SHARDED_BYTES = 8 * 1024 * 1024
+MAX_AUTO_JOBS = 8
+END_OF_CAPTURE = 1 << 62       # the "packet number" of Pipeline.finish
+
+
+# -- topic ids across connections ----------------------------------------------------------------
+
+class TopicNames(dict):  # type: ignore[type-arg]
+    """``DecodeContext.topic_names`` for a share of a capture's connections.
+
+    Records what it learns (packet number, topic id, name) and, per topic id, the first
+    and last packet at which a lookup found nothing; ``now`` is the number of the packet
+    being fed. With ``known`` (what the whole file learnt: topic id -> (sorted packet
+    numbers, names)) it answers as one process would at packet ``now``: the name learnt
+    most recently before it, on any connection.
+    """
+
+    def __init__(self, known: dict[str, tuple[list[int], list[str]]] | None = None) -> None:
+        super().__init__()
+        self.now = 0
+        self.known = known
+        self.learnt: list[tuple[int, str, str]] = []
+        self.misses: dict[str, list[int]] = {}     # topic id -> [first, last] packet of a failed lookup
+
+    def __bool__(self) -> bool:            # `names or {}` must keep this object
+        return True
+
+    def __setitem__(self, k: str, v: str) -> None:
+        super().__setitem__(k, v)
+        self.learnt.append((self.now, k, v))
+
+    def get(self, k: Any, default: Any = None) -> Any:
+        if dict.__contains__(self, k):
+            return dict.__getitem__(self, k)
+        if self.known is not None:
+            ent = self.known.get(k)
+            if ent is not None:
+                i = bisect.bisect_left(ent[0], self.now)
+                if i:
+                    return ent[1][i - 1]
+        if isinstance(k, str):
+            m = self.misses.get(k)
+            if m is None:
+                self.misses[k] = [self.now, self.now]
+            elif self.now > m[1]:
+                m[1] = self.now
+        return default
+
+
+def learnt_ids(learnt: Iterable[tuple[int, str, str]]) -> dict[str, tuple[list[int], list[str]]]:
+    """topic id -> (sorted packet numbers, names) of a file's learnings."""
+    ev: dict[str, set[tuple[int, str]]] = {}
+    for idx, tid, nm in learnt:
+        ev.setdefault(tid, set()).add((idx, nm))
+    out: dict[str, tuple[list[int], list[str]]] = {}
+    for tid, s in ev.items():
+        items = sorted(s)
+        out[tid] = ([i for i, _ in items], [n for _, n in items])
+    return out
+
+
+def resolve_misses(misses: dict[str, list[int]], table: dict[str, tuple[list[int], list[str]]],
+                   rename: bool = True) -> tuple[dict[str, str], bool]:
+    """(ids to rename, exact) for one share's vain lookups against the file's learnings.
+
+    An id nobody had learnt before the share's last vain lookup stays an id (one process
+    could not resolve it either); one learnt, with a single name, before the first vain
+    lookup is renamed (unless ``rename`` is False: the Spark job's field trees carry the
+    name in notes, which renaming figures cannot fix); anything else (learnt between
+    lookups, several names) is not exact.
+    """
+    names: dict[str, str] = {}
+    exact = True
+    for tid, (first, last) in misses.items():
+        ent = table.get(tid)
+        if ent is None or ent[0][0] >= last:
+            continue
+        if rename and ent[0][0] < first and len(set(ent[1])) == 1:
+            names[tid] = ent[1][0]
+        else:
+            exact = False
+    return names, exact
+
+
+def rename_topics(acc: StatsAccumulator, names: dict[str, str]) -> StatsAccumulator:
+    """The same figures with topic ids replaced by names (entries that meet are merged)."""
+    if not names:
+        return acc
+    out = StatsAccumulator(acc.by, keep_top=acc.keep_top)
+    ren = StatsAccumulator(acc.by, keep_top=acc.keep_top)
+    ren.merge(acc)                  # copy of everything but the keyed parts, rebuilt below
+    ren.groups = {}
+    ren.tp = {}
+    i = acc.by.index("topic") if "topic" in acc.by else None
+    for k, g in acc.groups.items():
+        if i is not None and isinstance(k[i], str) and k[i] in names:
+            k = k[:i] + (names[k[i]],) + k[i + 1:]
+        part = StatsAccumulator(acc.by, keep_top=0)
+        part.groups = {k: g}
+        out.merge(part)
+    for (t, p), row in acc.tp.items():
+        key = (names.get(t, t) if isinstance(t, str) else t, p)
+        mine = ren.tp.setdefault(key, [0, 0, 0, 0])
+        for j in range(4):
+            mine[j] += row[j]
+    ren.groups = out.groups
+    return ren
+
+
+def renumber_conns(acc: StatsAccumulator, number: Callable[[int], int], source: str | None) -> StatsAccumulator:
+    """Connection keys given as first-packet numbers -> the capture's connection numbers
+    (as ``<source>#<n>`` when several captures are merged, as ``StatsAccumulator.source`` does)."""
+    def label(first: int) -> int | str:
+        n = number(first)
+        return n if source is None else f"{source}#{n}"
+
+    if "conn" in acc.by:
+        i = acc.by.index("conn")
+        acc.groups = {k[:i] + (label(k[i]),) + k[i + 1:] if isinstance(k[i], int) else k: g
+                      for k, g in acc.groups.items()}
+    recs = [rec for _p, _s, rec in acc._top]
+    acc._top = []
+    for rec in recs:
+        if isinstance(rec.get("conn"), int):
+            rec["conn"] = number(rec["conn"])
+        if source is not None:
+            rec["capture"] = source
+        acc._push_top(rec)
+    return acc
+
+
+# -- sharding ------------------------------------------------------------------------------------
+
+def shard_of(pkt: Packet, n: int) -> int:
+    """The worker (0..n-1) of a packet's TCP connection: a hash of its addresses and ports that
+    is the same in both directions. Packets that are not TCP go to worker 0."""
+    _index, _ts, lt, data, _orig = pkt
+    if lt == 1 and data[12:14] == b"\x08\x00" and len(data) >= 54:
+        vihl, _total, frag, proto, sa, da, sp, dp = unpack_v4tcp(data, 14)[:8]
+        if vihl == 0x45 and proto == 6 and not frag & 0x3FFF:
+            return ((sa ^ da) * 0x9E3779B1 + (sp ^ dp) * 0x85EBCA77 >> 7) % n
+    seg = parse_packet(pkt)
+    if seg is None:
+        return 0
+    a = zlib.crc32(seg.src.ip.encode()) ^ zlib.crc32(seg.dst.ip.encode())
+    return (a * 0x9E3779B1 + (seg.src.port ^ seg.dst.port) * 0x85EBCA77 >> 7) % n
+
+
+def _select(k: int, n: int, names: TopicNames) -> Callable[[Iterable[Packet]], Iterator[Packet]]:
+    def select(packets: Iterable[Packet]) -> Iterator[Packet]:
+        for pkt in packets:
+            if shard_of(pkt, n) == k:
+                names.now = pkt[0]
+                yield pkt
+        names.now = END_OF_CAPTURE
+    return select
+
+
+def auto_jobs(paths: Iterable[str]) -> int:
+    """Workers for ``--jobs 0``: the usable CPUs (at most 8) when a capture is big enough."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:          # pragma: no cover - not Linux
+        cpus = os.cpu_count() or 1
+    if cpus < 2:
+        return 1
+    for p in paths:
+        try:
+            if os.path.isfile(p) and os.path.getsize(p) >= MIN_SHARDED_BYTES:
+                return min(cpus, MAX_AUTO_JOBS)
+        except OSError:
+            pass
+    return 1
+
+
+# -- running ---------------------------------------------------------------------------------------
+
+@dataclass
+class ShardedResult:
+    acc: StatsAccumulator
+    points: PointSample | None
+    exact: bool                        # False: a topic id was learnt between lookups: run again unsharded
+    workers: int = 0
+    renamed: dict[str, str] = field(default_factory=dict)
+
+
+def _worker(path: str, options: Options, ctx: DecodeContext, by: tuple[str, ...], keep_top: int,
+            k: int, n: int, with_points: bool, progress: Any) -> dict[str, Any]:
+    names = TopicNames()
+    wctx = fresh_context(ctx)
+    wctx.topic_names = names
+    opts = Options(**{**options.__dict__, "conn_ids_from_index": True, "keep_conns": False})
+    tick = None
+    if progress is not None:
+        def tick(done: int, _total: int) -> None:
+            progress[k] = done
+    run = Run(path, opts, wctx, progress=tick, select=_select(k, n, names))
+    acc = StatsAccumulator(by, keep_top=keep_top)
+    points = PointSample() if with_points else None
+    for ex in run:
+        acc.add(ex)
+        if points is not None:
+            points.add(ex)
+    # the connections this worker saw, by first packet (their ids, with conn_ids_from_index)
+    return {"acc": acc.to_state(), "conns": run.pipeline.reassembler.first_indexes,
+            "learnt": names.learnt, "misses": names.misses,
+            "points": points.points if points is not None else None,
+            "stride": points.stride if points is not None else 1}
+
+
+def _child(conn: Any, *args: Any) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)      # the parent handles ^C and ends its workers
+    try:
+        conn.send(("ok", _worker(*args)))
+    except CaptureError as e:
+        conn.send(("error", str(e)))
+    except MemoryError:
+        conn.send(("error", "out of memory"))
+    except BaseException as e:      # reported by the parent as a one-line error
+        conn.send(("error", f"worker failed: {type(e).__name__}: {e}"))
+    finally:
+        conn.close()
+
+
+def run_stats_sharded(path: str, options: Options, ctx: DecodeContext, by: tuple[str, ...], keep_top: int,
+                      jobs: int, source: str | None = None, with_points: bool = False,
+                      progress: Callable[[int, int], None] | None = None) -> ShardedResult:
+    """``StatsAccumulator`` of one capture analysed by ``jobs`` forked workers (see module doc).
+
+    Raises ``CaptureError`` when the capture cannot be read (checked before forking, and
+    as reported by a worker)."""
+    with open_capture(path) as reader:      # a bad file fails here, once, before forking
+        size = getattr(reader, "size", 0) or 0
+    mp = multiprocessing.get_context("fork")
+    shared = mp.Array("q", jobs, lock=False) if progress is not None else None
+    procs = []
+    pipes = []
+    for k in range(jobs):
+        recv, send = mp.Pipe(duplex=False)
+        p = mp.Process(target=_child, args=(send, path, options, ctx, by, keep_top, k, jobs, with_points, shared),
+                       daemon=True)
+        p.start()
+        send.close()
+        procs.append(p)
+        pipes.append(recv)
+    results: dict[int, dict[str, Any]] = {}
+    error: str | None = None
+    try:
+        waiting = {pipes[k]: k for k in range(jobs)}
+        while waiting:
+            ready = wait_for(list(waiting), timeout=0.25)
+            if progress is not None and shared is not None:
+                progress(min(shared[:]), size)
+            for r in ready:
+                k = waiting.pop(r)
+                try:
+                    status, payload = r.recv()
+                except EOFError:
+                    status, payload = "error", f"worker {k} ended without a result (exit code {procs[k].exitcode})"
+                if status == "ok":
+                    results[k] = payload
+                elif error is None:
+                    error = payload
+            if error is not None:
+                break
+    finally:
+        for p in procs:
+            if p.is_alive() and (error is not None or len(results) < jobs):
+                p.terminate()
+            p.join()
+    if error is not None:
+        raise CaptureError(error)
+    return _merge([results[k] for k in range(jobs)], by, keep_top, source, with_points)
+
+
+def _merge(states: list[dict[str, Any]], by: tuple[str, ...], keep_top: int, source: str | None,
+           with_points: bool) -> ShardedResult:
+    firsts = sorted(i for st in states for i in st["conns"])
+
+    def number(first: int) -> int:
+        return bisect.bisect_left(firsts, first)
+
+    table = learnt_ids(ev for st in states for ev in st["learnt"])
+    total = StatsAccumulator(by, keep_top=keep_top)
+    exact = True
+    renamed: dict[str, str] = {}
+    for st in states:
+        names, ok = resolve_misses(st["misses"], table)
+        exact = exact and ok
+        renamed.update(names)
+        acc = StatsAccumulator.from_state(st["acc"])
+        acc = rename_topics(renumber_conns(acc, number, source), names)
+        total.merge(acc)
+    points = None
+    if with_points:
+        points = PointSample()
+        absorb_points(points, sorted((p for st in states for p in st["points"] or ()), key=lambda p: p[1]),
+                      max(st["stride"] for st in states))
+    return ShardedResult(total, points, exact, len(states), renamed)
+
+
+def absorb_points(points: PointSample, more: list[tuple[str, float, float]], stride: int) -> None:
+    """Add another sample's points (taken every ``stride``-th exchange) to ``points``, thinning
+    both to the coarser stride and then while over the cap, as ``PointSample.add`` does."""
+    while points.stride < stride:
+        points.points = points.points[1::2]
+        points.stride *= 2
+    while stride < points.stride:
+        more = more[1::2]
+        stride *= 2
+    points.points.extend(more)
+    points.seen += len(more) * stride
+    while len(points.points) > points.cap:
+        points.points = points.points[1::2]
+        points.stride *= 2
