@@ -10,7 +10,9 @@ on the same file, it times each command as a child process (wall clock) and read
 child's peak RSS from ``os.wait4``:
 
 - ``floor``:        a bare Python loop over the pcap records, reading only record headers;
-- ``stats``:        ``kafkawire-sniff stats -f json``;
+- ``stats``:        ``kafkawire-sniff stats -f json`` (as a user runs it: on a capture of 8 MB or
+  more, one worker process per CPU, each taking a share of the connections);
+- ``stats-1proc``:  the same with ``-j 1``: one process;
 - ``read-ndjson``:  ``kafkawire-sniff read --format ndjson`` (full field trees) > /dev/null;
 - ``tshark-fields``: ``tshark -n -r F -d tcp.port==P,kafka -T fields -e kafka.request_key
   -e kafka.request.version -e kafka.correlation_id`` > /dev/null;
@@ -277,6 +279,7 @@ def commands(cap: Path) -> dict[str, list[str]]:
     return {
         "floor": [sys.executable, "-c", FLOOR_CODE, f],
         "stats": sniff() + ["stats", "-f", "json", "-p", str(BROKER_PORT), f],
+        "stats-1proc": sniff() + ["stats", "-f", "json", "-j", "1", "-p", str(BROKER_PORT), f],
         "read-ndjson": sniff() + ["read", "--format", "ndjson", "-p", str(BROKER_PORT), f],
         "tshark-fields": tshark + ["-T", "fields", "-e", "kafka.request_key", "-e", "kafka.request.version",
                                    "-e", "kafka.correlation_id"],
@@ -316,7 +319,7 @@ def main() -> int:
               f"   peak RSS {r.max_rss_mb:7.1f} MB{extra}", flush=True)
 
     print(f"  {'':<17} {'(best of ' + str(args.repeat) + ')':>13}")
-    for name in ("floor", "stats", "read-ndjson", "tshark-fields"):
+    for name in ("floor", "stats", "stats-1proc", "read-ndjson", "tshark-fields"):
         if only and name not in only:
             continue
         results[name] = best(cmds[name], args.repeat)
@@ -353,11 +356,13 @@ def main() -> int:
             print(f"  {label:<40} {w:7.2f}  [{c:6.2f}]   target {target}")
 
     ratio("tshark-fields / stats", "tshark-fields", "stats", ">= 4")
+    ratio("tshark-fields / stats-1proc", "tshark-fields", "stats-1proc", "(one process)")
     if "read-ndjson(sub)" in results:
         ratio("tshark-json / read-ndjson (same file)", "tshark-json(sub)", "read-ndjson(sub)", ">= 2")
     else:
         ratio("tshark-json / read-ndjson", "tshark-json", "read-ndjson", ">= 2")
     ratio("stats / floor", "stats", "floor", "<= 10")
+    ratio("stats-1proc / floor", "stats-1proc", "floor", "(one process)")
     ratio("read-ndjson / stats", "read-ndjson", "stats", "(none)")
     if json_note:
         print("note: " + json_note)
