@@ -237,6 +237,27 @@ class CaptureReader:
         last_ts = 0.0
         new = tuple.__new__
         while True:
+            # the records wholly inside the buffer, with local variables only (the hot loop)
+            buf = b.buf
+            pos = b.pos
+            n = len(buf)
+            while pos + 16 <= n:
+                sec, frac, incl, orig = unpack(buf, pos)
+                end = pos + 16 + incl
+                if end > n:
+                    break
+                index += 1
+                ts = sec + frac / div
+                if ts < last_ts:
+                    self._count("timestamp went backwards")
+                last_ts = ts
+                if incl > orig:
+                    self._count("caplen > orig_len")
+                self.packets = index
+                yield new(Packet, (index, ts, linktype, buf[pos + 16:end], orig))
+                pos = end
+            b.pos = pos
+            # a record header or body runs past the buffer: read more, or the file ends
             if len(b.buf) - b.pos < 16 and not b.need(16):
                 rest = len(b.buf) - b.pos
                 if rest:

@@ -113,7 +113,7 @@ class StreamEnd(NamedTuple):
 StreamEvent = StreamData | StreamGap | StreamEnd
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Frame:
     """One Kafka PDU (the bytes after its 4-byte size prefix), with where it came from."""
     conn: Conn
@@ -131,9 +131,12 @@ class Frame:
 EXCHANGE_STATUSES = ("ok", "unanswered", "no_response_expected", "orphan_response", "malformed")
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Exchange:
     """A request and its response (either may be missing), decoded.
+
+    Slotted: one is built per exchange on the hot path (positional arguments are the
+    cheapest way to build one).
 
     Latency: ``request_time`` is the time of the packet that completed the request
     frame, ``response_time`` that of the packet that completed the response frame;

@@ -179,9 +179,19 @@ def _endpoints4(key: tuple[int, int, int, int]) -> tuple[Endpoint, Endpoint]:
     return eps
 
 
-# for the fused fast path of analyzer.pipeline (same layout and cache as parse_packet's fast path)
+# the same layout and cache as parse_packet's fast path (analyzer.shards reads it)
 unpack_v4tcp = _v4tcp
 ep4_cache = _ep4_cache
+# for the fused fast path of analyzer.pipeline: the IPv4 header without options and the TCP
+# header up to the flags, without addresses and ports: vihl, total, frag, proto, seq, data
+# offset, flags; then the addresses and ports (at offset 12 of the IP header) as the ep4_cache key
+unpack_v4seg = struct.Struct(">BxHxxHxB14xI4xBB").unpack_from
+unpack_v4addrs = struct.Struct(">IIHH").unpack_from
+pack_v4addrs = struct.Struct(">IIHH").pack
+# IPv6 fixed header then the TCP header up to the flags: version/class byte, payload length,
+# next header, seq, data offset, flags (addresses and ports are the ``ep_cache`` key bytes)
+unpack_v6tcp = struct.Struct(">B3xHBx32x4xI4xBB").unpack_from
+ep_cache = _ep_cache
 
 
 def parse_packet(pkt: Packet, skips: SkipCounter | None = None) -> Segment | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any
 
+from analyzer.fastjson import dumps_line, dumps_tree
 from analyzer.model import Exchange
 from dissectors.field import Field, json_value
 
@@ -45,6 +46,14 @@ def exchange_to_json(ex: Exchange, trees: bool = True, source: str | None = None
         d["request"] = ex.request_tree.to_json() if ex.request_tree is not None else None
         d["response"] = ex.response_tree.to_json() if ex.response_tree is not None else None
     return d
+
+
+def exchange_json_line(ex: Exchange, source: str | None = None) -> str:
+    """The ``read -f ndjson`` line of one exchange: exactly
+    ``dumps_line(exchange_to_json(ex, trees=True, source=source))``, faster (the trees
+    go to JSON text without a dict tree in between)."""
+    head = dumps_line(exchange_to_json(ex, trees=False, source=source))
+    return f'{head[:-1]},"request":{dumps_tree(ex.request_tree)},"response":{dumps_tree(ex.response_tree)}}}'
 
 
 def _round(v: float | None) -> float | None:

@@ -38,7 +38,16 @@ from analyzer.model import (
     StreamEnd,
     StreamGap,
 )
-from analyzer.net import SkipCounter, ep4_cache, parse_packet, unpack_v4tcp
+from analyzer.net import (
+    SkipCounter,
+    ep4_cache,
+    ep_cache,
+    pack_v4addrs,
+    parse_packet,
+    unpack_v4addrs,
+    unpack_v4seg,
+    unpack_v6tcp,
+)
 from analyzer.tcp import Reassembler
 from dissectors import digest, kafka, legacy
 from dissectors.context import DecodeContext
@@ -55,8 +64,11 @@ from dissectors.summary import partitions_of
 from dissectors.tls import looks_like_tls, parse_hello
 
 _I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i").unpack_from
+_new = tuple.__new__
 
 SASL_HANDSHAKE = 17
+_FAST_CLOSED = 4096        # closed connections the fused path keeps for their last ACKs
 _GC_GEN0 = 50_000          # young-generation threshold while a capture is read (feed_all)
 API_VERSIONS = 18
 
@@ -203,10 +215,10 @@ class Pipeline:
                  tick: Callable[[int], None] | None = None) -> Iterator[Exchange]:
         """``feed`` every packet, yielding the exchanges: the same results, faster.
 
-        The common case takes a fused path: an IPv4 TCP segment over Ethernet, without
-        SYN/FIN/RST, in order on a known connection with nothing buffered, goes straight
-        from the packet bytes to its connection's framer (no Segment, no stream event).
-        Anything else goes through ``feed``. ``tick(n)`` is called every 1024 packets.
+        The common case takes a fused path: an IPv4 or IPv6 TCP segment over Ethernet,
+        without SYN/FIN/RST, in order on a known connection with nothing buffered, goes
+        straight from the packet bytes to its connection's framer (no Segment, no stream
+        event); so does an ACK on a closed connection. Anything else goes through ``feed``. ``tick(n)`` is called every 1024 packets.
         """
         # decoding allocates many small objects that live briefly: collect the young
         # generation less often while the capture is read (restored when done)
@@ -226,90 +238,132 @@ class Pipeline:
         pairs = ra._pairs
         window = ra.overlap_window
         ep4 = ep4_cache
+        ep6 = ep_cache
         conns = self._conns
-        v4tcp = unpack_v4tcp
+        v4seg = unpack_v4seg
+        addrs4 = unpack_v4addrs
+        pack4 = pack_v4addrs
+        v6tcp = unpack_v6tcp
         frame_in = self._frame
         event = self._event
         slow = self.feed
         autodetect = self.options.autodetect
-        # (src addr, dst addr, src port, dst port) -> (tcp conn state, direction, its _Dir, _ConnState)
-        fast: dict[tuple[int, int, int, int], tuple[Any, int, Any, _ConnState | None]] = {}
+        # key -> (tcp conn state, direction, its _Dir, _ConnState or None once closed); the key is
+        # the packet's address and port bytes (12 for IPv4, 36 for IPv6): a slice is cheaper than
+        # unpacking the four numbers
+        fast: dict[bytes, tuple[Any, int, Any, _ConnState | None]] = {}
+        closed_keys: deque[tuple[bytes, bytes]] = deque()   # keys of closed connections in fast
         n = 0
         for pkt in packets:
             n += 1
             if tick is not None and not n & 0x3FF:
                 tick(n)
             index, ts, lt, data, _orig = pkt
-            key = None
-            if lt == 1 and autodetect and data[12:14] == b"\x08\x00" and len(data) >= 54:
-                vihl, total, frag, proto, sa, da, sp, dp, seq, _ack, doff, flags = v4tcp(data, 14)
-                if vihl == 0x45 and proto == 6 and not frag & 0x3FFF and doff >= 0x50 and total >= 40:
-                    key = (sa, da, sp, dp)
-                    if not flags & 7:
-                        fe = fast.get(key)
-                        if fe is not None:
-                            tst, direction, dd, pst = fe
+            key: bytes | None = None
+            if lt == 1 and autodetect:
+                et = data[12:14]
+                if et == b"\x08\x00":
+                    if len(data) >= 54:
+                        vihl, total, frag, proto, seq, doff, flags = v4seg(data, 14)
+                        if vihl == 0x45 and proto == 6 and not frag & 0x3FFF and doff >= 0x50 and total >= 40:
+                            key = data[26:38]
                             end = 14 + total
                             p = 34 + (doff >> 4) * 4
-                            if not tst.closed and dd.fin_at is None and not dd.pending \
-                                    and p <= end <= len(data):
-                                if p == end:            # no payload: an ACK
-                                    s.packets += 1
-                                    if ts > s.last_ts:
-                                        s.last_ts = ts
-                                    self._now = ts
-                                    tst.conn.last_ts = ts
-                                    continue
-                                exp = dd.expected
-                                if (seq - dd.base) & 0xFFFFFFFF == exp & 0xFFFFFFFF:
-                                    s.packets += 1
-                                    if ts > s.last_ts:
-                                        s.last_ts = ts
-                                    self._now = ts
-                                    conn = tst.conn
-                                    conn.last_ts = ts
-                                    payload = data[p:end]
-                                    dd.expected = exp + len(payload)
-                                    if window:
-                                        recent = dd.recent
-                                        recent.append((exp, payload))
-                                        dd.recent_bytes += len(payload)
-                                        while dd.recent_bytes > window and len(recent) > 1:
-                                            dd.recent_bytes -= len(recent.popleft()[1])
-                                    out: list[Exchange] = []
-                                    if pst is None:
-                                        pst = conns.get(conn.id)
-                                        if pst is not None:
-                                            fast[key] = (tst, direction, dd, pst)
-                                    fr = pst.framers[direction] if pst is not None else None
-                                    if fr is not None and pst.ignored is None and pst.tls is None \
-                                            and pst.first_data_seen[direction]:
-                                        frames: list[Frame] = []
-                                        fr.feed_data(exp, payload, ts, index, frames)
-                                        for f in frames:
-                                            frame_in(pst, f, out)
-                                    else:
-                                        event(StreamData(conn, direction, exp, payload, ts, index), out)
-                                    if out:
-                                        yield from out
-                                    continue
+                elif et == b"\x86\xdd" and len(data) >= 74:
+                    # IPv6 with TCP straight after the fixed header (no extension headers)
+                    vtc, plen, nh, seq, doff, flags = v6tcp(data, 14)
+                    if vtc >> 4 == 6 and nh == 6 and doff >= 0x50:
+                        key = data[22:58]
+                        end = 54 + plen
+                        p = 54 + (doff >> 4) * 4
+            if key is not None and not flags & 7:
+                fe = fast.get(key)
+                if fe is not None and p <= end <= len(data):
+                    tst, direction, dd, pst = fe
+                    if tst.closed:
+                        if p == end and not tst.forgotten:
+                            # an ACK after the connection closed: the reassembler only notes the time
+                            s.packets += 1
+                            if ts > s.last_ts:
+                                s.last_ts = ts
+                            self._now = ts
+                            tst.conn.last_ts = ts
+                            continue
+                    elif dd.fin_at is None and not dd.pending:
+                        if p == end:            # no payload: an ACK
+                            s.packets += 1
+                            if ts > s.last_ts:
+                                s.last_ts = ts
+                            self._now = ts
+                            tst.conn.last_ts = ts
+                            continue
+                        exp = dd.expected
+                        if (seq - dd.base) & 0xFFFFFFFF == exp & 0xFFFFFFFF:
+                            s.packets += 1
+                            if ts > s.last_ts:
+                                s.last_ts = ts
+                            self._now = ts
+                            conn = tst.conn
+                            conn.last_ts = ts
+                            payload = data[p:end]
+                            dd.expected = exp + len(payload)
+                            if window:
+                                recent = dd.recent
+                                recent.append((exp, payload))
+                                dd.recent_bytes += len(payload)
+                                while dd.recent_bytes > window and len(recent) > 1:
+                                    dd.recent_bytes -= len(recent.popleft()[1])
+                            out: list[Exchange] = []
+                            if pst is None:
+                                pst = conns.get(conn.id)
+                                if pst is not None:
+                                    fast[key] = (tst, direction, dd, pst)
+                            fr = pst.framers[direction] if pst is not None else None
+                            if fr is not None and pst.ignored is None and pst.tls is None \
+                                    and pst.first_data_seen[direction]:
+                                frames: list[Frame] = []
+                                fr.feed_data(exp, payload, ts, index, frames)
+                                for f in frames:
+                                    frame_in(pst, f, out)
+                            else:
+                                event(_new(StreamData, (conn, direction, exp, payload, ts, index)), out)
+                            if out:
+                                yield from out
+                            continue
             out = slow(pkt)
             if out:
                 yield from out
             if key is not None:
                 # (re)learn both directions of this packet's connection as the reassembler now
-                # sees it (a new Conn after port reuse; none once closed)
-                eps = ep4.get(key)
+                # sees it (a new Conn after port reuse; closed: only ACKs stay on the fast path)
+                if len(key) == 12:
+                    sa, da, sp, dp = addr = addrs4(data, 26)
+                    eps = ep4.get(addr)
+                    rkey = pack4(da, sa, dp, sp)
+                else:
+                    eps = ep6.get(key)
+                    rkey = data[38:54] + data[22:38] + data[56:58] + data[54:56]
                 ent = pairs.get(eps) if eps is not None else None
-                if ent is None or ent[0].closed:
+                if ent is None:
                     fast.pop(key, None)
-                    fast.pop((da, sa, dp, sp), None)
+                    fast.pop(rkey, None)
                     continue
-                tst, direction = ent
-                pst = conns.get(tst.conn.id)
                 if len(fast) >= 100_000:
                     fast.clear()
-                for k, d in ((key, direction), ((da, sa, dp, sp), 1 - direction)):
+                tst, direction = ent
+                if tst.closed:
+                    fast[key] = fast[rkey] = (tst, direction, tst.dirs[direction], None)
+                    # closed connections stay only while their last ACKs may come: the
+                    # latest few thousand (a closed one is not kept alive for long)
+                    closed_keys.append((key, rkey))
+                    if len(closed_keys) > _FAST_CLOSED:
+                        for k in closed_keys.popleft():
+                            fe = fast.get(k)
+                            if fe is not None and fe[0].closed:
+                                del fast[k]
+                    continue
+                pst = conns.get(tst.conn.id)
+                for k, d in ((key, direction), (rkey, 1 - direction)):
                     dd = tst.dirs[d]
                     if dd.base is not None:
                         fast[k] = (tst, d, dd, pst)
@@ -475,22 +529,27 @@ class Pipeline:
         conn = st.conn
 
         def plausible(data: bytes) -> bool:
+            # asked for every frame: attributes read once, the correlation id unpacked here
             if st.sasl_raw:
                 return True
-            if conn.client_dir is None or conn.client_dir == d:
-                if conn.protocol == "kafka-legacy":
+            client_dir = conn.client_dir
+            protocol = conn.protocol
+            if client_dir is None or client_dir == d:
+                if protocol == "kafka-legacy":
                     return legacy.legacy_request_plausible(data)
                 if plausible_request(data, prefix=True):
                     return True
-                if conn.protocol is None and legacy.legacy_request_plausible(data):
+                if protocol is None and legacy.legacy_request_plausible(data):
                     return True
-                if conn.client_dir == d:
+                if client_dir == d:
                     return False
             # a response
-            if conn.protocol == "kafka-legacy":
+            if protocol == "kafka-legacy":
                 return legacy.legacy_response_plausible(data, st.fifo[0].legacy_type if st.fifo else None)
-            cid = response_correlation_id(data)
-            if cid is None or cid < 0:
+            if len(data) < 4:
+                return False
+            cid = _I32(data, 0)[0]
+            if cid < 0:
                 return False
             if cid in st.inflight:
                 return True
@@ -564,14 +623,16 @@ class Pipeline:
                         request, response, status, request_tree, response_tree, [], [], [], self._seq)
 
     def _emit(self, ex: Exchange, out: list[Exchange]) -> None:
+        req, resp = ex.request, ex.response
         if ex.status == "ok" and (
-            (_bad(ex.request_tree) and not (ex.request and ex.request.truncated))
-            or (_bad(ex.response_tree) and not (ex.response and ex.response.truncated))
+            (_bad(ex.request_tree) and not (req and req.truncated))
+            or (_bad(ex.response_tree) and not (resp and resp.truncated))
         ):
             ex.status = "malformed"
-        for fr in (ex.request, ex.response):
-            if fr is not None and fr.truncated:
-                ex.notes.append(f"frame {fr.last_index}: {len(fr.data)} of {fr.size} bytes captured")
+        if (req is not None and req.truncated) or (resp is not None and resp.truncated):
+            for fr in (req, resp):
+                if fr is not None and fr.truncated:
+                    ex.notes.append(f"frame {fr.last_index}: {len(fr.data)} of {fr.size} bytes captured")
         self.summary.exchanges[ex.status] += 1
         out.append(ex)
 
@@ -804,17 +865,22 @@ class Pipeline:
 def _error_codes(tree: Field) -> list[str]:
     """``kafka.error_codes`` (the same names in the same wire order), without a generator."""
     out: list[str] = []
-    stack = [tree]
-    pop = stack.pop
-    while stack:
-        f = pop()
-        v = f.value
-        if v and ((f.extra is not None and "error_code" in f.extra)
-                  or (f.type == "int16" and (f.name == "error_code" or f.name.endswith("_error_code")))):
-            out.append(error_name(v))
-        if f.children:
-            stack.extend(reversed(f.children))
+    _collect_errors(tree, out)
     return out
+
+
+def _collect_errors(f: Field, out: list[str]) -> None:
+    # recursion beats an explicit stack on these small trees, and a leaf with a zero or
+    # no value (most of them) is passed over without a call
+    v = f.value
+    if v and ((f.extra is not None and "error_code" in f.extra)
+              or (f.type == "int16" and (f.name == "error_code" or f.name.endswith("_error_code")))):
+        out.append(error_name(v))
+    children = f.children
+    if children:
+        for c in children:
+            if c.children or c.value:
+                _collect_errors(c, out)
 
 
 def _count_bad(tree: Field, n: int) -> Field:

@@ -52,11 +52,13 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ddsketch import DDSketch
+from ddsketch.mapping import LogarithmicMapping
 
 from analyzer.model import Exchange
 
 RELATIVE_ACCURACY = 0.01
 EXACT_LIMIT = 1000
+_FOLD_BATCH = 1024          # sketch-mode values added to the sketch at once (Quantiles._fold)
 WAIT_FETCH_FRACTION = 0.9
 PERCENTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p999", 0.999))
 GROUP_KEYS = ("api", "version", "client_id", "client", "broker", "topic", "partition", "conn")
@@ -73,9 +75,14 @@ def nearest_rank_index(q: float, n: int) -> int:
 
 
 class Quantiles:
-    """Exact values up to ``limit``, then a DDSketch; exact count/min/max/sum always."""
+    """Exact values up to ``limit``, then a DDSketch; exact count/min/max/sum always.
 
-    __slots__ = ("values", "sketch", "count", "min", "max", "sum_ns", "limit")
+    In sketch mode values wait in ``_pending`` and go into the sketch in batches
+    (``_fold``): the sketch ends up exactly as if each had been added on arrival. Read
+    the sketch through ``_folded()``.
+    """
+
+    __slots__ = ("values", "sketch", "count", "min", "max", "sum_ns", "limit", "_pending")
 
     def __init__(self, limit: int = EXACT_LIMIT) -> None:
         self.values: list[float] | None = []
@@ -85,32 +92,83 @@ class Quantiles:
         self.max = -math.inf
         self.sum_ns = 0
         self.limit = limit
+        self._pending: list[float] = []
 
     @property
     def exact(self) -> bool:
         return self.values is not None
 
-    def add(self, v: float) -> None:
+    def add(self, v: float, ns: int | None = None) -> None:
+        """Add a value (ms); ``ns`` is ``round(v * 1e6)`` when the caller has it already."""
         self.count += 1
         if v < self.min:
             self.min = v
         if v > self.max:
             self.max = v
-        self.sum_ns += round(v * 1e6)
-        if self.values is not None:
-            self.values.append(v)
-            if len(self.values) > self.limit:
+        self.sum_ns += round(v * 1e6) if ns is None else ns
+        values = self.values
+        if values is not None:
+            values.append(v)
+            if len(values) > self.limit:
                 self._to_sketch()
         else:
-            assert self.sketch is not None
-            self.sketch.add(v)
+            pending = self._pending
+            pending.append(v)
+            if len(pending) >= _FOLD_BATCH:
+                self._fold()
 
     def _to_sketch(self) -> None:
-        sk = DDSketch(RELATIVE_ACCURACY)
-        for v in self.values or ():
-            sk.add(v)
-        self.sketch = sk
+        self.sketch = DDSketch(RELATIVE_ACCURACY)
+        self._pending = self.values or []
         self.values = None
+        self._fold()
+
+    def _fold(self) -> None:
+        """Add the pending values to the sketch: the bins, counts, sum, min and max that
+        ``DDSketch.add`` of each value in turn gives, with the key of each positive value
+        computed inline (LogarithmicMapping.key) and one store update per distinct key."""
+        pending = self._pending
+        if not pending:
+            return
+        self._pending = []
+        sk = self.sketch
+        assert sk is not None
+        mapping = sk._mapping
+        if type(mapping) is not LogarithmicMapping:    # pragma: no cover - DDSketch's default mapping
+            for v in pending:
+                sk.add(v)
+            return
+        tiny = mapping.min_possible
+        mult, offset = mapping._multiplier, mapping._offset
+        log, ceil = math.log, math.ceil
+        keys = Counter([int(ceil(log(v, 2) * mult) + offset) for v in pending if v > tiny])
+        store = sk._store
+        for key, n in keys.items():
+            store.add(key, float(n))
+        if sum(keys.values()) != len(pending):
+            for v in pending:               # zero and negative values: rare, one by one
+                if v > tiny:
+                    continue
+                if v < -tiny:
+                    sk._negative_store.add(mapping.key(-v), 1.0)
+                else:
+                    sk._zero_count += 1.0
+        total = sk._sum
+        for v in pending:                   # in arrival order: the same float sum
+            total += v
+        sk._sum = total
+        sk._count += float(len(pending))
+        lo, hi = min(pending), max(pending)
+        if lo < sk._min:
+            sk._min = lo
+        if hi > sk._max:
+            sk._max = hi
+
+    def _folded(self) -> DDSketch:
+        """The sketch with every value added so far (sketch mode only)."""
+        self._fold()
+        assert self.sketch is not None
+        return self.sketch
 
     def merge(self, other: Quantiles) -> None:
         if other.count == 0:
@@ -125,13 +183,11 @@ class Quantiles:
             return
         if self.values is not None:
             self._to_sketch()
-        assert self.sketch is not None
         if other.values is not None:
-            for v in other.values:
-                self.sketch.add(v)
+            self._pending.extend(other.values)
+            self._fold()
         else:
-            assert other.sketch is not None
-            self.sketch.merge(other.sketch)
+            self._folded().merge(other._folded())
 
     def quantile(self, q: float) -> float | None:
         if self.count == 0:
@@ -141,8 +197,7 @@ class Quantiles:
         return self._sketch_quantile(q)
 
     def _sketch_quantile(self, q: float) -> float:
-        sk = self.sketch
-        assert sk is not None
+        sk = self._folded()
         n = int(round(sk.count))
         k = nearest_rank_index(q, n)
         if k <= 0:
@@ -180,8 +235,7 @@ class Quantiles:
         if self.values is not None:
             st["values"] = list(self.values)
         else:
-            sk = self.sketch
-            assert sk is not None
+            sk = self._folded()
             st["sketch"] = {
                 "relative_accuracy": RELATIVE_ACCURACY,
                 "zero": sk._zero_count,
@@ -463,6 +517,8 @@ def _top_sort_key(rec: dict[str, Any]) -> tuple[Any, ...]:
 _WAIT_APIS = frozenset({"Fetch", "JoinGroup", "Produce", "SyncGroup"})
 _NO_CONN: tuple[None, None, None, None] = (None, None, None, None)
 _NONE_PDS: list[dict[str, Any] | None] = [None]
+# latency (ms) -> hist_bucket(latency): latencies repeat (timestamps in us), the bucket costs logs
+_BUCKETS: dict[float, int] = {}
 
 
 class StatsAccumulator:
@@ -508,17 +564,21 @@ class StatsAccumulator:
         return self
 
     def add(self, ex: Exchange) -> None:
+        # once per exchange: locals over attributes, no per-exchange dict on the plain paths
         self.exchanges += 1
         req, resp = ex.request, ex.response
+        api = ex.api_name
         # as Exchange.latency_ms / ttfb_ms / request_time / response_time, without the properties
         if req is not None and resp is not None:
-            lat: float | None = (resp.last_ts - req.last_ts) * 1000.0
-            ttfb: float | None = (resp.first_ts - req.last_ts) * 1000.0
-            wait = wait_kind(ex) if ex.api_name in _WAIT_APIS else None
             t0: float | None = req.last_ts
             t1: float | None = resp.last_ts
+            lat: float | None = (t1 - t0) * 1000.0  # type: ignore[operator]
+            ttfb: float | None = (resp.first_ts - t0) * 1000.0  # type: ignore[operator]
+            lat_ns = round(lat * 1e6)
+            wait = wait_kind(ex) if api in _WAIT_APIS else None
         else:
             lat = ttfb = wait = None
+            lat_ns = 0
             t0 = t1 = req.last_ts if req is not None else (resp.last_ts if resp is not None else None)
         status = ex.status
         thr = throttle_ms(ex) if ex.response_tree is not None else 0
@@ -531,8 +591,9 @@ class StatsAccumulator:
             if self.last_time is None or t1 > self.last_time:
                 self.last_time = t1
 
-        conn = ex.conn
-        if self._expand or self._need_conn:
+        expand = self._expand
+        if expand or self._need_conn:
+            conn = ex.conn
             cinfo = self._conn_info.get(conn)
             if cinfo is None or cinfo[3] != conn.client_dir:
                 if len(self._conn_info) >= 4096:
@@ -540,27 +601,31 @@ class StatsAccumulator:
                 cinfo = self._conn_info[conn] = self._describe_conn(conn)
         else:
             cinfo = _NO_CONN
-        keyed: dict[tuple[Any, ...], list[dict[str, Any] | None]]
-        if self._expand:
-            base = {"api": ex.api_name, "version": ex.api_version, "client_id": ex.client_id,
+        keyed: Iterable[tuple[tuple[Any, ...], list[dict[str, Any] | None]]]
+        if expand:
+            base = {"api": api, "version": ex.api_version, "client_id": ex.client_id,
                     "client": cinfo[0], "broker": cinfo[1], "conn": cinfo[2]}
             # several entries can share a key (e.g. group by topic only): count once per key
-            keyed = {}
+            by_key: dict[tuple[Any, ...], list[dict[str, Any] | None]] = {}
             for topic, part, pd in topic_partitions(ex):
                 base["topic"] = topic
                 base["partition"] = part
-                keyed.setdefault(tuple([base[b] for b in self.by]), []).append(pd)
+                by_key.setdefault(tuple([base[b] for b in self.by]), []).append(pd)
+            keyed = by_key.items()
         elif self._api_version:
-            keyed = {(ex.api_name, ex.api_version): _NONE_PDS}
+            keyed = (((api, ex.api_version), _NONE_PDS),)
         else:
-            vals = (ex.api_name, ex.api_version, ex.client_id, cinfo[0], cinfo[1], cinfo[2])
-            keyed = {tuple([vals[i] for i in self._key_index]): _NONE_PDS}
-        for key, pds in keyed.items():
-            g = self.groups.get(key)
+            vals = (api, ex.api_version, ex.client_id, cinfo[0], cinfo[1], cinfo[2])
+            keyed = ((tuple([vals[i] for i in self._key_index]), _NONE_PDS),)
+        groups = self.groups
+        for key, pds in keyed:
+            g = groups.get(key)
             if g is None:
-                g = self.groups[key] = GroupStats()
+                g = groups[key] = GroupStats()
             g.count += 1
-            if status == "unanswered":
+            if status == "ok":
+                pass
+            elif status == "unanswered":
                 g.unanswered += 1
             elif status == "orphan_response":
                 g.orphans += 1
@@ -568,7 +633,7 @@ class StatsAccumulator:
                 g.no_response += 1
             elif status == "malformed":
                 g.malformed += 1
-            if self._expand and pds[0] is not None:
+            if expand and pds[0] is not None:
                 errs = [e for e in (_part_error(pd.get("error")) for pd in pds if pd is not None) if e]
                 recs = [pd for pd in pds if pd is not None]
             else:
@@ -584,11 +649,11 @@ class StatsAccumulator:
             g.bytes_out += b_out
             if lat is not None:
                 g.answered += 1
-                g.latency.add(lat)
+                g.latency.add(lat, lat_ns)
                 if ttfb is not None:
                     g.ttfb.add(ttfb)
                 if wait is None:
-                    g.service.add(lat)
+                    g.service.add(lat, lat_ns)
                 else:
                     g.waits[wait] += 1
             if thr:
@@ -603,8 +668,8 @@ class StatsAccumulator:
             if ps is None:
                 ps = self.per_second[sec] = Counter()
             ps["requests"] += 1
-        if ex.partitions and ex.api_name in ("Produce", "Fetch"):
-            fetch = ex.api_name == "Fetch"
+        if ex.partitions and (api == "Produce" or api == "Fetch"):
+            fetch = api == "Fetch"
             for p in ex.partitions:
                 tpk = (p.get("topic"), _int(p.get("partition")))
                 row = self.tp.get(tpk)
@@ -621,20 +686,24 @@ class StatsAccumulator:
                     ps[pre + "_records"] += r
                     ps[pre + "_bytes"] += b
         if lat is not None:
-            api = ex.api_name
             if sec is not None:
                 a = self.api_second.get((sec, api))
                 if a is None:
-                    self.api_second[(sec, api)] = [1, round(lat * 1e6), lat]
+                    self.api_second[(sec, api)] = [1, lat_ns, lat]
                 else:
                     a[0] += 1
-                    a[1] += round(lat * 1e6)
+                    a[1] += lat_ns
                     if lat > a[2]:
                         a[2] = lat
             h = self.hist.get(api)
             if h is None:
                 h = self.hist[api] = Counter()
-            h[hist_bucket(lat)] += 1
+            bucket = _BUCKETS.get(lat)
+            if bucket is None:
+                if len(_BUCKETS) >= 65536:
+                    _BUCKETS.clear()
+                bucket = _BUCKETS[lat] = hist_bucket(lat)
+            h[bucket] += 1
             if self.keep_top > 0 and (len(self._top) < self.keep_top or round(lat, 3) >= self._top[0][0][0]):
                 rec = self._top_record(ex, lat, ttfb, wait)
                 if self.source is not None:

@@ -96,13 +96,14 @@ class _Dir:
 
 
 class _ConnState:
-    __slots__ = ("conn", "dirs", "closed", "keys")
+    __slots__ = ("conn", "dirs", "closed", "keys", "forgotten")
 
     def __init__(self, conn: Conn, keys: tuple[tuple[Endpoint, Endpoint], ...]) -> None:
         self.conn = conn
         self.dirs = (_Dir(), _Dir())
         self.closed = False
         self.keys = keys
+        self.forgotten = False      # closed and dropped from the 4-tuple map (max_closed)
 
 
 class Reassembler:
@@ -174,6 +175,7 @@ class Reassembler:
         self._closed.append(st)
         while len(self._closed) > self.max_closed:
             old = self._closed.popleft()
+            old.forgotten = True
             for k in old.keys:
                 if self._pairs.get(k, (None,))[0] is old:
                     del self._pairs[k]

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
-from dissectors.errors import error_name
+from dissectors.errors import ERRORS, error_name
 from dissectors.field import Field
 
 Annotator = Callable[[Field, Any, list], None]
@@ -32,22 +32,60 @@ def redacted(n: int) -> str:
     return f"<redacted {n} bytes>"
 
 
-def _enum(names: dict[int, str]) -> Annotator:
+class NoteTable(dict):
+    """value -> the one note a field with that value gets; values not in the table
+    get ``fallback(value)`` (not stored). The compiled decoder looks these notes up
+    inline (``table[v]``) for fixed-size fields, saving the annotator calls."""
+
+    def __init__(self, names: dict[Any, str], fallback: Callable[[Any], str]) -> None:
+        super().__init__(names)
+        self.fallback = fallback
+
+    def __missing__(self, value: Any) -> str:
+        return self.fallback(value)
+
+
+def _enum_table(names: dict[int, str]) -> NoteTable:
+    return NoteTable(names, lambda v: f"unknown ({v})")
+
+
+def _enum(table: NoteTable) -> Annotator:
     def ann(f: Field, st: Any, siblings: list) -> None:
-        name = names.get(f.value)
-        f.note(name if name is not None else f"unknown ({f.value})")
+        f.note(table[f.value])
     return ann
+
+
+# error codes: a note (and the ``extra`` kafka.error_codes collects) only when non-zero
+ERROR_NOTES = NoteTable(ERRORS, error_name)
 
 
 def _error_code(f: Field, st: Any, siblings: list) -> None:
     if f.value:
-        f.note(error_name(f.value))
+        f.note(ERROR_NOTES[f.value])
         f.extra = {"error_code": f.value}  # what kafka.error_codes collects
 
 
+def _api_name(key: Any) -> str:
+    from dissectors.schema import api_name  # schema's data module is loaded after this one
+    return api_name(key)
+
+
+class _ApiNotes(NoteTable):
+    """API names, filled on first use of each key (the schema data cannot be read
+    while this module loads); the answer for a key never changes."""
+
+    def __missing__(self, value: Any) -> str:
+        name = self.fallback(value)
+        if type(value) is int and -0x8000 <= value < 0x8000:  # int16 keys: bounded
+            self[value] = name
+        return name
+
+
+API_NOTES = _ApiNotes({}, _api_name)
+
+
 def _api_key(f: Field, st: Any, siblings: list) -> None:
-    from dissectors.schema import api_name
-    f.note(api_name(f.value))
+    f.note(API_NOTES[f.value])
 
 
 def _timestamp(f: Field, st: Any, siblings: list) -> None:
@@ -91,8 +129,8 @@ CONFIG_SOURCE = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CON
                  6: "DYNAMIC_BROKER_LOGGER_CONFIG", 7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG"}
 COORDINATOR = {0: "GROUP", 1: "TRANSACTION", 2: "SHARE"}
 
-_acl_resource = _enum(ACL_RESOURCE)
-_config_resource = _enum(CONFIG_RESOURCE)
+_acl_resource = _enum(_enum_table(ACL_RESOURCE))
+_config_resource = _enum(_enum_table(CONFIG_RESOURCE))
 
 
 def _resource_type(f: Field, st: Any, siblings: list) -> None:
@@ -147,23 +185,37 @@ def _config_value(f: Field, st: Any, siblings: list) -> None:
         _secret(f, st, siblings)
 
 
+# meanings whose annotation is exactly one note looked up from the value
+_NOTE_TABLES: dict[str, NoteTable] = {
+    "api_key": API_NOTES,
+    "acks": _enum_table(ACKS),
+    "isolation_level": _enum_table(ISOLATION),
+    "pattern_type": _enum_table(PATTERN),
+    "acl_operation": _enum_table(ACL_OPERATION),
+    "acl_permission": _enum_table(ACL_PERMISSION),
+    "config_source": _enum_table(CONFIG_SOURCE),
+    "coordinator_type": _enum_table(COORDINATOR),
+}
+
 _ANNOTATORS: dict[str, Annotator] = {
     "error_code": _error_code,
-    "api_key": _api_key,
     "timestamp_ms": _timestamp,
     "offset_spec": _offset_spec,
-    "acks": _enum(ACKS),
-    "isolation_level": _enum(ISOLATION),
     "resource_type": _resource_type,
-    "pattern_type": _enum(PATTERN),
-    "acl_operation": _enum(ACL_OPERATION),
-    "acl_permission": _enum(ACL_PERMISSION),
-    "config_source": _enum(CONFIG_SOURCE),
-    "coordinator_type": _enum(COORDINATOR),
     "topic_id": _topic_id,
     "secret": _secret,
     "config_value": _config_value,
 }
+_ANNOTATORS["api_key"] = _api_key
+for _meaning, _table in _NOTE_TABLES.items():
+    if _meaning not in _ANNOTATORS:
+        _ANNOTATORS[_meaning] = _enum(_table)
+
+
+def note_table(meaning: str | None) -> NoteTable | None:
+    """The NoteTable of a meaning annotated by one note looked up from the value
+    (its ``annotator`` does exactly ``f.note(table[f.value])``), else None."""
+    return _NOTE_TABLES.get(meaning) if meaning is not None else None
 
 
 def annotator(meaning: str | None) -> Annotator | None:

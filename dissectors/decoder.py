@@ -195,23 +195,27 @@ def _conv(typ: str) -> Callable[[Any], Any] | None:
     return None
 
 
-def _fixed_group(specs: list[tuple[str, str, Callable | None, Callable | None]]) -> Op:
-    """One op for a run of fixed-size primitives: a single unpack.
+def _fixed_group(specs: list[tuple[str, str, Callable | None, str | None]]) -> Op:
+    """One op for a run of fixed-size primitives ``(name, type, conv, meaning)``: a
+    single unpack.
 
     The op is generated source (names and offsets as constants, one statement per
-    field): this is the decoder's hottest path.
+    field): this is the decoder's hottest path. Annotations that are one note looked
+    up from the value (API names, enums) and error codes are built into the Field
+    construction; other meanings call their annotator after it.
     """
     fmt = ">" + "".join(_FIXED[t][0] for _, t, _, _ in specs)
     st_ = struct.Struct(fmt)
     size = st_.size
     rows = []
     off = 0
-    for name, typ, conv, ann in specs:
+    for name, typ, conv, meaning in specs:
         ln = _FIXED[typ][1]
-        rows.append((name, typ, off, ln, conv, ann))
+        rows.append((name, typ, off, ln, conv, meaning))
         off += ln
     rows_t = tuple(rows)
-    env: dict[str, Any] = {"Field": Field, "_short": _short, "rows": rows_t, "unpack_from": st_.unpack_from}
+    env: dict[str, Any] = {"Field": Field, "_short": _short, "rows": rows_t, "unpack_from": st_.unpack_from,
+                           "errors": annotate.ERROR_NOTES}
     vals = ", ".join(f"v{i}" for i in range(len(rows_t)))
     lines = [
         "def op(buf, pos, end, out, st):",
@@ -220,13 +224,23 @@ def _fixed_group(specs: list[tuple[str, str, Callable | None, Callable | None]])
         f"    {vals}, = unpack_from(buf, pos)",
     ]
     plain: list[str] = []
-    for i, (name, typ, off, ln, conv, ann) in enumerate(rows_t):
+    for i, (name, typ, off, ln, conv, meaning) in enumerate(rows_t):
         env[f"n{i}"], env[f"t{i}"] = name, typ
         value = f"v{i}"
         if conv is not None:
             env[f"c{i}"] = conv
             value = f"c{i}(v{i})"
-        make = f"Field(n{i}, t{i}, {value}, pos + {off}, {ln})"
+        table = annotate.note_table(meaning) if conv is None else None
+        ann = annotate.annotator(meaning) if table is None else None
+        if table is not None:
+            env[f"m{i}"] = table
+            make = f"Field(n{i}, t{i}, v{i}, pos + {off}, {ln}, None, [m{i}[v{i}]])"
+        elif meaning == "error_code" and conv is None:
+            make = (f"Field(n{i}, t{i}, v{i}, pos + {off}, {ln}, None, [errors[v{i}]] if v{i} else None, "
+                    f"{{'error_code': v{i}}} if v{i} else None)")
+            ann = None
+        else:
+            make = f"Field(n{i}, t{i}, {value}, pos + {off}, {ln})"
         if ann is None:
             plain.append(make)
             continue
@@ -553,7 +567,7 @@ def _field_op(fd: FieldDef, version: int, flexible: bool) -> tuple[Op, int]:
     ann = annotate.annotator(fd.meaning)
     t = fd.type
     if t in _FIXED:
-        return _fixed_group([(fd.name, t, _conv(t), ann)]), _FIXED[t][1]
+        return _fixed_group([(fd.name, t, _conv(t), fd.meaning)]), _FIXED[t][1]
     if t in ("varint", "varlong"):
         return _varint_op(fd.name, t, ann), 1
     if t == "string":
@@ -591,7 +605,7 @@ def compile_fields(fields: tuple[FieldDef, ...], version: int, flexible: bool,
         return hit[1]
     ops: list[Op] = []
     tags: dict[int, Op] = {}
-    run: list[tuple[str, str, Callable | None, Callable | None]] = []
+    run: list[tuple[str, str, Callable | None, str | None]] = []
     min_size = 0
     for fd in fields:
         if flexible and fd.tag is not None and (fd.tagged is None or in_range(version, fd.tagged)):
@@ -602,7 +616,7 @@ def compile_fields(fields: tuple[FieldDef, ...], version: int, flexible: bool,
         if not in_range(version, fd.versions) or (fd.tag is not None and not flexible):
             continue
         if fd.type in _FIXED:
-            run.append((fd.name, fd.type, _conv(fd.type), annotate.annotator(fd.meaning)))
+            run.append((fd.name, fd.type, _conv(fd.type), fd.meaning))
             min_size += _FIXED[fd.type][1]
             continue
         if run:

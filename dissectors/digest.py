@@ -12,7 +12,10 @@ build a Field only for:
 - topic ids, and the names and partition indexes next to any of the above,
 - and the structs / arrays that lead to them.
 
-Everything else is skipped by length without creating objects. The shape of what is
+Everything else is skipped by length without creating objects. Each body is decoded by
+Python source generated per (API, version, direction) on first use; the closure plan
+that describes the same walk decodes the messages that source gives up on (bad bytes),
+so it alone defines the malformed cases (see "generated decoders" below). The shape of what is
 kept is the full decoder's (same names, types, values, offsets), so
 ``kafka.error_codes``, ``summary.partitions_of`` and ``kafka.learn_topic_ids`` work
 on a digest tree unchanged. Bad bytes stop decoding with a ``malformed:`` Field, as
@@ -26,8 +29,19 @@ from collections.abc import Callable
 from typing import Any
 
 from dissectors.context import DecodeContext
-from dissectors.decoder import _FIXED, _Bad, _conv, _fix_lengths, _len_prefix, _min_size, _uvar
+from dissectors.decoder import (
+    _FIXED,
+    _Bad,
+    _conv,
+    _fix_lengths,
+    _len_prefix,
+    _min_size,
+    _uuid_str,
+    _uvar,
+    read_uvarint,
+)
 from dissectors.field import Field
+from dissectors.kafka import learn_topic_ids, response_header
 from dissectors.schema import APIS, ApiDef, FieldDef, in_range, is_flexible
 
 __all__ = ["digest_request", "digest_response", "KEPT_NAMES"]
@@ -233,8 +247,7 @@ def _records_op(fd: FieldDef, flexible: bool) -> Op:
         try:
             f = decode_records(buf, p, p + n, ctx, name)
         except Exception as e:  # as in the full decoder: a bug there must not lose the frame
-            f = Field(name, "bytes", None, pos, p + n - pos)
-            f.mark_malformed(f"records decoder failed: {type(e).__name__}: {e}", ctx)
+            f = _records_failed(name, pos, p + n - pos, e, ctx)
         out.append(f)
         return p + n
     return op
@@ -458,6 +471,431 @@ def _compile(fields: tuple[FieldDef, ...], version: int, flexible: bool, type_na
     return plan
 
 
+# -- generated decoders -------------------------------------------------------------------
+#
+# Walking a plan costs one Python call per field op (about a hundred per message). So each
+# (API, version, direction) body is also written out as the source of one Python function,
+# compiled on first use: one bound check and one struct unpack per run of fixed fields (pad
+# bytes for the fields not kept), loops for arrays, skips by arithmetic (a strided slice
+# checks the tag bytes of a whole array of skipped fixed-size elements), and a Field built
+# exactly where the plan builds one. It makes the plan's checks at the same places but does
+# not report them: where one fails (or on any other exception) it raises, and ``_decode``
+# drops the partial tree and decodes the message again with the plan, so the plan stays the
+# one definition of what a bad message gives (notes, partial tree, ctx counters). Generated bodies that decode records
+# save the ctx counters first and restore them before that re-run. The rare paths (a skipped
+# element with a non-empty tag section, varints, unknown types) call the plan's own ops.
+# tests/test_digest_gen.py runs both over real, damaged and schema-built messages.
+
+
+class _Fallback(Exception):
+    """Raised by generated code where the plan would report bad bytes."""
+
+
+class _Stats:
+    fallbacks = 0        # messages the generated code handed to the plan (tests read it)
+
+
+_stats = _Stats()
+_GENERATED = True       # False: plans only (the tests' reference)
+
+
+class _Source:
+    """The source text of one generated body decoder, and the names it refers to."""
+
+    def __init__(self, version: int, flexible: bool) -> None:
+        self.version = version
+        self.flexible = flexible
+        self.lines: list[str] = []
+        self.env: dict[str, Any] = {
+            "Field": Field, "_F": _Fallback, "_IDX": _INDEX_NAMES, "_run": _run, "_gen_tagged": _gen_tagged,
+            "read_uvarint": read_uvarint, "_I16": _I16.unpack_from, "_I32": _I32.unpack_from,
+            "_uuid_str": _uuid_str, "_records_failed": _records_failed,
+        }
+        self.count = 0
+        self.has_records = False
+        self.functions: list[list[str]] = []     # tag-field functions, written before ``decode``
+        self.tag_tables: list[str] = []          # names of {tag: function name}, linked after exec
+
+    def var(self, prefix: str) -> str:
+        self.count += 1
+        return f"{prefix}{self.count}"
+
+    def const(self, prefix: str, obj: Any) -> str:
+        name = self.var("_" + prefix)
+        self.env[name] = obj
+        return name
+
+    def emit(self, ind: int, *lines: str) -> None:
+        self.lines.extend("    " * ind + line for line in lines)
+
+    def block(self, ind: int, body: Callable[[], None]) -> None:
+        """Emit ``body`` as an indented block at ``ind``; ``pass`` if it wrote nothing."""
+        n = len(self.lines)
+        body()
+        if len(self.lines) == n:
+            self.emit(ind, "pass")
+
+    # -- structs ---------------------------------------------------------------------------
+
+    def struct(self, fields: tuple[FieldDef, ...], type_name: str, out: str, ind: int) -> None:
+        """The fields of a struct (as ``_compile`` selects them) into the list ``out``."""
+        version, flexible = self.version, self.flexible
+        present = []
+        for fd in fields:
+            if flexible and fd.tag is not None and (fd.tagged is None or in_range(version, fd.tagged)):
+                if fd.tagged is None and not in_range(version, fd.versions):
+                    continue
+                present.append((fd, True))
+                continue
+            if not in_range(version, fd.versions) or (fd.tag is not None and not flexible):
+                continue
+            present.append((fd, False))
+        companions = any(_wanted(fd) for fd, _t in present)
+        run: list[tuple[FieldDef, bool]] = []
+        for fd, tagged in present:
+            if tagged:
+                continue
+            if fd.type in _FIXED:
+                keep = fd.name in ANCHORS or _is_error(fd) or (companions and fd.name in COMPANIONS)
+                run.append((fd, keep))
+                continue
+            if run:
+                self.fixed(run, out, ind)
+                run = []
+            self.field(fd, companions, out, ind)
+        if run:
+            self.fixed(run, out, ind)
+        if flexible:
+            fns = {}
+            for fd, tagged in present:
+                if tagged:      # as _compile: one function per tag, companions kept as there
+                    fns[fd.tag] = self.function("tag", lambda fd=fd: self.tag_field(fd, companions))
+            tags = self.const("tags", fns)
+            self.tag_tables.append(tags)
+            self.emit(ind, "if p < end and buf[p] == 0:     # the usual empty tagged-field section",
+                      "    p += 1",
+                      "else:",
+                      f"    p = _gen_tagged({tags}, buf, p, end, {out}, ctx, limit)")
+
+    def tag_field(self, fd: FieldDef, companions: bool) -> None:
+        if fd.type in _FIXED:
+            keep = fd.name in ANCHORS or _is_error(fd) or (companions and fd.name in COMPANIONS)
+            self.fixed([(fd, keep)], "out", 1)
+        else:
+            self.field(fd, companions, "out", 1)
+
+    def function(self, prefix: str, body: Callable[[], None]) -> Any:
+        """Generate a separate function ``(buf, p, end, out, ctx, limit) -> p``; its name."""
+        name = self.var("_" + prefix)
+        saved, self.lines = self.lines, [f"def {name}(buf, p, end, out, ctx, limit):"]
+        body()
+        self.emit(1, "return p")
+        self.functions.append(self.lines)
+        self.lines = saved
+        return name
+
+    def fixed(self, run: list[tuple[FieldDef, bool]], out: str, ind: int) -> None:
+        """A run of fixed-size fields: one bound check, one unpack of the kept ones."""
+        fmt = ">"
+        size = 0
+        kept = []
+        for fd, keep in run:
+            code, ln = _FIXED[fd.type]
+            if keep:
+                fmt += code
+                kept.append((fd, size, ln))
+            else:
+                fmt += f"{ln}x"
+            size += ln
+        self.emit(ind, f"if p + {size} > end:", "    raise _F")
+        if kept:
+            unpack = self.const("unpack", struct.Struct(fmt).unpack_from)
+            names = [self.var("v") for _ in kept]
+            self.emit(ind, f"{', '.join(names)}, = {unpack}(buf, p)")
+            for v, (fd, off, ln) in zip(names, kept, strict=True):
+                value = {"bool": f"bool({v})", "uuid": f"_uuid_str({v})"}.get(fd.type, v)
+                make = f"Field({fd.name!r}, {fd.type!r}, {value}, {f'p + {off}' if off else 'p'}, {ln})"
+                if fd.meaning == "error_code":     # as the full decoder's annotation
+                    f = self.var("f")
+                    self.emit(ind, f"{f} = {make}",
+                              f"if {v}:", f"    {f}.extra = {{'error_code': {v}}}",
+                              f"{out}.append({f})")
+                else:
+                    self.emit(ind, f"{out}.append({make})")
+        self.emit(ind, f"p += {size}")
+
+    def field(self, fd: FieldDef, companions: bool, out: str, ind: int) -> None:
+        t = fd.type
+        if t == "string":
+            keep = fd.name in ANCHORS or _is_error(fd) or (companions and fd.name in COMPANIONS)
+            self.string(fd.name, keep, out, ind)
+        elif t == "bytes":
+            self.skip_sized(fd.name, ind)
+        elif t == "records":
+            self.records(fd.name, out, ind)
+        elif t == "struct":
+            self.nested(fd, out, ind)
+        elif t == "array":
+            self.array(fd, out, ind)
+        else:       # varints, unknown types: the plan's op
+            op = self.const("op", _field_op(fd, self.version, self.flexible, companions)[0])
+            self.emit(ind, f"p = {op}(buf, p, end, {out})")
+
+    # -- length-prefixed items ---------------------------------------------------------------
+
+    def prefix(self, wide: bool, n: str, q: str, ind: int) -> None:
+        """Read a length/count prefix at p: ``n`` (-1 for null), ``q`` after it."""
+        if self.flexible:
+            self.emit(ind, "if p < end and buf[p] < 128:",
+                      f"    {n} = buf[p] - 1",
+                      f"    {q} = p + 1",
+                      "else:",
+                      f"    {n}, {q} = read_uvarint(buf, p, end)",
+                      f"    {n} -= 1")
+            return
+        size = 4 if wide else 2
+        self.emit(ind, f"if p + {size} > end:", "    raise _F",
+                  f"{n} = {'_I32' if wide else '_I16'}(buf, p)[0]",
+                  f"if {n} < -1:", "    raise _F",
+                  f"{q} = p + {size}")
+
+    def skip_sized(self, name: str, ind: int, wide: bool = True) -> None:
+        """Step over a string or bytes field that is not kept."""
+        if self.flexible:
+            # a one-byte prefix L: L - 1 bytes follow (none for null, L == 0)
+            self.emit(ind, "if p < end and buf[p] < 128:",
+                      "    p += buf[p] or 1",
+                      "    if p > end:", "        raise _F",
+                      "else:")
+            n, q = self.var("n"), self.var("q")
+            self.prefix(wide, n, q, ind + 1)
+            self.emit(ind + 1, f"p = {q} if {n} < 0 else {q} + {n}", "if p > end:", "    raise _F")
+            return
+        n = self.var("n")
+        size = 4 if wide else 2
+        self.emit(ind, f"if p + {size} > end:", "    raise _F",
+                  f"{n} = {'_I32' if wide else '_I16'}(buf, p)[0]",
+                  f"if {n} >= 0:",
+                  f"    p += {size} + {n}",
+                  "    if p > end:", "        raise _F",
+                  f"elif {n} == -1:",
+                  f"    p += {size}",
+                  "else:", "    raise _F")
+
+    def string(self, name: str, keep: bool, out: str, ind: int) -> None:
+        if not keep:
+            self.skip_sized(name, ind, wide=False)
+            return
+        n, q = self.var("n"), self.var("q")
+        self.prefix(False, n, q, ind)
+        self.emit(ind, f"if {n} < 0:",
+                  f"    {out}.append(Field({name!r}, 'string', None, p, {q} - p))",
+                  f"    p = {q}",
+                  f"elif {n} > end - {q}:", "    raise _F",
+                  "else:",
+                  f"    {out}.append(Field({name!r}, 'string', buf[{q}:{q} + {n}].decode(errors='replace'), "
+                  f"p, {q} + {n} - p))",
+                  f"    p = {q} + {n}")
+
+    def records(self, name: str, out: str, ind: int) -> None:
+        from dissectors.records import decode_records
+
+        self.env["decode_records"] = decode_records
+        self.has_records = True
+        n, q, f = self.var("n"), self.var("q"), self.var("f")
+        self.prefix(True, n, q, ind)
+        self.emit(ind, f"if {n} < 0:",
+                  "    try:",
+                  f"        {f} = decode_records(buf, {q}, {q}, ctx, {name!r}, null=True)",
+                  f"        {f}.offset, {f}.length = p, {q} - p",
+                  "    except Exception:",
+                  f"        {f} = Field({name!r}, 'records', None, p, {q} - p)",
+                  f"    p = {q}",
+                  f"elif {n} > end - {q}:", "    raise _F",
+                  "else:",
+                  "    try:",
+                  f"        {f} = decode_records(buf, {q}, {q} + {n}, ctx, {name!r})",
+                  "    except Exception as e:",
+                  f"        {f} = _records_failed({name!r}, p, {q} + {n} - p, e, ctx)",
+                  f"    p = {q} + {n}",
+                  f"{out}.append({f})")
+
+    # -- structs and arrays ------------------------------------------------------------------
+
+    def nested(self, fd: FieldDef, out: str, ind: int) -> None:
+        tname = fd.struct or fd.name
+        keep = _wanted(fd)
+        s = self.var("s")
+        self.emit(ind, f"{s} = p")
+
+        def inner(i: int) -> None:
+            if not keep:
+                self.struct(fd.fields, tname, out, i)
+                return
+            ch, f = self.var("ch"), self.var("f")
+            self.emit(i, f"{ch} = []", f"{f} = Field({fd.name!r}, {tname!r}, None, {s}, 0, {ch})",
+                      f"{out}.append({f})")
+            self.struct(fd.fields, tname, ch, i)
+            self.emit(i, f"{f}.length = p - {s}")
+
+        if not in_range(self.version, fd.nullable):
+            inner(ind)
+            return
+        self.emit(ind, "if p >= end:", "    raise _F",
+                  "if buf[p] == 255:",
+                  *([f"    {out}.append(Field({fd.name!r}, {tname!r}, None, {s}, 1))"] if keep else []),
+                  "    p += 1",
+                  "else:",
+                  "    p += 1")
+        inner(ind + 1)
+
+    def array(self, fd: FieldDef, out: str, ind: int) -> None:
+        version, flexible = self.version, self.flexible
+        el = fd.element or "struct"
+        s, n, q = self.var("s"), self.var("n"), self.var("q")
+        self.emit(ind, f"{s} = p")
+        self.prefix(True, n, q, ind)
+        if el == "struct":
+            tname = fd.struct or fd.name
+            plan = _compile(fd.fields, version, flexible, tname)
+            emin = max(plan.min_size, 1)
+        else:
+            efd = FieldDef(name="[]", type=el, versions=(0, 0x7FFF))
+            eop, emin = _field_op(efd, version, flexible, False)
+            emin = max(emin, 1)
+        self.emit(ind, f"if {n} > limit or {n} * {emin} > end - {q}:", "    raise _F",
+                  f"p = {q}")
+        if el != "struct":
+            self.primitive_elements(el, eop, n, out, ind)
+            return
+        i = self.var("i")
+        if _wanted(fd):
+            ch, arr, e, ech = self.var("ch"), self.var("arr"), self.var("e"), self.var("ech")
+            self.emit(ind, f"if {n} < 0:",
+                      f"    {out}.append(Field({fd.name!r}, 'array', None, {s}, p - {s}))",
+                      "else:",
+                      f"    {ch} = []",
+                      f"    {arr} = Field({fd.name!r}, 'array', {n}, {s}, 0, {ch})",
+                      f"    {out}.append({arr})",
+                      f"    for {i} in range({n}):",
+                      f"        {ech} = []",
+                      f"        {e} = Field(_IDX[{i}] if {i} < 256 else f'[{{{i}}}]', {tname!r}, None, p, 0, {ech})",
+                      f"        {ch}.append({e})")
+            self.struct(fd.fields, tname, ech, ind + 2)
+            self.emit(ind, f"        {e}.length = p - {e}.offset",
+                      f"    {arr}.length = p - {s}")
+            return
+        if plan.fixed_size >= 0:
+            self.emit(ind, f"if {n} > 0:",
+                      f"    p += {n} * {plan.fixed_size}",
+                      "    if p > end:", "        raise _F")
+            return
+        if plan.flexible and plan.skip_size >= 0:
+            # fixed-size elements, nothing kept, each followed by its tag section: when every
+            # section is the usual zero byte, one strided slice checks them all
+            step = plan.skip_size + 1
+            r, pl = self.var("r"), self.const("plan", plan)
+            self.emit(ind, f"if {n} > 0:",
+                      f"    {r} = p + {n} * {step}",
+                      f"    if {r} <= end and buf[p + {plan.skip_size}:{r}:{step}].count(0) == {n}:",
+                      f"        p = {r}",
+                      "    else:",
+                      f"        for {i} in range({n}):",
+                      f"            {r} = p + {plan.skip_size}",
+                      f"            if {r} < end and buf[{r}] == 0:",
+                      f"                p = {r} + 1",
+                      "            else:",
+                      f"                p = _run({pl}, buf, p, end, {out})")
+            return
+        self.emit(ind, f"for {i} in range({n}):")
+        self.block(ind + 1, lambda: self.struct(fd.fields, tname, out, ind + 1))
+
+    def primitive_elements(self, el: str, eop: Op, n: str, out: str, ind: int) -> None:
+        fixed = _FIXED.get(el)
+        if fixed is not None:
+            self.emit(ind, f"if {n} > 0:",
+                      f"    p += {n} * {fixed[1]}",
+                      "    if p > end:", "        raise _F")
+            return
+        i = self.var("i")
+        self.emit(ind, f"for {i} in range({n}):")
+        if el == "string":
+            self.skip_sized("[]", ind + 1, wide=False)
+        else:
+            op = self.const("op", eop)
+            self.emit(ind + 1, f"p = {op}(buf, p, end, {out})")
+
+
+def _records_failed(name: str, pos: int, length: int, e: Exception, ctx: DecodeContext) -> Field:
+    """The Field of a records field whose decoder raised (a bug there must not lose the frame)."""
+    f = Field(name, "bytes", None, pos, length)
+    f.mark_malformed(f"records decoder failed: {type(e).__name__}: {e}", ctx)
+    return f
+
+
+GenFn = Callable[[bytes, int, int, list, DecodeContext], int]
+
+
+def _generate(fields: tuple[FieldDef, ...], version: int, flexible: bool, type_name: str) -> GenFn:
+    """The generated decoder of a body."""
+    src = _Source(version, flexible)
+    src.struct(fields, type_name, "out", 2)
+    body = src.lines
+    src.lines = ["def decode(buf, p, end, out, ctx):", "    limit = ctx.max_array_len"]
+    if src.has_records:
+        # the records decoder counts in ctx: undone before the plan decodes again
+        src.emit(1, "saved = ctx.malformed, ctx.crc_valid, ctx.crc_invalid, dict(ctx.limits_hit)",
+                 "try:")
+        src.lines += body
+        src.emit(1, "except Exception:",
+                 "    ctx.malformed, ctx.crc_valid, ctx.crc_invalid, lh = saved",
+                 "    ctx.limits_hit.clear()",
+                 "    ctx.limits_hit.update(lh)",
+                 "    raise")
+    else:
+        src.lines += [line[4:] for line in body]
+    src.emit(1, "return p")
+    text = "\n".join(line for f in (*src.functions, src.lines) for line in f)
+    exec(compile(text, f"<digest {type_name}>", "exec"), src.env)
+    # the tag tables name functions that exist only now
+    for table in src.tag_tables:
+        src.env[table] = {tag: src.env[fn] for tag, fn in src.env[table].items()}
+    return src.env["decode"]  # type: ignore[no-any-return]
+
+
+def _gen_tagged(fns: dict[int, Callable], buf: bytes, pos: int, end: int, out: list, ctx: DecodeContext,
+                limit: int) -> int:
+    """A non-empty tagged-field section, for generated code: ``_tagged`` with generated
+    functions for the known tags, raising _Fallback where ``_tagged`` reports bad bytes."""
+    start = pos
+    if pos < end and buf[pos] < 0x80:
+        n = buf[pos]
+        pos += 1
+    else:
+        n, pos = read_uvarint(buf, pos, end)
+    if n == 0:
+        return pos
+    if n > end - pos:
+        raise _Fallback
+    kept: list[Field] = []
+    for _ in range(n):
+        if pos + 1 < end and buf[pos] < 0x80 and buf[pos + 1] < 0x80:     # one-byte tag and size
+            tag, size = buf[pos], buf[pos + 1]
+            pos += 2
+        else:
+            tag, pos = read_uvarint(buf, pos, end)
+            size, pos = read_uvarint(buf, pos, end)
+        if size > end - pos:
+            raise _Fallback
+        fn = fns.get(tag)
+        if fn is not None:
+            fn(buf, pos, pos + size, kept, ctx, limit)
+        pos += size
+    if kept:
+        out.append(Field("tagged_fields", "tagged_fields", n, start, pos - start, kept))
+    return pos
+
+
 # -- entry points ---------------------------------------------------------------------------
 
 def _clamp(api: ApiDef, version: int) -> int:
@@ -468,25 +906,58 @@ def _clamp(api: ApiDef, version: int) -> int:
     return version
 
 
-# (api_key, version, request) -> (the ApiDef, body type name, plan)
-_BODIES: dict[tuple[int, int, bool], tuple[ApiDef, str, _Plan]] = {}
+class _BodyDef:
+    """What decodes one (api, version, direction) body: the plan and its generated twin."""
+    __slots__ = ("api", "version", "type_name", "root_type", "plan", "fast")
 
-
-def _body(api: ApiDef, version: int, request: bool, buf: bytes, start: int, end: int,
-          ctx: DecodeContext) -> Field:
-    hit = _BODIES.get((api.key, version, request))
-    if hit is None or hit[0] is not api:
+    def __init__(self, api: ApiDef, version: int, request: bool) -> None:
         flexible = is_flexible(api, version)
-        tname = f"{api.name}{'Request' if request else 'Response'} v{version}"
-        hit = _BODIES[(api.key, version, request)] = (
-            api, tname, _compile(api.request if request else api.response, version, flexible, tname))
-    _api, tname, plan = hit
+        fields = api.request if request else api.response
+        self.api = api
+        self.version = version
+        self.type_name = f"{api.name}{'Request' if request else 'Response'} v{version}"
+        self.root_type = f"{api.name}Request"
+        self.plan = _compile(fields, version, flexible, self.type_name)
+        self.fast = _generate(fields, version, flexible, self.type_name) if _GENERATED else None
+
+
+# (api_key, version, request) -> its _BodyDef; the entry points also cache by the version
+# on the wire (before clamping), which saves the clamping per message
+_BODIES: dict[tuple[int, int, bool], _BodyDef] = {}
+_REQUESTS: dict[tuple[int, int], _BodyDef] = {}
+_RESPONSES: dict[tuple[int, int], _BodyDef] = {}
+
+
+def _body_def(api: ApiDef, version: int, request: bool) -> _BodyDef:
+    bd = _BODIES.get((api.key, version, request))
+    if bd is None or bd.api is not api:
+        bd = _BODIES[(api.key, version, request)] = _BodyDef(api, version, request)
+    return bd
+
+
+def _set_generated(on: bool) -> None:
+    """Use the generated decoders (the default) or the plans alone (the tests' reference)."""
+    global _GENERATED
+    _GENERATED = on
+    _BODIES.clear()
+    _REQUESTS.clear()
+    _RESPONSES.clear()
+
+
+def _decode(bd: _BodyDef, buf: bytes, start: int, end: int, ctx: DecodeContext) -> Field:
     children: list[Field] = []
-    body = Field("body", tname, None, start, end - start, children)
-    prev = _cur.ctx
-    _cur.ctx = ctx
+    body = Field("body", bd.type_name, None, start, end - start, children)
+    _cur.ctx = ctx      # read by the plan's ops, which generated code calls too
     try:
-        pos = _run(plan, buf, start, end, children)
+        if bd.fast is None:
+            pos = _run(bd.plan, buf, start, end, children)
+        else:
+            try:
+                pos = bd.fast(buf, start, end, children, ctx)
+            except Exception:   # bad bytes (mostly): the plan decodes and reports them
+                _stats.fallbacks += 1
+                del children[:]
+                pos = _run(bd.plan, buf, start, end, children)
     except _Bad as e:
         bad = Field(e.name, e.typ, None, e.offset, max(0, end - e.offset))
         bad.mark_malformed(e.reason, ctx)
@@ -495,13 +966,19 @@ def _body(api: ApiDef, version: int, request: bool, buf: bytes, start: int, end:
             _fix_lengths(c)
         body.extra = {"malformed_at": e.offset}
         return body
-    finally:
-        _cur.ctx = prev
     if pos < end:
         ctx.trailing += 1
     else:
         body.length = pos - start
     return body
+
+
+def _body(api: ApiDef, version: int, request: bool, buf: bytes, start: int, end: int,
+          ctx: DecodeContext) -> Field:
+    return _decode(_body_def(api, version, request), buf, start, end, ctx)
+
+
+_HH = struct.Struct(">hh").unpack_from
 
 
 def digest_request(data: bytes, header_len: int, ctx: DecodeContext) -> Field:
@@ -512,36 +989,40 @@ def digest_request(data: bytes, header_len: int, ctx: DecodeContext) -> Field:
     if n < 8:
         root.children[0].mark_malformed(f"request header needs 8 bytes, {n} present", ctx)  # type: ignore[index]
         return root
-    api_key, api_version = struct.unpack_from(">hh", buf, 0)
-    api = APIS.get(api_key)
+    key = _HH(buf, 0)       # (api_key, api_version)
+    api = APIS.get(key[0])
     if api is None:
         return root
-    root.type = f"{api.name}Request"
-    root.add(_body(api, _clamp(api, api_version), True, buf, header_len, n, ctx))
+    bd = _REQUESTS.get(key)
+    if bd is None or bd.api is not api:
+        bd = _REQUESTS[key] = _body_def(api, _clamp(api, key[1]), True)
+    root.type = bd.root_type
+    root.children.append(_decode(bd, buf, header_len, n, ctx))  # type: ignore[union-attr]
     return root
+
+
+def _header_tags(buf: bytes, pos: int, end: int, out: list) -> int:
+    if pos < end and buf[pos] == 0:     # the usual empty section
+        return pos + 1
+    return _tagged({}, buf, pos, end, out)
 
 
 def digest_response(data: bytes, api_key: int, api_version: int, ctx: DecodeContext) -> Field:
     """The digest tree of a response to a request of ``api_key`` v``api_version``."""
-    from dissectors.kafka import response_header
-
     buf = bytes(data)
     n = len(buf)
-    root, api, pos = response_header(buf, api_key, api_version, ctx,
-                                     lambda b, p, end, out: _tagged({}, b, p, end, out),  # type: ignore[arg-type]
-                                     with_correlation_id=False)
-    if pos is None:
+    root, api, pos = response_header(buf, api_key, api_version, ctx, _header_tags, with_correlation_id=False)
+    if pos is None or api is None:
         return root
-    if api is None:
-        return root
-    used = _clamp(api, api_version)
-    if api_key == 18 and used > 0 and n - pos >= 2 and _I16.unpack_from(buf, pos)[0] == 35:
-        body = _api_versions_unsupported(api, used, buf, pos, n, ctx)
+    bd = _RESPONSES.get((api_key, api_version))
+    if bd is None or bd.api is not api:
+        bd = _RESPONSES[(api_key, api_version)] = _body_def(api, _clamp(api, api_version), False)
+    if api_key == 18 and bd.version > 0 and n - pos >= 2 and _I16.unpack_from(buf, pos)[0] == 35:
+        body = _api_versions_unsupported(api, bd.version, buf, pos, n, ctx)
     else:
-        body = _body(api, used, False, buf, pos, n, ctx)
+        body = _decode(bd, buf, pos, n, ctx)
     root.add(body)
     if api_key in (3, 19, 75):
-        from dissectors.kafka import learn_topic_ids
         learn_topic_ids(body, ctx)
     return root
 

@@ -108,15 +108,25 @@ class Field:
 
     # -- serialising ----------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
+        # the hot path of ndjson output (one call per field of every tree): plain
+        # values skip json_value, children go through map (no comprehension frame)
+        v = self.value
+        ch = self.children
+        nt = self.notes
         return {
             "name": self.name,
             "type": self.type,
-            "value": json_value(self.value),
+            "value": v if v.__class__ in _PLAIN else json_value(v),
             "offset": self.offset,
             "length": self.length,
-            "children": [c.to_json() for c in self.children] if self.children else [],
-            "notes": list(self.notes) if self.notes else [],
+            "children": list(map(_to_json, ch)) if ch else [],
+            "notes": list(nt) if nt else [],
         }
+
+
+_to_json = Field.to_json
+# value types that are their own JSON form (json_value returns them unchanged)
+_PLAIN = frozenset({int, str, bool, float, type(None)})
 
 
 def json_value(v: Any) -> Any:

@@ -65,6 +65,22 @@ def skip_tagged_fields(data: bytes, pos: int, end: int) -> int:
     return pos
 
 
+_new = tuple.__new__
+_HDR_SLEN = struct.Struct(">hhih")        # the v1+ header up to the client_id length
+_HV: dict[int, int] = {}                  # api_key << 16 | api_version -> request header version
+
+
+def _header_version(api_key: int, api_version: int) -> int:
+    """``request_header_version`` through a small cache (every request header asks)."""
+    k = api_key << 16 | api_version
+    hv = _HV.get(k)
+    if hv is None:
+        if len(_HV) >= 4096:              # only garbage reaches this many pairs
+            _HV.clear()
+        hv = _HV[k] = request_header_version(api_key, api_version)
+    return hv
+
+
 def parse_request_header(data: bytes, partial: bool = False) -> RequestHeader | None:
     """The request header of a frame, or None when it cannot be one (too short, bad lengths).
 
@@ -72,15 +88,17 @@ def parse_request_header(data: bytes, partial: bool = False) -> RequestHeader | 
     client_id or tagged-field section running past the end is kept as far as it goes.
     """
     n = len(data)
-    if n < 8:
-        return None
-    api_key, api_version, correlation_id = _HDR.unpack_from(data, 0)
-    hv = request_header_version(api_key, api_version) if api_version >= 0 else 1
-    if hv == 0:
-        return RequestHeader(api_key, api_version, correlation_id, None, 8, 0)
     if n < 10:
+        if n < 8:
+            return None
+        api_key, api_version, correlation_id = _HDR.unpack_from(data, 0)
+        if api_version >= 0 and _header_version(api_key, api_version) == 0:
+            return _new(RequestHeader, (api_key, api_version, correlation_id, None, 8, 0))
         return None
-    (slen,) = _I16.unpack_from(data, 8)
+    api_key, api_version, correlation_id, slen = _HDR_SLEN.unpack_from(data, 0)
+    hv = _header_version(api_key, api_version) if api_version >= 0 else 1
+    if hv == 0:
+        return _new(RequestHeader, (api_key, api_version, correlation_id, None, 8, 0))
     pos = 10
     client_id: str | None
     if slen < 0:
@@ -91,18 +109,21 @@ def parse_request_header(data: bytes, partial: bool = False) -> RequestHeader | 
         if pos + slen > n:
             if not partial:
                 return None
-            return RequestHeader(api_key, api_version, correlation_id,
-                                 data[pos:].decode("utf-8", "replace"), n, hv)
+            return _new(RequestHeader, (api_key, api_version, correlation_id,
+                                        data[pos:].decode("utf-8", "replace"), n, hv))
         client_id = data[pos:pos + slen].decode("utf-8", "replace")
         pos += slen
     if hv == 2:
-        try:
-            pos = skip_tagged_fields(data, pos, n)
-        except ValueError:
-            if not partial:
-                return None
-            pos = n
-    return RequestHeader(api_key, api_version, correlation_id, client_id, pos, hv)
+        if pos < n and data[pos] == 0:
+            pos += 1                      # no tagged fields: the common case
+        else:
+            try:
+                pos = skip_tagged_fields(data, pos, n)
+            except ValueError:
+                if not partial:
+                    return None
+                pos = n
+    return _new(RequestHeader, (api_key, api_version, correlation_id, client_id, pos, hv))
 
 
 def parse_response_header(data: bytes, api_key: int | None, api_version: int | None) -> tuple[int, int] | None:
@@ -130,6 +151,27 @@ def response_correlation_id(data: bytes) -> int | None:
     return _I32.unpack_from(data, 0)[0]
 
 
+_API_OK: dict[int, bool] = {}            # api_key << 16 | api_version & 0xFFFF -> plausible pair
+
+
+def _api_plausible(api_key: int, api_version: int) -> bool:
+    """A known API key (or a small one when the schema is empty) and a sane version (cached)."""
+    k = api_key << 16 | api_version & 0xFFFF
+    ok = _API_OK.get(k)
+    if ok is None:
+        api = APIS.get(api_key)
+        if api is None and (APIS or not 0 <= api_key <= MAX_PLAUSIBLE_API_KEY):
+            ok = False
+        elif not 0 <= api_version <= MAX_PLAUSIBLE_VERSION:
+            ok = False
+        else:
+            ok = api is None or api_version <= api.max_version + 8
+        if len(_API_OK) >= 4096:
+            _API_OK.clear()
+        _API_OK[k] = ok
+    return ok
+
+
 def plausible_request(data: bytes, prefix: bool = False) -> bool:
     """Could these frame bytes (after the size prefix) be a 0.8+ request?
 
@@ -138,24 +180,19 @@ def plausible_request(data: bytes, prefix: bool = False) -> bool:
     ``prefix`` the bytes are only the start of the frame (the framer's peek): a
     client_id running past them is judged on the part that is there.
     """
+    if len(data) < 8:
+        return False
+    api_key, api_version, _cid = _HDR.unpack_from(data, 0)
+    if not _api_plausible(api_key, api_version):
+        return False        # asked of every frame of an undecided direction: reject before parsing
     h = parse_request_header(data)
     if h is None:
         if not prefix or len(data) < 10:
             return False
-        api_key, api_version, _cid = _HDR.unpack_from(data, 0)
         (slen,) = _I16.unpack_from(data, 8)
         if slen < 0 or slen > 2048:
             return False
-        h = RequestHeader(api_key, api_version, _cid, data[10:10 + slen].decode("utf-8", "replace"), len(data), 1)
-    api = APIS.get(h.api_key)
-    if api is None:
-        if APIS or not 0 <= h.api_key <= MAX_PLAUSIBLE_API_KEY:
-            return False
-    if not 0 <= h.api_version <= MAX_PLAUSIBLE_VERSION:
-        return False
-    if api is not None and h.api_version > api.max_version + 8:
-        return False
-    cid = h.client_id
-    if cid is not None and cid and not cid.isprintable():
-        return False
-    return True
+        cid: str | None = data[10:10 + slen].decode("utf-8", "replace")
+    else:
+        cid = h.client_id
+    return not cid or cid.isprintable()

@@ -59,9 +59,11 @@ def describe_value(b: bytes | None) -> list[str]:
         return ["empty"]
     b = bytes(b)
     if b.isascii() and b[0] not in b"{[ \t\r\n" and not _ASCII_CONTROL.search(b):
-        # the common case: short printable ASCII that is no JSON document
-        if len(b) <= NOTE_MAX and b"\n" not in b and b"\t" not in b and b"\r" not in b:
-            return ["text: " + b.decode("ascii")]
+        # the common case: printable ASCII that is no JSON document (as_text and
+        # as_json below would say so after copying all of it). The note shows at most
+        # NOTE_MAX characters, so only that much (plus one, for the cut) is escaped.
+        head = b[:NOTE_MAX + 1].decode("ascii")
+        return ["text: " + _cut(head.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t"))]
     text = as_text(b)
     if text is not None:
         doc = as_json(text)

@@ -1,0 +1,213 @@
+"""The fused fast path (``Pipeline.feed_all``) gives exactly what ``feed`` per packet gives.
+
+Covers what the fast path takes: IPv4 and IPv6 data and ACKs in order, ACKs after a
+connection closed (also once the reassembler forgot it), port reuse; and the helpers
+made cheaper for it: the request-header parser, ``_error_codes`` and the batched sketch.
+"""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ddsketch import DDSketch
+
+from analyzer import pipeline
+from analyzer.capture import open_capture
+from analyzer.pipeline import Options, Pipeline, _error_codes
+from analyzer.stats import Quantiles, _store_bins
+from dissectors import kafka
+from dissectors.field import Field
+from dissectors.header import parse_request_header, plausible_request
+from tests.pcapgen import TcpFlow, TcpPacket, kafka_request, kafka_response, write_pcap
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "captures"
+
+
+def _sig(ex: Any) -> tuple[Any, ...]:
+    return (ex.seq, ex.conn.id, ex.status, ex.api_name, ex.api_version, ex.correlation_id, ex.client_id,
+            ex.request_frame, ex.response_frame, ex.request_time, ex.response_time, ex.response_first_time,
+            list(ex.error_codes), ex.partitions, list(ex.notes), ex.conn.closed, ex.conn.client_dir)
+
+
+def _both(path: str, **opts: Any) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], dict[str, Any],
+                                          dict[str, Any]]:
+    """(fused signatures, per-packet signatures, fused summary, per-packet summary)."""
+    fused = Pipeline(Options(**opts))
+    with open_capture(path) as r:
+        a = [_sig(ex) for ex in fused.feed_all(r)] + [_sig(ex) for ex in fused.finish()]
+    slow = Pipeline(Options(**opts))
+    b: list[tuple[Any, ...]] = []
+    with open_capture(path) as r:
+        for pkt in r:
+            b += [_sig(ex) for ex in slow.feed(pkt)]
+    b += [_sig(ex) for ex in slow.finish()]
+    sa, sb = fused.summary.to_json(fused.ctx), slow.summary.to_json(slow.ctx)
+    assert fused.reassembler.counters == slow.reassembler.counters
+    return a, b, sa, sb
+
+
+def _conversation(client: tuple[str, int], server: tuple[str, int], ts: float, isn: tuple[int, int],
+                  n: int = 3) -> tuple[TcpFlow, list[TcpPacket]]:
+    flow = TcpFlow(client, server, isn=isn, ts=ts)
+    pkts = flow.handshake()
+    for corr in range(n):
+        pkts += flow.send(0, kafka_request(18, 0, corr, "fast"))      # ApiVersions v0
+        pkts += flow.ack(1)
+        pkts += flow.send(1, kafka_response(corr, b"\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x03"),
+                          sizes=[10])
+    return flow, pkts
+
+
+def test_fused_path_equals_per_packet_on_v4_v6_closed_and_reused(tmp_path: Path) -> None:
+    pkts: list[TcpPacket] = []
+    fast_ones: list[int] = []       # packet numbers the fused path must take
+    # IPv4 and IPv6, each closed with FINs then ACKed after the close
+    for cli, srv, ts in ((("10.0.0.1", 40000), ("10.0.0.2", 9092), 1000.0),
+                         (("fd00::1", 40001), ("fd00::2", 9092), 1001.0)):
+        flow, p = _conversation(cli, srv, ts, (1000, 5000))
+        fast_ones += [len(pkts) + i + 1 for i in range(len(p) - 4, len(p))]   # the last exchange
+        pkts += p + flow.fin(0) + flow.fin(1)
+        fast_ones += [len(pkts) + 1, len(pkts) + 2]
+        pkts += flow.ack(0) + flow.ack(1)
+    # the same 4-tuple again (port reuse) with new ISNs, ended by a reset, then stray ACKs
+    flow, p = _conversation(("10.0.0.1", 40000), ("10.0.0.2", 9092), 1002.0, (90000, 70000))
+    pkts += p + flow.rst(1) + flow.ack(0)
+    # data after the close goes the slow way and is counted
+    late = TcpPacket(1003.0, "10.0.0.1", "10.0.0.2", 40000, 9092, 0x18, 123, 0, b"late")
+    pkts.append(late)
+    path = str(tmp_path / "mix.pcap")
+    write_pcap(path, pkts)
+    a, b, sa, sb = _both(path)
+    assert a == b and sa == sb
+    assert sa["exchanges"] == {"ok": 9} and sa["packets"] == len(pkts)
+    assert sa["last_time"] == 1003.0
+    # and the fused path did take the in-order IPv4/IPv6 data and the ACKs after the close
+    pipe = Pipeline(Options())
+    per_packet = pipe.feed
+    slow: list[int] = []
+
+    def counting_feed(pkt: Any) -> Any:
+        slow.append(pkt.index)
+        return per_packet(pkt)
+
+    pipe.feed = counting_feed  # type: ignore[method-assign]
+    with open_capture(path) as r:
+        n = len(list(pipe.feed_all(r)))
+    assert n == 9
+    assert not set(fast_ones) & set(slow)
+    assert len(fast_ones) == 12
+
+
+@pytest.mark.parametrize("keep_closed", [4096, 1])
+def test_ack_on_forgotten_connection_starts_a_new_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      keep_closed: int) -> None:
+    """Past ``max_closed`` the reassembler forgets a closed connection: a later ACK on its
+    4-tuple is a new connection there, and the fast path must not treat it as closed."""
+    pkts: list[TcpPacket] = []
+    flows = []
+    for i in range(4):
+        flow, p = _conversation(("10.0.0.1", 41000 + i), ("10.0.0.2", 9092), 1000.0 + i, (1000, 5000), n=1)
+        pkts += p + flow.fin(0) + flow.fin(1) + flow.ack(0)
+        flows.append(flow)
+    pkts += flows[0].ack(0)         # connection 0 was forgotten (max_closed=2)
+    monkeypatch.setattr(pipeline, "_FAST_CLOSED", keep_closed)  # the fused path's own bound
+    path = str(tmp_path / "forgotten.pcap")
+    write_pcap(path, pkts)
+
+    def run(fused: bool) -> tuple[list[Any], int]:
+        pipe = Pipeline(Options())
+        pipe.reassembler.max_closed = 2
+        with open_capture(path) as r:
+            if fused:
+                out = [_sig(ex) for ex in pipe.feed_all(r)]
+            else:
+                out = [_sig(ex) for pkt in r for ex in pipe.feed(pkt)]
+        out += [_sig(ex) for ex in pipe.finish()]
+        return out, pipe.reassembler.conn_count
+
+    assert run(True) == run(False)
+    assert run(True)[1] == 5
+
+
+def _captures() -> list[str]:
+    paths = sorted(str(p) for p in (REPO / "samples").glob("*.pcap*"))
+    if SHARED.is_dir():
+        paths += sorted(str(p) for p in SHARED.rglob("*.pcap*"))[:12]
+    return paths
+
+
+@pytest.mark.parametrize("path", _captures(), ids=lambda p: Path(p).name)
+def test_fused_path_equals_per_packet_on_captures(path: str) -> None:
+    a, b, sa, sb = _both(path, decode="lite")
+    assert a == b
+    assert sa == sb
+
+
+def test_request_header_parser_against_a_plain_reading() -> None:
+    # a flexible request (ApiVersions v3): header v2, tagged fields after the client id
+    data = b"\x00\x12\x00\x03\x00\x00\x00\x07\x00\x03abc\x00body"
+    h = parse_request_header(data)
+    assert h is not None and tuple(h) == (18, 3, 7, "abc", 14, 2)
+    assert plausible_request(data)
+    # tagged fields present: one tag of 2 bytes
+    data2 = b"\x00\x12\x00\x03\x00\x00\x00\x07\x00\x03abc\x01\x05\x02xy"
+    h2 = parse_request_header(data2)
+    assert h2 is not None and h2.header_len == len(data2)
+    # cut inside the tagged fields: None unless partial
+    assert parse_request_header(data2[:-1]) is None
+    h3 = parse_request_header(data2[:-1], partial=True)
+    assert h3 is not None and h3.header_len == len(data2) - 1
+    # ControlledShutdown v0: header v0, 8 bytes
+    h4 = parse_request_header(b"\x00\x07\x00\x00\x00\x00\x00\x01\x00\x00\x00\x05")
+    assert h4 is not None and (h4.header_len, h4.header_version, h4.client_id) == (8, 0, None)
+    # an unknown API key, a version out of range, an unprintable client id: not a request
+    assert not plausible_request(b"\x7f\x00\x00\x01\x00\x00\x00\x01\x00\x01a")
+    assert not plausible_request(b"\x00\x03\x00\x63\x00\x00\x00\x01\x00\x01a")
+    assert not plausible_request(b"\x00\x03\x00\x01\x00\x00\x00\x01\x00\x01\x01")
+    # the framer's peek: a client id running past the bytes is judged on what is there
+    assert plausible_request(b"\x00\x03\x00\x01\x00\x00\x00\x01\x00\x40abc", prefix=True)
+    assert not plausible_request(b"\x00\x03\x00\x01\x00\x00\x00\x01\x00\x40abc")
+
+
+def test_error_codes_match_kafka_error_codes() -> None:
+    body = Field("body", "Body", children=[
+        Field("error_code", "int16", 0),
+        Field("topics", "array", 2, children=[
+            Field("[0]", "T", children=[Field("name", "string", "a"), Field("error_code", "int16", 3)]),
+            Field("[1]", "T", children=[Field("partition_error_code", "int16", 6),
+                                        Field("code", "int16", 7, extra={"error_code": 7}),
+                                        Field("other", "int16", 9)]),
+        ]),
+    ])
+    tree = Field("response", "Response", children=[Field("header", "H"), body])
+    assert _error_codes(tree) == kafka.error_codes(tree)
+    assert _error_codes(tree) == ["UNKNOWN_TOPIC_OR_PARTITION", "NOT_LEADER_OR_FOLLOWER", "REQUEST_TIMED_OUT"]
+
+
+def test_batched_sketch_equals_adding_one_by_one() -> None:
+    rng = random.Random(5)
+    values = [rng.choice([0.0, -rng.expovariate(1.0), rng.expovariate(0.05), 5e-324])
+              for _ in range(5000)]
+    q = Quantiles(limit=100)
+    ref = DDSketch(0.01)
+    for v in values:
+        q.add(v)
+        ref.add(v)
+    sk = q._folded()
+    assert _store_bins(sk._store) == _store_bins(ref._store)
+    assert _store_bins(sk._negative_store) == _store_bins(ref._negative_store)
+    assert (sk._zero_count, sk._count, sk._sum, sk._min, sk._max) == \
+        (ref._zero_count, ref._count, ref._sum, ref._min, ref._max)
+    for p in (0.0, 0.5, 0.9, 0.99, 1.0):
+        assert sk.get_quantile_value(p) == ref.get_quantile_value(p)
+    # state round trip and merging keep the pending values
+    q2 = Quantiles.from_state(q.to_state())
+    assert q2.summary() == q.summary()
+    q3 = Quantiles(limit=100)
+    for v in values[:50]:
+        q3.add(v)
+    q3.merge(q)
+    assert q3.count == 5050
