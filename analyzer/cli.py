@@ -191,10 +191,8 @@ def read_cmd(captures: tuple[str, ...], fmt: str, api: tuple[str, ...], client_i
                 from analyzer.output import summary_line
                 out.write(summary_line(ex, t0) + "\n")
             elif fmt in ("ndjson", "json"):
-                from analyzer.fastjson import dumps_line
-                from analyzer.output import exchange_to_json
-                obj = exchange_to_json(ex, trees=True, source=path if len(captures) > 1 else None)
-                text = dumps_line(obj)
+                from analyzer.output import exchange_json_line
+                text = exchange_json_line(ex, source=path if len(captures) > 1 else None)
                 if fmt == "json":
                     out.write(("\n" if first_json else ",\n") + text)
                     first_json = False
