@@ -147,6 +147,9 @@ def _link(pkt: Packet, skips: SkipCounter) -> tuple[int, int] | None:
 
 _tcp_rest = struct.Struct(">IIBB").unpack_from         # seq, ack, off, flags (after the ports)
 _new = tuple.__new__
+# the endpoint caches hold the connections seen lately; past this many entries they start
+# again (memory stays flat on captures of millions of connections)
+EP_CACHE_MAX = 16_384
 # (src addr, dst addr, ports) bytes -> (src Endpoint, dst Endpoint): one lookup per packet
 _ep_cache: dict[bytes, tuple[Endpoint, Endpoint]] = {}
 
@@ -154,7 +157,7 @@ _ep_cache: dict[bytes, tuple[Endpoint, Endpoint]] = {}
 def _endpoints(key: bytes, alen: int) -> tuple[Endpoint, Endpoint]:
     eps = _ep_cache.get(key)
     if eps is None:
-        if len(_ep_cache) > 100_000:
+        if len(_ep_cache) > EP_CACHE_MAX:
             _ep_cache.clear()
         a = 2 * alen
         eps = (_new(Endpoint, (_ip_str(key[:alen]), key[a] << 8 | key[a + 1])),
@@ -170,7 +173,7 @@ _ep4_cache: dict[tuple[int, int, int, int], tuple[Endpoint, Endpoint]] = {}
 
 
 def _endpoints4(key: tuple[int, int, int, int]) -> tuple[Endpoint, Endpoint]:
-    if len(_ep4_cache) > 100_000:
+    if len(_ep4_cache) > EP_CACHE_MAX:
         _ep4_cache.clear()
     s, d, sp, dp = key
     eps = (_new(Endpoint, (_ip_str(s.to_bytes(4, "big")), sp)),

@@ -39,6 +39,7 @@ from analyzer.model import (
     StreamGap,
 )
 from analyzer.net import (
+    EP_CACHE_MAX,
     SkipCounter,
     ep4_cache,
     ep_cache,
@@ -348,7 +349,7 @@ class Pipeline:
                     fast.pop(key, None)
                     fast.pop(rkey, None)
                     continue
-                if len(fast) >= 100_000:
+                if len(fast) >= EP_CACHE_MAX:
                     fast.clear()
                 tst, direction = ent
                 if tst.closed:
