@@ -257,35 +257,19 @@ class CaptureReader:
                 yield new(Packet, (index, ts, linktype, buf[pos + 16:end], orig))
                 pos = end
             b.pos = pos
-            # a record header or body runs past the buffer: read more, or the file ends
-            if len(b.buf) - b.pos < 16 and not b.need(16):
-                rest = len(b.buf) - b.pos
-                if rest:
+            # a record header or body runs past the buffer: read more (the loop above then
+            # takes the record), or the file ends
+            if not b.need(16):
+                if len(b.buf) - b.pos:
                     self._damaged(f"capture ends inside the header of packet {index + 1}")
                 return
-            pos = b.pos
-            sec, frac, incl, orig = unpack(b.buf, pos)
-            end = pos + 16 + incl
-            if end > len(b.buf):
-                if incl > _MAX_RECORD:
-                    self._damaged(f"bad record length {incl} at offset {b.offset} (packet {index + 1})")
-                    return
-                if not b.need(16 + incl):
-                    self._damaged(f"capture ends inside packet {index + 1}")
-                    return
-                pos = b.pos
-                end = pos + 16 + incl
-            buf = b.buf
-            b.pos = end
-            index += 1
-            ts = sec + frac / div
-            if ts < last_ts:
-                self._count("timestamp went backwards")
-            last_ts = ts
-            if incl > orig:
-                self._count("caplen > orig_len")
-            self.packets = index
-            yield new(Packet, (index, ts, linktype, buf[pos + 16:end], orig))
+            incl = unpack(b.buf, b.pos)[2]
+            if incl > _MAX_RECORD:
+                self._damaged(f"bad record length {incl} at offset {b.offset} (packet {index + 1})")
+                return
+            if not b.need(16 + incl):
+                self._damaged(f"capture ends inside packet {index + 1}")
+                return
 
     def _iter_pcapng(self) -> Iterator[Packet]:
         b = self._buf

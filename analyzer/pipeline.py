@@ -281,23 +281,17 @@ class Pipeline:
                 fe = fast.get(key)
                 if fe is not None and p <= end <= len(data):
                     tst, direction, dd, pst = fe
-                    if tst.closed:
-                        if p == end and not tst.forgotten:
-                            # an ACK after the connection closed: the reassembler only notes the time
-                            s.packets += 1
-                            if ts > s.last_ts:
-                                s.last_ts = ts
-                            self._now = ts
-                            tst.conn.last_ts = ts
-                            continue
-                    elif dd.fin_at is None and not dd.pending:
-                        if p == end:            # no payload: an ACK
-                            s.packets += 1
-                            if ts > s.last_ts:
-                                s.last_ts = ts
-                            self._now = ts
-                            tst.conn.last_ts = ts
-                            continue
+                    # in order with nothing buffered; a closed connection takes only its last ACKs
+                    open_ok = not tst.closed and dd.fin_at is None and not dd.pending
+                    if p == end and (open_ok or (tst.closed and not tst.forgotten)):
+                        # no payload, an ACK: the reassembler would only note the time
+                        s.packets += 1
+                        if ts > s.last_ts:
+                            s.last_ts = ts
+                        self._now = ts
+                        tst.conn.last_ts = ts
+                        continue
+                    if open_ok:
                         exp = dd.expected
                         if (seq - dd.base) & 0xFFFFFFFF == exp & 0xFFFFFFFF:
                             s.packets += 1

@@ -417,14 +417,8 @@ def _field_op(fd: FieldDef, version: int, flexible: bool, keep_companions: bool)
 _PLANS: dict[tuple[int, int, bool], tuple[tuple[FieldDef, ...], _Plan]] = {}
 
 
-def _compile(fields: tuple[FieldDef, ...], version: int, flexible: bool, type_name: str) -> _Plan:
-    key = (id(fields), version, flexible)
-    hit = _PLANS.get(key)
-    if hit is not None and hit[0] is fields and hit[1].type_name == type_name:
-        return hit[1]
-    plan = _Plan()
-    plan.flexible = flexible
-    plan.type_name = type_name
+def _present(fields: tuple[FieldDef, ...], version: int, flexible: bool) -> list[tuple[FieldDef, bool]]:
+    """(field, tagged) for the fields of a struct present at this version, in wire order."""
     present = []
     for fd in fields:
         if flexible and fd.tag is not None and (fd.tagged is None or in_range(version, fd.tagged)):
@@ -435,6 +429,18 @@ def _compile(fields: tuple[FieldDef, ...], version: int, flexible: bool, type_na
         if not in_range(version, fd.versions) or (fd.tag is not None and not flexible):
             continue
         present.append((fd, False))
+    return present
+
+
+def _compile(fields: tuple[FieldDef, ...], version: int, flexible: bool, type_name: str) -> _Plan:
+    key = (id(fields), version, flexible)
+    hit = _PLANS.get(key)
+    if hit is not None and hit[0] is fields and hit[1].type_name == type_name:
+        return hit[1]
+    plan = _Plan()
+    plan.flexible = flexible
+    plan.type_name = type_name
+    present = _present(fields, version, flexible)
     # companions (names, indexes) are kept only in a struct kept for another reason
     companions = any(_wanted(fd) for fd, _t in present)
     plan.keep = companions
@@ -539,17 +545,7 @@ class _Source:
 
     def struct(self, fields: tuple[FieldDef, ...], type_name: str, out: str, ind: int) -> None:
         """The fields of a struct (as ``_compile`` selects them) into the list ``out``."""
-        version, flexible = self.version, self.flexible
-        present = []
-        for fd in fields:
-            if flexible and fd.tag is not None and (fd.tagged is None or in_range(version, fd.tagged)):
-                if fd.tagged is None and not in_range(version, fd.versions):
-                    continue
-                present.append((fd, True))
-                continue
-            if not in_range(version, fd.versions) or (fd.tag is not None and not flexible):
-                continue
-            present.append((fd, False))
+        present = _present(fields, self.version, self.flexible)
         companions = any(_wanted(fd) for fd, _t in present)
         run: list[tuple[FieldDef, bool]] = []
         for fd, tagged in present:
@@ -565,7 +561,7 @@ class _Source:
             self.field(fd, companions, out, ind)
         if run:
             self.fixed(run, out, ind)
-        if flexible:
+        if self.flexible:
             fns = {}
             for fd, tagged in present:
                 if tagged:      # as _compile: one function per tag, companions kept as there
