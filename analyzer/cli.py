@@ -60,7 +60,7 @@ def _stdout_is_tty() -> bool:
     return sys.stdout.isatty()
 
 
-def progress_bar(enabled: bool) -> tuple[Callable[[int, int], None] | None, Callable[[], None]]:
+def _progress(enabled: bool) -> tuple[Callable[[int, int], None] | None, Callable[[], None]]:
     """A progress bar on stderr for big captures on a terminal: (update, close)."""
     if not enabled or not sys.stderr.isatty():
         return None, lambda: None
@@ -98,7 +98,7 @@ def iter_captures(paths: tuple[str, ...], kw: dict[str, Any], progress: bool = T
     options, ctx = options_from_kwargs(kw, decode=decode)
     options.keep_conns = False      # exchanges carry their Conn; the reassembler need not keep them all
     for path in paths:
-        update, close = progress_bar(progress)
+        update, close = _progress(progress)
         run = Run(path, options, fresh_context(ctx), progress=update)
         try:
             yield path, run

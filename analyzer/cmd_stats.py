@@ -16,10 +16,6 @@ from analyzer.options import capture_options
 from analyzer.stats import DEFAULT_KEEP_TOP, GROUP_KEYS, PointSample, StatsAccumulator, parse_by
 
 
-def _stdin(path: str) -> bool:
-    return path == "-" or not os.path.isfile(path)
-
-
 def _by_param(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
     try:
         return parse_by(value)
@@ -66,37 +62,29 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
     # every figure but the topic/partition grouping of non-Produce/Fetch APIs comes from
     # digest trees (dissectors.digest): the same numbers as full trees, several times faster
     decode = "full" if ("topic" in by or "partition" in by) else "lite"
-    from analyzer.cli import progress_bar
-    from analyzer.options import fresh_context, options_from_kwargs
-    from analyzer.pipeline import Run
-    from analyzer.shards import absorb_points, auto_jobs, run_stats_sharded
+    from analyzer.cli import iter_captures
+    from analyzer.shards import auto_jobs, run_stats_sharded
 
-    options, ctx = options_from_kwargs(kw, decode=decode)
-    options.keep_conns = False      # exchanges carry their Conn; the reassembler need not keep them all
     workers = jobs or auto_jobs(captures)
-    for path in captures:
+    for path, run in iter_captures(captures, kw, progress=True, decode=decode):
         source = os.path.basename(path) if many else None
-        update, close = progress_bar(True)
-        try:
-            if workers > 1 and not _stdin(path):
-                res = run_stats_sharded(path, options, ctx, by, total.keep_top, workers, source=source,
-                                        with_points=points is not None, progress=update)
-                if res.exact:
-                    total.merge(res.acc)
-                    if points is not None and res.points is not None:
-                        absorb_points(points, res.points.points, res.points.stride)
-                    continue
-                # a topic id learnt between two lookups on other connections: only one
-                # process gives the figures one process gives
-            acc = StatsAccumulator(by, keep_top=total.keep_top)
-            acc.source = source
-            for ex in Run(path, options, fresh_context(ctx), progress=update):
-                acc.add(ex)
-                if points is not None:
-                    points.add(ex)
-            total.merge(acc)
-        finally:
-            close()
+        if workers > 1 and os.path.isfile(path):
+            res = run_stats_sharded(path, run.pipeline.options, run.ctx, by, total.keep_top, workers,
+                                    source=source, with_points=points is not None, progress=run.progress)
+            if res.exact:
+                total.merge(res.acc)
+                if points is not None and res.points is not None:
+                    points.absorb(res.points.points, res.points.stride)
+                continue
+            # a topic id learnt between two lookups on other connections: only one
+            # process gives the figures one process gives
+        acc = StatsAccumulator(by, keep_top=total.keep_top)
+        acc.source = source
+        for ex in run:
+            acc.add(ex)
+            if points is not None:
+                points.add(ex)
+        total.merge(acc)
 
     result = total.result(top=top)
     from analyzer import stats_render as sr

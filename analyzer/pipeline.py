@@ -52,7 +52,6 @@ from analyzer.net import (
 from analyzer.tcp import Reassembler
 from dissectors import digest, kafka, legacy
 from dissectors.context import DecodeContext
-from dissectors.errors import error_name
 from dissectors.field import Field
 from dissectors.header import (
     RequestHeader,
@@ -65,7 +64,6 @@ from dissectors.summary import partitions_of
 from dissectors.tls import looks_like_tls, parse_hello
 
 _I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i").unpack_from
 _new = tuple.__new__
 
 SASL_HANDSHAKE = 17
@@ -219,7 +217,8 @@ class Pipeline:
         The common case takes a fused path: an IPv4 or IPv6 TCP segment over Ethernet,
         without SYN/FIN/RST, in order on a known connection with nothing buffered, goes
         straight from the packet bytes to its connection's framer (no Segment, no stream
-        event); so does an ACK on a closed connection. Anything else goes through ``feed``. ``tick(n)`` is called every 1024 packets.
+        event); so does an ACK on a closed connection. Anything else goes through
+        ``feed``. ``tick(n)`` is called every 1024 packets.
         """
         # decoding allocates many small objects that live briefly: collect the young
         # generation less often while the capture is read (restored when done)
@@ -524,7 +523,7 @@ class Pipeline:
         conn = st.conn
 
         def plausible(data: bytes) -> bool:
-            # asked for every frame: attributes read once, the correlation id unpacked here
+            # asked for every frame: attributes read once
             if st.sasl_raw:
                 return True
             client_dir = conn.client_dir
@@ -541,10 +540,8 @@ class Pipeline:
             # a response
             if protocol == "kafka-legacy":
                 return legacy.legacy_response_plausible(data, st.fifo[0].legacy_type if st.fifo else None)
-            if len(data) < 4:
-                return False
-            cid = _I32(data, 0)[0]
-            if cid < 0:
+            cid = response_correlation_id(data)
+            if cid is None or cid < 0:
                 return False
             if cid in st.inflight:
                 return True
@@ -756,7 +753,7 @@ class Pipeline:
 
     def _finish_exchange(self, ex: Exchange) -> None:
         if ex.response_tree is not None:
-            ex.error_codes = _error_codes(ex.response_tree)
+            ex.error_codes = kafka.error_codes(ex.response_tree)
         if ex.api_key in (0, 1) and (ex.request_tree is not None or ex.response_tree is not None):
             ex.partitions = partitions_of(ex.api_key, ex.request_tree, ex.response_tree, self.ctx.topic_names)
 
@@ -855,27 +852,6 @@ class Pipeline:
         st.fifo.clear()
         if st.ignored is not None and st.conn.protocol != "tls":
             self.summary.other_connections += 1
-
-
-def _error_codes(tree: Field) -> list[str]:
-    """``kafka.error_codes`` (the same names in the same wire order), without a generator."""
-    out: list[str] = []
-    _collect_errors(tree, out)
-    return out
-
-
-def _collect_errors(f: Field, out: list[str]) -> None:
-    # recursion beats an explicit stack on these small trees, and a leaf with a zero or
-    # no value (most of them) is passed over without a call
-    v = f.value
-    if v and ((f.extra is not None and "error_code" in f.extra)
-              or (f.type == "int16" and (f.name == "error_code" or f.name.endswith("_error_code")))):
-        out.append(error_name(v))
-    children = f.children
-    if children:
-        for c in children:
-            if c.children or c.value:
-                _collect_errors(c, out)
 
 
 def _count_bad(tree: Field, n: int) -> Field:

@@ -27,12 +27,13 @@ which splits captures by connection the same way across a cluster.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import multiprocessing
 import os
 import signal
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.connection import wait as wait_for
 from typing import Any
 
@@ -45,7 +46,7 @@ from analyzer.stats import PointSample, StatsAccumulator
 from dissectors.context import DecodeContext
 
 __all__ = ["TopicNames", "rename_topics", "shard_of", "auto_jobs", "run_stats_sharded", "ShardedResult",
-           "MIN_SHARDED_BYTES", "absorb_points"]
+           "MIN_SHARDED_BYTES"]
 
 # below this size a capture is analysed in one process (forking and reading the file
 # again in every worker would cost more than it saves)
@@ -158,28 +159,6 @@ def rename_topics(acc: StatsAccumulator, names: dict[str, str]) -> StatsAccumula
     return ren
 
 
-def renumber_conns(acc: StatsAccumulator, number: Callable[[int], int], source: str | None) -> StatsAccumulator:
-    """Connection keys given as first-packet numbers -> the capture's connection numbers
-    (as ``<source>#<n>`` when several captures are merged, as ``StatsAccumulator.source`` does)."""
-    def label(first: int) -> int | str:
-        n = number(first)
-        return n if source is None else f"{source}#{n}"
-
-    if "conn" in acc.by:
-        i = acc.by.index("conn")
-        acc.groups = {k[:i] + (label(k[i]),) + k[i + 1:] if isinstance(k[i], int) else k: g
-                      for k, g in acc.groups.items()}
-    recs = [rec for _p, _s, rec in acc._top]
-    acc._top = []
-    for rec in recs:
-        if isinstance(rec.get("conn"), int):
-            rec["conn"] = number(rec["conn"])
-        if source is not None:
-            rec["capture"] = source
-        acc._push_top(rec)
-    return acc
-
-
 # -- sharding ------------------------------------------------------------------------------------
 
 def shard_of(pkt: Packet, n: int) -> int:
@@ -231,8 +210,6 @@ class ShardedResult:
     acc: StatsAccumulator
     points: PointSample | None
     exact: bool                        # False: a topic id was learnt between lookups: run again unsharded
-    workers: int = 0
-    renamed: dict[str, str] = field(default_factory=dict)
 
 
 def _worker(path: str, options: Options, ctx: DecodeContext, by: tuple[str, ...], keep_top: int,
@@ -240,7 +217,7 @@ def _worker(path: str, options: Options, ctx: DecodeContext, by: tuple[str, ...]
     names = TopicNames()
     wctx = fresh_context(ctx)
     wctx.topic_names = names
-    opts = Options(**{**options.__dict__, "conn_ids_from_index": True, "keep_conns": False})
+    opts = dataclasses.replace(options, conn_ids_from_index=True, keep_conns=False)
     tick = None
     if progress is not None:
         def tick(done: int, _total: int) -> None:
@@ -334,33 +311,16 @@ def _merge(states: list[dict[str, Any]], by: tuple[str, ...], keep_top: int, sou
     table = learnt_ids(ev for st in states for ev in st["learnt"])
     total = StatsAccumulator(by, keep_top=keep_top)
     exact = True
-    renamed: dict[str, str] = {}
     for st in states:
         names, ok = resolve_misses(st["misses"], table)
         exact = exact and ok
-        renamed.update(names)
         acc = StatsAccumulator.from_state(st["acc"])
-        acc = rename_topics(renumber_conns(acc, number, source), names)
+        acc = rename_topics(acc.renumber_conns(number, source), names)
         total.merge(acc)
     points = None
     if with_points:
         points = PointSample()
-        absorb_points(points, sorted((p for st in states for p in st["points"] or ()), key=lambda p: p[1]),
+        points.absorb(sorted((p for st in states for p in st["points"] or ()), key=lambda p: p[1]),
                       max(st["stride"] for st in states))
-    return ShardedResult(total, points, exact, len(states), renamed)
+    return ShardedResult(total, points, exact)
 
-
-def absorb_points(points: PointSample, more: list[tuple[str, float, float]], stride: int) -> None:
-    """Add another sample's points (taken every ``stride``-th exchange) to ``points``, thinning
-    both to the coarser stride and then while over the cap, as ``PointSample.add`` does."""
-    while points.stride < stride:
-        points.points = points.points[1::2]
-        points.stride *= 2
-    while stride < points.stride:
-        more = more[1::2]
-        stride *= 2
-    points.points.extend(more)
-    points.seen += len(more) * stride
-    while len(points.points) > points.cap:
-        points.points = points.points[1::2]
-        points.stride *= 2

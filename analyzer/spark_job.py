@@ -985,14 +985,8 @@ def gather(states: Iterable[tuple[int, dict[str, Any]]], sources: list[Source], 
         acc = StatsAccumulator(cfg.by, keep_top=0)
         for st in sts:
             acc.merge(rename_topics(StatsAccumulator.from_state(st["stats"]), st.get("rename") or {}))
-        if "conn" in cfg.by:
-            i = cfg.by.index("conn")
-            label = os.path.basename(src.name.rstrip("/"))
-
-            def new_key(k: tuple[Any, ...], i: int = i, label: str = label, fid: int = src.file_id) -> Any:
-                cid = remap_conn(conn_ids, fid, k[i])
-                return k[:i] + ((f"{label}#{cid}" if many else cid),) + k[i + 1:]
-            acc.groups = {new_key(k): g for k, g in acc.groups.items()}
+        acc.renumber_conns(lambda first, fid=src.file_id: remap_conn(conn_ids, fid, first),
+                           os.path.basename(src.name.rstrip("/")) if many else None)
         total.merge(acc)
         checker = _new_checker(cfg)
         for st in sts:

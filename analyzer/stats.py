@@ -48,7 +48,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ddsketch import DDSketch
@@ -710,6 +710,28 @@ class StatsAccumulator:
                     rec["capture"] = self.source
                 self._push_top(rec)
 
+    def renumber_conns(self, number: Callable[[int], int], source: str | None) -> StatsAccumulator:
+        """Connection keys given as first-packet numbers (a shard of a capture, see
+        analyzer.shards) -> the capture's connection numbers, as ``<source>#<n>`` when
+        ``source`` is given (several captures merged, as ``source`` does in ``add``)."""
+        def label(first: int) -> int | str:
+            n = number(first)
+            return n if source is None else f"{source}#{n}"
+
+        if "conn" in self.by:
+            i = self.by.index("conn")
+            self.groups = {k[:i] + (label(k[i]),) + k[i + 1:] if isinstance(k[i], int) else k: g
+                           for k, g in self.groups.items()}
+        recs = [rec for _p, _s, rec in self._top]
+        self._top = []
+        for rec in recs:
+            if isinstance(rec.get("conn"), int):
+                rec["conn"] = number(rec["conn"])
+            if source is not None:
+                rec["capture"] = source
+            self._push_top(rec)
+        return self
+
     def _describe_conn(self, conn: Any) -> tuple[str | None, str | None, int | str | None, int | None]:
         if conn is None:
             return None, None, None, None
@@ -931,6 +953,21 @@ class PointSample:
             return
         self.points.append((ex.api_name, ex.request_time, lat))
         if len(self.points) > self.cap:
+            self.points = self.points[1::2]
+            self.stride *= 2
+
+    def absorb(self, more: list[tuple[str, float, float]], stride: int) -> None:
+        """Add another sample's points (taken every ``stride``-th exchange), thinning both to
+        the coarser stride and then while over the cap, as ``add`` does."""
+        while self.stride < stride:
+            self.points = self.points[1::2]
+            self.stride *= 2
+        while stride < self.stride:
+            more = more[1::2]
+            stride *= 2
+        self.points.extend(more)
+        self.seen += len(more) * stride
+        while len(self.points) > self.cap:
             self.points = self.points[1::2]
             self.stride *= 2
 

@@ -249,15 +249,25 @@ def learn_topic_ids(body: Field, ctx: DecodeContext) -> None:
         tid.notes = [topic_note(tid.value, ctx.topic_names)]
 
 
-def _is_error_field(f: Field) -> bool:
-    if f.extra is not None and "error_code" in f.extra:
-        return True
-    return f.type == "int16" and (f.name == "error_code" or f.name.endswith("_error_code"))
-
-
 def error_codes(tree: Field) -> list[str]:
     """Names of the non-zero error codes anywhere in a tree, in wire order."""
-    return [error_name(f.value) for f in tree.walk() if f.value and _is_error_field(f)]
+    out: list[str] = []
+    _collect_errors(tree, out)
+    return out
+
+
+def _collect_errors(f: Field, out: list[str]) -> None:
+    # once per exchange on the hot path: recursion beats an explicit stack on these small
+    # trees, and a leaf with a zero or no value (most of them) is passed over without a call
+    v = f.value
+    if v and ((f.extra is not None and "error_code" in f.extra)
+              or (f.type == "int16" and (f.name == "error_code" or f.name.endswith("_error_code")))):
+        out.append(error_name(v))
+    children = f.children
+    if children:
+        for c in children:
+            if c.children or c.value:
+                _collect_errors(c, out)
 
 
 def list_apis() -> list[dict[str, Any]]:
