@@ -31,7 +31,7 @@ import gzip
 import os
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import IO, BinaryIO
 
@@ -113,6 +113,17 @@ class _Buf:
         return self.base + self.pos
 
 
+# at an IPv4 header: version/IHL, fragment field, protocol, addresses, then the TCP ports
+_V4_SHARE = struct.Struct(">B5xHxB2xIIHH").unpack_from
+
+
+def share_v4(sa: int, da: int, sp: int, dp: int, n: int) -> int:
+    """The share (0..n-1) of an IPv4 TCP connection: the same in both directions and for
+    every connection on the same addresses and ports (the record loop of a shared pcap
+    reader computes it inline)."""
+    return ((sa ^ da) * 0x9E3779B1 + (sp ^ dp) * 0x85EBCA77 >> 7) % n
+
+
 class CaptureReader:
     """Iterable of ``Packet`` over one capture file. See the module docstring."""
 
@@ -124,8 +135,9 @@ class CaptureReader:
         self.format = ""                       # "pcap" | "pcapng"
         self.compressed = False
         self.linktypes: list[int] = []         # pcap: [linktype]; pcapng: per interface seen
-        self.packets = 0                       # packets yielded so far
+        self.packets = 0                       # packets read so far (yielded or left to another share)
         self._iterated = False
+        self._share: tuple[int, int, Callable[[Packet, int], int]] | None = None
         try:
             self.size = os.path.getsize(path)
             self._raw: BinaryIO = open(path, "rb")  # noqa: SIM115 (closed by close())
@@ -177,13 +189,28 @@ class CaptureReader:
                  tb: TracebackType | None) -> None:
         self.close()
 
+    def keep_share(self, k: int, n: int, share_of: Callable[[Packet, int], int]) -> None:
+        """Yield only the packets ``p`` with ``share_of(p, n) == k`` (analyzer.shards).
+
+        A pcap file tells the share of an Ethernet/IPv4 TCP packet (the common case) in
+        the record loop, before any Packet is built: ``share_v4`` of its addresses and
+        ports, which is what ``share_of`` gives for such a packet; other packets are
+        built and given to ``share_of``. The packets of other shares are still counted
+        (``packets``, the reader's notes), as read."""
+        self._share = (k, n, share_of)
+
     def __iter__(self) -> Iterator[Packet]:
         if self._iterated:
             raise CaptureError(f"{self.path}: a capture can be iterated once")
         self._iterated = True
         # read errors (gzip cut short or corrupt, I/O) end the data in _Buf.need and are
         # reported through ``truncated``
-        return self._iter_pcap() if self.format == "pcap" else self._iter_pcapng()
+        if self.format == "pcap":
+            return self._iter_pcap()
+        if self._share is None:
+            return self._iter_pcapng()
+        k, n, share_of = self._share
+        return (p for p in self._iter_pcapng() if share_of(p, n) == k)
 
     # -- internals ----------------------------------------------------------------------
 
@@ -236,6 +263,12 @@ class CaptureReader:
         index = 0
         last_ts = 0.0
         new = tuple.__new__
+        # a share (keep_share): the packets of other shares are dropped here, most of them
+        # (Ethernet, IPv4 without options, TCP) from the record bytes alone
+        shared = self._share is not None
+        share_k, share_n, share_of = self._share if self._share is not None else (0, 1, None)
+        eth = linktype == 1
+        v4 = _V4_SHARE
         while True:
             # the records wholly inside the buffer, with local variables only (the hot loop)
             buf = b.buf
@@ -254,6 +287,23 @@ class CaptureReader:
                 if incl > orig:
                     self._count("caplen > orig_len")
                 self.packets = index
+                if shared:
+                    q = pos + 16
+                    if eth and incl >= 54 and buf[q + 12] == 8 and buf[q + 13] == 0:
+                        vihl, frag, proto, sa, da, sp, dp = v4(buf, q + 14)
+                        if vihl == 0x45 and proto == 6 and not frag & 0x3FFF:
+                            # share_v4, inline
+                            if ((sa ^ da) * 0x9E3779B1 + (sp ^ dp) * 0x85EBCA77 >> 7) % share_n != share_k:
+                                pos = end
+                                continue
+                            yield new(Packet, (index, ts, linktype, buf[q:end], orig))
+                            pos = end
+                            continue
+                    pkt = new(Packet, (index, ts, linktype, buf[q:end], orig))
+                    if share_of(pkt, share_n) == share_k:   # type: ignore[misc]
+                        yield pkt
+                    pos = end
+                    continue
                 yield new(Packet, (index, ts, linktype, buf[pos + 16:end], orig))
                 pos = end
             b.pos = pos

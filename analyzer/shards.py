@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import wait as wait_for
 from typing import Any
 
-from analyzer.capture import CaptureError, open_capture
+from analyzer.capture import CaptureError, CaptureReader, open_capture, share_v4
 from analyzer.model import Packet
 from analyzer.net import parse_packet, unpack_v4tcp
 from analyzer.options import fresh_context
@@ -69,10 +69,19 @@ class TopicNames(dict):  # type: ignore[type-arg]
 
     def __init__(self, known: dict[str, tuple[list[int], list[str]]] | None = None) -> None:
         super().__init__()
-        self.now = 0
+        self._now = 0
+        self.reader: CaptureReader | None = None   # while set, ``now`` is its packet count
         self.known = known
         self.learnt: list[tuple[int, str, str]] = []
         self.misses: dict[str, list[int]] = {}     # topic id -> [first, last] packet of a failed lookup
+
+    @property
+    def now(self) -> int:
+        return self.reader.packets if self.reader is not None else self._now
+
+    @now.setter
+    def now(self, value: int) -> None:
+        self._now = value
 
     def __bool__(self) -> bool:            # `names or {}` must keep this object
         return True
@@ -168,7 +177,7 @@ def shard_of(pkt: Packet, n: int) -> int:
     if lt == 1 and data[12:14] == b"\x08\x00" and len(data) >= 54:
         vihl, _total, frag, proto, sa, da, sp, dp = unpack_v4tcp(data, 14)[:8]
         if vihl == 0x45 and proto == 6 and not frag & 0x3FFF:
-            return ((sa ^ da) * 0x9E3779B1 + (sp ^ dp) * 0x85EBCA77 >> 7) % n
+            return share_v4(sa, da, sp, dp, n)
     seg = parse_packet(pkt)
     if seg is None:
         return 0
@@ -176,12 +185,13 @@ def shard_of(pkt: Packet, n: int) -> int:
     return (a * 0x9E3779B1 + (seg.src.port ^ seg.dst.port) * 0x85EBCA77 >> 7) % n
 
 
-def _select(k: int, n: int, names: TopicNames) -> Callable[[Iterable[Packet]], Iterator[Packet]]:
-    def select(packets: Iterable[Packet]) -> Iterator[Packet]:
-        for pkt in packets:
-            if shard_of(pkt, n) == k:
-                names.now = pkt[0]
-                yield pkt
+def _select(k: int, n: int, names: TopicNames) -> Callable[[CaptureReader], Iterator[Packet]]:
+    def select(reader: CaptureReader) -> Iterator[Packet]:
+        # the reader drops the other shares' packets; the topic-id clock reads its count
+        reader.keep_share(k, n, shard_of)
+        names.reader = reader
+        yield from reader
+        names.reader = None
         names.now = END_OF_CAPTURE
     return select
 
