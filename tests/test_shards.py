@@ -83,6 +83,27 @@ def test_both_directions_go_to_one_worker_and_work_is_spread(tmp_path: Path) -> 
     assert len(shards) == 1
 
 
+@pytest.mark.parametrize("name", ["produce_fetch_rdkafka_zstd_ipv6.pcap", "produce_fetch_kafkapython_gzip_pcapng.pcapng", "group_rdkafka.pcap"])
+def test_reader_share_is_shard_of(name: str) -> None:
+    """A reader told to keep share k yields exactly the packets shard_of puts in k, in order."""
+    from analyzer.capture import open_capture
+
+    path = SAMPLES / name
+    if not path.exists():
+        pytest.skip(f"{name} not in samples/")
+    with open_capture(str(path)) as r:
+        every = list(r)
+    total = 0
+    for k in range(3):
+        with open_capture(str(path)) as r:
+            r.keep_share(k, 3, shard_of)
+            kept = list(r)
+            assert r.packets == len(every)              # every packet is read and counted
+        assert kept == [p for p in every if shard_of(p, 3) == k]
+        total += len(kept)
+    assert total == len(every)
+
+
 def test_connection_numbers_match_one_process(tmp_path: Path) -> None:
     path, _ = _flows(30, tmp_path)
     args = ("--by", "conn", "--top", "30")
