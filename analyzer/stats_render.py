@@ -11,10 +11,11 @@ import io
 import json
 import math
 from collections.abc import Sequence
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Table
+if TYPE_CHECKING:       # rich is imported when a table is drawn (json and csv output go without it)
+    from rich.console import Console
+    from rich.table import Table
 
 from analyzer.stats import fmt_ms
 
@@ -88,6 +89,8 @@ class TextTable:
         self.rows.append(list(row))
 
     def rich(self) -> Table:
+        from rich.table import Table
+
         t = Table(title=self.title, title_justify="left", header_style="bold")
         for h, r in zip(self.headers, self.right, strict=True):
             t.add_column(h, justify="right" if r else "left", overflow="fold")
