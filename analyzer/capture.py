@@ -115,13 +115,16 @@ class _Buf:
 
 # at an IPv4 header: version/IHL, fragment field, protocol, addresses, then the TCP ports
 _V4_SHARE = struct.Struct(">B5xHxB2xIIHH").unpack_from
+# at an IPv6 header: version/class, next header, addresses (two 64-bit halves each), TCP ports
+_V6_SHARE = struct.Struct(">B5xBxQQQQHH").unpack_from
 
 
-def share_v4(sa: int, da: int, sp: int, dp: int, n: int) -> int:
-    """The share (0..n-1) of an IPv4 TCP connection: the same in both directions and for
-    every connection on the same addresses and ports (the record loop of a shared pcap
-    reader computes it inline)."""
-    return ((sa ^ da) * 0x9E3779B1 + (sp ^ dp) * 0x85EBCA77 >> 7) % n
+def share_of_conn(a: int, b: int, pa: int, pb: int, n: int) -> int:
+    """The share (0..n-1) of a TCP connection between addresses ``a`` and ``b`` (IPv4 or
+    IPv6, as integers) and ports ``pa`` and ``pb``: the same in both directions and for
+    every connection on the same addresses and ports. The record loop of a shared pcap
+    reader computes it inline for Ethernet IPv4/IPv6 TCP packets."""
+    return ((a ^ b) * 0x9E3779B1 + (pa ^ pb) * 0x85EBCA77 >> 7) % n
 
 
 class CaptureReader:
@@ -269,6 +272,7 @@ class CaptureReader:
         share_k, share_n, share_of = self._share if self._share is not None else (0, 1, None)
         eth = linktype == 1
         v4 = _V4_SHARE
+        v6 = _V6_SHARE
         while True:
             # the records wholly inside the buffer, with local variables only (the hot loop)
             buf = b.buf
@@ -288,15 +292,24 @@ class CaptureReader:
                     self._count("caplen > orig_len")
                 self.packets = index
                 if shared:
+                    # share_of_conn, inline, for Ethernet IPv4 (no options, not a fragment) and
+                    # IPv6 (TCP next) TCP packets; share_of(packet) for the rest
                     q = pos + 16
-                    if eth and incl >= 54 and buf[q + 12] == 8 and buf[q + 13] == 0:
-                        vihl, frag, proto, sa, da, sp, dp = v4(buf, q + 14)
-                        if vihl == 0x45 and proto == 6 and not frag & 0x3FFF:
-                            # share_v4, inline
-                            if ((sa ^ da) * 0x9E3779B1 + (sp ^ dp) * 0x85EBCA77 >> 7) % share_n != share_k:
-                                pos = end
-                                continue
-                            yield new(Packet, (index, ts, linktype, buf[q:end], orig))
+                    if eth and incl >= 54:
+                        et = buf[q + 12:q + 14]
+                        h = -1
+                        if et == b"\x08\x00":
+                            vihl, frag, proto, sa, da, sp, dp = v4(buf, q + 14)
+                            if vihl == 0x45 and proto == 6 and not frag & 0x3FFF:
+                                h = ((sa ^ da) * 0x9E3779B1 + (sp ^ dp) * 0x85EBCA77 >> 7) % share_n
+                        elif et == b"\x86\xdd" and incl >= 74:
+                            vtc, nh, s1, s2, d1, d2, sp, dp = v6(buf, q + 14)
+                            if vtc >> 4 == 6 and nh == 6:
+                                a = (s1 ^ d1) << 64 | (s2 ^ d2)
+                                h = (a * 0x9E3779B1 + (sp ^ dp) * 0x85EBCA77 >> 7) % share_n
+                        if h >= 0:
+                            if h == share_k:
+                                yield new(Packet, (index, ts, linktype, buf[q:end], orig))
                             pos = end
                             continue
                     pkt = new(Packet, (index, ts, linktype, buf[q:end], orig))

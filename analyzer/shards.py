@@ -31,13 +31,13 @@ import dataclasses
 import multiprocessing
 import os
 import signal
-import zlib
+import socket
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import wait as wait_for
 from typing import Any
 
-from analyzer.capture import CaptureError, CaptureReader, open_capture, share_v4
+from analyzer.capture import CaptureError, CaptureReader, open_capture, share_of_conn
 from analyzer.model import Packet
 from analyzer.net import parse_packet, unpack_v4tcp
 from analyzer.options import fresh_context
@@ -171,18 +171,21 @@ def rename_topics(acc: StatsAccumulator, names: dict[str, str]) -> StatsAccumula
 # -- sharding ------------------------------------------------------------------------------------
 
 def shard_of(pkt: Packet, n: int) -> int:
-    """The worker (0..n-1) of a packet's TCP connection: a hash of its addresses and ports that
-    is the same in both directions. Packets that are not TCP go to worker 0."""
+    """The worker (0..n-1) of a packet's TCP connection: ``share_of_conn`` of its addresses
+    and ports, the same in both directions. Packets that are not TCP go to worker 0."""
     _index, _ts, lt, data, _orig = pkt
     if lt == 1 and data[12:14] == b"\x08\x00" and len(data) >= 54:
         vihl, _total, frag, proto, sa, da, sp, dp = unpack_v4tcp(data, 14)[:8]
         if vihl == 0x45 and proto == 6 and not frag & 0x3FFF:
-            return share_v4(sa, da, sp, dp, n)
+            return share_of_conn(sa, da, sp, dp, n)
     seg = parse_packet(pkt)
     if seg is None:
         return 0
-    a = zlib.crc32(seg.src.ip.encode()) ^ zlib.crc32(seg.dst.ip.encode())
-    return (a * 0x9E3779B1 + (seg.src.port ^ seg.dst.port) * 0x85EBCA77 >> 7) % n
+    return share_of_conn(_ip_int(seg.src.ip), _ip_int(seg.dst.ip), seg.src.port, seg.dst.port, n)
+
+
+def _ip_int(ip: str) -> int:
+    return int.from_bytes(socket.inet_pton(socket.AF_INET6 if ":" in ip else socket.AF_INET, ip), "big")
 
 
 def _select(k: int, n: int, names: TopicNames) -> Callable[[CaptureReader], Iterator[Packet]]:
