@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from analyzer.capture import CaptureError
-from analyzer.errors import UserError, fail
+from analyzer.errors import UserError, fail, reader_gone, stdout_console
 from analyzer.model import Exchange
 from analyzer.options import capture_options, fresh_context, options_from_kwargs
 
@@ -40,10 +40,17 @@ class Group(click.Group):
         except CaptureError as e:
             fail(str(e))
         except BrokenPipeError:
-            sys.exit(0)
+            reader_gone()
         if isinstance(rv, int):
             sys.exit(rv)
         sys.exit(0)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        # before click's own EPIPE handling, which exits 1
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            reader_gone()
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -246,7 +253,6 @@ def apis_cmd(fmt: str) -> int:
     if fmt == "json":
         click.echo(json.dumps(rows, indent=1))
         return 0
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title=f"{len(rows)} Kafka API keys")
@@ -256,7 +262,7 @@ def apis_cmd(fmt: str) -> int:
         flex = r.get("flexible_from")
         table.add_row(str(r["api_key"]), r["name"], f"{r['min_version']}-{r['max_version']}",
                       "-" if flex is None else f"v{flex}")
-    Console().print(table)
+    stdout_console().print(table)
     return 0
 
 

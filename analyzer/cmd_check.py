@@ -98,8 +98,8 @@ def check_command(captures: tuple[str, ...], rules: tuple[str, ...], skip_rules:
 # -- text output -------------------------------------------------------------------
 
 def _console() -> Any:
-    from rich.console import Console
-    return Console(highlight=False, soft_wrap=True)
+    from analyzer.errors import stdout_console
+    return stdout_console(highlight=False, soft_wrap=True)
 
 
 def _frames_text(f: Finding) -> str:

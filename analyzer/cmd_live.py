@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from analyzer.errors import UserError
+from analyzer.errors import UserError, stdout_console
 from analyzer.options import capture_options, options_from_kwargs
 
 
@@ -117,11 +117,9 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
 
     to_err = fmt == "ndjson"
     if dash is not None:
-        from rich.console import Console
-
         from analyzer import stats_render as sr
 
-        console = Console(stderr=to_err, highlight=False)
+        console = stdout_console(stderr=to_err, highlight=False)
         sr.render_text(dash.accumulator.result(), console)
     if not no_summary:
         from analyzer.cli import summary_text

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from analyzer.errors import UserError
+from analyzer.errors import UserError, stdout_console
 from analyzer.options import capture_options
 from analyzer.stats import DEFAULT_KEEP_TOP, GROUP_KEYS, PointSample, StatsAccumulator, parse_by
 
@@ -94,8 +94,7 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
     elif fmt == "csv":
         sr.write_csv(result, sys.stdout)
     else:
-        from rich.console import Console
-        console = Console(highlight=False)
+        console = stdout_console(highlight=False)
         sr.render_text(result, console, total.histograms() if histogram else None)
     if histogram and fmt != "table":
         # machine output stays parseable: the histogram goes to stderr

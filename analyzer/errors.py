@@ -1,8 +1,9 @@
 """User-facing errors: one line on stderr, a non-zero exit, never a traceback."""
 from __future__ import annotations
 
+import os
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 PROG = "kafkawire-sniff"
 
@@ -19,3 +20,26 @@ def fail(message: str, exit_code: int = 1) -> NoReturn:
     sys.stderr.write(f"{PROG}: error: {message}\n")
     sys.stderr.flush()
     sys.exit(exit_code)
+
+
+def reader_gone() -> NoReturn:
+    """The reader of our output went away (``... | head``): stop quietly with exit 0, as
+    other filters do; the final flush of stdout must not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    sys.exit(0)
+
+
+def stdout_console(**kw: Any) -> Any:
+    """A rich Console (on stdout unless ``stderr=True``) that stops like ``reader_gone``
+    when its reader goes away (rich itself would exit 1)."""
+    from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            reader_gone()
+
+    return _Console(**kw)
