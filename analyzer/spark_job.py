@@ -584,20 +584,9 @@ def read_split(src: Source, rs: ReadSplit, content: bytes | None = None,
 
     With ``keys`` (a second pass): only the packets of those groups, and no meta record."""
     skips = SkipCounter()
-    meta: dict[str, Any] = {"packets": 0, "first_ts": None, "last_ts": None, "warning": None,
-                            "counters": {}, "start": rs.start}
     fid = src.file_id
-    reader = None
-    first_ts = last_ts = None
-    n = 0
-    for pkt, rdr in _packets_of(src, rs, content):
-        reader = rdr
-        n += 1
-        ts = pkt.ts
-        if first_ts is None:
-            first_ts = ts
-        if last_ts is None or ts > last_ts:
-            last_ts = ts
+    tally = _Tally(src, rs, content)
+    for pkt in tally:
         seg = parse_packet(pkt, skips)
         if seg is None:
             continue
@@ -607,11 +596,37 @@ def read_split(src: Source, rs: ReadSplit, content: bytes | None = None,
         yield (fid, k[0], k[1], k[2], k[3], pkt.index), tuple(pkt)
     if keys is not None:
         return
-    if reader is not None:
-        meta["warning"] = reader.truncated
-        meta["counters"] = dict(reader.counters)
-    meta.update(packets=n, first_ts=first_ts, last_ts=last_ts, skipped=dict(skips))
-    yield (fid, META, -1, META, -1, rs.start), meta
+    yield (fid, META, -1, META, -1, rs.start), tally.meta(dict(skips))
+
+
+class _Tally:
+    """The packets of a split (iterate once), counted: packets, first and last timestamp,
+    and the reader's warning and notes, for the split's meta record."""
+
+    def __init__(self, src: Source, rs: ReadSplit, content: bytes | None) -> None:
+        self.src, self.rs, self.content = src, rs, content
+        self.n = 0
+        self.first_ts: float | None = None
+        self.last_ts: float | None = None
+        self.reader: Any = None
+
+    def __iter__(self) -> Iterator[Packet]:
+        for pkt, rdr in _packets_of(self.src, self.rs, self.content):
+            self.reader = rdr
+            self.n += 1
+            ts = pkt.ts
+            if self.first_ts is None:
+                self.first_ts = ts
+            if self.last_ts is None or ts > self.last_ts:
+                self.last_ts = ts
+            yield pkt
+
+    def meta(self, skipped: dict[str, int]) -> dict[str, Any]:
+        r = self.reader
+        return {"packets": self.n, "first_ts": self.first_ts, "last_ts": self.last_ts,
+                "warning": r.truncated if r is not None else None,
+                "counters": dict(r.counters) if r is not None else {},
+                "start": self.rs.start, "skipped": skipped}
 
 
 BATCH_BYTES = 4 << 20     # a connection's batch is sent on once its packets hold this many bytes
@@ -875,28 +890,9 @@ def process_whole(src: Source, rs: ReadSplit, cfg: JobConfig, content: bytes | N
     ``process_partition`` yields for the file: rows, then ("s", file, state)."""
     fid = src.file_id
     g = _FileAcc(cfg)
-    box: dict[str, Any] = {"n": 0, "first": None, "last": None, "reader": None}
-
-    def packets() -> Iterator[Packet]:
-        n = 0
-        first_ts = last_ts = None
-        for pkt, rdr in _packets_of(src, rs, content):
-            box["reader"] = rdr
-            n += 1
-            ts = pkt.ts
-            if first_ts is None:
-                first_ts = ts
-            if last_ts is None or ts > last_ts:
-                last_ts = ts
-            yield pkt
-        box.update(n=n, first=first_ts, last=last_ts)
-
-    yield from process_group((fid,), src.name, packets(), g, cfg, None)
-    reader = box["reader"]
-    g.meta.append({"packets": box["n"], "first_ts": box["first"], "last_ts": box["last"],
-                   "warning": reader.truncated if reader is not None else None,
-                   "counters": dict(reader.counters) if reader is not None else {},
-                   "start": rs.start, "skipped": {}})
+    tally = _Tally(src, rs, content)
+    yield from process_group((fid,), src.name, iter(tally), g, cfg, None)
+    g.meta.append(tally.meta({}))
     g.misses = []
     yield ("s", fid, dict(g.state(), held=False))
 
