@@ -78,6 +78,23 @@ def _candidates(top: int, low: int) -> re.Pattern[bytes]:
 class Framer:
     """Frames of one direction of one connection. See the module docstring."""
 
+    # Per-instance state that starts at an immutable value lives here as a class default:
+    # a framer is made per connection direction (tens of thousands of short connections),
+    # so __init__ sets only what differs or is mutable. Assignments make instance values.
+    frames = 0                      # frames emitted
+    truncated_frames = 0
+    over_max_frames = 0             # size prefixes above max_frame_size met at a frame boundary
+    damaged_frames = 0              # frames kept although their header was rejected (see _damaged)
+    finished = False
+    _off: int | None = None         # stream offset of _buf[0]; None before any event
+    _synced = True                  # _buf[0] is a frame boundary
+    _decided = -1                   # size of the frame at _buf[0] once judged plausible
+    _reason = "before first frame"  # why bytes are skipped while scanning
+    _drop = 0                       # bytes of a gap-broken frame still to drop
+    _cand_re: re.Pattern[bytes] | None = None   # see _cand; made when first scanning
+    _last_index = 0
+    _last_ts = 0.0
+
     def __init__(self, conn: Conn, direction: int, plausible: Plausible | None = None,
                  max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, min_frame_size: int = 4,
                  peek: int = 16) -> None:
@@ -88,19 +105,8 @@ class Framer:
         self._min = min_frame_size
         self.peek = peek
         self.skipped: dict[str, int] = {}
-        self.frames = 0                 # frames emitted
-        self.truncated_frames = 0
-        self.over_max_frames = 0        # size prefixes above max_frame_size met at a frame boundary
-        self.damaged_frames = 0         # frames kept although their header was rejected (see _damaged)
-        self.finished = False
         self._buf = bytearray()          # bytes from stream offset self._off on
-        self._off: int | None = None     # stream offset of _buf[0]; None before any event
         self._marks: list[tuple[int, int, float]] = []   # (offset, packet index, ts) in _buf
-        self._synced = True              # _buf[0] is a frame boundary
-        self._decided = -1               # size of the frame at _buf[0] once judged plausible
-        self._reason = "before first frame"   # why bytes are skipped while scanning
-        self._drop = 0                   # bytes of a gap-broken frame still to drop
-        self._cand = _candidates(min(max_frame_size, 0xFFFFFFFF) >> 24, min(max(min_frame_size, 0), 255))
 
     @property
     def min_frame_size(self) -> int:
@@ -110,9 +116,18 @@ class Framer:
     @min_frame_size.setter
     def min_frame_size(self, value: int) -> None:
         self._min = value
-        self._cand = _candidates(min(self.max_frame_size, 0xFFFFFFFF) >> 24, min(max(value, 0), 255))
+        self._cand_re = None
         self._last_index = 0
         self._last_ts = 0.0
+
+    @property
+    def _cand(self) -> re.Pattern[bytes]:
+        """The scan's candidate pattern for the current size limits (most framers never scan)."""
+        cand = self._cand_re
+        if cand is None:
+            cand = self._cand_re = _candidates(min(self.max_frame_size, 0xFFFFFFFF) >> 24,
+                                               min(max(self._min, 0), 255))
+        return cand
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -262,20 +277,27 @@ class Framer:
             self._consume(pos)
 
     def _fast(self, data: bytes, off: int, index: int, ts: float, out: list[Frame]) -> int:
-        """Cut the complete, plausible frames at the start of ``data``; return bytes used."""
+        """Cut the complete, plausible frames at the start of ``data``; return bytes used.
+
+        What ``plausible`` returned (True, or a value it parsed from the peek, such as a
+        request header) goes with the frame as ``Frame.peeked``."""
         n = len(data)
         pos = 0
         lo, hi, peek, plausible = self._min, self.max_frame_size, self.peek, self.plausible
         conn, direction = self.conn, self.direction
+        seen = None
         k = 0
         while n - pos >= 4:
             size = _size(data, pos)[0]
             end = pos + 4 + size
             if size < lo or size > hi or end > n:
                 break
-            if plausible is not None and not plausible(data[pos + 4:pos + 4 + (size if size < peek else peek)]):
-                break
-            out.append(Frame(conn, direction, data[pos + 4:end], size, index, index, ts, ts, off + pos))
+            if plausible is not None:
+                seen = plausible(data[pos + 4:pos + 4 + (size if size < peek else peek)])
+                if not seen:
+                    break
+            out.append(Frame(conn, direction, data[pos + 4:end], size, index, index, ts, ts, off + pos,
+                             False, seen))
             pos = end
             k += 1
         if k:
@@ -306,8 +328,8 @@ class Framer:
     def feed(self, ev: StreamData | StreamGap | StreamEnd) -> list[Frame]:
         out: list[Frame] = []
         if type(ev) is StreamData and not self._buf and self._synced and not self._drop \
-                and self._off == ev[2] and not self.finished:
-            # fast path: in sync at a frame boundary, nothing buffered
+                and (self._off == ev[2] or self._off is None) and not self.finished:
+            # fast path: in sync at a frame boundary, nothing buffered (or the first event)
             _c, _d, off, data, ts, index = ev
             self._last_index, self._last_ts = index, ts
             pos = self._fast(data, off, index, ts, out)

@@ -57,6 +57,7 @@ from dissectors.header import (
     RequestHeader,
     parse_request_header,
     plausible_request,
+    read_uvarint,
     response_correlation_id,
 )
 from dissectors.schema import api_name
@@ -67,6 +68,7 @@ _I16 = struct.Struct(">h")
 _new = tuple.__new__
 
 SASL_HANDSHAKE = 17
+_API_NAMES: dict[int, str] = {}    # api_key (an int16) -> api_name(api_key), asked once per exchange
 _FAST_CLOSED = 4096        # closed connections the fused path keeps for their last ACKs
 _GC_GEN0 = 50_000          # young-generation threshold while a capture is read (feed_all)
 API_VERSIONS = 18
@@ -519,11 +521,12 @@ class Pipeline:
                 self._collect_skipped(fr)
                 st.framers[d] = None
 
-    def _plausible_for(self, st: _ConnState, d: int) -> Callable[[bytes], bool]:
+    def _plausible_for(self, st: _ConnState, d: int) -> Callable[[bytes], RequestHeader | bool]:
         conn = st.conn
 
-        def plausible(data: bytes) -> bool:
-            # asked for every frame: attributes read once
+        def plausible(data: bytes) -> RequestHeader | bool:
+            # asked for every frame: attributes read once. A request header parsed here is
+            # returned: the framer keeps it on the frame (Frame.peeked) for _request
             if st.sasl_raw:
                 return True
             client_dir = conn.client_dir
@@ -531,8 +534,9 @@ class Pipeline:
             if client_dir is None or client_dir == d:
                 if protocol == "kafka-legacy":
                     return legacy.legacy_request_plausible(data)
-                if plausible_request(data, prefix=True):
-                    return True
+                h = plausible_request(data, prefix=True)
+                if h:
+                    return h
                 if protocol is None and legacy.legacy_request_plausible(data):
                     return True
                 if client_dir == d:
@@ -566,17 +570,20 @@ class Pipeline:
         conn = st.conn
         if frame.truncated:
             self.summary.truncated_frames += 1
-        if conn.client_dir is None:
-            if plausible_request(frame.data, prefix=frame.truncated) or legacy.legacy_request_score(frame.data) >= 50:
-                conn.client_dir = frame.direction
+        client_dir = conn.client_dir
+        if client_dir is None:
+            if _modern(frame) or legacy.legacy_request_score(frame.data) >= 50:
+                client_dir = conn.client_dir = frame.direction
             else:
                 # a response before any request (mid-stream start): the other side is the client
-                conn.client_dir = 1 - frame.direction
-        if frame.direction == conn.client_dir:
+                client_dir = conn.client_dir = 1 - frame.direction
+        if frame.direction == client_dir:
             self.summary.request_frames += 1
-            if conn.protocol is None:
+            protocol = conn.protocol
+            if protocol is None:
                 self._decide_protocol(st, frame)
-            if conn.protocol == "kafka-legacy":
+                protocol = conn.protocol
+            if protocol == "kafka-legacy":
                 self._legacy_request(st, frame, out)
             else:
                 self._request(st, frame, out)
@@ -595,7 +602,7 @@ class Pipeline:
         elif forced == "modern":
             conn.protocol = "kafka"
         else:
-            modern = plausible_request(frame.data, prefix=frame.truncated)
+            modern = _modern(frame)
             score = legacy.legacy_request_score(frame.data)
             if modern and score < 80:
                 conn.protocol = "kafka"
@@ -616,12 +623,19 @@ class Pipeline:
 
     def _emit(self, ex: Exchange, out: list[Exchange]) -> None:
         req, resp = ex.request, ex.response
-        if ex.status == "ok" and (
-            (_bad(ex.request_tree) and not (req and req.truncated))
-            or (_bad(ex.response_tree) and not (resp and resp.truncated))
-        ):
-            ex.status = "malformed"
-        if (req is not None and req.truncated) or (resp is not None and resp.truncated):
+        req_cut = req is not None and req.truncated
+        resp_cut = resp is not None and resp.truncated
+        if ex.status == "ok":
+            # a tree whose decoding counted malformed fields (_count_bad) makes the exchange
+            # malformed, unless its frame was cut short in the capture (read inline: per exchange)
+            t = ex.request_tree
+            bad = not req_cut and t is not None and t.extra and t.extra.get("malformed")
+            if not bad:
+                t = ex.response_tree
+                bad = not resp_cut and t is not None and t.extra and t.extra.get("malformed")
+            if bad:
+                ex.status = "malformed"
+        if req_cut or resp_cut:
             for fr in (req, resp):
                 if fr is not None and fr.truncated:
                     ex.notes.append(f"frame {fr.last_index}: {len(fr.data)} of {fr.size} bytes captured")
@@ -632,25 +646,30 @@ class Pipeline:
         mode = self.options.decode
         if mode == "none":
             return None
-        before = self.ctx.malformed
+        ctx = self.ctx
+        before = ctx.malformed
         if mode == "lite":
             if h is None:
                 h = parse_request_header(frame.data, partial=frame.truncated)
-            if h is not None:
-                return _count_bad(digest.digest_request(frame.data, h.header_len, self.ctx),
-                                  self.ctx.malformed - before)
-        return _count_bad(kafka.decode_request(frame.data, self.ctx), self.ctx.malformed - before)
+            tree = (digest.digest_request(frame.data, h.header_len, ctx) if h is not None
+                    else kafka.decode_request(frame.data, ctx))
+        else:
+            tree = kafka.decode_request(frame.data, ctx)
+        n = ctx.malformed - before
+        return _count_bad(tree, n) if n else tree
 
     def _decode_response(self, frame: Frame, api_key: int, api_version: int) -> Field | None:
         mode = self.options.decode
         if mode == "none":
             return None
-        before = self.ctx.malformed
+        ctx = self.ctx
+        before = ctx.malformed
         if mode == "lite":
-            return _count_bad(digest.digest_response(frame.data, api_key, api_version, self.ctx),
-                              self.ctx.malformed - before)
-        return _count_bad(kafka.decode_response(frame.data, api_key, api_version, self.ctx),
-                          self.ctx.malformed - before)
+            tree = digest.digest_response(frame.data, api_key, api_version, ctx)
+        else:
+            tree = kafka.decode_response(frame.data, api_key, api_version, ctx)
+        n = ctx.malformed - before
+        return _count_bad(tree, n) if n else tree
 
     def _request(self, st: _ConnState, frame: Frame, out: list[Exchange]) -> None:
         if st.sasl_raw and (st.sasl_tokens_left == 0 or (st.sasl_tokens_left < 0 and plausible_request(frame.data))):
@@ -661,7 +680,9 @@ class Pipeline:
             tree = kafka.decode_sasl_token(frame.data, self.ctx, st.sasl_mechanism, True)
             st.fifo.append(_Pending(frame, None, tree=tree, sasl_token=True))
             return
-        h = parse_request_header(frame.data, partial=frame.truncated)
+        h = frame.peeked
+        if h.__class__ is not RequestHeader:     # not parsed by the framer's check
+            h = parse_request_header(frame.data, partial=frame.truncated)
         if h is None:
             tree = Field("request", "Request", None, 0, len(frame.data))
             tree.mark_malformed(f"not a request header ({len(frame.data)} bytes)", self.ctx)
@@ -679,10 +700,11 @@ class Pipeline:
             self._finish_exchange(ex)
             self._emit(ex, out)
             return
-        st.last_cid = h.correlation_id
-        q = st.inflight.get(h.correlation_id)
+        cid = st.last_cid = h.correlation_id
+        inflight = st.inflight
+        q = inflight.get(cid)
         if q is None:
-            st.inflight[h.correlation_id] = deque([_Pending(frame, h)])
+            inflight[cid] = deque((_Pending(frame, h),))
         else:
             q.append(_Pending(frame, h))
             self.summary.notes["correlation id reused while in flight"] += 1
@@ -694,7 +716,6 @@ class Pipeline:
         try:
             if h.api_version >= 3:
                 if h.api_version >= 9:  # compact nullable string
-                    from dissectors.header import read_uvarint
                     n, pos = read_uvarint(data, pos, len(data))
                     pos += max(n - 1, 0)
                 else:
@@ -715,7 +736,8 @@ class Pipeline:
             self._emit(ex, out)
             return
         cid = response_correlation_id(frame.data)
-        q = st.inflight.get(cid) if cid is not None else None
+        inflight = st.inflight
+        q = inflight.get(cid)           # None (too short) is no key either
         if not q:
             ex = self._new_exchange(
                 st, protocol="kafka", api_key=None, api_name="Unknown", api_version=None,
@@ -726,18 +748,22 @@ class Pipeline:
             return
         p = q.popleft()
         if not q:
-            del st.inflight[cid]
-        if len(st.inflight) and min(
-            (x[0].frame.last_index for x in st.inflight.values() if x), default=p.frame.last_index
+            del inflight[cid]
+        if inflight and min(
+            (x[0].frame.last_index for x in inflight.values() if x), default=p.frame.last_index
         ) < p.frame.last_index:
             self.summary.notes["responses out of request order"] += 1
         h = p.header
         assert h is not None
-        ex = self._new_exchange(st, "kafka", h.api_key, api_name(h.api_key), h.api_version, h.correlation_id,
-                                h.client_id, p.frame, frame, "ok", self._decode_request(p.frame, h),
-                                self._decode_response(frame, h.api_key, h.api_version))
+        api_key, api_version, correlation_id, client_id = h[0], h[1], h[2], h[3]
+        name = _API_NAMES.get(api_key)
+        if name is None:
+            name = _API_NAMES[api_key] = api_name(api_key)
+        ex = self._new_exchange(st, "kafka", api_key, name, api_version, correlation_id,
+                                client_id, p.frame, frame, "ok", self._decode_request(p.frame, h),
+                                self._decode_response(frame, api_key, api_version))
         self._finish_exchange(ex)
-        if h.api_key == SASL_HANDSHAKE:
+        if api_key == SASL_HANDSHAKE:
             self._after_sasl_handshake(st, ex)
         self._emit(ex, out)
 
@@ -752,10 +778,12 @@ class Pipeline:
         return tree
 
     def _finish_exchange(self, ex: Exchange) -> None:
-        if ex.response_tree is not None:
-            ex.error_codes = kafka.error_codes(ex.response_tree)
-        if ex.api_key in (0, 1) and (ex.request_tree is not None or ex.response_tree is not None):
-            ex.partitions = partitions_of(ex.api_key, ex.request_tree, ex.response_tree, self.ctx.topic_names)
+        resp = ex.response_tree
+        if resp is not None:
+            ex.error_codes = kafka.error_codes(resp)
+        api_key = ex.api_key
+        if (api_key == 0 or api_key == 1) and (ex.request_tree is not None or resp is not None):
+            ex.partitions = partitions_of(api_key, ex.request_tree, resp, self.ctx.topic_names)
 
     def _after_sasl_handshake(self, st: _ConnState, ex: Exchange) -> None:
         body = ex.request_tree.child("body") if ex.request_tree else None
@@ -854,6 +882,12 @@ class Pipeline:
             self.summary.other_connections += 1
 
 
+def _modern(frame: Frame) -> bool:
+    """``plausible_request`` of the frame, or the header the framer's check parsed (which
+    it returns only for a plausible request: that of the whole frame too)."""
+    return frame.peeked.__class__ is RequestHeader or bool(plausible_request(frame.data, prefix=frame.truncated))
+
+
 def _count_bad(tree: Field, n: int) -> Field:
     """Remember on the root how many malformed notes decoding it produced."""
     if n:
@@ -861,10 +895,6 @@ def _count_bad(tree: Field, n: int) -> Field:
             tree.extra = {}
         tree.extra["malformed"] = n
     return tree
-
-
-def _bad(tree: Field | None) -> bool:
-    return tree is not None and bool(tree.extra) and bool(tree.extra.get("malformed"))
 
 
 class Run:

@@ -86,6 +86,10 @@ def parse_request_header(data: bytes, partial: bool = False) -> RequestHeader | 
 
     With ``partial`` the bytes are a frame cut short in the capture (snaplen): a
     client_id or tagged-field section running past the end is kept as far as it goes.
+
+    A header parsed from the first bytes of a frame (without ``partial``) is the header
+    of the whole frame too: nothing past ``header_len`` is read, and more bytes only
+    widen the bounds checked. So a header parsed from a framer's peek can be kept.
     """
     n = len(data)
     if n < 10:
@@ -96,9 +100,14 @@ def parse_request_header(data: bytes, partial: bool = False) -> RequestHeader | 
             return _new(RequestHeader, (api_key, api_version, correlation_id, None, 8, 0))
         return None
     api_key, api_version, correlation_id, slen = _HDR_SLEN.unpack_from(data, 0)
-    hv = _header_version(api_key, api_version) if api_version >= 0 else 1
-    if hv == 0:
-        return _new(RequestHeader, (api_key, api_version, correlation_id, None, 8, 0))
+    if api_version >= 0:
+        hv = _HV.get(api_key << 16 | api_version)     # _header_version's cache, read inline
+        if hv is None:
+            hv = _header_version(api_key, api_version)
+        if hv == 0:
+            return _new(RequestHeader, (api_key, api_version, correlation_id, None, 8, 0))
+    else:
+        hv = 1
     pos = 10
     client_id: str | None
     if slen < 0:
@@ -172,19 +181,28 @@ def _api_plausible(api_key: int, api_version: int) -> bool:
     return ok
 
 
-def plausible_request(data: bytes, prefix: bool = False) -> bool:
+def plausible_request(data: bytes, prefix: bool = False) -> RequestHeader | bool:
     """Could these frame bytes (after the size prefix) be a 0.8+ request?
 
     Checks: a known API key (or a small one when the schema does not know it), a
     version in a sane range, and a client_id that fits and is printable. With
     ``prefix`` the bytes are only the start of the frame (the framer's peek): a
     client_id running past them is judged on the part that is there.
+
+    A plausible header that parsed whole is returned (a non-empty tuple, so truthy):
+    it is ``parse_request_header`` of the whole frame as well, which the caller need
+    not repeat. A header judged on a cut client_id gives True; an implausible one False.
     """
     if len(data) < 8:
         return False
     api_key, api_version, _cid = _HDR.unpack_from(data, 0)
-    if not _api_plausible(api_key, api_version):
-        return False        # asked of every frame of an undecided direction: reject before parsing
+    # asked of every frame of an undecided direction: reject before parsing (the cache
+    # lookup of _api_plausible inline)
+    ok = _API_OK.get(api_key << 16 | api_version & 0xFFFF)
+    if ok is None:
+        ok = _api_plausible(api_key, api_version)
+    if not ok:
+        return False
     h = parse_request_header(data)
     if h is None:
         if not prefix or len(data) < 10:
@@ -193,6 +211,6 @@ def plausible_request(data: bytes, prefix: bool = False) -> bool:
         if slen < 0 or slen > 2048:
             return False
         cid: str | None = data[10:10 + slen].decode("utf-8", "replace")
-    else:
-        cid = h.client_id
-    return not cid or cid.isprintable()
+        return not cid or cid.isprintable()
+    cid = h[3]
+    return h if not cid or cid.isprintable() else False
