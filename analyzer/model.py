@@ -45,7 +45,7 @@ class Segment(NamedTuple):
 TCP_FIN, TCP_SYN, TCP_RST, TCP_PSH, TCP_ACK = 1, 2, 4, 8, 16
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)      # slotted: one per connection, last_ts set per packet
 class Conn:
     """One TCP connection. ``id`` counts from 0 in order of first packet, like tshark's tcp.stream.
 

@@ -176,25 +176,33 @@ def _endpoints4(key: tuple[int, int, int, int]) -> tuple[Endpoint, Endpoint]:
     if len(_ep4_cache) > EP_CACHE_MAX:
         _ep4_cache.clear()
     s, d, sp, dp = key
-    eps = (_new(Endpoint, (_ip_str(s.to_bytes(4, "big")), sp)),
-           _new(Endpoint, (_ip_str(d.to_bytes(4, "big")), dp)))
-    _ep4_cache[key] = eps
+    src = _new(Endpoint, (_ip_str(s.to_bytes(4, "big")), sp))
+    dst = _new(Endpoint, (_ip_str(d.to_bytes(4, "big")), dp))
+    eps = _ep4_cache[key] = (src, dst)
+    # the answer comes next: its direction is learnt at the same time (one miss per connection)
+    _ep4_cache[(d, s, dp, sp)] = (dst, src)
     return eps
 
 
 # the same layout and cache as parse_packet's fast path (analyzer.shards reads it)
 unpack_v4tcp = _v4tcp
 ep4_cache = _ep4_cache
-# for the fused fast path of analyzer.pipeline: the IPv4 header without options and the TCP
-# header up to the flags, without addresses and ports: vihl, total, frag, proto, seq, data
-# offset, flags; then the addresses and ports (at offset 12 of the IP header) as the ep4_cache key
-unpack_v4seg = struct.Struct(">BxHxxHxB14xI4xBB").unpack_from
+# for the fused fast path of analyzer.pipeline: from the Ethernet type (offset 12 of the
+# frame), the IPv4 header without options and the TCP header up to the flags, without
+# addresses and ports: ethertype, vihl, total, frag, proto, seq, data offset, flags; then the
+# addresses and ports (at offset 12 of the IP header) as the ep4_cache key
+unpack_v4seg = struct.Struct(">HBxHxxHxB14xI4xBB").unpack_from
 unpack_v4addrs = struct.Struct(">IIHH").unpack_from
 pack_v4addrs = struct.Struct(">IIHH").pack
 # IPv6 fixed header then the TCP header up to the flags: version/class byte, payload length,
 # next header, seq, data offset, flags (addresses and ports are the ``ep_cache`` key bytes)
 unpack_v6tcp = struct.Struct(">B3xHBx32x4xI4xBB").unpack_from
 ep_cache = _ep_cache
+# for the fused path's SYN/FIN/RST packets, which it makes Segments of: the ack number
+# (at offset 8 of the TCP header) and the Endpoints of a cache miss
+unpack_u32 = _u32be
+endpoints4 = _endpoints4
+endpoints = _endpoints
 
 
 def parse_packet(pkt: Packet, skips: SkipCounter | None = None) -> Segment | None:

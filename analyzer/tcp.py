@@ -139,51 +139,65 @@ class Reassembler:
         if len(self.notes) < _MAX_NOTES:
             self.notes.append(text)
 
-    def _new_conn(self, seg: Segment) -> _ConnState:
-        a, b = seg.src, seg.dst
-        if seg.flags & (TCP_SYN | TCP_ACK) == TCP_SYN | TCP_ACK:
+    def _new_conn(self, src: Endpoint, dst: Endpoint, flags: int, ts: float,
+                  index: int) -> _ConnState:
+        a, b = src, dst
+        if flags & (TCP_SYN | TCP_ACK) == TCP_SYN | TCP_ACK:
             a, b = b, a                      # first packet is the SYN-ACK: a is the SYN sender
-        conn = Conn(id=seg.index if self.ids_from_index else self.conn_count, a=a, b=b,
-                    first_ts=seg.ts, last_ts=seg.ts)
+        cid = index if self.ids_from_index else self.conn_count
+        # positional: one Conn per connection, millions on big captures
+        conn = Conn(cid, a, b, False, None, None, None, ts, ts)
         self.conn_count += 1
         if self.ids_from_index:
-            self.first_indexes.append(seg.index)
+            self.first_indexes.append(index)
         if self.keep_conns:
             self.conns.append(conn)
         st = _ConnState(conn, ((a, b), (b, a)))
-        self._pairs[(a, b)] = (st, 0)
-        self._pairs[(b, a)] = (st, 1)
-        self._open[conn.id] = st
+        pairs = self._pairs
+        pairs[(a, b)] = (st, 0)
+        pairs[(b, a)] = (st, 1)
+        self._open[cid] = st
         return st
 
     def _close(self, st: _ConnState, reason: str, ts: float, index: int,
                events: list[StreamEvent]) -> None:
         """Flush both directions (holes become gaps) and end the connection."""
         st.closed = True
-        for d in (0, 1):
-            self._flush(st, d, ts, index, events)
-        if st.conn.closed is None:
-            st.conn.closed = reason if reason in ("fin", "rst") else None
-        events.append(StreamEnd(st.conn, None, reason, ts, index))
-        self._open.pop(st.conn.id, None)
-        for d in st.dirs:                 # free buffers; keep only what reuse detection needs
-            d.pending = []
-            self.pending_total -= d.pending_bytes
-            d.pending_bytes = 0
-            d.recent.clear()
-            d.recent_bytes = 0
-        self._closed.append(st)
-        while len(self._closed) > self.max_closed:
-            old = self._closed.popleft()
-            old.forgotten = True
-            for k in old.keys:
-                if self._pairs.get(k, (None,))[0] is old:
-                    del self._pairs[k]
+        conn = st.conn
+        d0, d1 = st.dirs
+        if not d0.ended:
+            self._flush(st, 0, ts, index, events)
+        if not d1.ended:
+            self._flush(st, 1, ts, index, events)
+        if conn.closed is None and (reason == "fin" or reason == "rst"):
+            conn.closed = reason
+        events.append(_new(StreamEnd, (conn, None, reason, ts, index)))
+        self._open.pop(conn.id, None)
+        for d in (d0, d1):                # free buffers; keep only what reuse detection needs
+            if d.pending:
+                d.pending = []
+            if d.pending_bytes:
+                self.pending_total -= d.pending_bytes
+                d.pending_bytes = 0
+            if d.recent:
+                d.recent.clear()
+                d.recent_bytes = 0
+        closed = self._closed
+        closed.append(st)
+        if len(closed) > self.max_closed:
+            pairs = self._pairs
+            while len(closed) > self.max_closed:
+                old = closed.popleft()
+                old.forgotten = True
+                for k in old.keys:
+                    ent = pairs.get(k)
+                    if ent is not None and ent[0] is old:
+                        del pairs[k]
 
     # -- main entry points ---------------------------------------------------------------
 
     def feed(self, seg: Segment) -> list[StreamEvent]:
-        src, dst, seq, _ack, flags, payload, missing, ts, index = seg
+        src, dst, seq, ack, flags, payload, missing, ts, index = seg
         ent = self._pairs.get((src, dst))
         if ent is not None and not flags & 7:
             # fast path: no SYN/FIN/RST on a known connection
@@ -206,82 +220,84 @@ class Reassembler:
                             while d.recent_bytes > self.overlap_window and len(recent) > 1:
                                 d.recent_bytes -= len(recent.popleft()[1])
                         return [ev]
+        # SYN, FIN, RST, data out of order...: every connection passes here a few times
+        # (its SYN, SYN-ACK and FINs), so the segment's fields stay in locals
         events: list[StreamEvent] = []
         if ent is None:
-            st, direction = self._new_conn(seg), 0
-            if seg.src != st.conn.a:
-                direction = 1
+            st = self._new_conn(src, dst, flags, ts, index)
+            direction = 0 if src == st.conn.a else 1
         else:
             st, direction = ent
             if flags & TCP_SYN:
                 d = st.dirs[direction]
                 if not flags & TCP_ACK:
-                    if st.closed or (d.isn is not None and d.isn != seg.seq) or (
+                    if st.closed or (d.isn is not None and d.isn != seq) or (
                             d.isn is None and d.base is not None):
                         if not st.closed:
-                            self._close(st, "reused", seg.ts, seg.index, events)
+                            self._close(st, "reused", ts, index, events)
                         self._count("port reuse")
-                        st, direction = self._new_conn(seg), 0
-                    elif d.isn == seg.seq:
+                        st, direction = self._new_conn(src, dst, flags, ts, index), 0
+                    elif d.isn == seq:
                         self._count("retransmitted SYN")
-                        st.conn.last_ts = seg.ts
+                        st.conn.last_ts = ts
                         return events
-                elif st.closed or (d.isn is not None and d.isn != seg.seq):
-                    if st.closed and d.isn != seg.seq:
+                elif st.closed or (d.isn is not None and d.isn != seq):
+                    if st.closed and d.isn != seq:
                         # new connection whose SYN was not captured
                         self._count("port reuse")
-                        st = self._new_conn(seg)
-                        direction = 0 if seg.src == st.conn.a else 1
+                        st = self._new_conn(src, dst, flags, ts, index)
+                        direction = 0 if src == st.conn.a else 1
                     else:
                         self._count("retransmitted SYN")
-                        st.conn.last_ts = seg.ts
+                        st.conn.last_ts = ts
                         return events
             if st.closed:
-                if seg.payload or seg.missing:
+                if payload or missing:
                     self._count("data after close")
-                st.conn.last_ts = seg.ts
+                st.conn.last_ts = ts
                 return events
         conn = st.conn
-        conn.last_ts = seg.ts
-        d = st.dirs[direction]
+        conn.last_ts = ts
+        dirs = st.dirs
+        d = dirs[direction]
         syn = 1 if flags & TCP_SYN else 0
         if d.base is None:
             if syn:
-                d.isn = seg.seq
-                d.base = (seg.seq + 1) & _MASK
+                d.isn = seq
+                d.base = (seq + 1) & _MASK
                 if direction == 0 and not flags & TCP_ACK:
                     conn.syn_seen = True
             else:
-                d.base = seg.seq
+                d.base = seq
         elif syn and d.isn is None and d.expected == 0 and not d.pending:
-            d.isn = seg.seq
-            d.base = (seg.seq + 1) & _MASK
-        if flags & TCP_SYN and flags & TCP_ACK and direction == 1 and st.dirs[0].base is None:
+            d.isn = seq
+            d.base = (seq + 1) & _MASK
+        if syn and flags & TCP_ACK and direction == 1 and dirs[0].base is None:
             # the connection starts at b's SYN-ACK: a's ISN is its ack - 1
-            st.dirs[0].isn = (seg.ack - 1) & _MASK
-            st.dirs[0].base = seg.ack
+            dirs[0].isn = (ack - 1) & _MASK
+            dirs[0].base = ack
         if d.ended:
-            if seg.payload or seg.missing:
+            if payload or missing:
                 self._count("data after FIN")
         else:
-            n = len(seg.payload) + seg.missing
+            n = len(payload) + missing
             if n:
-                off = d.offset((seg.seq + syn) & _MASK)
-                self._data(st, direction, d, off, seg.payload, seg.missing, seg.ts, seg.index, events)
+                off = d.offset((seq + syn) & _MASK)
+                self._data(st, direction, d, off, payload, missing, ts, index, events)
             if flags & TCP_FIN and d.fin_at is None:
                 if conn.closed_by is None:
                     conn.closed_by = direction      # the side that closed first
-                fin = d.offset((seg.seq + syn + n) & _MASK)
+                fin = d.offset((seq + syn + n) & _MASK)
                 if fin >= d.expected:
                     d.fin_at = fin
-                self._check_fin(st, direction, seg.ts, seg.index, events)
-                if not st.closed and st.dirs[1 - direction].fin_at is not None:
+                self._check_fin(st, direction, ts, index, events)
+                if not st.closed and dirs[1 - direction].fin_at is not None:
                     # both sides sent FIN: the connection is over even if a hole remains
-                    self._close(st, "fin", seg.ts, seg.index, events)
+                    self._close(st, "fin", ts, index, events)
         if flags & TCP_RST:
             if conn.closed_by is None:
                 conn.closed_by = direction
-            self._close(st, "rst", seg.ts, seg.index, events)
+            self._close(st, "rst", ts, index, events)
         return events
 
     def finish(self, ts: float | None = None) -> list[StreamEvent]:
@@ -300,7 +316,7 @@ class Reassembler:
         d = st.dirs[direction]
         if d.fin_at is not None and not d.ended and d.expected >= d.fin_at:
             d.ended = True
-            events.append(StreamEnd(st.conn, direction, "fin", ts, index))
+            events.append(_new(StreamEnd, (st.conn, direction, "fin", ts, index)))
             if st.dirs[1 - direction].ended and not st.closed:
                 st.conn.closed = "fin"
                 self._close(st, "fin", ts, index, events)

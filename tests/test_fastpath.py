@@ -20,7 +20,18 @@ from analyzer.stats import Quantiles, _store_bins
 from dissectors import kafka
 from dissectors.field import Field
 from dissectors.header import parse_request_header, plausible_request
-from tests.pcapgen import TcpFlow, TcpPacket, kafka_request, kafka_response, write_pcap
+from tests.pcapgen import (
+    ACK,
+    FIN,
+    PSH,
+    RST,
+    SYN,
+    TcpFlow,
+    TcpPacket,
+    kafka_request,
+    kafka_response,
+    write_pcap,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "captures"
@@ -210,3 +221,91 @@ def test_batched_sketch_equals_adding_one_by_one() -> None:
         q3.add(v)
     q3.merge(q)
     assert q3.count == 5050
+
+
+def _conn_sig(pipe: Pipeline) -> list[tuple[Any, ...]]:
+    return [(c.id, c.a, c.b, c.syn_seen, c.client_dir, c.protocol, c.closed, c.first_ts, c.last_ts,
+             c.closed_by) for c in pipe.reassembler.conns]
+
+
+def test_fused_syn_fin_rst_equal_per_packet(tmp_path: Path) -> None:
+    """SYN, SYN-ACK, FIN and RST packets the fused loop parsed go to the reassembler
+    without ``feed``: every connection-lifecycle case gives what ``feed`` gives."""
+    pkts: list[TcpPacket] = []
+    srv = ("10.0.0.2", 9092)
+    # 1: plain conversation, FIN carrying the last bytes of a request, then a FIN on each side
+    flow, p = _conversation(("10.0.0.1", 42000), srv, 1000.0, (1000, 5000), n=1)
+    pkts += p
+    req = kafka_request(18, 0, 7, "fin")
+    pkts.append(TcpPacket(flow.ts, "10.0.0.1", "10.0.0.2", 42000, 9092, PSH | ACK | FIN, flow.seq[0],
+                          flow.seq[1], req))
+    flow.seq[0] += len(req) + 1
+    pkts += flow.fin(1) + flow.ack(0)
+    # 2: the SYN not captured: the connection starts at the SYN-ACK (b's SYN-ACK, a = the client)
+    flow, p = _conversation(("10.0.0.1", 42001), srv, 1001.0, (2000, 6000), n=1)
+    pkts += p[1:] + flow.rst(0)
+    # 3: retransmitted SYN, then port reuse by a SYN with a new ISN on the open connection
+    flow, p = _conversation(("10.0.0.1", 42002), srv, 1002.0, (3000, 7000), n=1)
+    pkts += p[:1] + p[:1] + p[1:]
+    flow2, p2 = _conversation(("10.0.0.1", 42002), srv, 1002.5, (9000, 9500), n=1)
+    pkts += p2 + flow2.fin(1) + flow2.fin(0)
+    # 4: a FIN ahead of a lost segment (the hole becomes a gap at the close), data after close
+    flow, p = _conversation(("10.0.0.1", 42003), srv, 1003.0, (4000, 8000), n=1)
+    pkts += p
+    lost = flow.send(0, kafka_request(18, 0, 9, "lost"))
+    pkts += flow.fin(0) + flow.fin(1)
+    pkts.append(TcpPacket(flow.ts, "10.0.0.2", "10.0.0.1", 9092, 42003, PSH | ACK, flow.seq[1],
+                          flow.seq[0], b"after"))
+    pkts += lost
+    # 5: a SYN-ACK with a new ISN on the closed connection (its SYN not captured): port reuse
+    flow, p = _conversation(("10.0.0.1", 42004), srv, 1004.0, (5000, 9000), n=1)
+    pkts += p + flow.fin(0) + flow.fin(1)
+    flow, p = _conversation(("10.0.0.1", 42004), srv, 1004.5, (15000, 19000), n=1)
+    pkts += p[1:] + flow.rst(1)
+    # 6: IPv6 handshake, RST without ACK, then a stray SYN-ACK and ACK
+    flow, p = _conversation(("fd00::1", 42005), ("fd00::2", 9092), 1005.0, (6000, 10000), n=1)
+    pkts += p
+    pkts.append(TcpPacket(flow.ts, "fd00::2", "fd00::1", 9092, 42005, RST, flow.seq[1], 0))
+    pkts.append(TcpPacket(flow.ts + 0.1, "fd00::2", "fd00::1", 9092, 42005, SYN | ACK, 777, 1))
+    pkts += flow.ack(0)
+    # 7: a FIN cut by the snaplen goes the per-packet way (and still counts right)
+    flow, p = _conversation(("10.0.0.1", 42006), srv, 1006.0, (7000, 11000), n=1)
+    pkts += p
+    cut = TcpPacket(flow.ts, "10.0.0.1", "10.0.0.2", 42006, 9092, FIN | ACK | PSH, flow.seq[0],
+                    flow.seq[1], kafka_request(18, 0, 11, "cut" * 40), snap=80)
+    pkts.append(cut)
+    pkts.append(TcpPacket(flow.ts + 0.01, "10.0.0.2", "10.0.0.1", 9092, 42006, RST | ACK, flow.seq[1], 0))
+    path = str(tmp_path / "lifecycle.pcap")
+    write_pcap(path, pkts)
+
+    runs = []
+    for fused in (True, False):
+        pipe = Pipeline(Options())
+        slow: list[int] = []
+        per_packet = pipe.feed
+
+        def counting_feed(pkt: Any, per_packet: Any = per_packet, slow: list[int] = slow) -> Any:
+            slow.append(pkt.index)
+            return per_packet(pkt)
+
+        pipe.feed = counting_feed  # type: ignore[method-assign]
+        with open_capture(path) as r:
+            if fused:
+                out = [_sig(ex) for ex in pipe.feed_all(r)]
+            else:
+                out = [_sig(ex) for pkt in r for ex in pipe.feed(pkt)]
+        out += [_sig(ex) for ex in pipe.finish()]
+        ra = pipe.reassembler
+        runs.append((out, _conn_sig(pipe), dict(ra.counters), list(ra.notes),
+                     pipe.summary.to_json(pipe.ctx), slow))
+    fused_run, per_packet_run = runs
+    assert fused_run[:5] == per_packet_run[:5]
+    counters = fused_run[2]
+    assert counters["port reuse"] == 3 and counters["retransmitted SYN"] == 1
+    assert counters["lost segments"] == 1 and counters["data after close"] == 2
+    assert counters["snaplen bytes"] == 108
+    assert [c[6] for c in fused_run[1]] == ["fin", "rst", None, "fin", "fin", "fin", "rst", "rst", None, "rst"]
+    assert fused_run[1][1][1].port == 42001         # SYN-ACK first: a is still the client
+    assert [c[3] for c in fused_run[1]][:3] == [True, False, True]
+    # only the snaplen-cut FIN took ``feed``
+    assert fused_run[5] == [len(pkts) - 1]

@@ -29,7 +29,6 @@ import os
 import signal
 import struct
 import tempfile
-import time
 import tracemalloc
 from collections import Counter
 from collections.abc import Iterator
@@ -519,10 +518,8 @@ def test_corrupted_lengths_and_counts(data: st.DataObject) -> None:
     b[off:off + len(pat)] = pat
     mutated = bytes(b[:len(frame)])
     ctx = DecodeContext()
-    t0 = time.perf_counter()
-    with deadline(5):
+    with deadline(5):       # a hang guard (a loop that never ends), not a speed check
         tree = decode(kind, mutated, api_key, version, ctx)
-    assert time.perf_counter() - t0 < 2.0
     json.dumps(tree.to_json())
     bounded_tree(tree, len(mutated))
 
@@ -532,7 +529,6 @@ def test_every_length_field_of_every_sample_frame_corrupted() -> None:
     set to -1, to 0x7fffffff and to a long varint."""
     seen: Counter = Counter()
     n = 0
-    t0 = time.perf_counter()
     for kind, frame, api_key, version, offs in real_frames():
         if seen[(kind, api_key, version)] >= 2 or len(frame) > 4000:
             continue
@@ -545,7 +541,6 @@ def test_every_length_field_of_every_sample_frame_corrupted() -> None:
                     decode(kind, bytes(b[:len(frame)]), api_key, version, DecodeContext())
                 n += 1
     assert n > 500
-    assert time.perf_counter() - t0 < 30
 
 
 # -- memory bounds ---------------------------------------------------------------------------
