@@ -197,14 +197,7 @@ class Pipeline:
 
     # -- public ---------------------------------------------------------------
     def feed(self, packet: Packet) -> list[Exchange]:
-        s = self.summary
-        s.packets += 1
-        ts = packet.ts
-        if s.first_ts is None:
-            s.first_ts = ts
-        if s.last_ts is None or ts > s.last_ts:
-            s.last_ts = ts
-        self._now = ts
+        self._count_packet(packet.ts)
         seg = parse_packet(packet, self._skips)
         if seg is None:
             return []
@@ -215,6 +208,15 @@ class Pipeline:
         for ev in self.reassembler.feed(seg):
             self._event(ev, out)
         return out
+
+    def _count_packet(self, ts: float) -> None:
+        s = self.summary
+        s.packets += 1
+        if s.first_ts is None:
+            s.first_ts = ts
+        if s.last_ts is None or ts > s.last_ts:
+            s.last_ts = ts
+        self._now = ts
 
     def feed_all(self, packets: Iterable[Packet],
                  tick: Callable[[int], None] | None = None) -> Iterator[Exchange]:
@@ -256,6 +258,7 @@ class Pipeline:
         frame_in = self._frame
         event = self._event
         slow = self.feed
+        count_packet = self._count_packet
         autodetect = self.options.autodetect
         # key -> (tcp conn state, direction, its _Dir, _ConnState or None once closed); the key is
         # the packet's address and port bytes (12 for IPv4, 36 for IPv6): a slice is cheaper than
@@ -340,12 +343,7 @@ class Pipeline:
             # a SYN, FIN, RST, out-of-order data or a new connection (a few packets of every
             # connection, ~a quarter of them on short connections): what ``feed`` does, from
             # the fields parsed above; the Segment is parse_packet's for such a packet
-            s.packets += 1
-            if s.first_ts is None:
-                s.first_ts = ts
-            if s.last_ts is None or ts > s.last_ts:
-                s.last_ts = ts
-            self._now = ts
+            count_packet(ts)
             if len(key) == 12:
                 sa, da, sp, dp = addr = addrs4(data, 26)
                 eps = ep4.get(addr) or endpoints4(addr)
