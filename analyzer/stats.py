@@ -69,6 +69,11 @@ STATE_VERSION = 1
 # -- quantiles ----------------------------------------------------------------
 
 
+# positive value (ms) -> its DDSketch key (Quantiles._fold); under None, the mapping's
+# (multiplier, offset, min_possible) the keys were computed with
+_SKETCH_KEYS: dict[float | None, Any] = {}
+
+
 def nearest_rank_index(q: float, n: int) -> int:
     """0-based index of the nearest-rank q-quantile of n sorted values."""
     return min(n - 1, max(0, math.ceil(q * n - 1e-9) - 1))
@@ -140,8 +145,22 @@ class Quantiles:
             return
         tiny = mapping.min_possible
         mult, offset = mapping._multiplier, mapping._offset
-        log, ceil = math.log, math.ceil
-        keys = Counter([int(ceil(log(v, 2) * mult) + offset) for v in pending if v > tiny])
+        cache = _SKETCH_KEYS
+        if cache.get(None) != (mult, offset, tiny):        # made for another mapping
+            cache.clear()
+            cache[None] = (mult, offset, tiny)
+        # latencies repeat (timestamps in us): a key is mostly a dict hit, not a log
+        ks = list(map(cache.get, pending))
+        if None in ks:
+            log, ceil = math.log, math.ceil
+            if len(cache) >= 65536:
+                cache.clear()
+                cache[None] = (mult, offset, tiny)
+            for i, v in enumerate(pending):
+                if ks[i] is None and v > tiny:
+                    ks[i] = cache[v] = int(ceil(log(v, 2) * mult) + offset)
+        keys = Counter(ks)
+        keys.pop(None, None)
         store = sk._store
         for key, n in keys.items():
             store.add(key, float(n))
@@ -402,11 +421,13 @@ def wait_kind(ex: Exchange) -> str | None:
 
 
 def throttle_ms(ex: Exchange) -> int:
-    body = _body(ex.response_tree)
+    tree = ex.response_tree
+    body = tree.child("body") if tree is not None else None
     if body is None:
         return 0
-    t = _int(body.get("throttle_time_ms"))
-    return t if t and t > 0 else 0
+    t = body.get("throttle_time_ms")
+    # _int inlined (once per exchange): an int, not a bool
+    return t if isinstance(t, int) and t is not True and t > 0 else 0
 
 
 def frame_bytes(fr: Any) -> int:
@@ -544,6 +565,9 @@ class StatsAccumulator:
         self._need_conn = any(i >= 3 for i in self._key_index)  # client, broker or conn in the key
         # top: a min-heap of (priority, seq tiebreak, record) of the slowest exchanges
         self._top: list[tuple[tuple[Any, ...], int, dict[str, Any]]] = []
+        # a latency (ms) below this cannot enter the top (see _push_top): most exchanges
+        # are turned away by one comparison, without rounding or reading the heap
+        self._top_floor = -math.inf
         self._top_seq = 0
         self.first_time: float | None = None
         self.last_time: float | None = None
@@ -704,7 +728,8 @@ class StatsAccumulator:
                     _BUCKETS.clear()
                 bucket = _BUCKETS[lat] = hist_bucket(lat)
             h[bucket] += 1
-            if self.keep_top > 0 and (len(self._top) < self.keep_top or round(lat, 3) >= self._top[0][0][0]):
+            if lat >= self._top_floor and self.keep_top > 0 and \
+                    (len(self._top) < self.keep_top or round(lat, 3) >= self._top[0][0][0]):
                 rec = self._top_record(ex, lat, ttfb, wait)
                 if self.source is not None:
                     rec["capture"] = self.source
@@ -724,6 +749,7 @@ class StatsAccumulator:
                            for k, g in self.groups.items()}
         recs = [rec for _p, _s, rec in self._top]
         self._top = []
+        self._top_floor = -math.inf
         for rec in recs:
             if isinstance(rec.get("conn"), int):
                 rec["conn"] = number(rec["conn"])
@@ -762,6 +788,9 @@ class StatsAccumulator:
             heapq.heappush(self._top, item)
         elif item[0] > self._top[0][0]:
             heapq.heapreplace(self._top, item)
+        if self._top and len(self._top) >= self.keep_top:
+            # the root's rounded latency, less a margin over rounding to the microsecond
+            self._top_floor = self._top[0][0][0] - 0.001
 
     # -- merging ------------------------------------------------------------------
     def merge(self, other: StatsAccumulator) -> StatsAccumulator:
@@ -795,7 +824,9 @@ class StatsAccumulator:
                 m[2] = max(m[2], a[2])
         for api, h in other.hist.items():
             self.hist.setdefault(api, Counter()).update(h)
-        self.keep_top = max(self.keep_top, other.keep_top)
+        if other.keep_top > self.keep_top:
+            self.keep_top = other.keep_top
+            self._top_floor = -math.inf
         for _lat, _s, rec in other._top:
             self._push_top(rec)
         return self

@@ -505,6 +505,18 @@ _stats = _Stats()
 _GENERATED = True       # False: plans only (the tests' reference)
 
 
+# 16 bytes -> the uuid text: topic ids repeat in every Metadata / Fetch message, so
+# generated code looks the text up before formatting it (bounded: ids come from the wire)
+_UUIDS: dict[bytes, str] = {}
+
+
+def _uuid_new(b: bytes) -> str:
+    if len(_UUIDS) >= 16384:
+        _UUIDS.clear()
+    s = _UUIDS[b] = _uuid_str(b)
+    return s
+
+
 class _Source:
     """The source text of one generated body decoder, and the names it refers to."""
 
@@ -515,7 +527,7 @@ class _Source:
         self.env: dict[str, Any] = {
             "Field": Field, "_F": _Fallback, "_IDX": _INDEX_NAMES, "_run": _run, "_gen_tagged": _gen_tagged,
             "read_uvarint": read_uvarint, "_I16": _I16.unpack_from, "_I32": _I32.unpack_from,
-            "_uuid_str": _uuid_str, "_records_failed": _records_failed,
+            "_UUIDS": _UUIDS, "_uuid_new": _uuid_new, "_records_failed": _records_failed,
         }
         self.count = 0
         self.has_records = False
@@ -609,7 +621,7 @@ class _Source:
             names = [self.var("v") for _ in kept]
             self.emit(ind, f"{', '.join(names)}, = {unpack}(buf, p)")
             for v, (fd, off, ln) in zip(names, kept, strict=True):
-                value = {"bool": f"bool({v})", "uuid": f"_uuid_str({v})"}.get(fd.type, v)
+                value = {"bool": f"bool({v})", "uuid": f"(_UUIDS.get({v}) or _uuid_new({v}))"}.get(fd.type, v)
                 make = f"Field({fd.name!r}, {fd.type!r}, {value}, {f'p + {off}' if off else 'p'}, {ln})"
                 if fd.meaning == "error_code":     # as the full decoder's annotation
                     f = self.var("f")
@@ -981,20 +993,18 @@ def digest_request(data: bytes, header_len: int, ctx: DecodeContext) -> Field:
     """The digest tree of a request whose header (already parsed) is ``header_len`` bytes."""
     buf = bytes(data)
     n = len(buf)
-    root = Field("request", "Request", None, 0, n, [Field("header", "RequestHeader", None, 0, header_len)])
+    header = Field("header", "RequestHeader", None, 0, header_len)
     if n < 8:
-        root.children[0].mark_malformed(f"request header needs 8 bytes, {n} present", ctx)  # type: ignore[index]
-        return root
+        header.mark_malformed(f"request header needs 8 bytes, {n} present", ctx)
+        return Field("request", "Request", None, 0, n, [header])
     key = _HH(buf, 0)       # (api_key, api_version)
     api = APIS.get(key[0])
     if api is None:
-        return root
+        return Field("request", "Request", None, 0, n, [header])
     bd = _REQUESTS.get(key)
     if bd is None or bd.api is not api:
         bd = _REQUESTS[key] = _body_def(api, _clamp(api, key[1]), True)
-    root.type = bd.root_type
-    root.children.append(_decode(bd, buf, header_len, n, ctx))  # type: ignore[union-attr]
-    return root
+    return Field("request", bd.root_type, None, 0, n, [header, _decode(bd, buf, header_len, n, ctx)])
 
 
 def _header_tags(buf: bytes, pos: int, end: int, out: list) -> int:

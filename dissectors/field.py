@@ -88,8 +88,10 @@ class Field:
 
     def get(self, name: str, default: Any = None) -> Any:
         """The value of the first direct child called ``name``."""
-        c = self.child(name)
-        return default if c is None else c.value
+        for c in self.children or ():      # child() inlined: stats reads trees this way per exchange
+            if c.name == name:
+                return c.value
+        return default
 
     def walk(self) -> Iterator[Field]:
         """This field and every descendant, depth first, in wire order."""

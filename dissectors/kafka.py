@@ -116,14 +116,12 @@ def response_header(buf: bytes, api_key: int, api_version: int, ctx: DecodeConte
     """
     n = len(buf)
     api = APIS.get(api_key)
-    root = Field("response", f"{api.name}Response" if api else f"Unknown({api_key})Response", None, 0, n, [])
-    if api is None:
-        hv = 1 if api_key > _LAST_NON_FLEXIBLE_KEY else 0
-    elif api_key == 18:
-        hv = 0
-    else:
-        hv = 1 if is_flexible(api, min(api_version, api.max_version)) else 0
-    header = root.add(Field("header", f"ResponseHeader v{hv}", None, 0, 0, []))
+    head = _HEADS.get((api_key, api_version))
+    if head is None or head[0] is not api:
+        head = _response_head(api, api_key, api_version)
+    _api, root_type, header_type, hv = head
+    header = Field("header", header_type, None, 0, 0, [])
+    root = Field("response", root_type, None, 0, n, [header])
     if n < 4:
         header.length = n
         header.mark_malformed(f"response header needs 4 bytes, {n} present", ctx)
@@ -140,6 +138,26 @@ def response_header(buf: bytes, api_key: int, api_version: int, ctx: DecodeConte
             return root, api, None
     header.length = pos
     return root, api, pos
+
+
+# (api_key, api_version) -> (api, root type, header type, header version) of a response:
+# once per message on the hot path, so worked out once per pair (bounded: versions come
+# from the wire)
+_HEADS: dict[tuple[int, int], tuple[ApiDef | None, str, str, int]] = {}
+
+
+def _response_head(api: ApiDef | None, api_key: int, api_version: int) -> tuple[ApiDef | None, str, str, int]:
+    if api is None:
+        hv = 1 if api_key > _LAST_NON_FLEXIBLE_KEY else 0
+    elif api_key == 18:
+        hv = 0
+    else:
+        hv = 1 if is_flexible(api, min(api_version, api.max_version)) else 0
+    if len(_HEADS) >= 4096:
+        _HEADS.clear()
+    head = _HEADS[(api_key, api_version)] = (
+        api, f"{api.name}Response" if api else f"Unknown({api_key})Response", f"ResponseHeader v{hv}", hv)
+    return head
 
 
 def decode_response(data: bytes, api_key: int, api_version: int, ctx: DecodeContext) -> Field:
@@ -258,7 +276,8 @@ def error_codes(tree: Field) -> list[str]:
 
 def _collect_errors(f: Field, out: list[str]) -> None:
     # once per exchange on the hot path: recursion beats an explicit stack on these small
-    # trees, and a leaf with a zero or no value (most of them) is passed over without a call
+    # trees; leaves (most Fields) are tested here without a call, and records subtrees
+    # (dissectors.records: offsets, CRCs, keys, never an error code) are not walked
     v = f.value
     if v and ((f.extra is not None and "error_code" in f.extra)
               or (f.type == "int16" and (f.name == "error_code" or f.name.endswith("_error_code")))):
@@ -266,8 +285,14 @@ def _collect_errors(f: Field, out: list[str]) -> None:
     children = f.children
     if children:
         for c in children:
-            if c.children or c.value:
-                _collect_errors(c, out)
+            if c.children:
+                if c.type != "records":
+                    _collect_errors(c, out)
+            else:
+                v = c.value
+                if v and ((c.extra is not None and "error_code" in c.extra)
+                          or (c.type == "int16" and (c.name == "error_code" or c.name.endswith("_error_code")))):
+                    out.append(error_name(v))
 
 
 def list_apis() -> list[dict[str, Any]]:

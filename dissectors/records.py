@@ -55,6 +55,7 @@ _V2_FIELDS = (("base_offset", ">q", 8), ("batch_length", ">i", 4), ("partition_l
               ("records_count", ">i", 4))
 _LEGACY_FIELDS = (("offset", ">q", 8), ("message_size", ">i", 4), ("crc", ">I", 4), ("magic", ">b", 1),
                   ("attributes", ">b", 1), ("timestamp", ">q", 8))
+_ONLY_V2 = {2}
 _TYPES = {">q": "int64", ">i": "int32", ">I": "uint32", ">h": "int16", ">b": "int8"}
 
 
@@ -160,9 +161,11 @@ def decode_records(data: bytes, start: int, end: int, ctx: DecodeContext, name: 
     top.value = state.records
     codecs = state.codecs
     codec = "none" if not codecs else (next(iter(codecs)) if len(codecs) == 1 else "mixed")
-    entries = sum(1 for c in top.children or () if c.name != "truncated_batch")
+    kids = top.children
+    # a truncated batch can only be the last entry (_decode_set stops there)
+    entries = len(kids) - (kids[-1].name == "truncated_batch") if kids else 0
     if entries:
-        if state.magics == {2}:
+        if state.magics == _ONLY_V2:
             kind = "batch" if entries == 1 else "batches"
         else:
             kind = "message" if entries == 1 else "messages"
@@ -586,6 +589,8 @@ def _decode_legacy(buf: bytes, pos: int, size: int, state: _State, index: int, d
     codec = CODEC_NAMES[codec_id] if codec_id < 5 else f"unknown({codec_id})"
     crc_f = Field("crc", "uint32", crc, pos + 12, 4)
     _crc_note(crc_f, crc, zlib.crc32(memoryview(buf)[pos + 16:msg_end]), state)
+    if not ctx.decode_records:
+        return _summary_legacy(buf, p, msg_end, msg, crc_f, state, magic, codec_id, codec, depth, budget)
     attr_kids = [Field("compression", "bits", codec_id, pos + 17, 1, None, [codec])]
     if magic == 1:
         attr_kids.append(Field("timestamp_type", "bits", ts_type, pos + 17, 1, None,
@@ -664,6 +669,59 @@ def _decode_legacy(buf: bytes, pos: int, size: int, state: _State, index: int, d
     inner_msgs = [c for c in value_f.children if c.type == "Message" and c.extra]
     _absolute_inner(msg, offset, ts, ts_type, magic, inner_msgs)
     return msg, n
+
+
+def _summary_legacy(buf: bytes, p: int, msg_end: int, msg: Field, crc_f: Field, state: _State, magic: int,
+                    codec_id: int, codec: str, depth: int, budget: list[int]) -> tuple[Field, int]:
+    """A message with record decoding off (``ctx.decode_records`` False, the lean mode of
+    ``stats``), from its key length on: as ``_decode_legacy`` without the Fields of the
+    header, key and value (only ``crc`` and, for a compressed wrapper, ``value``, which
+    holds the inner messages), the byte copies, the value notes and the inner offsets.
+    The counts, codecs, CRC verdicts, decompression limits and malformed marks are those
+    of the full decode."""
+    ctx = state.ctx
+    msg.children = [crc_f]
+    if depth == 0:
+        state.codecs.add(codec)
+    n = 0
+    for part in ("key", "value"):
+        if p + 4 > msg_end:
+            msg.mark_malformed(f"{part} length cut short", ctx)
+            return msg, 1
+        (n,) = _I32.unpack_from(buf, p)
+        p += 4
+        if n < -1 or p + max(n, 0) > msg_end:
+            msg.mark_malformed(f"{part} length {n} does not fit the {msg_end - p} bytes left", ctx)
+            return msg, 1
+        if n > 0:
+            p += n
+    if p != msg_end:
+        msg.mark_malformed(f"{msg_end - p} bytes after the value", ctx)
+    if codec_id == 0:
+        return msg, 1
+
+    # a compressed wrapper: its value (the last n bytes before p) is an inner MessageSet
+    if n < 0:
+        msg.mark_malformed("compressed message with a null value", ctx)
+        return msg, 0
+    value_f = Field("value", "bytes", None, p - n, n)
+    msg.children.append(value_f)
+    if depth >= MAX_WRAPPER_DEPTH:
+        value_f.mark_malformed(f"compressed messages nested more than {MAX_WRAPPER_DEPTH} deep", ctx)
+        return msg, 0
+    inner, note, _info = decompress_detail(codec, bytes(buf[p - n:p]), budget[0])
+    budget[0] = max(0, budget[0] - len(inner))
+    if note is not None:
+        if note.startswith("decompressed size limit"):
+            ctx.hit_limit("max_decompressed")
+        else:
+            value_f.mark_malformed(note, ctx)
+    if not inner:
+        return msg, 0
+    value_f.children = []
+    limited = note is not None and note.startswith("decompressed size limit")
+    return msg, _decode_set(inner, 0, len(inner), state, value_f, depth + 1, budget, outer=False,
+                            wrapper_magic=magic, cut_by_limit=limited)
 
 
 def _absolute_inner(wrapper: Field, offset: int, ts: int | None, ts_type: int, magic: int,

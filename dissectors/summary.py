@@ -25,11 +25,15 @@ def _topic(t: Field, topic_names: dict[str, str] | None) -> str | None:
     return name
 
 
-def _records_digest(rec: Field | None) -> dict[str, Any]:
+def _digest(topic: str | None, partition: Any, rec: Field | None) -> dict[str, Any]:
+    """A partition's dict (without ``error``), built in one go: once per partition of every
+    Produce and Fetch exchange."""
     if rec is None:
-        return {"records": 0, "bytes": 0, "codec": None, "crc_ok": True}
+        return {"topic": topic, "partition": partition, "records": 0, "bytes": 0, "codec": None, "crc_ok": True}
     ex = rec.extra or {}
     return {
+        "topic": topic,
+        "partition": partition,
         "records": ex.get("records", rec.value if isinstance(rec.value, int) else 0),
         "bytes": ex.get("bytes", rec.length),
         "codec": ex.get("codec"),
@@ -65,8 +69,7 @@ def _produce(req: Field | None, resp: Field | None, topic_names: dict[str, str] 
         tname = _topic(t, topic_names)
         for p in (t.child("partition_data") or Field("", "")).children or ():
             idx = p.get("index")
-            d = {"topic": tname, "partition": idx}
-            d.update(_records_digest(p.child("records")))
+            d = _digest(tname, idx, p.child("records"))
             d["error"] = errors.get((tname, idx))
             out.append(d)
     return out
@@ -79,8 +82,7 @@ def _fetch(resp: Field | None, topic_names: dict[str, str] | None) -> list[dict[
     for t in (resp.child("responses") or Field("", "")).children or ():
         tname = _topic(t, topic_names)
         for p in (t.child("partitions") or Field("", "")).children or ():
-            d = {"topic": tname, "partition": p.get("partition_index")}
-            d.update(_records_digest(p.child("records")))
+            d = _digest(tname, p.get("partition_index"), p.child("records"))
             code = p.get("error_code")
             d["error"] = error_name(code) if code else None
             out.append(d)

@@ -665,3 +665,41 @@ def test_cli_plot_and_usage_errors(tmp_path: Any) -> None:
     assert r.exit_code == 2
     r = _run(["stats", str(tmp_path / "missing.pcap")])
     assert r.exit_code == 1
+
+
+def test_top_floor_keeps_what_a_full_sort_keeps() -> None:
+    # latencies crowding around the microsecond rounding of the heap's smallest entry: the
+    # early turn-away (StatsAccumulator._top_floor) must not drop one that belongs in the top
+    rng = random.Random(11)
+    values = [round(rng.choice([2.0, 2.001, 1.9995, 2.0004, 2.0005, 1.999]) + rng.choice([0, 1e-7, -1e-7]), 9)
+              for _ in range(400)]
+    exs = lat_exchanges(values)
+    acc = StatsAccumulator(keep_top=7).add_all(exs)
+    every = StatsAccumulator(keep_top=len(values)).add_all(exs)
+    assert acc.top(7) == every.top(7)
+    # merging into a larger keep_top opens the top again
+    small = StatsAccumulator(keep_top=5).add_all(exs[:200])
+    big = StatsAccumulator(keep_top=2).merge(small)
+    assert big.keep_top == 5 and len(big.top(20)) == 5
+    big.add_all(exs[200:])
+    rest = StatsAccumulator(keep_top=400).add_all(exs[200:])
+    expected = sorted([r["latency_ms"] for r in small.top(5) + rest.top(400)], reverse=True)[:5]
+    assert [r["latency_ms"] for r in big.top(20)] == expected
+
+
+def test_sketch_keys_cached_same_as_computed() -> None:
+    # repeated latencies take their sketch key from a cache: same bins as DDSketch.add
+    from ddsketch import DDSketch
+
+    rng = random.Random(3)
+    pool = [rng.expovariate(0.1) for _ in range(50)] + [0.0, 1e-320]
+    values = [rng.choice(pool) for _ in range(5000)]
+    q = Quantiles(limit=100)
+    ref = DDSketch(RELATIVE_ACCURACY)
+    for v in values:
+        q.add(v)
+        ref.add(v)
+    sk = q._folded()
+    assert (sk._store.bins, sk._store.offset, sk._zero_count, sk._count, sk._sum) == \
+        (ref._store.bins, ref._store.offset, ref._zero_count, ref._count, ref._sum)
+    assert q.summary()["p99"] == Quantiles.from_state(q.to_state()).summary()["p99"]
