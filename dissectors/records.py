@@ -654,21 +654,29 @@ def _decode_legacy(buf: bytes, pos: int, size: int, state: _State, index: int, d
              "decompressed data")
     for i in info:
         value_f.note(i)
-    if note is not None:
-        if note.startswith("decompressed size limit"):
-            value_f.note(note)
-            ctx.hit_limit("max_decompressed")
-        else:
-            value_f.mark_malformed(note, ctx)
+    limited = _decompression_note(value_f, note, ctx, annotate=True)
     if not inner:
         return msg, 0
     value_f.children = []
-    limited = note is not None and note.startswith("decompressed size limit")
     n = _decode_set(inner, 0, len(inner), state, value_f, depth + 1, budget, outer=False,
                     wrapper_magic=magic, cut_by_limit=limited)
     inner_msgs = [c for c in value_f.children if c.type == "Message" and c.extra]
     _absolute_inner(msg, offset, ts, ts_type, magic, inner_msgs)
     return msg, n
+
+
+def _decompression_note(value_f: Field, note: str | None, ctx: DecodeContext, annotate: bool) -> bool:
+    """What decompressing a wrapper's value said: a size limit hit (noted on the value when
+    ``annotate``, counted; True) or bad data (the value marked malformed)."""
+    if note is None:
+        return False
+    if note.startswith("decompressed size limit"):
+        if annotate:
+            value_f.note(note)
+        ctx.hit_limit("max_decompressed")
+        return True
+    value_f.mark_malformed(note, ctx)
+    return False
 
 
 def _summary_legacy(buf: bytes, p: int, msg_end: int, msg: Field, crc_f: Field, state: _State, magic: int,
@@ -711,15 +719,10 @@ def _summary_legacy(buf: bytes, p: int, msg_end: int, msg: Field, crc_f: Field, 
         return msg, 0
     inner, note, _info = decompress_detail(codec, bytes(buf[p - n:p]), budget[0])
     budget[0] = max(0, budget[0] - len(inner))
-    if note is not None:
-        if note.startswith("decompressed size limit"):
-            ctx.hit_limit("max_decompressed")
-        else:
-            value_f.mark_malformed(note, ctx)
+    limited = _decompression_note(value_f, note, ctx, annotate=False)
     if not inner:
         return msg, 0
     value_f.children = []
-    limited = note is not None and note.startswith("decompressed size limit")
     return msg, _decode_set(inner, 0, len(inner), state, value_f, depth + 1, budget, outer=False,
                             wrapper_magic=magic, cut_by_limit=limited)
 

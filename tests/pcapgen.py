@@ -176,6 +176,19 @@ def write_pcapng(path: str, packets: Iterable[TcpPacket | RawPacket],
             f.write(pcapng_block(6, body, big_endian))
 
 
+def uvarint(n: int) -> bytes:
+    """Kafka's unsigned varint (compact lengths, tagged fields)."""
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
 def kafka_frame(body: bytes) -> bytes:
     return struct.pack("!I", len(body)) + body
 

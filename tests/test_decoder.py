@@ -18,6 +18,7 @@ from dissectors.decoder import decode_struct
 from dissectors.errors import ERRORS, error_name
 from dissectors.field import Field
 from dissectors.schema import ANY, APIS, ApiDef, FieldDef
+from tests.pcapgen import uvarint
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 CAPTURES = SHARED / "captures"
@@ -32,18 +33,6 @@ def dec(fields: tuple[FieldDef, ...], data: bytes, version: int = 0, flexible: b
     ctx = ctx or DecodeContext()
     root, pos = decode_struct(fields, version, flexible, data, 0, len(data), ctx, "body", "T")
     return root, pos, ctx
-
-
-def uvarint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
 
 
 def zigzag(n: int, bits: int = 64) -> int:

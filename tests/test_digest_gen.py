@@ -24,6 +24,7 @@ from dissectors.context import DecodeContext
 from dissectors.field import Field
 from dissectors.schema import APIS, FieldDef, in_range, is_flexible
 from tests.conftest import SAMPLES, SHARED_CAPTURES
+from tests.pcapgen import uvarint
 
 # ("q", frame, header_len) or ("s", frame, api_key, api_version): the digest's own arguments
 Call = tuple
@@ -159,15 +160,6 @@ def test_corrupted_bytes_same_as_plan(data: st.DataObject) -> None:
 
 
 # -- schema-shaped messages for every API and version ---------------------------------------
-
-def uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
 
 _FIXED_SIZE = {"int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint16": 2, "uint32": 4, "float64": 8,
                "bool": 1, "uuid": 16}

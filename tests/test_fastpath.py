@@ -72,6 +72,17 @@ def _conversation(client: tuple[str, int], server: tuple[str, int], ts: float, i
     return flow, pkts
 
 
+
+def _outputs(pipe: Pipeline, path: str, fused: bool) -> list[Any]:
+    """Signatures of the exchanges of a capture fed through feed_all (fused) or packet by
+    packet through feed, then finish."""
+    with open_capture(path) as r:
+        if fused:
+            out = [_sig(ex) for ex in pipe.feed_all(r)]
+        else:
+            out = [_sig(ex) for pkt in r for ex in pipe.feed(pkt)]
+    return out + [_sig(ex) for ex in pipe.finish()]
+
 def test_fused_path_equals_per_packet_on_v4_v6_closed_and_reused(tmp_path: Path) -> None:
     pkts: list[TcpPacket] = []
     fast_ones: list[int] = []       # packet numbers the fused path must take
@@ -131,12 +142,7 @@ def test_ack_on_forgotten_connection_starts_a_new_one(tmp_path: Path, monkeypatc
     def run(fused: bool) -> tuple[list[Any], int]:
         pipe = Pipeline(Options())
         pipe.reassembler.max_closed = 2
-        with open_capture(path) as r:
-            if fused:
-                out = [_sig(ex) for ex in pipe.feed_all(r)]
-            else:
-                out = [_sig(ex) for pkt in r for ex in pipe.feed(pkt)]
-        out += [_sig(ex) for ex in pipe.finish()]
+        out = _outputs(pipe, path, fused)
         return out, pipe.reassembler.conn_count
 
     assert run(True) == run(False)
@@ -289,12 +295,7 @@ def test_fused_syn_fin_rst_equal_per_packet(tmp_path: Path) -> None:
             return per_packet(pkt)
 
         pipe.feed = counting_feed  # type: ignore[method-assign]
-        with open_capture(path) as r:
-            if fused:
-                out = [_sig(ex) for ex in pipe.feed_all(r)]
-            else:
-                out = [_sig(ex) for pkt in r for ex in pipe.feed(pkt)]
-        out += [_sig(ex) for ex in pipe.finish()]
+        out = _outputs(pipe, path, fused)
         ra = pipe.reassembler
         runs.append((out, _conn_sig(pipe), dict(ra.counters), list(ra.notes),
                      pipe.summary.to_json(pipe.ctx), slow))

@@ -14,21 +14,9 @@ from analyzer.framing import Framer
 from analyzer.model import Conn, Endpoint, StreamData, StreamEnd
 from analyzer.pipeline import Options, Pipeline
 from dissectors.header import RequestHeader, parse_request_header, plausible_request
-from tests.pcapgen import TcpFlow, kafka_frame, kafka_request, kafka_response, write_pcap
+from tests.pcapgen import TcpFlow, kafka_frame, kafka_request, kafka_response, uvarint, write_pcap
 
 CONN = Conn(0, Endpoint("1.1.1.1", 1), Endpoint("2.2.2.2", 9092))
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
 
 
 def _random_request(rng: random.Random) -> bytes:
@@ -48,7 +36,7 @@ def _random_request(rng: random.Random) -> bytes:
     tags = b""
     if rng.random() < 0.7:
         count = rng.choice([0, 0, 1, 2, 200])
-        tags = _uvarint(count) + b"".join(_uvarint(t) + _uvarint(3) + b"abc" for t in range(min(count, 2)))
+        tags = uvarint(count) + b"".join(uvarint(t) + uvarint(3) + b"abc" for t in range(min(count, 2)))
     return head + cid + tags + bytes(rng.randrange(256) for _ in range(rng.randrange(0, 40)))
 
 
