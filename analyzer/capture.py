@@ -195,10 +195,10 @@ class CaptureReader:
     def keep_share(self, k: int, n: int, share_of: Callable[[Packet, int], int]) -> None:
         """Yield only the packets ``p`` with ``share_of(p, n) == k`` (analyzer.shards).
 
-        A pcap file tells the share of an Ethernet/IPv4 TCP packet (the common case) in
-        the record loop, before any Packet is built: ``share_v4`` of its addresses and
-        ports, which is what ``share_of`` gives for such a packet; other packets are
-        built and given to ``share_of``. The packets of other shares are still counted
+        A pcap file tells the share of an Ethernet IPv4/IPv6 TCP packet (the common case)
+        in the record loop, before any Packet is built: ``share_of_conn`` of its addresses
+        and ports, which is what ``share_of`` must give for such a packet; other packets
+        are built and given to ``share_of``. The packets of other shares are still counted
         (``packets``, the reader's notes), as read."""
         self._share = (k, n, share_of)
 
@@ -297,18 +297,17 @@ class CaptureReader:
                     q = pos + 16
                     if eth and incl >= 54:
                         et = buf[q + 12:q + 14]
-                        h = -1
+                        a = -1          # the addresses XORed, when the ports are found too
                         if et == b"\x08\x00":
                             vihl, frag, proto, sa, da, sp, dp = v4(buf, q + 14)
                             if vihl == 0x45 and proto == 6 and not frag & 0x3FFF:
-                                h = ((sa ^ da) * 0x9E3779B1 + (sp ^ dp) * 0x85EBCA77 >> 7) % share_n
+                                a = sa ^ da
                         elif et == b"\x86\xdd" and incl >= 74:
                             vtc, nh, s1, s2, d1, d2, sp, dp = v6(buf, q + 14)
                             if vtc >> 4 == 6 and nh == 6:
                                 a = (s1 ^ d1) << 64 | (s2 ^ d2)
-                                h = (a * 0x9E3779B1 + (sp ^ dp) * 0x85EBCA77 >> 7) % share_n
-                        if h >= 0:
-                            if h == share_k:
+                        if a >= 0:
+                            if (a * 0x9E3779B1 + (sp ^ dp) * 0x85EBCA77 >> 7) % share_n == share_k:
                                 yield new(Packet, (index, ts, linktype, buf[q:end], orig))
                             pos = end
                             continue

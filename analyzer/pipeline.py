@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from analyzer.capture import open_capture
+from analyzer.capture import CaptureReader, open_capture
 from analyzer.framing import Framer
 from analyzer.model import (
     Conn,
@@ -293,23 +293,21 @@ class Pipeline:
                     tst, direction, dd, pst = fe
                     # in order with nothing buffered; a closed connection takes only its last ACKs
                     open_ok = not tst.closed and dd.fin_at is None and not dd.pending
-                    if p == end and (open_ok or (tst.closed and not tst.forgotten)):
+                    if p == end:
                         # no payload, an ACK: the reassembler would only note the time
+                        taken = open_ok or (tst.closed and not tst.forgotten)
+                    else:
+                        taken = open_ok and (seq - dd.base) & 0xFFFFFFFF == dd.expected & 0xFFFFFFFF
+                    if taken:
+                        # _count_packet, inline (first_ts is set: this connection was seen before)
                         s.packets += 1
                         if ts > s.last_ts:
                             s.last_ts = ts
                         self._now = ts
-                        tst.conn.last_ts = ts
-                        continue
-                    if open_ok:
-                        exp = dd.expected
-                        if (seq - dd.base) & 0xFFFFFFFF == exp & 0xFFFFFFFF:
-                            s.packets += 1
-                            if ts > s.last_ts:
-                                s.last_ts = ts
-                            self._now = ts
-                            conn = tst.conn
-                            conn.last_ts = ts
+                        conn = tst.conn
+                        conn.last_ts = ts
+                        if p < end:
+                            exp = dd.expected
                             payload = data[p:end]
                             dd.expected = exp + len(payload)
                             if window:
@@ -334,7 +332,7 @@ class Pipeline:
                                 event(_new(StreamData, (conn, direction, exp, payload, ts, index)), out)
                             if out:
                                 yield from out
-                            continue
+                        continue
             if key is None or not p <= end <= len(data):
                 out = slow(pkt)
                 if out:
@@ -941,7 +939,7 @@ class Run:
 
     def __init__(self, path: str, options: Options | None = None, ctx: DecodeContext | None = None,
                  progress: Callable[[int, int], None] | None = None,
-                 select: Callable[[Iterable[Packet]], Iterable[Packet]] | None = None) -> None:
+                 select: Callable[[CaptureReader], Iterable[Packet]] | None = None) -> None:
         self.path = path
         self.pipeline = Pipeline(options, ctx)
         self.progress = progress

@@ -92,22 +92,22 @@ def parse_request_header(data: bytes, partial: bool = False) -> RequestHeader | 
     widen the bounds checked. So a header parsed from a framer's peek can be kept.
     """
     n = len(data)
-    if n < 10:
-        if n < 8:
-            return None
+    if n >= 10:
+        api_key, api_version, correlation_id, slen = _HDR_SLEN.unpack_from(data, 0)
+    elif n >= 8:
         api_key, api_version, correlation_id = _HDR.unpack_from(data, 0)
-        if api_version >= 0 and _header_version(api_key, api_version) == 0:
-            return _new(RequestHeader, (api_key, api_version, correlation_id, None, 8, 0))
+        slen = None                       # only a v0 header fits
+    else:
         return None
-    api_key, api_version, correlation_id, slen = _HDR_SLEN.unpack_from(data, 0)
+    hv = 1
     if api_version >= 0:
         hv = _HV.get(api_key << 16 | api_version)     # _header_version's cache, read inline
         if hv is None:
             hv = _header_version(api_key, api_version)
         if hv == 0:
             return _new(RequestHeader, (api_key, api_version, correlation_id, None, 8, 0))
-    else:
-        hv = 1
+    if slen is None:
+        return None
     pos = 10
     client_id: str | None
     if slen < 0:

@@ -9,6 +9,7 @@ version policy, nested payloads (consumer protocol, SASL) and topic-id learning.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from typing import Any
 
 from dissectors import consumer, sasl
@@ -270,29 +271,22 @@ def learn_topic_ids(body: Field, ctx: DecodeContext) -> None:
 def error_codes(tree: Field) -> list[str]:
     """Names of the non-zero error codes anywhere in a tree, in wire order."""
     out: list[str] = []
-    _collect_errors(tree, out)
+    _collect_errors((tree,), out)
     return out
 
 
-def _collect_errors(f: Field, out: list[str]) -> None:
+def _collect_errors(fields: Sequence[Field], out: list[str]) -> None:
     # once per exchange on the hot path: recursion beats an explicit stack on these small
-    # trees; leaves (most Fields) are tested here without a call, and records subtrees
+    # trees, each Field is tested here without a call of its own, and records subtrees
     # (dissectors.records: offsets, CRCs, keys, never an error code) are not walked
-    v = f.value
-    if v and ((f.extra is not None and "error_code" in f.extra)
-              or (f.type == "int16" and (f.name == "error_code" or f.name.endswith("_error_code")))):
-        out.append(error_name(v))
-    children = f.children
-    if children:
-        for c in children:
-            if c.children:
-                if c.type != "records":
-                    _collect_errors(c, out)
-            else:
-                v = c.value
-                if v and ((c.extra is not None and "error_code" in c.extra)
-                          or (c.type == "int16" and (c.name == "error_code" or c.name.endswith("_error_code")))):
-                    out.append(error_name(v))
+    for f in fields:
+        v = f.value
+        if v and ((f.extra is not None and "error_code" in f.extra)
+                  or (f.type == "int16" and (f.name == "error_code" or f.name.endswith("_error_code")))):
+            out.append(error_name(v))
+        children = f.children
+        if children and f.type != "records":
+            _collect_errors(children, out)
 
 
 def list_apis() -> list[dict[str, Any]]:
