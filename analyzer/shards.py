@@ -223,6 +223,7 @@ class ShardedResult:
     acc: StatsAccumulator
     points: PointSample | None
     exact: bool                        # False: a topic id was learnt between lookups: run again unsharded
+    capture_warning: str | None = None  # the reader's (every worker reads the whole file)
 
 
 def _worker(path: str, options: Options, ctx: DecodeContext, by: tuple[str, ...], keep_top: int,
@@ -246,7 +247,8 @@ def _worker(path: str, options: Options, ctx: DecodeContext, by: tuple[str, ...]
     return {"acc": acc.to_state(), "conns": run.pipeline.reassembler.first_indexes,
             "learnt": names.learnt, "misses": names.misses,
             "points": points.points if points is not None else None,
-            "stride": points.stride if points is not None else 1}
+            "stride": points.stride if points is not None else 1,
+            "warning": run.summary.capture_warning}
 
 
 def _child(conn: Any, *args: Any) -> None:
@@ -335,5 +337,5 @@ def _merge(states: list[dict[str, Any]], by: tuple[str, ...], keep_top: int, sou
         points = PointSample()
         points.absorb(sorted((p for st in states for p in st["points"] or ()), key=lambda p: p[1]),
                       max(st["stride"] for st in states))
-    return ShardedResult(total, points, exact)
+    return ShardedResult(total, points, exact, states[0]["warning"] if states else None)
 

@@ -150,6 +150,21 @@ def test_bad_capture_is_one_line_error(tmp_path: Path) -> None:
     assert len(res.output.strip().splitlines()) == 1, res.output
 
 
+def test_cut_capture_is_warned_about_with_and_without_workers(tmp_path: Path) -> None:
+    src = SAMPLES / "group_rdkafka.pcap"
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes(src.read_bytes()[:30000])
+    outs = []
+    for j in ("1", "2"):
+        res = CliRunner().invoke(main, ["stats", "-f", "json", "-j", j, str(cut)])
+        assert res.exit_code == 0, res.output
+        assert res.stderr == f"warning: {cut}: capture ends inside packet 180\n"
+        outs.append(res.stdout)
+    assert outs[0] == outs[1] and json.loads(outs[0])["groups"]
+    res = CliRunner().invoke(main, ["stats", "-f", "json", "-j", "2", str(src)])
+    assert res.stderr == ""
+
+
 def test_auto_jobs_only_for_big_files(tmp_path: Path) -> None:
     path, _ = _flows(3, tmp_path)
     assert auto_jobs([str(path)]) == 1
