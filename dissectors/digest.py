@@ -4,19 +4,21 @@
 api_version, ctx)`` walk the same declarative schema as ``dissectors.decoder`` but
 build a Field only for:
 
-- error codes anywhere in the message (the fields ``kafka.error_codes`` collects),
+- error codes anywhere in the message that are not zero (what ``kafka.error_codes``
+  collects: a zero code reads as an absent one),
 - records fields (``dissectors.records``; pass a context with ``decode_records=False``
   to get counts, sizes, codecs and CRC verdicts without per-record Fields),
 - a few top-level figures: throttle_time_ms, max_wait_ms, min_bytes, acks,
   assignments (an array: its elements are kept as empty structs), mechanism,
-- topic ids, and the names and partition indexes next to any of the above,
+- the topic ids, names and partition indexes next to any of the above,
 - and the structs / arrays that lead to them.
 
 Everything else is skipped by length without creating objects. Each body is decoded by
 Python source generated per (API, version, direction) on first use; the closure plan
 that describes the same walk decodes the messages that source gives up on (bad bytes),
 so it alone defines the malformed cases (see "generated decoders" below). The shape of what is
-kept is the full decoder's (same names, types, values, offsets), so
+kept is the full decoder's (same names, types, values, offsets), but for the header,
+whose Field is there only when it is malformed (a root holds the body alone), so
 ``kafka.error_codes``, ``summary.partitions_of`` and ``kafka.learn_topic_ids`` work
 on a digest tree unchanged. Bad bytes stop decoding with a ``malformed:`` Field, as
 in the full decoder; nested payloads (consumer protocol, SASL tokens) and
@@ -42,15 +44,16 @@ from dissectors.decoder import (
 )
 from dissectors.field import Field
 from dissectors.kafka import learn_topic_ids, response_header
-from dissectors.schema import APIS, ApiDef, FieldDef, in_range, is_flexible
+from dissectors.schema import APIS, ApiDef, FieldDef, in_range, is_flexible, response_header_version
 
 __all__ = ["digest_request", "digest_response", "KEPT_NAMES"]
 
 # a field with one of these names (or an error code, or records) is kept with its path
-ANCHORS = frozenset({"throttle_time_ms", "max_wait_ms", "min_bytes", "acks", "assignments", "mechanism",
-                     "topic_id"})
-# kept too when their struct is kept for another reason
-COMPANIONS = frozenset({"name", "topic", "index", "partition_index"})
+ANCHORS = frozenset({"throttle_time_ms", "max_wait_ms", "min_bytes", "acks", "assignments", "mechanism"})
+# kept too when their struct is kept for another reason: topic ids are read where names are
+# (the topics of Produce, Fetch and Metadata-like answers, kept for their records or error
+# codes), never alone (as in a Fetch or Metadata request)
+COMPANIONS = frozenset({"name", "topic", "index", "partition_index", "topic_id"})
 KEPT_NAMES = ANCHORS | COMPANIONS
 
 _LAST_NON_FLEXIBLE_KEY = 67
@@ -149,7 +152,7 @@ def _fixed_op(run: list[tuple[FieldDef, bool]]) -> Op:
     for i, (fd, keep) in enumerate(run):
         ln = _FIXED[fd.type][1]
         if keep:
-            rows.append((i, fd.name, fd.type, off, ln, _conv(fd.type), fd.meaning == "error_code"))
+            rows.append((i, fd.name, fd.type, off, ln, _conv(fd.type), _is_error(fd), fd.meaning == "error_code"))
         off += ln
     unpack_from = fmt.unpack_from
     if not rows:
@@ -163,10 +166,12 @@ def _fixed_op(run: list[tuple[FieldDef, bool]]) -> Op:
         if pos + size > end:
             _short(run, buf, pos, end, out)
         vals = unpack_from(buf, pos)
-        for i, name, typ, o, ln, conv, err in rows:
+        for i, name, typ, o, ln, conv, err, meaning in rows:
             v = vals[i]
+            if err and not v:
+                continue                        # an error code is kept when not zero
             f = Field(name, typ, v if conv is None else conv(v), pos + o, ln)
-            if err and v:
+            if meaning:
                 f.extra = {"error_code": v}     # as the full decoder's annotation
             out.append(f)
         return pos + size
@@ -525,7 +530,7 @@ class _Source:
         self.flexible = flexible
         self.lines: list[str] = []
         self.env: dict[str, Any] = {
-            "Field": Field, "_F": _Fallback, "_IDX": _INDEX_NAMES, "_run": _run, "_gen_tagged": _gen_tagged,
+            "Field": Field, "_new": object.__new__, "_F": _Fallback, "_IDX": _INDEX_NAMES, "_run": _run, "_gen_tagged": _gen_tagged,
             "read_uvarint": read_uvarint, "_I16": _I16.unpack_from, "_I32": _I32.unpack_from,
             "_UUIDS": _UUIDS, "_uuid_new": _uuid_new, "_records_failed": _records_failed,
         }
@@ -545,6 +550,16 @@ class _Source:
 
     def emit(self, ind: int, *lines: str) -> None:
         self.lines.extend("    " * ind + line for line in lines)
+
+    @staticmethod
+    def new(var: str, name: str, typ: str, value: str, offset: str, length: str, children: str = "None",
+            extra: str = "None") -> str:
+        """One line that builds a Field in ``var`` (arguments are source text): as
+        ``Field(...)``, without the call of ``__init__`` (~2,500 instructions per Field,
+        this ~1,600; a digest builds a dozen Fields per exchange)."""
+        return (f"{var} = _new(Field); {var}.name = {name}; {var}.type = {typ}; {var}.value = {value}; "
+                f"{var}.offset = {offset}; {var}.length = {length}; {var}.children = {children}; "
+                f"{var}.notes = None; {var}.extra = {extra}")
 
     def block(self, ind: int, body: Callable[[], None]) -> None:
         """Emit ``body`` as an indented block at ``ind``; ``pass`` if it wrote nothing."""
@@ -622,14 +637,16 @@ class _Source:
             self.emit(ind, f"{', '.join(names)}, = {unpack}(buf, p)")
             for v, (fd, off, ln) in zip(names, kept, strict=True):
                 value = {"bool": f"bool({v})", "uuid": f"(_UUIDS.get({v}) or _uuid_new({v}))"}.get(fd.type, v)
-                make = f"Field({fd.name!r}, {fd.type!r}, {value}, {f'p + {off}' if off else 'p'}, {ln})"
-                if fd.meaning == "error_code":     # as the full decoder's annotation
-                    f = self.var("f")
-                    self.emit(ind, f"{f} = {make}",
-                              f"if {v}:", f"    {f}.extra = {{'error_code': {v}}}",
-                              f"{out}.append({f})")
-                else:
-                    self.emit(ind, f"{out}.append({make})")
+                # an error code is kept when not zero, its extra as the full decoder's annotation
+                extra = f"{{'error_code': {v}}}" if fd.meaning == "error_code" else "None"
+                f = self.var("f")
+                i = ind
+                if _is_error(fd):
+                    self.emit(ind, f"if {v}:")
+                    i += 1
+                self.emit(i, self.new(f, repr(fd.name), repr(fd.type), value, f"p + {off}" if off else "p",
+                                      str(ln), extra=extra),
+                          f"{out}.append({f})")
         self.emit(ind, f"p += {size}")
 
     def field(self, fd: FieldDef, companions: bool, out: str, ind: int) -> None:
@@ -694,16 +711,17 @@ class _Source:
         if not keep:
             self.skip_sized(name, ind, wide=False)
             return
-        n, q = self.var("n"), self.var("q")
+        n, q, f = self.var("n"), self.var("q"), self.var("f")
         self.prefix(False, n, q, ind)
         self.emit(ind, f"if {n} < 0:",
-                  f"    {out}.append(Field({name!r}, 'string', None, p, {q} - p))",
+                  "    " + self.new(f, repr(name), "'string'", "None", "p", f"{q} - p"),
                   f"    p = {q}",
                   f"elif {n} > end - {q}:", "    raise _F",
                   "else:",
-                  f"    {out}.append(Field({name!r}, 'string', buf[{q}:{q} + {n}].decode(errors='replace'), "
-                  f"p, {q} + {n} - p))",
-                  f"    p = {q} + {n}")
+                  "    " + self.new(f, repr(name), "'string'", f"buf[{q}:{q} + {n}].decode(errors='replace')",
+                                    "p", f"{q} + {n} - p"),
+                  f"    p = {q} + {n}",
+                  f"{out}.append({f})")
 
     def records(self, name: str, out: str, ind: int) -> None:
         from dissectors.records import decode_records
@@ -741,7 +759,7 @@ class _Source:
                 self.struct(fd.fields, tname, out, i)
                 return
             ch, f = self.var("ch"), self.var("f")
-            self.emit(i, f"{ch} = []", f"{f} = Field({fd.name!r}, {tname!r}, None, {s}, 0, {ch})",
+            self.emit(i, f"{ch} = []", self.new(f, repr(fd.name), repr(tname), "None", s, "0", ch),
                       f"{out}.append({f})")
             self.struct(fd.fields, tname, ch, i)
             self.emit(i, f"{f}.length = p - {s}")
@@ -751,7 +769,7 @@ class _Source:
             return
         self.emit(ind, "if p >= end:", "    raise _F",
                   "if buf[p] == 255:",
-                  *([f"    {out}.append(Field({fd.name!r}, {tname!r}, None, {s}, 1))"] if keep else []),
+                  *([f"    {out}.append(Field({fd.name!r}, {tname!r}, None, {s}, 1))"] if keep else []),  # rare
                   "    p += 1",
                   "else:",
                   "    p += 1")
@@ -780,14 +798,15 @@ class _Source:
         if _wanted(fd):
             ch, arr, e, ech = self.var("ch"), self.var("arr"), self.var("e"), self.var("ech")
             self.emit(ind, f"if {n} < 0:",
-                      f"    {out}.append(Field({fd.name!r}, 'array', None, {s}, p - {s}))",
+                      f"    {out}.append(Field({fd.name!r}, 'array', None, {s}, p - {s}))",     # rare
                       "else:",
                       f"    {ch} = []",
-                      f"    {arr} = Field({fd.name!r}, 'array', {n}, {s}, 0, {ch})",
+                      "    " + self.new(arr, repr(fd.name), "'array'", n, s, "0", ch),
                       f"    {out}.append({arr})",
                       f"    for {i} in range({n}):",
                       f"        {ech} = []",
-                      f"        {e} = Field(_IDX[{i}] if {i} < 256 else f'[{{{i}}}]', {tname!r}, None, p, 0, {ech})",
+                      "        " + self.new(e, f"_IDX[{i}] if {i} < 256 else f'[{{{i}}}]'", repr(tname), "None", "p",
+                                            "0", ech),
                       f"        {ch}.append({e})")
             self.struct(fd.fields, tname, ech, ind + 2)
             self.emit(ind, f"        {e}.length = p - {e}.offset",
@@ -924,16 +943,17 @@ class _BodyDef:
         self.api = api
         self.version = version
         self.type_name = f"{api.name}{'Request' if request else 'Response'} v{version}"
-        self.root_type = f"{api.name}Request"
+        self.root_type = f"{api.name}{'Request' if request else 'Response'}"
         self.plan = _compile(fields, version, flexible, self.type_name)
         self.fast = _generate(fields, version, flexible, self.type_name) if _GENERATED else None
 
 
 # (api_key, version, request) -> its _BodyDef; the entry points also cache by the version
-# on the wire (before clamping), which saves the clamping per message
+# on the wire (before clamping), which saves the clamping per message (a response: with the
+# length of its header when it has no tagged fields, 4 or 5)
 _BODIES: dict[tuple[int, int, bool], _BodyDef] = {}
 _REQUESTS: dict[tuple[int, int], _BodyDef] = {}
-_RESPONSES: dict[tuple[int, int], _BodyDef] = {}
+_RESPONSES: dict[tuple[int, int], tuple[_BodyDef, int]] = {}
 
 
 def _body_def(api: ApiDef, version: int, request: bool) -> _BodyDef:
@@ -954,7 +974,6 @@ def _set_generated(on: bool) -> None:
 
 def _decode(bd: _BodyDef, buf: bytes, start: int, end: int, ctx: DecodeContext) -> Field:
     children: list[Field] = []
-    body = Field("body", bd.type_name, None, start, end - start, children)
     _cur.ctx = ctx      # read by the plan's ops, which generated code calls too
     try:
         if bd.fast is None:
@@ -972,12 +991,17 @@ def _decode(bd: _BodyDef, buf: bytes, start: int, end: int, ctx: DecodeContext) 
         e.out.append(bad)
         for c in children:
             _fix_lengths(c)
+        body = Field("body", bd.type_name, None, start, end - start, children)
         body.extra = {"malformed_at": e.offset}
         return body
     if pos < end:
         ctx.trailing += 1
-    else:
-        body.length = pos - start
+        pos = end
+    # Field("body", bd.type_name, None, start, pos - start, children) without the call of
+    # __init__, as generated code builds its Fields (see _Source.new): twice per exchange
+    body = _new(Field)
+    body.name, body.type, body.value, body.offset, body.length = "body", bd.type_name, None, start, pos - start
+    body.children, body.notes, body.extra = children, None, None
     return body
 
 
@@ -987,24 +1011,32 @@ def _body(api: ApiDef, version: int, request: bool, buf: bytes, start: int, end:
 
 
 _HH = struct.Struct(">hh").unpack_from
+_new = object.__new__
+
+# The digest roots hold the body only: a well-formed header has nothing a reader of the
+# digest wants (the pipeline parsed it already), so its Field is built only to carry a
+# malformed note.
 
 
 def digest_request(data: bytes, header_len: int, ctx: DecodeContext) -> Field:
     """The digest tree of a request whose header (already parsed) is ``header_len`` bytes."""
-    buf = bytes(data)
+    buf = data if data.__class__ is bytes else bytes(data)
     n = len(buf)
-    header = Field("header", "RequestHeader", None, 0, header_len)
     if n < 8:
+        header = Field("header", "RequestHeader", None, 0, header_len)
         header.mark_malformed(f"request header needs 8 bytes, {n} present", ctx)
         return Field("request", "Request", None, 0, n, [header])
     key = _HH(buf, 0)       # (api_key, api_version)
-    api = APIS.get(key[0])
-    if api is None:
-        return Field("request", "Request", None, 0, n, [header])
     bd = _REQUESTS.get(key)
-    if bd is None or bd.api is not api:
+    if bd is None or bd.api is not APIS.get(key[0]):
+        api = APIS.get(key[0])
+        if api is None:
+            return Field("request", "Request", None, 0, n, [])
         bd = _REQUESTS[key] = _body_def(api, _clamp(api, key[1]), True)
-    return Field("request", bd.root_type, None, 0, n, [header, _decode(bd, buf, header_len, n, ctx)])
+    root = _new(Field)      # Field("request", bd.root_type, None, 0, n, [body]), as in _decode
+    root.name, root.type, root.value, root.offset, root.length = "request", bd.root_type, None, 0, n
+    root.children, root.notes, root.extra = [_decode(bd, buf, header_len, n, ctx)], None, None
+    return root
 
 
 def _header_tags(buf: bytes, pos: int, end: int, out: list) -> int:
@@ -1015,21 +1047,30 @@ def _header_tags(buf: bytes, pos: int, end: int, out: list) -> int:
 
 def digest_response(data: bytes, api_key: int, api_version: int, ctx: DecodeContext) -> Field:
     """The digest tree of a response to a request of ``api_key`` v``api_version``."""
-    buf = bytes(data)
+    buf = data if data.__class__ is bytes else bytes(data)
     n = len(buf)
-    root, api, pos = response_header(buf, api_key, api_version, ctx, _header_tags, with_correlation_id=False)
-    if pos is None or api is None:
-        return root
-    bd = _RESPONSES.get((api_key, api_version))
-    if bd is None or bd.api is not api:
-        bd = _RESPONSES[(api_key, api_version)] = _body_def(api, _clamp(api, api_version), False)
+    hit = _RESPONSES.get((api_key, api_version))
+    if hit is None or hit[0].api is not APIS.get(api_key):
+        api = APIS.get(api_key)
+        if api is None:
+            return response_header(buf, api_key, api_version, ctx, _header_tags, with_correlation_id=False)[0]
+        hit = _RESPONSES[(api_key, api_version)] = (_body_def(api, _clamp(api, api_version), False),
+                                                  4 + response_header_version(api_key, api_version))
+    bd, pos = hit
+    if n < pos or (pos == 5 and buf[4] != 0):   # short, or header tagged fields: read as the full decoder
+        root, _api, p = response_header(buf, api_key, api_version, ctx, _header_tags, with_correlation_id=False)
+        if p is None:
+            return root
+        pos = p
     if api_key == 18 and bd.version > 0 and n - pos >= 2 and _I16.unpack_from(buf, pos)[0] == 35:
-        body = _api_versions_unsupported(api, bd.version, buf, pos, n, ctx)
+        body = _api_versions_unsupported(bd.api, bd.version, buf, pos, n, ctx)
     else:
         body = _decode(bd, buf, pos, n, ctx)
-    root.add(body)
-    if api_key in (3, 19, 75):
-        learn_topic_ids(body, ctx)
+    if api_key == 3 or api_key == 19 or api_key == 75:
+        learn_topic_ids(body, ctx, annotate=False)
+    root = _new(Field)      # Field("response", bd.root_type, None, 0, n, [body]), as in _decode
+    root.name, root.type, root.value, root.offset, root.length = "response", bd.root_type, None, 0, n
+    root.children, root.notes, root.extra = [body], None, None
     return root
 
 

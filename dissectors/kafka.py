@@ -251,9 +251,10 @@ def decode_sasl_token(data: bytes, ctx: DecodeContext, mechanism: str | None, fr
     return sasl.decode_token(buf, 0, len(buf), ctx, mechanism, from_client)
 
 
-def learn_topic_ids(body: Field, ctx: DecodeContext) -> None:
+def learn_topic_ids(body: Field, ctx: DecodeContext, annotate: bool = True) -> None:
     """Record topic id -> name from a Metadata / CreateTopics / DescribeTopicPartitions
-    response body, and annotate those ids with the name just learnt."""
+    response body, and annotate those ids with the name just learnt (unless ``annotate``
+    is false: the digest, whose readers never see notes)."""
     topics = body.child("topics")
     if topics is None or not topics.children:
         return
@@ -265,7 +266,8 @@ def learn_topic_ids(body: Field, ctx: DecodeContext) -> None:
         if tid.value == "00000000-0000-0000-0000-000000000000":
             continue
         ctx.topic_names[tid.value] = name
-        tid.notes = [topic_note(tid.value, ctx.topic_names)]
+        if annotate:
+            tid.notes = [topic_note(tid.value, ctx.topic_names)]
 
 
 def error_codes(tree: Field) -> list[str]:

@@ -1,0 +1,65 @@
+"""What a digest tree holds: the body alone under the root, error codes when not zero, topic
+ids where their names are kept (what kafka.error_codes, summary.partitions_of and
+kafka.learn_topic_ids read)."""
+from __future__ import annotations
+
+import struct
+
+from dissectors import digest, kafka
+from dissectors.context import DecodeContext
+
+
+def heartbeat_v4(error: int, header_tags: bytes = b"\x00") -> bytes:
+    # response header v1 (correlation id, tag section), throttle_time_ms, error_code, tags
+    return struct.pack(">i", 7) + header_tags + struct.pack(">ih", 25, error) + b"\x00"
+
+
+def test_root_holds_the_body_alone_and_zero_error_codes_are_left_out() -> None:
+    ctx = DecodeContext()
+    tree = digest.digest_response(heartbeat_v4(0), 12, 4, ctx)
+    assert [c.name for c in tree.children] == ["body"]
+    body = tree.child("body")
+    assert (body.offset, body.length) == (5, 7)
+    assert [(c.name, c.value) for c in body.children] == [("throttle_time_ms", 25)]
+    assert kafka.error_codes(tree) == [] and ctx.malformed == 0
+
+    tree = digest.digest_response(heartbeat_v4(27), 12, 4, ctx)
+    err = tree.child("body").child("error_code")
+    assert (err.value, err.offset, err.extra) == (27, 9, {"error_code": 27})
+    assert kafka.error_codes(tree) == ["REBALANCE_IN_PROGRESS"]
+
+
+def test_header_tags_and_bad_headers() -> None:
+    ctx = DecodeContext()
+    # a non-empty tag section in the response header (tag 3, 2 bytes): the body follows it
+    tree = digest.digest_response(heartbeat_v4(0, b"\x01\x03\x02ab"), 12, 4, ctx)
+    assert [c.name for c in tree.children] == ["body"] and tree.child("body").offset == 9
+    assert tree.child("body").get("throttle_time_ms") == 25 and ctx.malformed == 0
+    # a cut header is the one kept, with its note
+    tree = digest.digest_response(b"\x00\x00", 12, 4, ctx)
+    assert [c.name for c in tree.children] == ["header"] and tree.child("header").is_malformed
+    assert ctx.malformed == 1
+    tree = digest.digest_request(b"\x00\x0c\x00", 3, ctx)
+    assert [c.name for c in tree.children] == ["header"] and ctx.malformed == 2
+
+
+def test_topic_ids_kept_with_their_names_only() -> None:
+    tid = bytes(range(1, 17))
+    tid_text = "01020304-0506-0708-090a-0b0c0d0e0f10"
+    # Metadata v12 response: no brokers, no cluster id, one topic with no partitions
+    topic = struct.pack(">h", 0) + b"\x03t1" + tid + b"\x00" + b"\x01" + struct.pack(">i", 0) + b"\x00"
+    body = struct.pack(">i", 0) + b"\x01" + b"\x00" + struct.pack(">i", 1) + b"\x02" + topic + b"\x00"
+    ctx = DecodeContext()
+    tree = digest.digest_response(struct.pack(">i", 7) + b"\x00" + body, 3, 12, ctx)
+    t = tree.child("body").child("topics").children[0]
+    assert [c.name for c in t.children] == ["name", "topic_id", "partitions"]
+    assert ctx.topic_names == {tid_text: "t1"} and t.child("topic_id").notes is None
+    # Fetch v13 request: its topic ids are read by nothing of the digest, so not kept
+    header = struct.pack(">hhi", 1, 13, 1) + struct.pack(">h", 1) + b"c" + b"\x00"
+    req = (header + struct.pack(">iiiibii", -1, 500, 1, 1 << 20, 0, 0, -1)
+           + b"\x02" + tid + b"\x02" + struct.pack(">iiqiqi", 0, -1, 0, -1, 0, 1 << 20) + b"\x00" + b"\x00"
+           + b"\x01" + b"\x01" + b"\x00")
+    tree = digest.digest_request(req, len(header), ctx)
+    body_f = tree.child("body")
+    assert [c.name for c in body_f.children] == ["max_wait_ms", "min_bytes"]
+    assert body_f.length == len(req) - len(header) and ctx.malformed == 0 and ctx.trailing == 0
