@@ -59,6 +59,7 @@ __all__ = ["Framer", "Framers", "DEFAULT_MAX_FRAME_SIZE"]
 
 DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024
 _size = struct.Struct(">I").unpack_from
+_new = tuple.__new__       # Frame is a NamedTuple: built without a Python-level __new__
 
 Plausible = Callable[[bytes], bool]
 _PARTIAL = 16        # header bytes enough to reject a scan candidate before its whole peek is in
@@ -184,7 +185,7 @@ class Framer:
         if truncated:
             self.truncated_frames += 1
         self._reason = "desync"
-        return Frame(self.conn, self.direction, data, size, fi, li, fts, lts, start, truncated)
+        return _new(Frame, (self.conn, self.direction, data, size, fi, li, fts, lts, start, truncated, None))
 
     # -- the state machine -----------------------------------------------------------------
 
@@ -284,9 +285,8 @@ class Framer:
         n = len(data)
         pos = 0
         lo, hi, peek, plausible = self._min, self.max_frame_size, self.peek, self.plausible
-        conn, direction = self.conn, self.direction
         seen = None
-        k = 0
+        # (mostly one frame per call: no setup that pays back only over several)
         while n - pos >= 4:
             size = _size(data, pos)[0]
             end = pos + 4 + size
@@ -296,12 +296,10 @@ class Framer:
                 seen = plausible(data[pos + 4:pos + 4 + (size if size < peek else peek)])
                 if not seen:
                     break
-            out.append(Frame(conn, direction, data[pos + 4:end], size, index, index, ts, ts, off + pos,
-                             False, seen))
+            out.append(_new(Frame, (self.conn, self.direction, data[pos + 4:end], size, index, index, ts, ts,
+                                    off + pos, False, seen)))
             pos = end
-            k += 1
-        if k:
-            self.frames += k
+            self.frames += 1
             self._reason = "desync"
         return pos
 

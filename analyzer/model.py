@@ -113,9 +113,11 @@ class StreamEnd(NamedTuple):
 StreamEvent = StreamData | StreamGap | StreamEnd
 
 
-@dataclass(eq=False, slots=True)
-class Frame:
-    """One Kafka PDU (the bytes after its 4-byte size prefix), with where it came from."""
+class Frame(NamedTuple):
+    """One Kafka PDU (the bytes after its 4-byte size prefix), with where it came from.
+
+    A NamedTuple, never changed once made: two are built per exchange, and
+    ``tuple.__new__(Frame, (...))`` costs a fraction of a class instance's ``__init__``."""
     conn: Conn
     direction: int
     data: bytes

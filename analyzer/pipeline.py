@@ -25,7 +25,7 @@ import struct
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from analyzer.capture import CaptureReader, open_capture
 from analyzer.framing import Framer
@@ -69,6 +69,7 @@ from dissectors.summary import partitions_of
 from dissectors.tls import looks_like_tls, parse_hello
 
 _I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i").unpack_from
 _new = tuple.__new__
 
 SASL_HANDSHAKE = 17
@@ -144,27 +145,27 @@ class Summary:
         return d
 
 
-class _Pending:
-    """A request waiting for its response."""
-    __slots__ = ("frame", "header", "legacy_type", "tree", "sasl_token")
-
-    def __init__(self, frame: Frame, header: RequestHeader | None, legacy_type: int | None = None,
-                 tree: Field | None = None, sasl_token: bool = False) -> None:
-        self.frame = frame
-        self.header = header
-        self.legacy_type = legacy_type
-        self.tree = tree
-        self.sasl_token = sasl_token
+class _Pending(NamedTuple):
+    """A request waiting for its response (a tuple: one per request, built with _new)."""
+    frame: Frame
+    header: RequestHeader | None
+    legacy_type: int | None = None
+    tree: Field | None = None
+    sasl_token: bool = False
 
 
 class _ConnState:
-    __slots__ = ("conn", "framers", "inflight", "fifo", "sasl_raw", "sasl_mechanism", "decided",
+    __slots__ = ("conn", "framers", "inflight", "reused", "fifo", "sasl_raw", "sasl_mechanism", "decided",
                  "ignored", "first_data_seen", "last_cid", "sasl_tokens_left", "tls_info", "tls", "tls_offsets")
 
     def __init__(self, conn: Conn) -> None:
         self.conn = conn
         self.framers: list[Framer | None] = [None, None]
-        self.inflight: dict[int, deque[_Pending]] = {}
+        # correlation id -> the oldest request with it awaiting its response; later requests
+        # reusing an id still in flight (rare) wait in ``reused`` in order, so that the common
+        # case keeps one tuple per request and no queue
+        self.inflight: dict[int, _Pending] = {}
+        self.reused: dict[int, deque[_Pending]] | None = None
         self.fifo: deque[_Pending] = deque()        # legacy requests / raw SASL tokens, in order
         self.sasl_raw = False                       # after SaslHandshake v0: raw SASL tokens
         self.sasl_mechanism: str | None = None
@@ -235,163 +236,163 @@ class Pipeline:
         raise_it = thresholds[0] < _GC_GEN0
         if raise_it:
             gc.set_threshold(_GC_GEN0, *thresholds[1:])
+        # one generator (not a wrapper around another): every exchange is yielded through it
         try:
-            yield from self._feed_all(packets, tick)
+            s = self.summary
+            ra = self.reassembler
+            pairs = ra._pairs
+            window = ra.overlap_window
+            ep4 = ep4_cache
+            ep6 = ep_cache
+            conns = self._conns
+            v4seg = unpack_v4seg
+            addrs4 = unpack_v4addrs
+            pack4 = pack_v4addrs
+            v6tcp = unpack_v6tcp
+            u32 = unpack_u32
+            endpoints6 = endpoints
+            frame_in = self._frame
+            event = self._event
+            slow = self.feed
+            count_packet = self._count_packet
+            eth = 1 if self.options.autodetect else None     # the linktype the fused path takes
+            # key -> (tcp conn state, direction, its _Dir, _ConnState or None once closed); the key is
+            # the packet's address and port bytes (12 for IPv4, 36 for IPv6): a slice is cheaper than
+            # unpacking the four numbers
+            fast: dict[bytes, tuple[Any, int, Any, _ConnState | None]] = {}
+            closed_keys: deque[tuple[bytes, bytes]] = deque()   # keys of closed connections in fast
+            if tick is not None:
+                packets = _ticking(packets, tick)     # the count is kept only when asked for
+            for pkt in packets:
+                index, ts, lt, data, _orig = pkt
+                # key: set only for a segment the fused path or the reassembler can take as
+                # parsed here (its payload data[p:end] within the captured bytes)
+                key: bytes | None = None
+                if lt == eth and len(data) >= 54:
+                    # the EtherType comes with the IPv4 and TCP fields, in one unpack
+                    et, vihl, total, frag, proto, seq, doff, flags = v4seg(data, 12)
+                    if et == 0x0800:
+                        if vihl == 0x45 and proto == 6 and not frag & 0x3FFF and doff >= 0x50 and total >= 40:
+                            end = 14 + total
+                            p = 34 + (doff >> 4) * 4
+                            if p <= end <= len(data):
+                                key = data[26:38]
+                    elif et == 0x86DD and len(data) >= 74:
+                        # IPv6 with TCP straight after the fixed header (no extension headers)
+                        vtc, plen, nh, seq, doff, flags = v6tcp(data, 14)
+                        if vtc >> 4 == 6 and nh == 6 and doff >= 0x50:
+                            end = 54 + plen
+                            p = 54 + (doff >> 4) * 4
+                            if p <= end <= len(data):
+                                key = data[22:58]
+                if key is not None and not flags & 7:
+                    fe = fast.get(key)
+                    if fe is not None:
+                        tst, direction, dd, pst = fe
+                        # in order with nothing buffered; a closed connection takes only its last ACKs
+                        open_ok = not tst.closed and dd.fin_at is None and not dd.pending
+                        if p == end:
+                            # no payload, an ACK: the reassembler would only note the time
+                            taken = open_ok or (tst.closed and not tst.forgotten)
+                        else:
+                            taken = open_ok and (seq - dd.base) & 0xFFFFFFFF == dd.expected & 0xFFFFFFFF
+                        if taken:
+                            # _count_packet, inline (first_ts is set: this connection was seen before)
+                            s.packets += 1
+                            if ts > s.last_ts:
+                                s.last_ts = ts
+                            self._now = ts
+                            conn = tst.conn
+                            conn.last_ts = ts
+                            if p < end:
+                                exp = dd.expected
+                                payload = data[p:end]
+                                dd.expected = exp + len(payload)
+                                if window:
+                                    recent = dd.recent
+                                    recent.append((exp, payload))
+                                    dd.recent_bytes += len(payload)
+                                    while dd.recent_bytes > window and len(recent) > 1:
+                                        dd.recent_bytes -= len(recent.popleft()[1])
+                                out: list[Exchange] = []
+                                if pst is None:
+                                    pst = conns.get(conn.id)
+                                    if pst is not None:
+                                        fast[key] = (tst, direction, dd, pst)
+                                fr = pst.framers[direction] if pst is not None else None
+                                if fr is not None and pst.ignored is None and pst.tls is None \
+                                        and pst.first_data_seen[direction]:
+                                    frames: list[Frame] = []
+                                    fr.feed_data(exp, payload, ts, index, frames)
+                                    for f in frames:
+                                        frame_in(pst, f, out)
+                                else:
+                                    event(_new(StreamData, (conn, direction, exp, payload, ts, index)), out)
+                                if out:
+                                    yield from out
+                            continue
+                if key is None:
+                    out = slow(pkt)
+                    if out:
+                        yield from out
+                    continue
+                # a SYN, FIN, RST, out-of-order data or a new connection (a few packets of every
+                # connection, ~a quarter of them on short connections): what ``feed`` does, from
+                # the fields parsed above; the Segment is parse_packet's for such a packet
+                count_packet(ts)
+                if len(key) == 12:
+                    sa, da, sp, dp = addr = addrs4(data, 26)
+                    eps = ep4.get(addr) or endpoints4(addr)
+                    ack = u32(data, 42)[0]
+                    rkey = pack4(da, sa, dp, sp)
+                else:
+                    eps = ep6.get(key) or endpoints6(key, 16)
+                    ack = u32(data, 62)[0]
+                    rkey = data[38:54] + data[22:38] + data[56:58] + data[54:56]
+                events = ra.feed(_new(Segment, (eps[0], eps[1], seq, ack, flags,
+                                                data[p:end] if end > p else b"", 0, ts, index)))
+                if events:
+                    out = []
+                    for ev in events:
+                        event(ev, out)
+                    if out:
+                        yield from out
+                # (re)learn both directions of this packet's connection as the reassembler now
+                # sees it (a new Conn after port reuse; closed: only ACKs stay on the fast path)
+                ent = pairs.get(eps)
+                if ent is None:
+                    fast.pop(key, None)
+                    fast.pop(rkey, None)
+                    continue
+                if len(fast) >= EP_CACHE_MAX:
+                    fast.clear()
+                tst, direction = ent
+                if tst.closed:
+                    fast[key] = fast[rkey] = (tst, direction, tst.dirs[direction], None)
+                    # closed connections stay only while their last ACKs may come: the
+                    # latest few thousand (a closed one is not kept alive for long)
+                    closed_keys.append((key, rkey))
+                    if len(closed_keys) > _FAST_CLOSED:
+                        for k in closed_keys.popleft():
+                            fe = fast.get(k)
+                            if fe is not None and fe[0].closed:
+                                del fast[k]
+                    continue
+                pst = conns.get(tst.conn.id)
+                dd0, dd1 = tst.dirs
+                if direction:
+                    dd0, dd1 = dd1, dd0
+                if dd0.base is not None:
+                    fast[key] = (tst, direction, dd0, pst)
+                else:
+                    fast.pop(key, None)
+                if dd1.base is not None:
+                    fast[rkey] = (tst, 1 - direction, dd1, pst)
+                else:
+                    fast.pop(rkey, None)
         finally:
             if raise_it:
                 gc.set_threshold(*thresholds)
-
-    def _feed_all(self, packets: Iterable[Packet], tick: Callable[[int], None] | None) -> Iterator[Exchange]:
-        s = self.summary
-        ra = self.reassembler
-        pairs = ra._pairs
-        window = ra.overlap_window
-        ep4 = ep4_cache
-        ep6 = ep_cache
-        conns = self._conns
-        v4seg = unpack_v4seg
-        addrs4 = unpack_v4addrs
-        pack4 = pack_v4addrs
-        v6tcp = unpack_v6tcp
-        u32 = unpack_u32
-        endpoints6 = endpoints
-        frame_in = self._frame
-        event = self._event
-        slow = self.feed
-        count_packet = self._count_packet
-        autodetect = self.options.autodetect
-        # key -> (tcp conn state, direction, its _Dir, _ConnState or None once closed); the key is
-        # the packet's address and port bytes (12 for IPv4, 36 for IPv6): a slice is cheaper than
-        # unpacking the four numbers
-        fast: dict[bytes, tuple[Any, int, Any, _ConnState | None]] = {}
-        closed_keys: deque[tuple[bytes, bytes]] = deque()   # keys of closed connections in fast
-        n = 0
-        for pkt in packets:
-            n += 1
-            if tick is not None and not n & 0x3FF:
-                tick(n)
-            index, ts, lt, data, _orig = pkt
-            key: bytes | None = None
-            if lt == 1 and autodetect and len(data) >= 54:
-                # the EtherType comes with the IPv4 and TCP fields, in one unpack
-                et, vihl, total, frag, proto, seq, doff, flags = v4seg(data, 12)
-                if et == 0x0800:
-                    if vihl == 0x45 and proto == 6 and not frag & 0x3FFF and doff >= 0x50 and total >= 40:
-                        key = data[26:38]
-                        end = 14 + total
-                        p = 34 + (doff >> 4) * 4
-                elif et == 0x86DD and len(data) >= 74:
-                    # IPv6 with TCP straight after the fixed header (no extension headers)
-                    vtc, plen, nh, seq, doff, flags = v6tcp(data, 14)
-                    if vtc >> 4 == 6 and nh == 6 and doff >= 0x50:
-                        key = data[22:58]
-                        end = 54 + plen
-                        p = 54 + (doff >> 4) * 4
-            if key is not None and not flags & 7:
-                fe = fast.get(key)
-                if fe is not None and p <= end <= len(data):
-                    tst, direction, dd, pst = fe
-                    # in order with nothing buffered; a closed connection takes only its last ACKs
-                    open_ok = not tst.closed and dd.fin_at is None and not dd.pending
-                    if p == end:
-                        # no payload, an ACK: the reassembler would only note the time
-                        taken = open_ok or (tst.closed and not tst.forgotten)
-                    else:
-                        taken = open_ok and (seq - dd.base) & 0xFFFFFFFF == dd.expected & 0xFFFFFFFF
-                    if taken:
-                        # _count_packet, inline (first_ts is set: this connection was seen before)
-                        s.packets += 1
-                        if ts > s.last_ts:
-                            s.last_ts = ts
-                        self._now = ts
-                        conn = tst.conn
-                        conn.last_ts = ts
-                        if p < end:
-                            exp = dd.expected
-                            payload = data[p:end]
-                            dd.expected = exp + len(payload)
-                            if window:
-                                recent = dd.recent
-                                recent.append((exp, payload))
-                                dd.recent_bytes += len(payload)
-                                while dd.recent_bytes > window and len(recent) > 1:
-                                    dd.recent_bytes -= len(recent.popleft()[1])
-                            out: list[Exchange] = []
-                            if pst is None:
-                                pst = conns.get(conn.id)
-                                if pst is not None:
-                                    fast[key] = (tst, direction, dd, pst)
-                            fr = pst.framers[direction] if pst is not None else None
-                            if fr is not None and pst.ignored is None and pst.tls is None \
-                                    and pst.first_data_seen[direction]:
-                                frames: list[Frame] = []
-                                fr.feed_data(exp, payload, ts, index, frames)
-                                for f in frames:
-                                    frame_in(pst, f, out)
-                            else:
-                                event(_new(StreamData, (conn, direction, exp, payload, ts, index)), out)
-                            if out:
-                                yield from out
-                        continue
-            if key is None or not p <= end <= len(data):
-                out = slow(pkt)
-                if out:
-                    yield from out
-                continue
-            # a SYN, FIN, RST, out-of-order data or a new connection (a few packets of every
-            # connection, ~a quarter of them on short connections): what ``feed`` does, from
-            # the fields parsed above; the Segment is parse_packet's for such a packet
-            count_packet(ts)
-            if len(key) == 12:
-                sa, da, sp, dp = addr = addrs4(data, 26)
-                eps = ep4.get(addr) or endpoints4(addr)
-                ack = u32(data, 42)[0]
-                rkey = pack4(da, sa, dp, sp)
-            else:
-                eps = ep6.get(key) or endpoints6(key, 16)
-                ack = u32(data, 62)[0]
-                rkey = data[38:54] + data[22:38] + data[56:58] + data[54:56]
-            events = ra.feed(_new(Segment, (eps[0], eps[1], seq, ack, flags,
-                                            data[p:end] if end > p else b"", 0, ts, index)))
-            if events:
-                out = []
-                for ev in events:
-                    event(ev, out)
-                if out:
-                    yield from out
-            # (re)learn both directions of this packet's connection as the reassembler now
-            # sees it (a new Conn after port reuse; closed: only ACKs stay on the fast path)
-            ent = pairs.get(eps)
-            if ent is None:
-                fast.pop(key, None)
-                fast.pop(rkey, None)
-                continue
-            if len(fast) >= EP_CACHE_MAX:
-                fast.clear()
-            tst, direction = ent
-            if tst.closed:
-                fast[key] = fast[rkey] = (tst, direction, tst.dirs[direction], None)
-                # closed connections stay only while their last ACKs may come: the
-                # latest few thousand (a closed one is not kept alive for long)
-                closed_keys.append((key, rkey))
-                if len(closed_keys) > _FAST_CLOSED:
-                    for k in closed_keys.popleft():
-                        fe = fast.get(k)
-                        if fe is not None and fe[0].closed:
-                            del fast[k]
-                continue
-            pst = conns.get(tst.conn.id)
-            dd0, dd1 = tst.dirs
-            if direction:
-                dd0, dd1 = dd1, dd0
-            if dd0.base is not None:
-                fast[key] = (tst, direction, dd0, pst)
-            else:
-                fast.pop(key, None)
-            if dd1.base is not None:
-                fast[rkey] = (tst, 1 - direction, dd1, pst)
-            else:
-                fast.pop(rkey, None)
 
     def expire(self, now: float) -> list[Exchange]:
         """Requests older than ``options.unanswered_timeout`` become unanswered exchanges."""
@@ -400,12 +401,11 @@ class Pipeline:
         if timeout is None:
             return out
         for st in list(self._conns.values()):
-            for cid, q in list(st.inflight.items()):
-                while q and now - q[0].frame.last_ts > timeout:
-                    p = q.popleft()
+            for cid, p in list(st.inflight.items()):
+                while p is not None and now - p.frame.last_ts > timeout:
+                    self._pop_pending(st, cid)
                     out.append(self._unanswered(st, p, f"no response after {timeout:g} s"))
-                if not q:
-                    del st.inflight[cid]
+                    p = st.inflight.get(cid)
             while st.fifo and now - st.fifo[0].frame.last_ts > timeout:
                 out.append(self._unanswered(st, st.fifo.popleft(), f"no response after {timeout:g} s"))
         return out
@@ -450,7 +450,8 @@ class Pipeline:
                 if fr is not None and st.ignored is None:
                     for frame in fr.finish():
                         self._frame(st, frame, out)
-                    self._collect_skipped(fr)
+                    if fr.skipped or fr.over_max_frames:    # (rarely: not called for nothing)
+                        self._collect_skipped(fr)
             return
         if st.ignored is not None:
             if isinstance(ev, StreamData):
@@ -566,7 +567,7 @@ class Pipeline:
             if client_dir is None or client_dir == d:
                 if protocol == "kafka-legacy":
                     return legacy.legacy_request_plausible(data)
-                h = plausible_request(data, prefix=True)
+                h = plausible_request(data, True)     # (prefix: a peek)
                 if h:
                     return h
                 if protocol is None and legacy.legacy_request_plausible(data):
@@ -576,8 +577,10 @@ class Pipeline:
             # a response
             if protocol == "kafka-legacy":
                 return legacy.legacy_response_plausible(data, st.fifo[0].legacy_type if st.fifo else None)
-            cid = response_correlation_id(data)
-            if cid is None or cid < 0:
+            if len(data) < 4:
+                return False
+            cid = _I32(data, 0)[0]              # response_correlation_id, inline
+            if cid < 0:
                 return False
             if cid in st.inflight:
                 return True
@@ -733,13 +736,30 @@ class Pipeline:
             self._emit(ex, out)
             return
         cid = st.last_cid = h.correlation_id
-        inflight = st.inflight
-        q = inflight.get(cid)
-        if q is None:
-            inflight[cid] = deque((_Pending(frame, h),))
-        else:
-            q.append(_Pending(frame, h))
+        p = _new(_Pending, (frame, h, None, None, False))
+        if st.inflight.setdefault(cid, p) is not p:
+            if st.reused is None:
+                st.reused = {}
+            q = st.reused.get(cid)
+            if q is None:
+                q = st.reused[cid] = deque()
+            q.append(p)
             self.summary.notes["correlation id reused while in flight"] += 1
+
+    @staticmethod
+    def _pop_pending(st: _ConnState, cid: int | None) -> _Pending | None:
+        """The oldest request with correlation id ``cid`` awaiting its response, taken out."""
+        inflight = st.inflight
+        p = inflight.get(cid)   # type: ignore[arg-type]
+        if p is not None:
+            later = st.reused.get(cid) if st.reused else None   # type: ignore[arg-type]
+            if later:
+                inflight[cid] = later.popleft()     # the next one keeps the id's place
+                if not later:
+                    del st.reused[cid]              # type: ignore[union-attr,arg-type]
+            else:
+                del inflight[cid]   # type: ignore[arg-type]
+        return p
 
     @staticmethod
     def _acks(data: bytes, h: RequestHeader) -> int | None:
@@ -767,10 +787,12 @@ class Pipeline:
                 request_tree=p.tree, response_tree=tree)
             self._emit(ex, out)
             return
-        cid = response_correlation_id(frame.data)
+        data = frame.data
+        cid = _I32(data, 0)[0] if len(data) >= 4 else None    # response_correlation_id, inline
         inflight = st.inflight
-        q = inflight.get(cid)           # None (too short) is no key either
-        if not q:
+        # None (too short) is no key either
+        p = self._pop_pending(st, cid) if st.reused else inflight.pop(cid, None)   # type: ignore[arg-type]
+        if p is None:
             ex = self._new_exchange(
                 st, protocol="kafka", api_key=None, api_name="Unknown", api_version=None,
                 correlation_id=cid, client_id=None, request=None, response=frame, status="orphan_response")
@@ -778,22 +800,19 @@ class Pipeline:
             ex.notes.append("response whose request was not captured")
             self._emit(ex, out)
             return
-        p = q.popleft()
-        if not q:
-            del inflight[cid]
-        if inflight and min(
-            (x[0].frame.last_index for x in inflight.values() if x), default=p.frame.last_index
-        ) < p.frame.last_index:
+        if inflight and min(x.frame.last_index for x in inflight.values()) < p.frame.last_index:
             self.summary.notes["responses out of request order"] += 1
         h = p.header
-        assert h is not None
-        api_key, api_version, correlation_id, client_id = h[0], h[1], h[2], h[3]
+        api_key, api_version, correlation_id, client_id, _hl, _hv = h    # type: ignore[misc]
         name = _API_NAMES.get(api_key)
         if name is None:
             name = _API_NAMES[api_key] = api_name(api_key)
-        ex = self._new_exchange(st, "kafka", api_key, name, api_version, correlation_id,
-                                client_id, p.frame, frame, "ok", self._decode_request(p.frame, h),
-                                self._decode_response(frame, api_key, api_version))
+        req = p.frame
+        # _new_exchange, inline (once per exchange, a dozen arguments)
+        self._seq = seq = self._seq + 1
+        ex = Exchange(st.conn, "kafka", api_key, name, api_version, correlation_id, client_id, req, frame,
+                      "ok", self._decode_request(req, h), self._decode_response(frame, api_key, api_version),
+                      [], [], [], seq)
         self._finish_exchange(ex)
         if api_key == SASL_HANDSHAKE:
             self._after_sasl_handshake(st, ex)
@@ -909,14 +928,30 @@ class Pipeline:
             conn.closed = reason
         if st.inflight or st.fifo:
             why = "connection ended (end of capture)" if reason == "end of capture" else f"connection closed ({reason})"
-            pending = [p for q in st.inflight.values() for p in q] + list(st.fifo)
+            reused = st.reused or {}
+            pending: list[_Pending] = []
+            for cid, p in st.inflight.items():
+                pending.append(p)
+                pending += reused.get(cid, ())
+            pending += st.fifo
             pending.sort(key=lambda p: p.frame.last_index)
             for p in pending:
                 out.append(self._unanswered(st, p, why))
             st.inflight.clear()
+            st.reused = None
             st.fifo.clear()
         if st.ignored is not None and conn.protocol != "tls":
             self.summary.other_connections += 1
+
+
+def _ticking(packets: Iterable[Packet], tick: Callable[[int], None]) -> Iterator[Packet]:
+    """``packets``, calling ``tick(n)`` before the n-th of them every 1024 packets."""
+    n = 0
+    for pkt in packets:
+        n += 1
+        if not n & 0x3FF:
+            tick(n)
+        yield pkt
 
 
 def _modern(frame: Frame) -> bool:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from analyzer.capture import open_capture
 from analyzer.pipeline import Options, Run
 from tests.pcapgen import TcpFlow, kafka_frame, kafka_request, kafka_response, write_pcap
 
@@ -211,3 +212,46 @@ def test_summary_lines_on_quickstart_sample() -> None:
     fetch = [x for x in lines if "Fetch v16" in x]
     assert fetch and "quickstart[0:10,1:10] records=20" in fetch[0]
     assert "exchanges: ok 14" in summary and "CRC: 4 valid, 0 INVALID" in summary
+
+
+def test_correlation_id_reused_while_in_flight(tmp_path: Path) -> None:
+    # requests 5, 6, 5, 5 (the id 5 reused while in flight): responses with id 5 pair
+    # with the requests of id 5 in order; what is left is unanswered at the close, in order
+    f = TcpFlow(CLIENT, BROKER, ts=1000.0)
+    pkts = f.handshake()
+    for i, corr in enumerate((5, 6, 5, 5)):
+        f.ts = 1000.010 + i / 1000
+        pkts += f.send(0, metadata_request_v0(corr, [f"t{i}"]))
+    for i in range(2):
+        f.ts = 1000.020 + i / 1000
+        pkts += f.send(1, kafka_response(5, struct.pack(">ii", 0, 0)))
+    pkts += f.fin(0) + f.fin(1)
+    p = tmp_path / "reuse.pcap"
+    write_pcap(str(p), pkts)
+    exs, r = run(p)
+    got = [(e.correlation_id, e.status, e.request_frame) for e in exs]
+    first = [e.request_frame for e in exs if e.status == "ok"]
+    left = [e.request_frame for e in exs if e.status == "unanswered"]
+    assert [g[:2] for g in got] == [(5, "ok"), (5, "ok"), (6, "unanswered"), (5, "unanswered")]
+    assert first[0] < left[0] < first[1] < left[1]
+    assert r.summary.notes["correlation id reused while in flight"] == 2
+    assert r.summary.notes["responses out of request order"] == 1
+
+
+def test_unanswered_timeout_with_a_reused_correlation_id(tmp_path: Path) -> None:
+    f = TcpFlow(CLIENT, BROKER, ts=1000.0)
+    pkts = f.handshake()
+    for i, corr in enumerate((5, 5, 6)):
+        f.ts = 1000.0 + i
+        pkts += f.send(0, metadata_request_v0(corr, ["t"]))
+    p = tmp_path / "expire.pcap"
+    write_pcap(str(p), pkts)
+    pipe = Run(str(p), Options(unanswered_timeout=1.5)).pipeline
+    with open_capture(str(p)) as reader:
+        for pkt in reader:
+            pipe.feed(pkt)
+    # nothing answered; at t=1002.6 the requests older than 1.5 s expire: both of id 5
+    out = pipe.expire(1002.6)
+    assert [(e.correlation_id, e.status) for e in out] == [(5, "unanswered"), (5, "unanswered")]
+    st = next(iter(pipe._conns.values()))
+    assert list(st.inflight) == [6]
