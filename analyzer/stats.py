@@ -49,6 +49,7 @@ import heapq
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from operator import itemgetter
 from typing import Any
 
 from ddsketch import DDSketch
@@ -58,7 +59,9 @@ from analyzer.model import Exchange
 
 RELATIVE_ACCURACY = 0.01
 EXACT_LIMIT = 1000
-_FOLD_BATCH = 1024          # sketch-mode values added to the sketch at once (Quantiles._fold)
+_FOLD_BATCH = 1024          # values counted at once (Quantiles.settle)
+# latency (ms) -> round(latency * 1e6), its ns (_ns_of)
+_NS: dict[float, int] = {}
 WAIT_FETCH_FRACTION = 0.9
 PERCENTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p999", 0.999))
 GROUP_KEYS = ("api", "version", "client_id", "client", "broker", "topic", "partition", "conn")
@@ -74,6 +77,20 @@ STATE_VERSION = 1
 _SKETCH_KEYS: dict[float | None, Any] = {}
 
 
+def _ns_of(values: list[float]) -> list[int]:
+    """``round(v * 1e6)`` of each value (ms -> ns): latencies repeat (timestamps in us), so
+    mostly a dict hit in C (a round costs ~1,200 instructions)."""
+    cache = _NS
+    ns = list(map(cache.get, values))
+    if None in ns:
+        if len(cache) >= 65536:
+            cache.clear()
+        for v in set(values).difference(cache):     # the misses, found in C
+            cache[v] = round(v * 1e6)
+        ns = list(map(cache.__getitem__, values))
+    return ns  # type: ignore[return-value]
+
+
 def nearest_rank_index(q: float, n: int) -> int:
     """0-based index of the nearest-rank q-quantile of n sorted values."""
     return min(n - 1, max(0, math.ceil(q * n - 1e-9) - 1))
@@ -82,60 +99,91 @@ def nearest_rank_index(q: float, n: int) -> int:
 class Quantiles:
     """Exact values up to ``limit``, then a DDSketch; exact count/min/max/sum always.
 
-    In sketch mode values wait in ``_pending`` and go into the sketch in batches
-    (``_fold``): the sketch ends up exactly as if each had been added on arrival. Read
-    the sketch through ``_folded()``.
+    Values wait in ``pending`` and are counted in batches (``settle``): ``add`` appends,
+    and ``StatsAccumulator.add`` appends to ``pending`` itself (a list append instead of
+    a call per value) and settles when the list reaches ``_FOLD_BATCH``. The figures and
+    the sketch end up exactly as if each value had been counted on arrival; every reader
+    (``count``, ``min``, ``max``, ``sum_ns``, ``exact``, ``quantile``, ...) settles first.
     """
 
-    __slots__ = ("values", "sketch", "count", "min", "max", "sum_ns", "limit", "_pending")
+    __slots__ = ("values", "sketch", "_count", "_min", "_max", "_sum_ns", "limit", "pending")
 
     def __init__(self, limit: int = EXACT_LIMIT) -> None:
         self.values: list[float] | None = []
         self.sketch: DDSketch | None = None
-        self.count = 0
-        self.min = math.inf
-        self.max = -math.inf
-        self.sum_ns = 0
+        self._count = 0
+        self._min = math.inf
+        self._max = -math.inf
+        self._sum_ns = 0
         self.limit = limit
-        self._pending: list[float] = []
+        self.pending: list[float] = []
 
     @property
     def exact(self) -> bool:
+        self.settle()
         return self.values is not None
 
-    def add(self, v: float, ns: int | None = None) -> None:
-        """Add a value (ms); ``ns`` is ``round(v * 1e6)`` when the caller has it already."""
-        self.count += 1
-        if v < self.min:
-            self.min = v
-        if v > self.max:
-            self.max = v
-        self.sum_ns += round(v * 1e6) if ns is None else ns
+    @property
+    def count(self) -> int:
+        self.settle()
+        return self._count
+
+    @property
+    def min(self) -> float:
+        self.settle()
+        return self._min
+
+    @property
+    def max(self) -> float:
+        self.settle()
+        return self._max
+
+    @property
+    def sum_ns(self) -> int:
+        self.settle()
+        return self._sum_ns
+
+    def add(self, v: float) -> None:
+        """Add a value (ms)."""
+        pending = self.pending
+        pending.append(v)
+        if len(pending) >= _FOLD_BATCH:
+            self.settle()
+
+    def settle(self) -> None:
+        """Count the pending values: count, min, max, the sum in ns, and the exact values
+        or (past ``limit``) the sketch, in arrival order."""
+        pending = self.pending
+        if not pending:
+            return
+        self.pending = []
+        self._count += len(pending)
+        lo, hi = min(pending), max(pending)
+        if lo < self._min:
+            self._min = lo
+        if hi > self._max:
+            self._max = hi
+        self._sum_ns += sum(_ns_of(pending))
         values = self.values
-        if values is not None:
-            values.append(v)
+        if values is None:
+            self._fold(pending)
+        else:
+            values.extend(pending)
             if len(values) > self.limit:
                 self._to_sketch()
-        else:
-            pending = self._pending
-            pending.append(v)
-            if len(pending) >= _FOLD_BATCH:
-                self._fold()
 
     def _to_sketch(self) -> None:
         self.sketch = DDSketch(RELATIVE_ACCURACY)
-        self._pending = self.values or []
+        values = self.values or []
         self.values = None
-        self._fold()
+        self._fold(values)
 
-    def _fold(self) -> None:
-        """Add the pending values to the sketch: the bins, counts, sum, min and max that
+    def _fold(self, pending: list[float]) -> None:
+        """Add values to the sketch: the bins, counts, sum, min and max that
         ``DDSketch.add`` of each value in turn gives, with the key of each positive value
         computed inline (LogarithmicMapping.key) and one store update per distinct key."""
-        pending = self._pending
         if not pending:
             return
-        self._pending = []
         sk = self.sketch
         assert sk is not None
         mapping = sk._mapping
@@ -185,17 +233,19 @@ class Quantiles:
 
     def _folded(self) -> DDSketch:
         """The sketch with every value added so far (sketch mode only)."""
-        self._fold()
+        self.settle()
         assert self.sketch is not None
         return self.sketch
 
     def merge(self, other: Quantiles) -> None:
-        if other.count == 0:
+        self.settle()
+        other.settle()
+        if other._count == 0:
             return
-        self.count += other.count
-        self.min = min(self.min, other.min)
-        self.max = max(self.max, other.max)
-        self.sum_ns += other.sum_ns
+        self._count += other._count
+        self._min = min(self._min, other._min)
+        self._max = max(self._max, other._max)
+        self._sum_ns += other._sum_ns
         if self.values is not None and other.values is not None and \
                 len(self.values) + len(other.values) <= self.limit:
             self.values.extend(other.values)
@@ -203,8 +253,7 @@ class Quantiles:
         if self.values is not None:
             self._to_sketch()
         if other.values is not None:
-            self._pending.extend(other.values)
-            self._fold()
+            self._fold(other.values)
         else:
             self._folded().merge(other._folded())
 
@@ -267,10 +316,10 @@ class Quantiles:
     @classmethod
     def from_state(cls, st: dict[str, Any]) -> Quantiles:
         qs = cls(st.get("limit", EXACT_LIMIT))
-        qs.count = st["count"]
-        qs.sum_ns = st["sum_ns"]
-        if qs.count:
-            qs.min, qs.max = st["min"], st["max"]
+        qs._count = st["count"]
+        qs._sum_ns = st["sum_ns"]
+        if qs._count:
+            qs._min, qs._max = st["min"], st["max"]
         if "values" in st:
             qs.values = [float(v) for v in st["values"]]
         else:
@@ -285,7 +334,7 @@ class Quantiles:
             sk._zero_count = float(s["zero"])
             sk._count = sk._store.count + sk._negative_store.count + sk._zero_count
             sk._sum = float(s["sum"])
-            sk._min, sk._max = qs.min, qs.max
+            sk._min, sk._max = qs._min, qs._max
             qs.sketch = sk
             qs.values = None
         return qs
@@ -420,16 +469,6 @@ def wait_kind(ex: Exchange) -> str | None:
     return None
 
 
-def throttle_ms(ex: Exchange) -> int:
-    tree = ex.response_tree
-    body = tree.child("body") if tree is not None else None
-    if body is None:
-        return 0
-    t = body.get("throttle_time_ms")
-    # _int inlined (once per exchange): an int, not a bool
-    return t if isinstance(t, int) and t is not True and t > 0 else 0
-
-
 def frame_bytes(fr: Any) -> int:
     return fr.size + 4 if fr is not None else 0
 
@@ -463,6 +502,12 @@ class GroupStats:
         self.throttle_max = 0
         self.records = 0
         self.record_bytes = 0
+
+    def settle(self) -> None:
+        """Count the values StatsAccumulator.add left pending (see Quantiles)."""
+        self.latency.settle()
+        self.ttfb.settle()
+        self.service.settle()
 
     _INTS = ("count", "answered", "unanswered", "orphans", "no_response", "malformed", "error_exchanges",
              "bytes_in", "bytes_out", "throttled", "throttle_total", "records", "record_bytes")
@@ -537,7 +582,8 @@ def _top_sort_key(rec: dict[str, Any]) -> tuple[Any, ...]:
 # exchanges whose latency can be a deliberate wait (see wait_kind)
 _WAIT_APIS = frozenset({"Fetch", "JoinGroup", "Produce", "SyncGroup"})
 _NO_CONN: tuple[None, None, None, None] = (None, None, None, None)
-_NONE_PDS: list[dict[str, Any] | None] = [None]
+# the figures of a per_second row, in order
+_PER_SECOND = ("requests", "produced_records", "produced_bytes", "fetched_records", "fetched_bytes")
 # latency (ms) -> hist_bucket(latency): latencies repeat (timestamps in us), the bucket costs logs
 _BUCKETS: dict[float, int] = {}
 
@@ -560,9 +606,13 @@ class StatsAccumulator:
         self.source: str | None = None
         self._conn_info: dict[Any, tuple[str | None, str | None, int | str | None, int | None]] = {}
         _plain = ("api", "version", "client_id", "client", "broker", "conn")
-        self._key_index = tuple(_plain.index(b) for b in self.by) if not self._expand else ()
-        self._api_version = self._key_index == (0, 1)        # the default grouping: a plain pair
-        self._need_conn = any(i >= 3 for i in self._key_index)  # client, broker or conn in the key
+        key_index = tuple(_plain.index(b) for b in self.by) if not self._expand else ()
+        self._api_version = key_index == (0, 1)        # the default grouping: a plain pair
+        # client, broker or conn in the key
+        self._need_conn = self._expand or any(i >= 3 for i in key_index)
+        # the group key out of (api, version, client_id, client, broker, conn)
+        self._pick: Callable[[tuple[Any, ...]], tuple[Any, ...]] = \
+            itemgetter(*key_index) if len(key_index) > 1 else (lambda v: tuple(v[i] for i in key_index))
         # top: a min-heap of (priority, seq tiebreak, record) of the slowest exchanges
         self._top: list[tuple[tuple[Any, ...], int, dict[str, Any]]] = []
         # a latency (ms) below this cannot enter the top (see _push_top): most exchanges
@@ -574,12 +624,16 @@ class StatsAccumulator:
         self.exchanges = 0
         # throughput: (topic, partition) -> [prod_records, prod_bytes, fetch_records, fetch_bytes]
         self.tp: dict[tuple[str | None, int | None], list[int]] = {}
-        # per second: sec -> {"requests": n, "produced_records":..., ...}
-        self.per_second: dict[int, Counter[str]] = {}
-        # per second per api: (sec, api) -> [count, latency sum ns, max latency]
-        self.api_second: dict[tuple[int, str], list[float]] = {}
-        # latency histogram per api: api -> Counter(bucket -> n)
-        self.hist: dict[str, Counter[int]] = {}
+        # per second: sec -> [requests, produced_records, produced_bytes, fetched_records, fetched_bytes]
+        self.per_second: dict[int, list[int]] = {}
+        # per second per api: sec -> {api: [count, latency sum ns, max latency]}
+        self.api_second: dict[int, dict[str, list[float]]] = {}
+        # the second add() last counted in, and its rows there: exchanges arrive in time order
+        self._sec: int | None = None
+        self._sec_row: list[int] = []
+        self._sec_apis: dict[str, list[float]] = {}
+        # latency histogram per api: api -> {bucket: n}
+        self.hist: dict[str, dict[int, int]] = {}
 
     # -- feeding ------------------------------------------------------------------
     def add_all(self, exchanges: Iterable[Exchange]) -> StatsAccumulator:
@@ -588,7 +642,10 @@ class StatsAccumulator:
         return self
 
     def add(self, ex: Exchange) -> None:
-        # once per exchange: locals over attributes, no per-exchange dict on the plain paths
+        # once per exchange, and every bytecode costs here: locals over attributes, each
+        # field of the Exchange read once, no call on the plain paths but the two tree
+        # lookups, plain dicts and lists (a Counter update costs twice a dict's), latencies
+        # appended to the groups' pending lists (see Quantiles)
         self.exchanges += 1
         req, resp = ex.request, ex.response
         api = ex.api_name
@@ -598,142 +655,179 @@ class StatsAccumulator:
             t1: float | None = resp.last_ts
             lat: float | None = (t1 - t0) * 1000.0  # type: ignore[operator]
             ttfb: float | None = (resp.first_ts - t0) * 1000.0  # type: ignore[operator]
-            lat_ns = round(lat * 1e6)
             wait = wait_kind(ex) if api in _WAIT_APIS else None
         else:
             lat = ttfb = wait = None
-            lat_ns = 0
             t0 = t1 = req.last_ts if req is not None else (resp.last_ts if resp is not None else None)
-        status = ex.status
-        thr = throttle_ms(ex) if ex.response_tree is not None else 0
+        # throttling: the response body's throttle_time_ms when an int (not a bool) > 0
+        thr = 0
+        tree = ex.response_tree
+        if tree is not None:
+            body = tree.child("body")
+            if body is not None:
+                t = body.get("throttle_time_ms")
+                if isinstance(t, int) and t is not True and t > 0:
+                    thr = t
         b_in = req.size + 4 if req is not None else 0
         b_out = resp.size + 4 if resp is not None else 0
-        if t0 is not None:
-            if self.first_time is None or t0 < self.first_time:
-                self.first_time = t0
-        if t1 is not None:
-            if self.last_time is None or t1 > self.last_time:
-                self.last_time = t1
 
-        expand = self._expand
-        if expand or self._need_conn:
-            conn = ex.conn
-            cinfo = self._conn_info.get(conn)
-            if cinfo is None or cinfo[3] != conn.client_dir:
-                if len(self._conn_info) >= 4096:
-                    self._conn_info.clear()     # a cache: memory stays flat over millions of connections
-                cinfo = self._conn_info[conn] = self._describe_conn(conn)
-        else:
-            cinfo = _NO_CONN
-        keyed: Iterable[tuple[tuple[Any, ...], list[dict[str, Any] | None]]]
-        if expand:
-            base = {"api": api, "version": ex.api_version, "client_id": ex.client_id,
-                    "client": cinfo[0], "broker": cinfo[1], "conn": cinfo[2]}
-            # several entries can share a key (e.g. group by topic only): count once per key
-            by_key: dict[tuple[Any, ...], list[dict[str, Any] | None]] = {}
-            for topic, part, pd in topic_partitions(ex):
-                base["topic"] = topic
-                base["partition"] = part
-                by_key.setdefault(tuple([base[b] for b in self.by]), []).append(pd)
-            keyed = by_key.items()
-        elif self._api_version:
-            keyed = (((api, ex.api_version), _NONE_PDS),)
-        else:
-            vals = (api, ex.api_version, ex.client_id, cinfo[0], cinfo[1], cinfo[2])
-            keyed = ((tuple([vals[i] for i in self._key_index]), _NONE_PDS),)
-        groups = self.groups
-        for key, pds in keyed:
-            g = groups.get(key)
-            if g is None:
-                g = groups[key] = GroupStats()
-            g.count += 1
-            if status == "ok":
-                pass
-            elif status == "unanswered":
-                g.unanswered += 1
-            elif status == "orphan_response":
-                g.orphans += 1
-            elif status == "no_response_expected":
-                g.no_response += 1
-            elif status == "malformed":
-                g.malformed += 1
-            if expand and pds[0] is not None:
-                errs = [e for e in (_part_error(pd.get("error")) for pd in pds if pd is not None) if e]
-                recs = [pd for pd in pds if pd is not None]
-            else:
-                errs = ex.error_codes
-                recs = ex.partitions
-            if errs:
-                g.error_exchanges += 1
-                g.errors.update(errs)
-            for pd in recs:
-                g.records += int(pd.get("records") or 0)
-                g.record_bytes += int(pd.get("bytes") or 0)
-            g.bytes_in += b_in
-            g.bytes_out += b_out
-            if lat is not None:
-                g.answered += 1
-                g.latency.add(lat, lat_ns)
-                if ttfb is not None:
-                    g.ttfb.add(ttfb)
-                if wait is None:
-                    g.service.add(lat, lat_ns)
-                else:
-                    g.waits[wait] += 1
-            if thr:
-                g.throttled += 1
-                g.throttle_total += thr
-                g.throttle_max = max(g.throttle_max, thr)
-
-        # throughput and time series
-        sec = int(t0) if t0 is not None else None
-        if sec is not None:
-            ps = self.per_second.get(sec)
-            if ps is None:
-                ps = self.per_second[sec] = Counter()
-            ps["requests"] += 1
-        if ex.partitions and (api == "Produce" or api == "Fetch"):
-            fetch = api == "Fetch"
-            for p in ex.partitions:
-                tpk = (p.get("topic"), _int(p.get("partition")))
-                row = self.tp.get(tpk)
-                if row is None:
-                    row = self.tp[tpk] = [0, 0, 0, 0]
+        # records and bytes of the topic-partitions (Produce/Fetch also per topic-partition)
+        parts = ex.partitions
+        nrec = nbytes = 0
+        col = -1
+        if parts:
+            col = 0 if api == "Produce" else (2 if api == "Fetch" else -1)
+            tp = self.tp
+            for p in parts:
                 r = int(p.get("records") or 0)
                 b = int(p.get("bytes") or 0)
-                i = 2 if fetch else 0
-                row[i] += r
-                row[i + 1] += b
-                if sec is not None:
-                    pre = "fetched" if fetch else "produced"
-                    ps = self.per_second[sec]
-                    ps[pre + "_records"] += r
-                    ps[pre + "_bytes"] += b
-        if lat is not None:
-            if sec is not None:
-                a = self.api_second.get((sec, api))
+                nrec += r
+                nbytes += b
+                if col >= 0:
+                    pid = p.get("partition")
+                    tpk = (p.get("topic"), pid if pid.__class__ is int else _int(pid))
+                    row = tp.get(tpk)
+                    if row is None:
+                        row = tp[tpk] = [0, 0, 0, 0]
+                    row[col] += r
+                    row[col + 1] += b
+
+        # time: span, per second, per second and api, histogram per api
+        if t0 is not None:
+            ft = self.first_time
+            if ft is None or t0 < ft:
+                self.first_time = t0
+            lt = self.last_time
+            if lt is None or t1 > lt:  # type: ignore[operator]
+                self.last_time = t1
+            sec = int(t0)
+            if sec != self._sec:
+                self._sec = sec
+                srow = self.per_second.get(sec)
+                if srow is None:
+                    srow = self.per_second[sec] = [0, 0, 0, 0, 0]
+                self._sec_row = srow
+                apis = self.api_second.get(sec)
+                if apis is None:
+                    apis = self.api_second[sec] = {}
+                self._sec_apis = apis
+            srow = self._sec_row
+            srow[0] += 1
+            if col >= 0:
+                srow[col + 1] += nrec
+                srow[col + 2] += nbytes
+            if lat is not None:
+                lat_ns = _NS.get(lat)
+                if lat_ns is None:
+                    lat_ns = _ns_of([lat])[0]
+                a = self._sec_apis.get(api)
                 if a is None:
-                    self.api_second[(sec, api)] = [1, lat_ns, lat]
+                    self._sec_apis[api] = [1, lat_ns, lat]
                 else:
                     a[0] += 1
                     a[1] += lat_ns
                     if lat > a[2]:
                         a[2] = lat
-            h = self.hist.get(api)
-            if h is None:
-                h = self.hist[api] = Counter()
-            bucket = _BUCKETS.get(lat)
-            if bucket is None:
-                if len(_BUCKETS) >= 65536:
-                    _BUCKETS.clear()
-                bucket = _BUCKETS[lat] = hist_bucket(lat)
-            h[bucket] += 1
-            if lat >= self._top_floor and self.keep_top > 0 and \
-                    (len(self._top) < self.keep_top or round(lat, 3) >= self._top[0][0][0]):
-                rec = self._top_record(ex, lat, ttfb, wait)
-                if self.source is not None:
-                    rec["capture"] = self.source
-                self._push_top(rec)
+                h = self.hist.get(api)
+                if h is None:
+                    h = self.hist[api] = {}
+                bucket = _BUCKETS.get(lat)
+                if bucket is None:
+                    if len(_BUCKETS) >= 65536:
+                        _BUCKETS.clear()
+                    bucket = _BUCKETS[lat] = hist_bucket(lat)
+                h[bucket] = h.get(bucket, 0) + 1
+
+        # the groups: one, or one per topic-partition key when grouping by topic/partition
+        entries: Iterable[tuple[tuple[Any, ...], list[dict[str, Any]] | None]]
+        if self._api_version:
+            entries = (((api, ex.api_version), None),)
+        else:
+            if self._need_conn:
+                conn = ex.conn
+                cinfo = self._conn_info.get(conn)
+                if cinfo is None or cinfo[3] != conn.client_dir:
+                    if len(self._conn_info) >= 4096:
+                        self._conn_info.clear()     # a cache: memory stays flat over millions of connections
+                    cinfo = self._conn_info[conn] = self._describe_conn(conn)
+            else:
+                cinfo = _NO_CONN
+            if self._expand:
+                entries = self._expanded(ex, api, cinfo)
+            else:
+                entries = ((self._pick((api, ex.api_version, ex.client_id, cinfo[0], cinfo[1], cinfo[2])), None),)
+        groups = self.groups
+        status = ex.status
+        for key, pds in entries:
+            g = groups.get(key)
+            if g is None:
+                g = groups[key] = GroupStats()
+            g.count += 1
+            if status != "ok":
+                if status == "unanswered":
+                    g.unanswered += 1
+                elif status == "orphan_response":
+                    g.orphans += 1
+                elif status == "no_response_expected":
+                    g.no_response += 1
+                elif status == "malformed":
+                    g.malformed += 1
+            if pds is None:         # the whole exchange
+                errs = ex.error_codes
+                if errs:
+                    g.error_exchanges += 1
+                    g.errors.update(errs)
+                if parts:
+                    g.records += nrec
+                    g.record_bytes += nbytes
+            else:                   # this key's share of ex.partitions
+                errs = [e for e in (_part_error(pd.get("error")) for pd in pds) if e]
+                if errs:
+                    g.error_exchanges += 1
+                    g.errors.update(errs)
+                for pd in pds:
+                    g.records += int(pd.get("records") or 0)
+                    g.record_bytes += int(pd.get("bytes") or 0)
+            g.bytes_in += b_in
+            g.bytes_out += b_out
+            if lat is not None:
+                g.answered += 1
+                pending = g.latency.pending
+                pending.append(lat)
+                g.ttfb.pending.append(ttfb)     # type: ignore[arg-type]
+                if wait is None:
+                    g.service.pending.append(lat)
+                else:
+                    g.waits[wait] += 1
+                if len(pending) >= _FOLD_BATCH:  # ttfb's and service's are no longer
+                    g.settle()
+            if thr:
+                g.throttled += 1
+                g.throttle_total += thr
+                if thr > g.throttle_max:
+                    g.throttle_max = thr
+
+        if lat is not None and lat >= self._top_floor and self.keep_top > 0 and \
+                (len(self._top) < self.keep_top or round(lat, 3) >= self._top[0][0][0]):
+            rec = self._top_record(ex, lat, ttfb, wait)
+            if self.source is not None:
+                rec["capture"] = self.source
+            self._push_top(rec)
+
+    def _expanded(self, ex: Exchange, api: str, cinfo: tuple[Any, ...]
+                  ) -> list[tuple[tuple[Any, ...], list[dict[str, Any]] | None]]:
+        """(group key, its partition dicts or None) of each key the exchange's topic-partitions
+        fall in (grouping by topic/partition); several can share a key (e.g. group by topic
+        only): the exchange counts once per key."""
+        base = {"api": api, "version": ex.api_version, "client_id": ex.client_id,
+                "client": cinfo[0], "broker": cinfo[1], "conn": cinfo[2]}
+        by_key: dict[tuple[Any, ...], list[dict[str, Any] | None]] = {}
+        for topic, part, pd in topic_partitions(ex):
+            base["topic"] = topic
+            base["partition"] = part
+            by_key.setdefault(tuple([base[b] for b in self.by]), []).append(pd)
+        # the partition dicts come from ex.partitions, all or none (request topics)
+        return [(k, pds if pds[0] is not None else None) for k, pds in by_key.items()]  # type: ignore[misc]
 
     def renumber_conns(self, number: Callable[[int], int], source: str | None) -> StatsAccumulator:
         """Connection keys given as first-packet numbers (a shard of a capture, see
@@ -812,18 +906,27 @@ class StatsAccumulator:
             mine_row = self.tp.setdefault(tpk, [0, 0, 0, 0])
             for i in range(4):
                 mine_row[i] += row[i]
-        for sec, c in other.per_second.items():
-            self.per_second.setdefault(sec, Counter()).update(c)
-        for k, a in other.api_second.items():
-            m = self.api_second.get(k)
-            if m is None:
-                self.api_second[k] = list(a)
-            else:
-                m[0] += a[0]
-                m[1] += a[1]
-                m[2] = max(m[2], a[2])
+        for sec, srow in other.per_second.items():
+            mine_srow = self.per_second.get(sec)
+            if mine_srow is None:
+                self.per_second[sec] = list(srow)
+            else:                       # in place: add() may hold it (_sec_row)
+                for i in range(5):
+                    mine_srow[i] += srow[i]
+        for sec, apis in other.api_second.items():
+            mine_apis = self.api_second.setdefault(sec, {})
+            for api, a in apis.items():
+                m = mine_apis.get(api)
+                if m is None:
+                    mine_apis[api] = list(a)
+                else:
+                    m[0] += a[0]
+                    m[1] += a[1]
+                    m[2] = max(m[2], a[2])
         for api, h in other.hist.items():
-            self.hist.setdefault(api, Counter()).update(h)
+            mine_h = self.hist.setdefault(api, {})
+            for b, n in h.items():
+                mine_h[b] = mine_h.get(b, 0) + n
         if other.keep_top > self.keep_top:
             self.keep_top = other.keep_top
             self._top_floor = -math.inf
@@ -844,8 +947,8 @@ class StatsAccumulator:
             "groups": [[list(k), g.to_state()] for k, g in self.groups.items()],
             "top": [rec for _l, _s, rec in sorted(self._top, key=lambda x: _top_sort_key(x[2]))],
             "tp": [[t, p, row] for (t, p), row in self.tp.items()],
-            "per_second": [[sec, dict(c)] for sec, c in self.per_second.items()],
-            "api_second": [[sec, api, a] for (sec, api), a in self.api_second.items()],
+            "per_second": [[sec, dict(zip(_PER_SECOND, srow, strict=True))] for sec, srow in self.per_second.items()],
+            "api_second": [[sec, api, a] for sec, apis in self.api_second.items() for api, a in apis.items()],
             "hist": {api: [[b, n] for b, n in h.items()] for api, h in self.hist.items()},
         }
 
@@ -861,9 +964,10 @@ class StatsAccumulator:
         for rec in st["top"]:
             acc._push_top(rec)
         acc.tp = {(t, p): list(row) for t, p, row in st["tp"]}
-        acc.per_second = {int(sec): Counter(c) for sec, c in st["per_second"]}
-        acc.api_second = {(int(sec), api): list(a) for sec, api, a in st["api_second"]}
-        acc.hist = {api: Counter({int(b): n for b, n in h}) for api, h in st["hist"].items()}
+        acc.per_second = {int(sec): [c.get(k, 0) for k in _PER_SECOND] for sec, c in st["per_second"]}
+        for sec, api, a in st["api_second"]:
+            acc.api_second.setdefault(int(sec), {})[api] = list(a)
+        acc.hist = {api: {int(b): n for b, n in h} for api, h in st["hist"].items()}
         return acc
 
     # -- reading ------------------------------------------------------------------
@@ -895,13 +999,10 @@ class StatsAccumulator:
             })
         per_second = []
         for sec in sorted(self.per_second):
-            c = self.per_second[sec]
-            per_second.append({
-                "t": sec, "requests": c.get("requests", 0),
-                "produced_records": c.get("produced_records", 0), "produced_bytes": c.get("produced_bytes", 0),
-                "fetched_records": c.get("fetched_records", 0), "fetched_bytes": c.get("fetched_bytes", 0),
-            })
-        total_req = sum(c.get("requests", 0) for c in self.per_second.values())
+            d: dict[str, Any] = {"t": sec}
+            d.update(zip(_PER_SECOND, self.per_second[sec], strict=True))
+            per_second.append(d)
+        total_req = sum(srow[0] for srow in self.per_second.values())
         return {
             "first_time": self.first_time,
             "last_time": self.last_time,
@@ -915,7 +1016,8 @@ class StatsAccumulator:
     def latency_series(self) -> dict[str, list[tuple[int, int, float, float]]]:
         """api -> [(second, count, mean ms, max ms)], for plots of latency over time."""
         out: dict[str, list[tuple[int, int, float, float]]] = {}
-        for (sec, api), (n, sum_ns, mx) in sorted(self.api_second.items()):
+        for sec, api, (n, sum_ns, mx) in sorted((sec, api, a) for sec, apis in self.api_second.items()
+                                                for api, a in apis.items()):
             out.setdefault(api, []).append((sec, int(n), sum_ns / n / 1e6, mx))
         return out
 

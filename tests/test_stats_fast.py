@@ -1,0 +1,107 @@
+"""The fast paths of StatsAccumulator.add: values pending in Quantiles and counted in
+batches, per-second rows kept at hand, group keys picked in C; each against the figures
+of the plain definitions."""
+from __future__ import annotations
+
+import json
+import random
+
+from analyzer.stats import Quantiles, StatsAccumulator
+from tests.test_stats import T0, mk
+
+
+def test_pending_values_settle_as_if_counted_one_by_one() -> None:
+    rng = random.Random(11)
+    # repeats (latencies in us), an exact-to-sketch switch at 100, zero and negatives
+    values = [rng.choice([round(rng.expovariate(0.2), 3), 0.5, 0.0, -1.25]) for _ in range(2600)]
+    one = Quantiles(limit=100)
+    for v in values:
+        one.add(v)
+    batched = Quantiles(limit=100)
+    i = 0
+    while i < len(values):
+        n = rng.randint(1, 700)
+        batched.pending.extend(values[i:i + n])
+        batched.settle()
+        i += n
+    assert one.to_state() == batched.to_state()
+    assert one.summary() == batched.summary()
+    assert batched.count == len(values)
+    assert batched.sum_ns == sum(round(v * 1e6) for v in values)
+    assert (batched.min, batched.max) == (min(values), max(values))
+    assert not batched.exact
+    # reading settles: a value left pending is counted, and still exact below the limit
+    small = Quantiles(limit=3)
+    small.pending.extend([2.0, 1.0])
+    assert small.exact and small.count == 2 and small.quantile(1.0) == 2.0
+    small.pending.extend([5.0, 4.0])
+    assert not small.exact and small.max == 5.0
+
+
+def test_groups_settle_their_pending_latencies_in_batches() -> None:
+    exs = [mk(api="Metadata", version=12, lat=0.25 + (i % 37) * 0.125, t=i * 0.001, cid=i, frame=3 * i + 1)
+           for i in range(2500)]
+    acc = StatsAccumulator(("api",))
+    for ex in exs:
+        acc.add(ex)
+    g = acc.groups[("Metadata",)]
+    assert len(g.latency.pending) < 1024 and len(g.ttfb.pending) <= len(g.latency.pending)
+    res = acc.result()["groups"][0]
+    assert res["answered"] == 2500 and res["service"] == 2500 and not res["exact"]
+    lats = [0.25 + (i % 37) * 0.125 for i in range(2500)]
+    assert res["latency_ms"]["min"] == 0.25 and res["latency_ms"]["max"] == max(lats)
+    assert res["latency_ms"]["mean"] == round(sum(round(v * 1e6) for v in lats) / 2500 / 1e6, 3)
+
+
+def test_per_second_rows_with_exchanges_out_of_time_order() -> None:
+    parts = [{"topic": "t", "partition": 0, "records": 3, "bytes": 100, "error": None}]
+    order = [0.1, 1.2, 0.3, 2.5, 1.7, 0.9]        # back and forth between seconds
+    exs = [mk(api="Fetch" if i % 2 else "Produce", version=9, lat=2.0 + i, t=t, cid=i, frame=3 * i + 1,
+              partitions=parts) for i, t in enumerate(order)]
+    exs.append(mk(api="Metadata", lat=None, t=1.5, cid=99, frame=400))      # unanswered: no latency
+    acc = StatsAccumulator(("api", "version"))
+    for ex in exs:
+        acc.add(ex)
+    sec0 = int(T0)
+    rows = {r["t"] - sec0: r for r in acc.throughput()["per_second"]}
+    assert sorted(rows) == [0, 1, 2]
+    assert [rows[s]["requests"] for s in (0, 1, 2)] == [3, 3, 1]
+    # Produce at 0.1, 0.3, 1.7; Fetch at 1.2, 2.5, 0.9
+    assert [rows[s]["produced_records"] for s in (0, 1, 2)] == [6, 3, 0]
+    assert [rows[s]["fetched_bytes"] for s in (0, 1, 2)] == [100, 100, 100]
+    series = acc.latency_series()
+    assert [(s - sec0, n) for s, n, _mean, _mx in series["Produce"]] == [(0, 2), (1, 1)]
+    assert [round(mx, 3) for _s, _n, _mean, mx in series["Fetch"]] == [7.0, 3.0, 5.0]
+    # the state (as shipped by workers and the Spark job) and merging keep every figure
+    back = StatsAccumulator.from_state(json.loads(json.dumps(acc.to_state())))
+    assert back.result(top=3) == acc.result(top=3)
+    assert back.histograms() == acc.histograms() and back.latency_series() == series
+    half = StatsAccumulator(("api", "version"))
+    for ex in exs[:3]:
+        half.add(ex)
+    rest = StatsAccumulator(("api", "version"))
+    for ex in exs[3:]:
+        rest.add(ex)
+    half.merge(rest)
+    for ex in exs[:2]:                 # add() after a merge writes into the merged rows
+        half.add(ex)
+        acc.add(ex)
+    assert half.result(top=3) == acc.result(top=3)
+    assert half.latency_series() == acc.latency_series() and half.histograms() == acc.histograms()
+
+
+def test_group_keys_picked_from_exchange_and_connection() -> None:
+    exs = [mk(api=api, version=v, lat=1.0 + i, conn=i % 3, client_id=f"c{i % 2}", cid=i, frame=3 * i + 1)
+           for i, (api, v) in enumerate([("Produce", 9), ("Fetch", 12), ("Produce", 9), ("Metadata", 1)] * 3)]
+    for by in (("client_id",), ("conn",), ("broker", "version"), ("client", "api"), ("version", "api")):
+        acc = StatsAccumulator(by)
+        for ex in exs:
+            acc.add(ex)
+        want: dict[tuple[object, ...], int] = {}
+        for ex in exs:
+            c = ex.conn
+            vals = {"api": ex.api_name, "version": ex.api_version, "client_id": ex.client_id,
+                    "client": str(c.client), "broker": str(c.broker), "conn": c.id}
+            k = tuple(vals[b] for b in by)
+            want[k] = want.get(k, 0) + 1
+        assert {k: g.count for k, g in acc.groups.items()} == want, by
