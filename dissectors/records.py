@@ -148,13 +148,27 @@ def decode_records(data: bytes, start: int, end: int, ctx: DecodeContext, name: 
     The Field's ``value`` is the number of records or messages after
     decompression (a truncated trailing entry not counted); ``extra`` carries
     the summary described in the module docs of the issue: records, bytes,
-    codec, crc_ok, truncated, magics and the v2 batches' producer state.
+    codec, crc_ok, truncated, magics and the v2 batches' producer state. With
+    ``ctx.decode_records`` False the Field is a lean summary (see below).
     """
     if null or end < start:
         return Field(name, "records", None, start, 0, None, ["null"],
                      {"records": 0, "bytes": 0, "codec": "none", "crc_ok": True, "truncated": False,
                       "magics": [], "batches": []})
     end = min(end, len(data))
+    if not ctx.decode_records:
+        # the lean summary (the lean mode of ``stats``, which reads only extra's records,
+        # bytes, codec and crc_ok): one Field, no children, built here without a call more.
+        # Its counts, codec, CRC verdicts (``ctx`` counters, ``crc_ok``), decompression
+        # limits and malformed counts are those of the full decode; its malformed marks and
+        # invalid-CRC notes sit on this Field (see _summary_set)
+        top = Field(name, "records", 0, start, end - start)
+        crc_bad = ctx.crc_invalid
+        n, cid, truncated = _summary_set(data, start, end, ctx, top, 0, None, None, False)
+        top.value = n
+        top.extra = {"records": n, "bytes": end - start, "codec": _LEAN_CODECS[cid],
+                     "crc_ok": ctx.crc_invalid == crc_bad, "truncated": truncated}
+        return top
     state = _State(ctx)
     top = Field(name, "records", 0, start, end - start)
     _decode_set(data, start, end, state, top, depth=0, budget=[ctx.max_decompressed], outer=True)
@@ -267,9 +281,6 @@ def _decode_v2(buf: bytes, pos: int, size: int, state: _State, index: int,
         return batch, 0
     (base_offset, length, leader_epoch, magic, crc, attrs, last_delta, base_ts, max_ts,
      producer_id, producer_epoch, base_seq, count) = _V2.unpack_from(buf, pos)
-    if not ctx.decode_records:
-        return _summary_v2(buf, pos, batch_end, batch, state, crc, attrs, base_offset, producer_id,
-                           producer_epoch, base_seq, count)
     codec_id = attrs & 7
     ts_type = (attrs >> 3) & 1
     is_txn = bool(attrs & 0x10)
@@ -323,9 +334,6 @@ def _decode_v2(buf: bytes, pos: int, size: int, state: _State, index: int,
     elif codec_id == 0 and count > (batch_end - rstart) // MIN_RECORD_SIZE:
         count_f.mark_malformed(f"records_count {count} exceeds what {batch_end - rstart} bytes can hold", ctx)
         sane_count = False
-    if not ctx.decode_records:
-        records_f.note("records not decoded")
-        return batch, count if sane_count else 0
 
     note: str | None = None
     if codec_id == 0:
@@ -359,41 +367,6 @@ def _decode_v2(buf: bytes, pos: int, size: int, state: _State, index: int,
     if sane_count and decoded != count and not records_f.is_malformed and not limited:
         records_f.mark_malformed(f"records_count {count} but {decoded} records present", ctx)
     return batch, count if sane_count else decoded
-
-
-def _summary_v2(buf: bytes, pos: int, batch_end: int, batch: Field, state: _State, crc: int, attrs: int,
-                base_offset: int, producer_id: int, producer_epoch: int, base_seq: int,
-                count: int) -> tuple[Field, int]:
-    """A batch with record decoding off (``ctx.decode_records`` False, the lean mode of
-    ``stats``): the header's figures, one CRC over the batch, nothing below it read.
-
-    The Field is lean too: only ``crc``, ``records_count`` and an undecoded ``records``
-    child; the counts, codec, CRC verdict, producer state and malformed marks are those
-    of the full decode."""
-    ctx = state.ctx
-    codec_id = attrs & 7
-    is_txn = bool(attrs & 0x10)
-    is_control = bool(attrs & 0x20)
-    codec = CODEC_NAMES[codec_id] if codec_id < 5 else f"unknown({codec_id})"
-    crc_f = Field("crc", "uint32", crc, pos + 17, 4)
-    _crc_note(crc_f, crc, crc32c(memoryview(buf)[pos + 21:batch_end]), state)
-    count_f = Field("records_count", "int32", count, pos + 57, 4)
-    rstart = pos + V2_HEADER
-    records_f = Field("records", "array", count, rstart, batch_end - rstart, None, ["records not decoded"])
-    batch.children = [crc_f, count_f, records_f]
-    _record_batch_seen(batch, state, codec, count, producer_id, producer_epoch, base_seq, base_offset,
-                       is_txn, is_control)
-    if count < 0:
-        count_f.mark_malformed(f"negative records_count {count}", ctx)
-        return batch, 0
-    if count > ctx.max_array_len:
-        ctx.hit_limit("max_array_len")
-        count_f.mark_malformed(f"records_count {count} over the limit {ctx.max_array_len}", ctx)
-        return batch, 0
-    if codec_id == 0 and count > (batch_end - rstart) // MIN_RECORD_SIZE:
-        count_f.mark_malformed(f"records_count {count} exceeds what {batch_end - rstart} bytes can hold", ctx)
-        return batch, 0
-    return batch, count
 
 
 def _record_batch_seen(batch: Field, state: Any, codec: str, count: int, producer_id: int, producer_epoch: int,
@@ -589,8 +562,6 @@ def _decode_legacy(buf: bytes, pos: int, size: int, state: _State, index: int, d
     codec = CODEC_NAMES[codec_id] if codec_id < 5 else f"unknown({codec_id})"
     crc_f = Field("crc", "uint32", crc, pos + 12, 4)
     _crc_note(crc_f, crc, zlib.crc32(memoryview(buf)[pos + 16:msg_end]), state)
-    if not ctx.decode_records:
-        return _summary_legacy(buf, p, msg_end, msg, crc_f, state, magic, codec_id, codec, depth, budget)
     attr_kids = [Field("compression", "bits", codec_id, pos + 17, 1, None, [codec])]
     if magic == 1:
         attr_kids.append(Field("timestamp_type", "bits", ts_type, pos + 17, 1, None,
@@ -679,54 +650,6 @@ def _decompression_note(value_f: Field, note: str | None, ctx: DecodeContext, an
     return False
 
 
-def _summary_legacy(buf: bytes, p: int, msg_end: int, msg: Field, crc_f: Field, state: _State, magic: int,
-                    codec_id: int, codec: str, depth: int, budget: list[int]) -> tuple[Field, int]:
-    """A message with record decoding off (``ctx.decode_records`` False, the lean mode of
-    ``stats``), from its key length on: as ``_decode_legacy`` without the Fields of the
-    header, key and value (only ``crc`` and, for a compressed wrapper, ``value``, which
-    holds the inner messages), the byte copies, the value notes and the inner offsets.
-    The counts, codecs, CRC verdicts, decompression limits and malformed marks are those
-    of the full decode."""
-    ctx = state.ctx
-    msg.children = [crc_f]
-    if depth == 0:
-        state.codecs.add(codec)
-    n = 0
-    for part in ("key", "value"):
-        if p + 4 > msg_end:
-            msg.mark_malformed(f"{part} length cut short", ctx)
-            return msg, 1
-        (n,) = _I32.unpack_from(buf, p)
-        p += 4
-        if n < -1 or p + max(n, 0) > msg_end:
-            msg.mark_malformed(f"{part} length {n} does not fit the {msg_end - p} bytes left", ctx)
-            return msg, 1
-        if n > 0:
-            p += n
-    if p != msg_end:
-        msg.mark_malformed(f"{msg_end - p} bytes after the value", ctx)
-    if codec_id == 0:
-        return msg, 1
-
-    # a compressed wrapper: its value (the last n bytes before p) is an inner MessageSet
-    if n < 0:
-        msg.mark_malformed("compressed message with a null value", ctx)
-        return msg, 0
-    value_f = Field("value", "bytes", None, p - n, n)
-    msg.children.append(value_f)
-    if depth >= MAX_WRAPPER_DEPTH:
-        value_f.mark_malformed(f"compressed messages nested more than {MAX_WRAPPER_DEPTH} deep", ctx)
-        return msg, 0
-    inner, note, _info = decompress_detail(codec, bytes(buf[p - n:p]), budget[0])
-    budget[0] = max(0, budget[0] - len(inner))
-    limited = _decompression_note(value_f, note, ctx, annotate=False)
-    if not inner:
-        return msg, 0
-    value_f.children = []
-    return msg, _decode_set(inner, 0, len(inner), state, value_f, depth + 1, budget, outer=False,
-                            wrapper_magic=magic, cut_by_limit=limited)
-
-
 def _absolute_inner(wrapper: Field, offset: int, ts: int | None, ts_type: int, magic: int,
                     inner: list[Field]) -> None:
     """Make inner offsets (and, for LogAppendTime, timestamps) absolute the way a
@@ -755,6 +678,137 @@ def _absolute_inner(wrapper: Field, offset: int, ts: int | None, ts_type: int, m
     else:
         for m in inner:
             m.children[0].note("offset as written")  # type: ignore[index]
+
+
+# -- the lean summary (record decoding off) ----------------------------------------
+_V2_LEAN = struct.Struct(">Ih34xi")   # crc, attributes, then records_count 34 bytes on (offsets 17, 21, 57)
+_U32 = struct.Struct(">I")
+_MIXED = 8                            # the codec id _summary_set reports for entries of several codecs
+# the codec of a lean summary by the id _summary_set reports: -1 (no entry) is the last
+_LEAN_CODECS = (*CODEC_NAMES, "unknown(5)", "unknown(6)", "unknown(7)", "mixed", "none")
+
+
+def _summary_set(buf: bytes, pos: int, end: int, ctx: DecodeContext, top: Field, depth: int,
+                 budget: list[int] | None, wrapper_magic: int | None,
+                 cut_by_limit: bool) -> tuple[int, int, bool]:
+    """``_decode_set`` for the lean summary, without Fields: (records, codec id of the
+    outer entries (-1: none, ``_MIXED``: several), whether a truncated batch ends the set).
+    Depth 0 is the records field itself (``budget`` None: made at the first magic 0/1
+    message); deeper sets are the inner messages of a compressed magic 0/1 wrapper.
+
+    Once per Produce/Fetch partition of `stats`: a v2 batch is handled inline, no call,
+    no object but the slice its CRC reads."""
+    count = 0
+    cid = -1
+    index = 0
+    while pos < end:
+        left = end - pos
+        size = _I32.unpack_from(buf, pos + 8)[0] if left >= 12 else None
+        if size is None or size < 0 or 12 + size > left:
+            if depth == 0 and (size is None or size >= 0):
+                return count, cid, True
+            if cut_by_limit:
+                top.note("message cut by the decompressed size limit")
+            else:
+                top.mark_malformed(f"entry [{index}] of {left} bytes cut short" if size is None or size >= 0
+                                   else f"[{index}]: negative entry size {size}", ctx)
+            return count, cid, False
+        if size < 5:
+            top.mark_malformed(f"[{index}]: entry size {size} too small to hold a magic byte", ctx)
+            return count, cid, False
+        magic = buf[pos + 16]
+        entry_end = pos + 12 + size
+        if magic == 2:
+            if wrapper_magic is not None:
+                top.mark_malformed(f"[{index}]: a magic 2 batch inside a magic {wrapper_magic} wrapper", ctx)
+                return count, cid, False
+            if size < V2_MIN_LENGTH:
+                top.mark_malformed(f"[{index}]: batch_length {size} shorter than the {V2_MIN_LENGTH}-byte v2 "
+                                   "header", ctx)
+            else:
+                crc, attrs, n = _V2_LEAN.unpack_from(buf, pos + 17)
+                # a bytes slice: its copy costs less than a memoryview for the usual small batch
+                computed = crc32c(buf[pos + 21:entry_end])
+                if computed == crc:
+                    ctx.crc_valid += 1
+                else:
+                    ctx.crc_invalid += 1
+                    top.note(f"[{index}]: crc INVALID, computed 0x{computed:08x}")
+                c = attrs & 7
+                if c != cid:
+                    cid = c if cid < 0 else _MIXED
+                if n < 0:
+                    top.mark_malformed(f"[{index}]: negative records_count {n}", ctx)
+                elif n > ctx.max_array_len:
+                    ctx.hit_limit("max_array_len")
+                    top.mark_malformed(f"[{index}]: records_count {n} over the limit {ctx.max_array_len}", ctx)
+                elif c == 0 and n > (entry_end - pos - V2_HEADER) // MIN_RECORD_SIZE:
+                    top.mark_malformed(f"[{index}]: records_count {n} exceeds what {entry_end - pos - V2_HEADER} "
+                                       "bytes can hold", ctx)
+                else:
+                    count += n
+        elif magic == 0 or magic == 1:
+            if size < LEGACY_MIN_SIZE[magic]:
+                top.mark_malformed(f"[{index}]: message_size {size} shorter than a magic {magic} message", ctx)
+            else:
+                if depth == 0:
+                    c = buf[pos + 17] & 7
+                    if c != cid:
+                        cid = c if cid < 0 else _MIXED
+                    if budget is None:
+                        budget = [ctx.max_decompressed]
+                count += _summary_message(buf, pos, entry_end, magic, ctx, top, depth, budget, index)
+        else:
+            top.mark_malformed(f"[{index}]: unknown magic {magic}", ctx)
+            return count, cid, False
+        pos = entry_end
+        index += 1
+    return count, cid, False
+
+
+def _summary_message(buf: bytes, pos: int, msg_end: int, magic: int, ctx: DecodeContext,
+                     top: Field, depth: int, budget: list[int], index: int) -> int:
+    """``_decode_legacy`` without Fields, for a message of a sane size: its CRC, its key
+    and value lengths and, for a compressed wrapper, its inner messages (the count)."""
+    (crc,) = _U32.unpack_from(buf, pos + 12)
+    computed = zlib.crc32(buf[pos + 16:msg_end])
+    if computed == crc:
+        ctx.crc_valid += 1
+    else:
+        ctx.crc_invalid += 1
+        top.note(f"[{index}]: crc INVALID, computed 0x{computed:08x}")
+    p = pos + 18 if magic == 0 else pos + 26
+    n = 0
+    for part in ("key", "value"):
+        if p + 4 > msg_end:
+            top.mark_malformed(f"[{index}]: {part} length cut short", ctx)
+            return 1
+        (n,) = _I32.unpack_from(buf, p)
+        p += 4
+        if n < -1 or (n > 0 and p + n > msg_end):    # (p <= msg_end here: no max() call)
+            top.mark_malformed(f"[{index}]: {part} length {n} does not fit the {msg_end - p} bytes left", ctx)
+            return 1
+        if n > 0:
+            p += n
+    if p != msg_end:
+        top.mark_malformed(f"[{index}]: {msg_end - p} bytes after the value", ctx)
+    codec_id = buf[pos + 17] & 7
+    if codec_id == 0:
+        return 1
+
+    # a compressed wrapper: its value (the last n bytes before p) is an inner MessageSet
+    if n < 0:
+        top.mark_malformed(f"[{index}]: compressed message with a null value", ctx)
+        return 0
+    if depth >= MAX_WRAPPER_DEPTH:
+        top.mark_malformed(f"[{index}]: compressed messages nested more than {MAX_WRAPPER_DEPTH} deep", ctx)
+        return 0
+    inner, note, _info = decompress_detail(_LEAN_CODECS[codec_id], bytes(buf[p - n:p]), budget[0])
+    budget[0] = max(0, budget[0] - len(inner))
+    limited = _decompression_note(top, note, ctx, annotate=False)
+    if not inner:
+        return 0
+    return _summary_set(inner, 0, len(inner), ctx, top, depth + 1, budget, magic, limited)[0]
 
 
 # -- reading back -----------------------------------------------------------------

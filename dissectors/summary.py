@@ -5,6 +5,11 @@ messages after decompression: sent in a Produce request, returned in a Fetch
 response; a truncated trailing batch is not counted), ``bytes`` (size of the
 records field), ``codec``, ``crc_ok`` (False if any CRC in it failed) and
 ``error`` (the response's error name for that partition, or None).
+
+Once per Produce/Fetch exchange (``stats`` included): each topic and partition
+element is read in one pass over its children, where a ``Field.get``/``child``
+per name would cost a call and a scan each (the names of a struct's children are
+unique: its tagged fields sit under a ``tagged_fields`` child).
 """
 from __future__ import annotations
 
@@ -13,77 +18,113 @@ from typing import Any
 from dissectors.errors import error_name
 from dissectors.field import Field
 
+_NO_EXTRA: dict[str, Any] = {}
 
-def _topic(t: Field, topic_names: dict[str, str] | None) -> str | None:
-    name = t.get("name")
+
+def _elements(parent: Field | None, name: str) -> list[Field] | tuple[()]:
+    """The elements of ``parent``'s array child ``name`` (none when either is missing)."""
+    if parent is not None:
+        for c in parent.children or ():
+            if c.name == name:
+                return c.children or ()
+    return ()
+
+
+def _topic(t: Field, topic_names: dict[str, str] | None, parts_name: str) -> tuple[str | None, list[Field] | tuple[()]]:
+    """(topic name, elements of the array child ``parts_name``) of a topic element."""
+    name = topic = tid = None
+    parts: Field | None = None
+    for c in t.children or ():
+        n = c.name
+        if n == parts_name:
+            parts = c
+        elif n == "name":
+            name = c.value
+        elif n == "topic":
+            topic = c.value
+        elif n == "topic_id":
+            tid = c.value
     if name is None:
-        name = t.get("topic")
-    if name is None:
-        tid = t.get("topic_id")
-        if tid is not None:
-            name = (topic_names or {}).get(tid, tid)
-    return name
+        name = topic
+        if name is None and tid is not None:
+            name = (topic_names or _NO_EXTRA).get(tid, tid)
+    return name, ((parts.children or ()) if parts is not None else ())
 
 
-def _digest(topic: str | None, partition: Any, rec: Field | None) -> dict[str, Any]:
-    """A partition's dict (without ``error``), built in one go: once per partition of every
-    Produce and Fetch exchange."""
+def _digest(topic: str | None, partition: Any, rec: Field | None, error: str | None) -> dict[str, Any]:
+    """A partition's dict, built in one go: once per partition of every Produce and Fetch exchange."""
     if rec is None:
-        return {"topic": topic, "partition": partition, "records": 0, "bytes": 0, "codec": None, "crc_ok": True}
-    ex = rec.extra or {}
+        return {"topic": topic, "partition": partition, "records": 0, "bytes": 0, "codec": None, "crc_ok": True,
+                "error": error}
+    ex = rec.extra
+    if ex is None:
+        ex = _NO_EXTRA
+    v = rec.value
     return {
         "topic": topic,
         "partition": partition,
-        "records": ex.get("records", rec.value if isinstance(rec.value, int) else 0),
-        "bytes": ex.get("bytes", rec.length),
+        # `in` and [] rather than dict.get(key, default): no call, no default computed
+        "records": ex["records"] if "records" in ex else (v if isinstance(v, int) else 0),
+        "bytes": ex["bytes"] if "bytes" in ex else rec.length,
         "codec": ex.get("codec"),
-        "crc_ok": ex.get("crc_ok", True),
+        "crc_ok": ex["crc_ok"] if "crc_ok" in ex else True,
+        "error": error,
     }
-
-
-def _body(tree: Field | None) -> Field | None:
-    return tree.child("body") if tree is not None else None
 
 
 def partitions_of(api_key: int | None, request: Field | None, response: Field | None,
                   topic_names: dict[str, str] | None = None) -> list[dict[str, Any]]:
     if api_key == 0:
-        return _produce(_body(request), _body(response), topic_names)
+        return _produce(request.child("body") if request is not None else None,
+                        response.child("body") if response is not None else None, topic_names)
     if api_key == 1:
-        return _fetch(_body(response), topic_names)
+        return _fetch(response.child("body") if response is not None else None, topic_names)
     return []
 
 
 def _produce(req: Field | None, resp: Field | None, topic_names: dict[str, str] | None) -> list[dict[str, Any]]:
     errors: dict[tuple[str | None, int | None], str | None] = {}
-    if resp is not None:
-        for t in (resp.child("responses") or Field("", "")).children or ():
-            tname = _topic(t, topic_names)
-            for p in (t.child("partition_responses") or Field("", "")).children or ():
-                code = p.get("error_code")
-                errors[(tname, p.get("index"))] = error_name(code) if code else None
+    for t in _elements(resp, "responses"):
+        tname, parts = _topic(t, topic_names, "partition_responses")
+        for p in parts:
+            idx = code = None
+            for c in p.children or ():
+                n = c.name
+                if n == "index":
+                    idx = c.value
+                elif n == "error_code":
+                    code = c.value
+            errors[(tname, idx)] = error_name(code) if code else None
     out: list[dict[str, Any]] = []
     if req is None:
         return out
-    for t in (req.child("topic_data") or Field("", "")).children or ():
-        tname = _topic(t, topic_names)
-        for p in (t.child("partition_data") or Field("", "")).children or ():
-            idx = p.get("index")
-            d = _digest(tname, idx, p.child("records"))
-            d["error"] = errors.get((tname, idx))
-            out.append(d)
+    for t in _elements(req, "topic_data"):
+        tname, parts = _topic(t, topic_names, "partition_data")
+        for p in parts:
+            idx = rec = None
+            for c in p.children or ():
+                n = c.name
+                if n == "index":
+                    idx = c.value
+                elif n == "records":
+                    rec = c
+            out.append(_digest(tname, idx, rec, errors.get((tname, idx))))
     return out
 
 
 def _fetch(resp: Field | None, topic_names: dict[str, str] | None) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    if resp is None:
-        return out
-    for t in (resp.child("responses") or Field("", "")).children or ():
-        tname = _topic(t, topic_names)
-        for p in (t.child("partitions") or Field("", "")).children or ():
-            d = _digest(tname, p.get("partition_index"), p.child("records"))
-            code = p.get("error_code")
-            d["error"] = error_name(code) if code else None
-            out.append(d)
+    for t in _elements(resp, "responses"):
+        tname, parts = _topic(t, topic_names, "partitions")
+        for p in parts:
+            idx = code = rec = None
+            for c in p.children or ():
+                n = c.name
+                if n == "partition_index":
+                    idx = c.value
+                elif n == "error_code":
+                    code = c.value
+                elif n == "records":
+                    rec = c
+            out.append(_digest(tname, idx, rec, error_name(code) if code else None))
     return out

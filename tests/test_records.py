@@ -365,7 +365,10 @@ def test_decode_records_off_counts_only() -> None:
     raw = build(2, 1, n=7) + build(2, 0, n=3)
     ctx = DecodeContext(decode_records=False)
     f = decode(raw, ctx)
-    assert f.value == 10 and f.children[0].child("records").children is None
+    # the lean summary: one Field, no children, what `stats` reads in extra
+    assert f.value == 10 and f.children is None and f.notes is None
+    assert f.extra == {"records": 10, "bytes": len(raw), "codec": "mixed", "crc_ok": True, "truncated": False}
+    assert (ctx.crc_valid, ctx.crc_invalid, ctx.malformed) == (2, 0, 0)
 
 
 def test_values() -> None:
@@ -674,13 +677,16 @@ def test_truncated_batch_shows_its_header() -> None:
     assert f.children[0].notes == ["partial batch cut by max_bytes (9 bytes, size not yet readable)"]
 
 
+LEAN_KEYS = ("records", "bytes", "codec", "crc_ok", "truncated")   # the lean summary's extra
+
+
 def _lean_vs_full(raw: bytes, max_decompressed: int = 64 * MIB) -> tuple:
     """(summary, counters) of the full and the lean decode of the same bytes."""
     out = []
     for on in (True, False):
         ctx = DecodeContext(decode_records=on, max_decompressed=max_decompressed)
         f = decode(raw, ctx)
-        ex = dict(f.extra or {})
+        ex = {k: f.extra[k] for k in LEAN_KEYS}
         out.append((f.value, ex, ctx.malformed, ctx.crc_valid, ctx.crc_invalid, dict(ctx.limits_hit)))
     return out[0], out[1]
 
@@ -707,11 +713,47 @@ def test_lean_summary_same_as_full(magic: int, codec: int) -> None:
     assert full == lean
 
 
-def test_lean_legacy_keeps_only_crc_and_wrapper_value() -> None:
+def test_lean_legacy_counts_inner_messages() -> None:
     ctx = DecodeContext(decode_records=False)
     f = decode(build(1, 1, n=4) + build(0, 0, n=2, offset=4), ctx)
-    wrapper, plain = f.children[0], f.children[1]
-    assert [c.name for c in wrapper.children] == ["crc", "value"]
-    assert [m.child("crc").notes for m in wrapper.child("value").children] == [["crc valid"]] * 4
-    assert [c.name for c in plain.children] == ["crc"] and plain.child("crc").notes == ["crc valid"]
-    assert f.value == 6 and f.extra["codec"] == "mixed" and ctx.crc_valid == 1 + 4 + 1 + 1
+    assert f.value == 6 and f.children is None and f.extra["codec"] == "mixed"
+    assert ctx.crc_valid == 1 + 4 + 1 + 1 and ctx.malformed == 0
+
+
+def test_lean_marks_on_the_records_field() -> None:
+    # bad entries are counted (and noted on the one Field) as the full decode counts them
+    a, b = build(2, 0, n=7), build(2, 1, n=3, offset=7)
+
+    def lean(raw: bytes, **kw) -> tuple[Field, DecodeContext]:
+        ctx = DecodeContext(decode_records=False, **kw)
+        return decode(raw, ctx), ctx
+
+    bad_crc = bytearray(a)
+    bad_crc[-1] ^= 1
+    f, ctx = lean(bytes(bad_crc) + b)
+    assert f.value == 10 and f.extra["crc_ok"] is False and (ctx.crc_valid, ctx.crc_invalid) == (1, 1)
+    assert f.notes[0].startswith("[0]: crc INVALID, computed 0x") and ctx.malformed == 0
+    f, ctx = lean(a + b + b[:30])
+    assert f.value == 10 and f.extra["truncated"] is True and ctx.malformed == 0 and f.notes is None
+    f, ctx = lean(a + b, max_array_len=5)
+    assert f.value == 3 and ctx.limits_hit == {"max_array_len": 1}
+    assert f.notes == ["malformed: [0]: records_count 7 over the limit 5"] and ctx.malformed == 1
+    short = bytearray(a)
+    struct.pack_into(">i", short, 8, 40)
+    f, ctx = lean(bytes(short[:52]) + b)
+    assert f.value == 3 and ctx.malformed == 1 and f.extra["codec"] == "gzip"
+    assert f.notes == ["malformed: [0]: batch_length 40 shorter than the 49-byte v2 header"]
+    unknown = bytearray(b)
+    unknown[16] = 3
+    f, ctx = lean(a + bytes(unknown))
+    assert f.value == 7 and f.notes == ["malformed: [1]: unknown magic 3"] and ctx.crc_valid == 1
+    neg = bytearray(b)
+    struct.pack_into(">i", neg, 8, -2)
+    f, ctx = lean(a + bytes(neg))
+    assert f.value == 7 and f.notes == ["malformed: [1]: negative entry size -2"]
+    assert f.extra["truncated"] is False and ctx.malformed == 1
+    many = bytearray(a)
+    struct.pack_into(">i", many, 57, 1000)
+    f, ctx = lean(bytes(many))
+    assert f.value == 0 and ctx.malformed == 1 and "records_count 1000 exceeds what" in f.notes[-1]
+
