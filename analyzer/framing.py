@@ -95,6 +95,9 @@ class Framer:
     _cand_re: re.Pattern[bytes] | None = None   # see _cand; made when first scanning
     _last_index = 0
     _last_ts = 0.0
+    # (offset, packet index, ts) of the packets whose bytes are in _buf: a list once bytes
+    # are buffered (every path that fills _buf sets it first)
+    _marks: list[tuple[int, int, float]] | tuple[()] = ()
 
     def __init__(self, conn: Conn, direction: int, plausible: Plausible | None = None,
                  max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, min_frame_size: int = 4,
@@ -107,7 +110,6 @@ class Framer:
         self.peek = peek
         self.skipped: dict[str, int] = {}
         self._buf = bytearray()          # bytes from stream offset self._off on
-        self._marks: list[tuple[int, int, float]] = []   # (offset, packet index, ts) in _buf
 
     @property
     def min_frame_size(self) -> int:

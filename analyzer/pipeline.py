@@ -71,6 +71,7 @@ from dissectors.tls import looks_like_tls, parse_hello
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i").unpack_from
 _new = tuple.__new__
+_obj_new = object.__new__
 
 SASL_HANDSHAKE = 17
 _API_NAMES: dict[int, str] = {}    # api_key (an int16) -> api_name(api_key), asked once per exchange
@@ -174,9 +175,10 @@ class _ConnState:
         self.first_data_seen = [False, False]
         self.last_cid: int | None = None            # correlation id of the latest request
         self.sasl_tokens_left = -1                  # raw SASL client tokens still expected (-1: unknown)
-        self.tls_info: dict[str, Any] = {}
+        # (TLS members are made when TLS is seen: one _ConnState per connection)
+        self.tls_info: dict[str, Any] | None = None
         self.tls: Any = None                        # TlsStreamDecryptor with --tls-keylog
-        self.tls_offsets = [0, 0]                   # plaintext stream offsets per direction
+        self.tls_offsets: list[int] | None = None   # plaintext stream offsets per direction
 
 
 class Pipeline:
@@ -487,7 +489,7 @@ class Pipeline:
         """Spot TLS and obviously non-Kafka traffic from the first bytes of a direction."""
         if looks_like_tls(data):
             info = parse_hello(data)
-            if not st.tls_info:
+            if st.tls_info is None:
                 self.summary.tls_connections += 1
                 entry: dict[str, Any] = {"conn": st.conn.id, "client": None, "broker": None}
                 self.summary.tls.append(entry)
@@ -535,8 +537,11 @@ class Pipeline:
             entry["detail"] = tls.detail
         if not plain:
             return None
-        off = st.tls_offsets[d]
-        st.tls_offsets[d] = off + len(plain)
+        offsets = st.tls_offsets
+        if offsets is None:
+            offsets = st.tls_offsets = [0, 0]
+        off = offsets[d]
+        offsets[d] = off + len(plain)
         return StreamData(ev.conn, d, off, plain, ev.ts, ev.index)
 
     @staticmethod
@@ -808,11 +813,26 @@ class Pipeline:
         if name is None:
             name = _API_NAMES[api_key] = api_name(api_key)
         req = p.frame
-        # _new_exchange, inline (once per exchange, a dozen arguments)
+        # _new_exchange, inline and without Exchange.__init__ (once per exchange: the slots
+        # stored here cost less than a 16-argument call)
         self._seq = seq = self._seq + 1
-        ex = Exchange(st.conn, "kafka", api_key, name, api_version, correlation_id, client_id, req, frame,
-                      "ok", self._decode_request(req, h), self._decode_response(frame, api_key, api_version),
-                      [], [], [], seq)
+        ex = _obj_new(Exchange)
+        ex.conn = st.conn
+        ex.protocol = "kafka"
+        ex.api_key = api_key
+        ex.api_name = name
+        ex.api_version = api_version
+        ex.correlation_id = correlation_id
+        ex.client_id = client_id
+        ex.request = req
+        ex.response = frame
+        ex.status = "ok"
+        ex.request_tree = self._decode_request(req, h)
+        ex.response_tree = self._decode_response(frame, api_key, api_version)
+        ex.error_codes = []
+        ex.partitions = []
+        ex.notes = []
+        ex.seq = seq
         self._finish_exchange(ex)
         if api_key == SASL_HANDSHAKE:
             self._after_sasl_handshake(st, ex)

@@ -67,6 +67,7 @@ _HALF = 1 << 31
 _WRAP = 1 << 32
 _MAX_NOTES = 1000
 _new = tuple.__new__
+_obj_new = object.__new__
 
 
 class _Dir:
@@ -79,8 +80,9 @@ class _Dir:
         self.base: int | None = None     # sequence number of stream offset 0
         self.isn: int | None = None      # ISN from a captured SYN
         self.expected = 0                # next stream offset to deliver
-        # out-of-order entries: [offset, payload, missing, ts, index], sorted by offset
-        self.pending: list[list] = []
+        # out-of-order entries: [offset, payload, missing, ts, index], sorted by offset; a list
+        # once a segment waits (most directions of short connections never have one)
+        self.pending: list[list] | tuple[()] = ()
         self.pending_bytes = 0
         self.fin_at: int | None = None   # stream offset of the FIN
         self.ended = False
@@ -145,8 +147,15 @@ class Reassembler:
         if flags & (TCP_SYN | TCP_ACK) == TCP_SYN | TCP_ACK:
             a, b = b, a                      # first packet is the SYN-ACK: a is the SYN sender
         cid = index if self.ids_from_index else self.conn_count
-        # positional: one Conn per connection, millions on big captures
-        conn = Conn(cid, a, b, False, None, None, None, ts, ts)
+        # one Conn per connection, millions on big captures: its slots stored here cost
+        # less than the dataclass __init__
+        conn = _obj_new(Conn)
+        conn.id = cid
+        conn.a = a
+        conn.b = b
+        conn.syn_seen = False
+        conn.client_dir = conn.protocol = conn.closed = conn.closed_by = None
+        conn.first_ts = conn.last_ts = ts
         self.conn_count += 1
         if self.ids_from_index:
             self.first_indexes.append(index)
@@ -175,7 +184,7 @@ class Reassembler:
         self._open.pop(conn.id, None)
         for d in (d0, d1):                # free buffers; keep only what reuse detection needs
             if d.pending:
-                d.pending = []
+                d.pending = ()
             if d.pending_bytes:
                 self.pending_total -= d.pending_bytes
                 d.pending_bytes = 0
@@ -397,6 +406,8 @@ class Reassembler:
                                f"differ in packet {index}")
                 self._count("retransmission")
                 return
+        if not pend:
+            pend = d.pending = []
         pend.insert(i, [off, payload, missing, ts, index])
         d.pending_bytes += len(payload)
         self.pending_total += len(payload)
