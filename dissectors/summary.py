@@ -51,6 +51,18 @@ def _topic(t: Field, topic_names: dict[str, str] | None, parts_name: str) -> tup
     return name, ((parts.children or ()) if parts is not None else ())
 
 
+def _index_and(p: Field, name: str) -> tuple[Any, Field | None]:
+    """(the ``index`` value, the child ``name``) of a Produce partition element, in one pass."""
+    idx = other = None
+    for c in p.children or ():
+        n = c.name
+        if n == "index":
+            idx = c.value
+        elif n == name:
+            other = c
+    return idx, other
+
+
 def _digest(topic: str | None, partition: Any, rec: Field | None, error: str | None) -> dict[str, Any]:
     """A partition's dict, built in one go: once per partition of every Produce and Fetch exchange."""
     if rec is None:
@@ -87,27 +99,15 @@ def _produce(req: Field | None, resp: Field | None, topic_names: dict[str, str] 
     for t in _elements(resp, "responses"):
         tname, parts = _topic(t, topic_names, "partition_responses")
         for p in parts:
-            idx = code = None
-            for c in p.children or ():
-                n = c.name
-                if n == "index":
-                    idx = c.value
-                elif n == "error_code":
-                    code = c.value
-            errors[(tname, idx)] = error_name(code) if code else None
+            idx, code = _index_and(p, "error_code")
+            errors[(tname, idx)] = error_name(code.value) if code is not None and code.value else None
     out: list[dict[str, Any]] = []
     if req is None:
         return out
     for t in _elements(req, "topic_data"):
         tname, parts = _topic(t, topic_names, "partition_data")
         for p in parts:
-            idx = rec = None
-            for c in p.children or ():
-                n = c.name
-                if n == "index":
-                    idx = c.value
-                elif n == "records":
-                    rec = c
+            idx, rec = _index_and(p, "records")
             out.append(_digest(tname, idx, rec, errors.get((tname, idx))))
     return out
 
