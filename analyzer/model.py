@@ -141,8 +141,8 @@ EXCHANGE_STATUSES = ("ok", "unanswered", "no_response_expected", "orphan_respons
 class Exchange:
     """A request and its response (either may be missing), decoded.
 
-    Slotted: one is built per exchange on the hot path (positional arguments are the
-    cheapest way to build one).
+    Slotted: one is built per exchange on the hot path (``Pipeline._new_exchange`` stores
+    its slots without calling ``__init__``).
 
     Latency: ``request_time`` is the time of the packet that completed the request
     frame, ``response_time`` that of the packet that completed the response frame;

@@ -69,7 +69,6 @@ from dissectors.summary import partitions_of
 from dissectors.tls import looks_like_tls, parse_hello
 
 _I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i").unpack_from
 _new = tuple.__new__
 _obj_new = object.__new__
 
@@ -582,10 +581,8 @@ class Pipeline:
             # a response
             if protocol == "kafka-legacy":
                 return legacy.legacy_response_plausible(data, st.fifo[0].legacy_type if st.fifo else None)
-            if len(data) < 4:
-                return False
-            cid = _I32(data, 0)[0]              # response_correlation_id, inline
-            if cid < 0:
+            cid = response_correlation_id(data)
+            if cid is None or cid < 0:
                 return False
             if cid in st.inflight:
                 return True
@@ -656,10 +653,26 @@ class Pipeline:
                       api_version: int | None, correlation_id: int | None, client_id: str | None,
                       request: Frame | None, response: Frame | None, status: str,
                       request_tree: Field | None = None, response_tree: Field | None = None) -> Exchange:
-        self._seq += 1
-        # positional: the cheapest way to build the (slotted) Exchange, once per exchange
-        return Exchange(st.conn, protocol, api_key, api_name, api_version, correlation_id, client_id,
-                        request, response, status, request_tree, response_tree, [], [], [], self._seq)
+        self._seq = seq = self._seq + 1
+        # once per exchange: the slots stored here cost less than Exchange's 16-argument __init__
+        ex = _obj_new(Exchange)
+        ex.conn = st.conn
+        ex.protocol = protocol
+        ex.api_key = api_key
+        ex.api_name = api_name
+        ex.api_version = api_version
+        ex.correlation_id = correlation_id
+        ex.client_id = client_id
+        ex.request = request
+        ex.response = response
+        ex.status = status
+        ex.request_tree = request_tree
+        ex.response_tree = response_tree
+        ex.error_codes = []
+        ex.partitions = []
+        ex.notes = []
+        ex.seq = seq
+        return ex
 
     def _emit(self, ex: Exchange, out: list[Exchange]) -> None:
         req, resp = ex.request, ex.response
@@ -792,11 +805,9 @@ class Pipeline:
                 request_tree=p.tree, response_tree=tree)
             self._emit(ex, out)
             return
-        data = frame.data
-        cid = _I32(data, 0)[0] if len(data) >= 4 else None    # response_correlation_id, inline
+        cid = response_correlation_id(frame.data)
         inflight = st.inflight
-        # None (too short) is no key either
-        p = self._pop_pending(st, cid) if st.reused else inflight.pop(cid, None)   # type: ignore[arg-type]
+        p = self._pop_pending(st, cid)      # None (too short) is no key either
         if p is None:
             ex = self._new_exchange(
                 st, protocol="kafka", api_key=None, api_name="Unknown", api_version=None,
@@ -812,27 +823,9 @@ class Pipeline:
         name = _API_NAMES.get(api_key)
         if name is None:
             name = _API_NAMES[api_key] = api_name(api_key)
-        req = p.frame
-        # _new_exchange, inline and without Exchange.__init__ (once per exchange: the slots
-        # stored here cost less than a 16-argument call)
-        self._seq = seq = self._seq + 1
-        ex = _obj_new(Exchange)
-        ex.conn = st.conn
-        ex.protocol = "kafka"
-        ex.api_key = api_key
-        ex.api_name = name
-        ex.api_version = api_version
-        ex.correlation_id = correlation_id
-        ex.client_id = client_id
-        ex.request = req
-        ex.response = frame
-        ex.status = "ok"
-        ex.request_tree = self._decode_request(req, h)
-        ex.response_tree = self._decode_response(frame, api_key, api_version)
-        ex.error_codes = []
-        ex.partitions = []
-        ex.notes = []
-        ex.seq = seq
+        ex = self._new_exchange(st, "kafka", api_key, name, api_version, correlation_id, client_id, p.frame,
+                                frame, "ok", self._decode_request(p.frame, h),
+                                self._decode_response(frame, api_key, api_version))
         self._finish_exchange(ex)
         if api_key == SASL_HANDSHAKE:
             self._after_sasl_handshake(st, ex)
