@@ -469,6 +469,15 @@ def wait_kind(ex: Exchange) -> str | None:
     return None
 
 
+def throttle_ms(ex: Exchange) -> int:
+    """The response body's throttle_time_ms when an int (not a bool) > 0, else 0."""
+    body = _body(ex.response_tree)
+    if body is None:
+        return 0
+    t = _int(body.get("throttle_time_ms"))
+    return t if t and t > 0 else 0
+
+
 def frame_bytes(fr: Any) -> int:
     return fr.size + 4 if fr is not None else 0
 
@@ -659,15 +668,7 @@ class StatsAccumulator:
         else:
             lat = ttfb = wait = None
             t0 = t1 = req.last_ts if req is not None else (resp.last_ts if resp is not None else None)
-        # throttling: the response body's throttle_time_ms when an int (not a bool) > 0
-        thr = 0
-        tree = ex.response_tree
-        if tree is not None:
-            body = tree.child("body")
-            if body is not None:
-                t = body.get("throttle_time_ms")
-                if isinstance(t, int) and t is not True and t > 0:
-                    thr = t
+        thr = throttle_ms(ex)
         b_in = req.size + 4 if req is not None else 0
         b_out = resp.size + 4 if resp is not None else 0
 
