@@ -324,16 +324,10 @@ def _decode_v2(buf: bytes, pos: int, size: int, state: _State, index: int,
     rstart = pos + V2_HEADER
     records_f = Field("records", "array", count, rstart, batch_end - rstart)
     batch.children.append(records_f)
-    sane_count = count >= 0
-    if count < 0:
-        count_f.mark_malformed(f"negative records_count {count}", ctx)
-    elif count > ctx.max_array_len:
-        ctx.hit_limit("max_array_len")
-        count_f.mark_malformed(f"records_count {count} over the limit {ctx.max_array_len}", ctx)
-        sane_count = False
-    elif codec_id == 0 and count > (batch_end - rstart) // MIN_RECORD_SIZE:
-        count_f.mark_malformed(f"records_count {count} exceeds what {batch_end - rstart} bytes can hold", ctx)
-        sane_count = False
+    bad_count = _bad_records_count(count, codec_id, batch_end - rstart, ctx)
+    sane_count = bad_count is None
+    if bad_count is not None:
+        count_f.mark_malformed(bad_count, ctx)
 
     note: str | None = None
     if codec_id == 0:
@@ -367,6 +361,19 @@ def _decode_v2(buf: bytes, pos: int, size: int, state: _State, index: int,
     if sane_count and decoded != count and not records_f.is_malformed and not limited:
         records_f.mark_malformed(f"records_count {count} but {decoded} records present", ctx)
     return batch, count if sane_count else decoded
+
+
+def _bad_records_count(count: int, codec_id: int, room: int, ctx: DecodeContext) -> str | None:
+    """Why a v2 batch's records_count cannot be counted (``room``: the bytes after its
+    header; the max_array_len limit is counted in ``ctx``), or None when it can."""
+    if count < 0:
+        return f"negative records_count {count}"
+    if count > ctx.max_array_len:
+        ctx.hit_limit("max_array_len")
+        return f"records_count {count} over the limit {ctx.max_array_len}"
+    if codec_id == 0 and count > room // MIN_RECORD_SIZE:
+        return f"records_count {count} exceeds what {room} bytes can hold"
+    return None
 
 
 def _record_batch_seen(batch: Field, state: Any, codec: str, count: int, producer_id: int, producer_epoch: int,
@@ -737,16 +744,11 @@ def _summary_set(buf: bytes, pos: int, end: int, ctx: DecodeContext, top: Field,
                 c = attrs & 7
                 if c != cid:
                     cid = c if cid < 0 else _MIXED
-                if n < 0:
-                    top.mark_malformed(f"[{index}]: negative records_count {n}", ctx)
-                elif n > ctx.max_array_len:
-                    ctx.hit_limit("max_array_len")
-                    top.mark_malformed(f"[{index}]: records_count {n} over the limit {ctx.max_array_len}", ctx)
-                elif c == 0 and n > (entry_end - pos - V2_HEADER) // MIN_RECORD_SIZE:
-                    top.mark_malformed(f"[{index}]: records_count {n} exceeds what {entry_end - pos - V2_HEADER} "
-                                       "bytes can hold", ctx)
-                else:
+                bad_count = _bad_records_count(n, c, entry_end - pos - V2_HEADER, ctx)
+                if bad_count is None:
                     count += n
+                else:
+                    top.mark_malformed(f"[{index}]: {bad_count}", ctx)
         elif magic == 0 or magic == 1:
             if size < LEGACY_MIN_SIZE[magic]:
                 top.mark_malformed(f"[{index}]: message_size {size} shorter than a magic {magic} message", ctx)
