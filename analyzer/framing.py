@@ -95,6 +95,10 @@ class Framer:
     _cand_re: re.Pattern[bytes] | None = None   # see _cand; made when first scanning
     _last_index = 0
     _last_ts = 0.0
+    # the stream offset at which in-order bytes are cut straight into frames (feed_data's
+    # fast path): set when nothing is buffered, in sync at a frame boundary, nothing is
+    # to be dropped and not finished; -1 otherwise. One comparison instead of five.
+    _at = -1
     # (offset, packet index, ts) of the packets whose bytes are in _buf: a list once bytes
     # are buffered (every path that fills _buf sets it first)
     _marks: list[tuple[int, int, float]] | tuple[()] = ()
@@ -279,72 +283,86 @@ class Framer:
         if pos:
             self._consume(pos)
 
-    def _fast(self, data: bytes, off: int, index: int, ts: float, out: list[Frame]) -> int:
-        """Cut the complete, plausible frames at the start of ``data``; return bytes used.
-
-        What ``plausible`` returned (True, or a value it parsed from the peek, such as a
-        request header) goes with the frame as ``Frame.peeked``."""
-        n = len(data)
-        pos = 0
-        lo, hi, peek, plausible = self._min, self.max_frame_size, self.peek, self.plausible
-        seen = None
-        # (mostly one frame per call: no setup that pays back only over several)
-        while n - pos >= 4:
-            size = _size(data, pos)[0]
-            end = pos + 4 + size
-            if size < lo or size > hi or end > n:
-                break
-            if plausible is not None:
-                seen = plausible(data[pos + 4:pos + 4 + (size if size < peek else peek)])
-                if not seen:
-                    break
-            out.append(_new(Frame, (self.conn, self.direction, data[pos + 4:end], size, index, index, ts, ts,
-                                    off + pos, False, seen)))
-            pos = end
-            self.frames += 1
-            self._reason = "desync"
-        return pos
+    def _sync_at(self) -> None:
+        """Set ``_at`` after anything but the straight cut (see its comment)."""
+        self._at = self._off if (not self._buf and self._synced and not self._drop
+                                 and not self.finished and self._off is not None) else -1
 
     # -- public ----------------------------------------------------------------------------
 
-    def feed_data(self, off: int, data: bytes, ts: float, index: int, out: list[Frame]) -> None:
-        """Append to ``out`` the frames of in-order stream bytes ``data`` at stream offset
-        ``off`` (the same as ``out += feed(StreamData(conn, direction, off, data, ts, index))``,
-        without building the event on the common path)."""
-        if not self._buf and self._synced and not self._drop and self._off == off and not self.finished:
-            self._last_index = index
-            self._last_ts = ts
-            pos = self._fast(data, off, index, ts, out)
-            if pos == len(data):
-                self._off = off + pos
-                return
-            self._off = off + pos
-            self._marks = [(off + pos, index, ts)]
-            self._buf += data[pos:] if pos else data
-            self._run(out)
-            return
-        out += self.feed(StreamData(self.conn, self.direction, off, data, ts, index))
+    def feed_data(self, off: int, data: bytes, ts: float, index: int, out: list[Frame]) -> Frame | None:
+        """The frames of in-order stream bytes ``data`` at stream offset ``off`` (what
+        ``feed(StreamData(conn, direction, off, data, ts, index))`` returns, without building
+        the event on the common path): when ``data`` is exactly one whole frame (most TCP
+        segments) that frame is returned and ``out`` is not touched; otherwise the frames
+        are appended to ``out`` and None is returned.
+
+        What ``plausible`` returned for a frame cut straight from ``data`` (True, or a value
+        it parsed from the peek, such as a request header) goes with it as ``Frame.peeked``."""
+        if off != self._at:
+            out += self.feed(StreamData(self.conn, self.direction, off, data, ts, index))
+            return None
+        # in sync at a frame boundary with nothing buffered: frames are cut straight from
+        # data. Mostly exactly one: no setup that pays back only over several, and that
+        # frame returns before any list is touched
+        n = len(data)
+        pos = 0
+        seen = plausible = self.plausible       # (seen: None without a check)
+        while n - pos >= 4:
+            size = _size(data, pos)[0]
+            end = pos + 4 + size
+            if size < self._min or size > self.max_frame_size or end > n:
+                break
+            if plausible is not None:
+                seen = plausible(data[pos + 4:pos + 4 + (size if size < self.peek else self.peek)])
+                if not seen:
+                    break
+            f = _new(Frame, (self.conn, self.direction, data[pos + 4:end], size, index, index, ts, ts,
+                             off + pos, False, seen))
+            self.frames += 1
+            self._reason = "desync"
+            if end == n:
+                self._at = self._off = off + n
+                if pos:
+                    out.append(f)
+                    return None
+                return f
+            out.append(f)
+            pos = end
+        if pos == n:           # no bytes
+            self._off = off
+            return None
+        # the rest is not a whole plausible frame: buffered for the state machine
+        self._last_index = index
+        self._last_ts = ts
+        self._off = off + pos
+        self._marks = [(off + pos, index, ts)]
+        self._buf += data[pos:] if pos else data
+        self._run(out)
+        self._sync_at()
+        return None
 
     def feed(self, ev: StreamData | StreamGap | StreamEnd) -> list[Frame]:
         out: list[Frame] = []
-        if type(ev) is StreamData and not self._buf and self._synced and not self._drop \
-                and (self._off == ev[2] or self._off is None) and not self.finished:
-            # fast path: in sync at a frame boundary, nothing buffered (or the first event)
-            _c, _d, off, data, ts, index = ev
-            self._last_index, self._last_ts = index, ts
-            pos = self._fast(data, off, index, ts, out)
-            if pos == len(data):
-                self._off = off + pos
+        if type(ev) is StreamData:
+            if self._off is None and not self.finished:
+                self._at = ev[2]             # the first event: it starts at a frame boundary
+            if ev[2] == self._at:
+                f = self.feed_data(ev[2], ev[3], ev[4], ev[5], out)
+                if f is not None:
+                    out.append(f)
                 return out
-            self._off = off + pos
-            self._marks = [(off + pos, index, ts)]
-            self._buf += data[pos:] if pos else data
-            self._run(out)
-            return out
+        self._feed_event(ev, out)
+        self._sync_at()
+        return out
+
+    def _feed_event(self, ev: StreamData | StreamGap | StreamEnd, out: list[Frame]) -> None:
+        """``feed`` of anything but in-order bytes at ``_at``."""
         if self.finished:
-            return out
+            return
         if isinstance(ev, StreamEnd):
-            return self.finish()
+            out += self.finish()
+            return
         if self._off is None:
             self._off = ev.offset
         end_buf = self._off + len(self._buf)
@@ -354,20 +372,19 @@ class Framer:
             if off < end_buf:            # overlap with what we have: keep the first copy
                 cut = end_buf - off
                 if cut >= len(data):
-                    return out
+                    return
                 data = data[cut:]
                 off = end_buf
             elif off > end_buf:          # a hole the reassembler did not report: treat as gap
                 out += self._gap(end_buf, off - end_buf, ev.index, ev.ts)
             self._last_index, self._last_ts = ev.index, ev.ts
             if not self._buf and self._synced and not self._drop:
-                # fast path: whole frames straight out of this segment's bytes
-                pos = self._fast(data, off, ev.index, ev.ts, out)
-                if pos == len(data):
-                    self._off = off + pos
-                    return out
-                data = data[pos:]
-                off += pos
+                # whole frames straight out of this segment's bytes
+                self._at = off
+                f = self.feed_data(off, data, ev.ts, ev.index, out)
+                if f is not None:
+                    out.append(f)
+                return
             if self._drop:
                 k = min(self._drop, len(data))
                 self._drop -= k
@@ -376,7 +393,7 @@ class Framer:
                 off += k
                 self._off = off
                 if not data:
-                    return out
+                    return
             if not self._buf:
                 self._off = off
                 self._marks = []
@@ -385,10 +402,9 @@ class Framer:
             self._run(out)
         else:
             if ev.offset + ev.length <= end_buf:
-                return out
+                return
             start = max(ev.offset, end_buf)
             out += self._gap(start, ev.offset + ev.length - start, ev.index, ev.ts)
-        return out
 
     def _gap(self, off: int, length: int, index: int, ts: float) -> list[Frame]:
         out: list[Frame] = []
@@ -451,6 +467,7 @@ class Framer:
         if self.finished:
             return out
         self.finished = True
+        self._at = -1
         if self._buf:
             self._run(out, final=True)
         buf = self._buf

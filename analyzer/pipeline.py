@@ -253,6 +253,7 @@ class Pipeline:
             u32 = unpack_u32
             endpoints6 = endpoints
             frame_in = self._frame
+            frames: list[Frame] = []      # the frames of one segment when there are several
             event = self._event
             slow = self.feed
             count_packet = self._count_packet
@@ -323,10 +324,15 @@ class Pipeline:
                                 fr = pst.framers[direction] if pst is not None else None
                                 if fr is not None and pst.ignored is None and pst.tls is None \
                                         and pst.first_data_seen[direction]:
-                                    frames: list[Frame] = []
-                                    fr.feed_data(exp, payload, ts, index, frames)
-                                    for f in frames:
+                                    # mostly the segment is one whole frame, returned; several go
+                                    # to the list kept for the run (emptied after use)
+                                    f = fr.feed_data(exp, payload, ts, index, frames)
+                                    if f is not None:
                                         frame_in(pst, f, out)
+                                    elif frames:
+                                        for f in frames:
+                                            frame_in(pst, f, out)
+                                        frames.clear()
                                 else:
                                     event(_new(StreamData, (conn, direction, exp, payload, ts, index)), out)
                                 if out:
@@ -558,12 +564,13 @@ class Pipeline:
                 self._collect_skipped(fr)
                 st.framers[d] = None
 
-    def _plausible_for(self, st: _ConnState, d: int) -> Callable[[bytes], RequestHeader | bool]:
+    def _plausible_for(self, st: _ConnState, d: int) -> Callable[[bytes], RequestHeader | _Pending | bool]:
         conn = st.conn
 
-        def plausible(data: bytes) -> RequestHeader | bool:
-            # asked for every frame: attributes read once. A request header parsed here is
-            # returned: the framer keeps it on the frame (Frame.peeked) for _request
+        def plausible(data: bytes) -> RequestHeader | _Pending | bool:
+            # asked for every frame: attributes read once. A request header parsed here, or
+            # the request a response answers, is returned: the framer keeps it on the frame
+            # (Frame.peeked) for _frame
             if st.sasl_raw:
                 return True
             client_dir = conn.client_dir
@@ -584,8 +591,9 @@ class Pipeline:
             cid = response_correlation_id(data)
             if cid is None or cid < 0:
                 return False
-            if cid in st.inflight:
-                return True
+            p = st.inflight.get(cid)
+            if p is not None:
+                return p
             # an orphan (its request not captured, e.g. a mid-stream start) is plausible
             # while no request was seen yet, or when its id is close to the ones in use
             last = st.last_cid
@@ -604,7 +612,21 @@ class Pipeline:
 
     # -- frames ---------------------------------------------------------------
     def _frame(self, st: _ConnState, frame: Frame, out: list[Exchange]) -> None:
+        # the common frames first, told by what the framer's check returned for them (the
+        # check ran on the connection's state as this frame's segment found it):
+        # - the request a response answers: a response of a 0.8+ connection whose client
+        #   side is known (the check looks requests up only then), cut whole from a segment;
+        # - a request header: a whole frame from the client side once the protocol is known.
+        peeked = frame.peeked
+        if peeked.__class__ is _Pending:
+            self.summary.response_frames += 1
+            self._response(st, frame, out)
+            return
         conn = st.conn
+        if peeked.__class__ is RequestHeader and conn.protocol == "kafka" and frame.direction == conn.client_dir:
+            self.summary.request_frames += 1
+            self._request(st, frame, out)
+            return
         if frame.truncated:
             self.summary.truncated_frames += 1
         client_dir = conn.client_dir
@@ -676,63 +698,61 @@ class Pipeline:
 
     def _emit(self, ex: Exchange, out: list[Exchange]) -> None:
         req, resp = ex.request, ex.response
-        req_cut = req is not None and req.truncated
-        resp_cut = resp is not None and resp.truncated
-        if ex.status == "ok":
+        status = ex.status
+        if status == "ok":
             # a tree whose decoding counted malformed fields (_count_bad) makes the exchange
-            # malformed, unless its frame was cut short in the capture (read inline: per exchange)
+            # malformed, unless its frame was cut short in the capture (an ok exchange has both
+            # frames; the tests ordered so that the common tree without extra costs least)
             t = ex.request_tree
-            bad = not req_cut and t is not None and t.extra and t.extra.get("malformed")
-            if not bad:
+            if t is not None and t.extra and t.extra.get("malformed") and not req.truncated:   # type: ignore[union-attr]
+                status = ex.status = "malformed"
+            else:
                 t = ex.response_tree
-                bad = not resp_cut and t is not None and t.extra and t.extra.get("malformed")
-            if bad:
-                ex.status = "malformed"
-        if req_cut or resp_cut:
+                if t is not None and t.extra and t.extra.get("malformed") and not resp.truncated:   # type: ignore[union-attr]
+                    status = ex.status = "malformed"
+        if (req is not None and req.truncated) or (resp is not None and resp.truncated):
             for fr in (req, resp):
                 if fr is not None and fr.truncated:
                     ex.notes.append(f"frame {fr.last_index}: {len(fr.data)} of {fr.size} bytes captured")
-        self.summary.exchanges[ex.status] += 1
+        self.summary.exchanges[status] += 1
         out.append(ex)
 
-    def _decode_request(self, frame: Frame, h: RequestHeader | None = None) -> Field | None:
-        mode = self.options.decode
-        if mode == "none":
-            return None
-        ctx = self.ctx
-        before = ctx.malformed
-        if mode == "lite":
-            if h is None:
-                h = parse_request_header(frame.data, partial=frame.truncated)
-            tree = (digest.digest_request(frame.data, h.header_len, ctx) if h is not None
-                    else kafka.decode_request(frame.data, ctx))
-        else:
-            tree = kafka.decode_request(frame.data, ctx)
-        n = ctx.malformed - before
-        return _count_bad(tree, n) if n else tree
+    def _decode_request(self, frame: Frame, h: RequestHeader) -> Field | None:
+        return self._decode(frame, h, None)[0]
 
-    def _decode_response(self, frame: Frame, api_key: int, api_version: int) -> Field | None:
+    def _decode(self, req: Frame, h: RequestHeader, resp: Frame | None) -> tuple[Field | None, Field | None]:
+        """The trees of a request with header ``h`` and of its response if any, as the
+        options ask (one call per exchange); a tree whose decoding counted malformed fields
+        says how many (_count_bad)."""
         mode = self.options.decode
         if mode == "none":
-            return None
+            return None, None
         ctx = self.ctx
         before = ctx.malformed
         if mode == "lite":
-            tree = digest.digest_response(frame.data, api_key, api_version, ctx)
+            req_tree = digest.digest_request(req.data, h.header_len, ctx)
+            mid = ctx.malformed
+            resp_tree = digest.digest_response(resp.data, h[0], h[1], ctx) if resp is not None else None
         else:
-            tree = kafka.decode_response(frame.data, api_key, api_version, ctx)
-        n = ctx.malformed - before
-        return _count_bad(tree, n) if n else tree
+            req_tree = kafka.decode_request(req.data, ctx)
+            mid = ctx.malformed
+            resp_tree = kafka.decode_response(resp.data, h[0], h[1], ctx) if resp is not None else None
+        if mid != before:
+            _count_bad(req_tree, mid - before)
+        if ctx.malformed != mid:
+            _count_bad(resp_tree, ctx.malformed - mid)   # type: ignore[arg-type]
+        return req_tree, resp_tree
 
     def _request(self, st: _ConnState, frame: Frame, out: list[Exchange]) -> None:
-        if st.sasl_raw and (st.sasl_tokens_left == 0 or (st.sasl_tokens_left < 0 and plausible_request(frame.data))):
-            st.sasl_raw = False     # authentication is over: Kafka requests again
-            self._min_frame(st, 2)
         if st.sasl_raw:
-            st.sasl_tokens_left -= 1
-            tree = kafka.decode_sasl_token(frame.data, self.ctx, st.sasl_mechanism, True)
-            st.fifo.append(_Pending(frame, None, tree=tree, sasl_token=True))
-            return
+            if st.sasl_tokens_left == 0 or (st.sasl_tokens_left < 0 and plausible_request(frame.data)):
+                st.sasl_raw = False     # authentication is over: Kafka requests again
+                self._min_frame(st, 2)
+            else:
+                st.sasl_tokens_left -= 1
+                tree = kafka.decode_sasl_token(frame.data, self.ctx, st.sasl_mechanism, True)
+                st.fifo.append(_Pending(frame, None, tree=tree, sasl_token=True))
+                return
         h = frame.peeked
         if h.__class__ is not RequestHeader:     # not parsed by the framer's check
             h = parse_request_header(frame.data, partial=frame.truncated)
@@ -805,9 +825,16 @@ class Pipeline:
                 request_tree=p.tree, response_tree=tree)
             self._emit(ex, out)
             return
-        cid = response_correlation_id(frame.data)
         inflight = st.inflight
-        p = self._pop_pending(st, cid)      # None (too short) is no key either
+        p = frame.peeked
+        if p.__class__ is _Pending and not st.reused:
+            # the framer's check found the request waiting for this response (the common
+            # case); None if an earlier response of this segment took it (ids reused while
+            # in flight, rare, keep their order through _pop_pending)
+            p = inflight.pop(cid := p.header[2], None)
+        else:
+            cid = response_correlation_id(frame.data)
+            p = self._pop_pending(st, cid)      # None (too short) is no key either
         if p is None:
             ex = self._new_exchange(
                 st, protocol="kafka", api_key=None, api_name="Unknown", api_version=None,
@@ -823,9 +850,9 @@ class Pipeline:
         name = _API_NAMES.get(api_key)
         if name is None:
             name = _API_NAMES[api_key] = api_name(api_key)
+        req_tree, resp_tree = self._decode(p.frame, h, frame)   # type: ignore[arg-type]
         ex = self._new_exchange(st, "kafka", api_key, name, api_version, correlation_id, client_id, p.frame,
-                                frame, "ok", self._decode_request(p.frame, h),
-                                self._decode_response(frame, api_key, api_version))
+                                frame, "ok", req_tree, resp_tree)
         self._finish_exchange(ex)
         if api_key == SASL_HANDSHAKE:
             self._after_sasl_handshake(st, ex)

@@ -67,17 +67,20 @@ def skip_tagged_fields(data: bytes, pos: int, end: int) -> int:
 
 _new = tuple.__new__
 _HDR_SLEN = struct.Struct(">hhih")        # the v1+ header up to the client_id length
-_HV: dict[int, int] = {}                  # api_key << 16 | api_version -> request header version
+# api_key << 16 | api_version -> request header version. (A negative version gives a key
+# equal to itself whatever the api_key, which is fine: its header is taken as v1 for all.)
+_HV: dict[int, int] = {}
 
 
 def _header_version(api_key: int, api_version: int) -> int:
-    """``request_header_version`` through a small cache (every request header asks)."""
+    """``request_header_version`` through a small cache (every request header asks); 1 for
+    a negative version (a header with a client_id, at least)."""
     k = api_key << 16 | api_version
     hv = _HV.get(k)
     if hv is None:
         if len(_HV) >= 4096:              # only garbage reaches this many pairs
             _HV.clear()
-        hv = _HV[k] = request_header_version(api_key, api_version)
+        hv = _HV[k] = request_header_version(api_key, api_version) if api_version >= 0 else 1
     return hv
 
 
@@ -91,37 +94,35 @@ def parse_request_header(data: bytes, partial: bool = False) -> RequestHeader | 
     of the whole frame too: nothing past ``header_len`` is read, and more bytes only
     widen the bounds checked. So a header parsed from a framer's peek can be kept.
     """
+    # (once per request frame: the common v1/v2 header takes the fewest steps)
     n = len(data)
-    if n >= 10:
-        api_key, api_version, correlation_id, slen = _HDR_SLEN.unpack_from(data, 0)
-    elif n >= 8:
+    if n < 10:
+        if n < 8:
+            return None
         api_key, api_version, correlation_id = _HDR.unpack_from(data, 0)
-        slen = None                       # only a v0 header fits
-    else:
-        return None
-    hv = 1
-    if api_version >= 0:
-        hv = _HV.get(api_key << 16 | api_version)     # _header_version's cache, read inline
-        if hv is None:
-            hv = _header_version(api_key, api_version)
-        if hv == 0:
-            return _new(RequestHeader, (api_key, api_version, correlation_id, None, 8, 0))
-    if slen is None:
-        return None
-    pos = 10
+        if _header_version(api_key, api_version) != 0:
+            return None                   # only a v0 header fits
+        return _new(RequestHeader, (api_key, api_version, correlation_id, None, 8, 0))
+    api_key, api_version, correlation_id, slen = _HDR_SLEN.unpack_from(data, 0)
+    hv = _HV.get(api_key << 16 | api_version)     # _header_version's cache, read inline
+    if hv is None:
+        hv = _header_version(api_key, api_version)
+    if hv == 0:
+        return _new(RequestHeader, (api_key, api_version, correlation_id, None, 8, 0))
     client_id: str | None
     if slen < 0:
         if slen != -1:
             return None
         client_id = None
+        pos = 10
     else:
-        if pos + slen > n:
+        pos = 10 + slen
+        if pos > n:
             if not partial:
                 return None
             return _new(RequestHeader, (api_key, api_version, correlation_id,
-                                        data[pos:].decode("utf-8", "replace"), n, hv))
-        client_id = data[pos:pos + slen].decode("utf-8", "replace")
-        pos += slen
+                                        data[10:].decode("utf-8", "replace"), n, hv))
+        client_id = data[10:pos].decode("utf-8", "replace")
     if hv == 2:
         if pos < n and data[pos] == 0:
             pos += 1                      # no tagged fields: the common case
@@ -160,12 +161,14 @@ def response_correlation_id(data: bytes) -> int | None:
     return _I32.unpack_from(data, 0)[0]
 
 
-_API_OK: dict[int, bool] = {}            # api_key << 16 | api_version & 0xFFFF -> plausible pair
+# api_key << 16 | api_version -> plausible pair (negative versions, whose keys are the
+# version whatever the api_key, are all implausible)
+_API_OK: dict[int, bool] = {}
 
 
 def _api_plausible(api_key: int, api_version: int) -> bool:
     """A known API key (or a small one when the schema is empty) and a sane version (cached)."""
-    k = api_key << 16 | api_version & 0xFFFF
+    k = api_key << 16 | api_version
     ok = _API_OK.get(k)
     if ok is None:
         api = APIS.get(api_key)
@@ -193,24 +196,21 @@ def plausible_request(data: bytes, prefix: bool = False) -> RequestHeader | bool
     it is ``parse_request_header`` of the whole frame as well, which the caller need
     not repeat. A header judged on a cut client_id gives True; an implausible one False.
     """
-    if len(data) < 8:
-        return False
-    api_key, api_version, _cid = _HDR.unpack_from(data, 0)
-    # asked of every frame of an undecided direction: reject before parsing (the cache
-    # lookup of _api_plausible inline)
-    ok = _API_OK.get(api_key << 16 | api_version & 0xFFFF)
-    if ok is None:
-        ok = _api_plausible(api_key, api_version)
-    if not ok:
-        return False
+    # asked of every request frame: parsed first (mostly it is a request), the API judged
+    # from the header (the cache lookup of _api_plausible inline)
     h = parse_request_header(data)
     if h is None:
         if not prefix or len(data) < 10:
             return False
-        (slen,) = _I16.unpack_from(data, 8)
-        if slen < 0 or slen > 2048:
+        api_key, api_version, _cid, slen = _HDR_SLEN.unpack_from(data, 0)
+        if not _api_plausible(api_key, api_version) or slen < 0 or slen > 2048:
             return False
         cid: str | None = data[10:10 + slen].decode("utf-8", "replace")
         return not cid or cid.isprintable()
-    cid = h[3]
+    api_key, api_version, _cid, cid, _hl, _hv = h
+    ok = _API_OK.get(api_key << 16 | api_version)
+    if ok is None:
+        ok = _api_plausible(api_key, api_version)
+    if not ok:
+        return False
     return h if not cid or cid.isprintable() else False

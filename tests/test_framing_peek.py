@@ -80,12 +80,25 @@ def test_framer_keeps_what_the_check_returned() -> None:
     assert [f.peeked for f in out] == [("parsed", a[4:12]), ("parsed", b[4:12])]
     assert seen[0] == a[4:68] and seen[1] == b[4:]                   # min(size, peek) bytes
     out = []
-    fr.feed_data(len(a + b) + 6, b[6:] + a, 2.0, 2, out)             # completes a buffered frame
+    assert fr.feed_data(len(a + b) + 6, b[6:] + a, 2.0, 2, out) is None   # completes a buffered frame
     assert [f.data for f in out] == [b[4:], a[4:]]
     assert [f.peeked for f in out] == [None, None]                    # cut from the buffer
     out = []
-    fr.feed_data(len(a + b + b + a), b, 3.0, 3, out)                  # in sync again: straight cut
-    assert [f.peeked for f in out] == [("parsed", b[4:12])]
+    # in sync again: straight cut; a segment that is exactly one frame returns it
+    f = fr.feed_data(len(a + b + b + a), b, 3.0, 3, out)
+    assert out == [] and f is not None and f.data == b[4:] and f.peeked == ("parsed", b[4:12])
+    assert (f.first_index, f.last_index, f.stream_offset) == (3, 3, len(a + b + b + a))
+    # two whole frames and a cut third: both appended, the rest waits in the buffer
+    base = len(a + b + b + a + b)
+    assert fr.feed_data(base, a + b + a[:10], 4.0, 4, out) is None
+    assert [f.data for f in out] == [a[4:], b[4:]] and fr._at == -1
+    out = []
+    assert fr.feed_data(base + len(a + b) + 10, a[10:], 5.0, 5, out) is None
+    assert [(f.data, f.first_index, f.last_index) for f in out] == [(a[4:], 4, 5)]
+    assert fr._at == base + len(a + b + a)
+    # bytes that are not the expected offset go through feed (an overlap is dropped)
+    out = []
+    assert fr.feed_data(base, a, 6.0, 6, out) is None and out == []
     # without a check, nothing is kept
     fr = Framer(CONN, 1)
     out = fr.feed(StreamData(CONN, 1, 0, kafka_response(5, b"z"), 1.0, 1))
@@ -132,3 +145,31 @@ def test_pairing_uses_the_header_the_framer_parsed(tmp_path, monkeypatch) -> Non
     assert [(e.status, e.api_name, e.api_version, e.correlation_id, e.client_id) for e in exs] == \
         [("ok", "ApiVersions", 0, i, "client-a") for i in range(1, 6)]
     assert calls == []
+
+
+def test_responses_paired_from_the_request_the_check_found(tmp_path) -> None:
+    """A response's check returns the request it answers (Frame.peeked); pairing takes it
+    unless an earlier response of the same segment took it (then the second is an orphan),
+    and ids reused while in flight still pair in request order."""
+    f = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092), ts=10.0)
+    pkts = f.handshake()
+    meta = kafka_request(3, 1, 5, "c", b"\x00\x00\x00\x00")
+    pkts += f.send(0, meta)
+    f.ts = 10.01
+    # two responses with id 5 in one segment, one request in flight
+    pkts += f.send(1, kafka_response(5, b"\x00" * 12) + kafka_response(5, b"\x00" * 12))
+    f.ts = 10.02
+    # id 9 used twice while in flight; both responses in one segment
+    pkts += f.send(0, kafka_request(3, 1, 9, "c", b"\x00\x00\x00\x00"))
+    pkts += f.send(0, kafka_request(18, 0, 9, "c"))
+    f.ts = 10.03
+    pkts += f.send(1, kafka_response(9, b"\x00" * 12) + kafka_response(9, b"\x00" * 6))
+    pkts += f.fin(0) + f.fin(1)
+    p = tmp_path / "peeked.pcap"
+    write_pcap(str(p), pkts)
+    run = pipeline_mod.Run(str(p), Options(decode="lite"))
+    got = [(e.status, e.correlation_id, e.api_name) for e in run]
+    assert got == [("ok", 5, "Metadata"), ("orphan_response", 5, "Unknown"),
+                   ("ok", 9, "Metadata"), ("ok", 9, "ApiVersions")]
+    assert run.summary.notes["correlation id reused while in flight"] == 1
+    assert run.summary.request_frames == 3 and run.summary.response_frames == 4
