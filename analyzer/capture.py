@@ -11,7 +11,9 @@ packet's interface, the captured bytes, the length on the wire)::
             print("warning:", reader.truncated)
 
 The reader is a plain ``struct`` loop over large buffered reads: no per-packet objects
-beyond the ``Packet`` tuple itself.
+beyond one tuple. ``records()`` gives the same records as plain tuples, laid out as
+``Packet`` (what ``Pipeline.feed_all`` reads: a plain tuple costs a fraction of a
+NamedTuple instance); iterating the reader makes ``Packet`` records of them.
 
 Errors. A file that cannot be read as a capture at all (not pcap/pcapng, bad file header,
 first pcapng block malformed, only unsupported link types) raises ``CaptureError`` with
@@ -27,6 +29,7 @@ Oddities that are kept and counted in ``reader.counters``:
 """
 from __future__ import annotations
 
+import functools
 import gzip
 import os
 import struct
@@ -112,6 +115,9 @@ class _Buf:
     def offset(self) -> int:
         return self.base + self.pos
 
+
+# a record tuple -> a Packet (in C: map() over the records calls no Python code)
+_as_packet = functools.partial(tuple.__new__, Packet)
 
 # at an IPv4 header: version/IHL, fragment field, protocol, addresses, then the TCP ports
 _V4_SHARE = struct.Struct(">B5xHxB2xIIHH").unpack_from
@@ -203,6 +209,12 @@ class CaptureReader:
         self._share = (k, n, share_of)
 
     def __iter__(self) -> Iterator[Packet]:
+        records = self.records()
+        return map(_as_packet, records) if self.format == "pcap" else records
+
+    def records(self) -> Iterator[Packet]:
+        """The packets as tuples laid out as ``Packet`` (index, ts, linktype, data, orig_len):
+        plain tuples for pcap, read by position. Iterate the reader for ``Packet`` records."""
         if self._iterated:
             raise CaptureError(f"{self.path}: a capture can be iterated once")
         self._iterated = True
@@ -254,6 +266,7 @@ class CaptureReader:
         return CaptureError(f"{self.path}: unsupported link type {linktype} (packet {index})")
 
     def _iter_pcap(self) -> Iterator[Packet]:
+        # plain tuples laid out as Packet (see records())
         b = self._buf
         hdr = struct.Struct(self._e + "IIII")
         unpack = hdr.unpack_from
@@ -265,7 +278,6 @@ class CaptureReader:
             return
         index = 0
         last_ts = 0.0
-        new = tuple.__new__
         # a share (keep_share): the packets of other shares are dropped here, most of them
         # (Ethernet, IPv4 without options, TCP) from the record bytes alone
         shared = self._share is not None
@@ -308,15 +320,15 @@ class CaptureReader:
                                 a = (s1 ^ d1) << 64 | (s2 ^ d2)
                         if a >= 0:
                             if (a * 0x9E3779B1 + (sp ^ dp) * 0x85EBCA77 >> 7) % share_n == share_k:
-                                yield new(Packet, (index, ts, linktype, buf[q:end], orig))
+                                yield index, ts, linktype, buf[q:end], orig
                             pos = end
                             continue
-                    pkt = new(Packet, (index, ts, linktype, buf[q:end], orig))
-                    if share_of(pkt, share_n) == share_k:   # type: ignore[misc]
+                    pkt = (index, ts, linktype, buf[q:end], orig)
+                    if share_of(pkt, share_n) == share_k:   # type: ignore[arg-type,misc]
                         yield pkt
                     pos = end
                     continue
-                yield new(Packet, (index, ts, linktype, buf[pos + 16:end], orig))
+                yield index, ts, linktype, buf[pos + 16:end], orig
                 pos = end
             b.pos = pos
             # a record header or body runs past the buffer: read more (the loop above then

@@ -78,9 +78,8 @@ def _ethertype(data: bytes, off: int, n: int, skips: SkipCounter) -> tuple[int, 
     return etype, off + 2
 
 
-def _link(pkt: Packet, skips: SkipCounter) -> tuple[int, int] | None:
+def _link(lt: int, data: bytes, skips: SkipCounter) -> tuple[int, int] | None:
     """(offset of the IP header, IP version 4/6) or None (counted)."""
-    lt, data = pkt.linktype, pkt.data
     n = len(data)
     if lt == 1:
         if n < 14:
@@ -189,11 +188,16 @@ unpack_v4tcp = _v4tcp
 ep4_cache = _ep4_cache
 # for the fused fast path of analyzer.pipeline: from the Ethernet type (offset 12 of the
 # frame), the IPv4 header without options and the TCP header up to the flags, without
-# addresses and ports: ethertype, vihl, total, frag, proto, seq, data offset, flags; then the
-# addresses and ports (at offset 12 of the IP header) as the ep4_cache key
-unpack_v4seg = struct.Struct(">HBxHxxHxB14xI4xBB").unpack_from
+# addresses and ports, the fields that are checked together read as one number each:
+# ethertype << 16 | vihl << 8 | tos, total, frag << 16 | ttl << 8 | proto, seq, data offset,
+# flags; then the addresses and ports (at offset 12 of the IP header) as the ep4_cache key
+unpack_v4seg = struct.Struct(">IH2xI14xI4xBB").unpack_from
+# the TCP data offset byte -> where the payload starts after an Ethernet header and an IPv4
+# header without options (TCP_PAYLOAD4) or an IPv6 fixed header (TCP_PAYLOAD6); past any
+# packet for a data offset under 5 words (a bad TCP header)
+TCP_PAYLOAD4 = tuple(34 + (b >> 4) * 4 if b >= 0x50 else 1 << 20 for b in range(256))
+TCP_PAYLOAD6 = tuple(54 + (b >> 4) * 4 if b >= 0x50 else 1 << 20 for b in range(256))
 unpack_v4addrs = struct.Struct(">IIHH").unpack_from
-pack_v4addrs = struct.Struct(">IIHH").pack
 # IPv6 fixed header then the TCP header up to the flags: version/class byte, payload length,
 # next header, seq, data offset, flags (addresses and ports are the ``ep_cache`` key bytes)
 unpack_v6tcp = struct.Struct(">B3xHBx32x4xI4xBB").unpack_from
@@ -206,7 +210,8 @@ endpoints = _endpoints
 
 
 def parse_packet(pkt: Packet, skips: SkipCounter | None = None) -> Segment | None:
-    """Parse one captured packet down to TCP. None (and a counted reason) if it is not TCP."""
+    """Parse one captured packet down to TCP. None (and a counted reason) if it is not TCP.
+    ``pkt`` is read by position: a ``Packet`` or a reader's record tuple (``CaptureReader.records``)."""
     _index, ts, lt, data, orig_len = pkt
     n = len(data)
     # fast path: IPv4 without options in Ethernet / SLL / SLL2 / raw IP
@@ -240,7 +245,7 @@ def parse_packet(pkt: Packet, skips: SkipCounter | None = None) -> Segment | Non
     else:
         if skips is None:
             skips = SkipCounter()
-        where = _link(pkt, skips)
+        where = _link(lt, data, skips)
         if where is None:
             return None
         off, ver = where

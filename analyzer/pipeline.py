@@ -34,19 +34,19 @@ from analyzer.model import (
     Exchange,
     Frame,
     Packet,
-    Segment,
     StreamData,
     StreamEnd,
     StreamGap,
 )
 from analyzer.net import (
     EP_CACHE_MAX,
+    TCP_PAYLOAD4,
+    TCP_PAYLOAD6,
     SkipCounter,
     endpoints,
     endpoints4,
     ep4_cache,
     ep_cache,
-    pack_v4addrs,
     parse_packet,
     unpack_u32,
     unpack_v4addrs,
@@ -199,7 +199,8 @@ class Pipeline:
 
     # -- public ---------------------------------------------------------------
     def feed(self, packet: Packet) -> list[Exchange]:
-        self._count_packet(packet.ts)
+        """One packet (a ``Packet`` or a record tuple laid out as one: read by position)."""
+        self._count_packet(packet[1])
         seg = parse_packet(packet, self._skips)
         if seg is None:
             return []
@@ -229,7 +230,8 @@ class Pipeline:
         straight from the packet bytes to its connection's framer (no Segment, no stream
         event); so does an ACK on a closed connection. Other such segments (SYN, FIN, RST,
         out of order, a new connection) go to the reassembler without being parsed again;
-        anything else goes through ``feed``. ``tick(n)`` is called every 1024 packets.
+        anything else goes through ``feed``. ``tick(n)`` is called every 1024 packets. The
+        summary's packet count and last time are complete when the generator is done.
         """
         # decoding allocates many small objects that live briefly: collect the young
         # generation less often while the capture is read (restored when done)
@@ -237,6 +239,10 @@ class Pipeline:
         raise_it = thresholds[0] < _GC_GEN0
         if raise_it:
             gc.set_threshold(_GC_GEN0, *thresholds[1:])
+        # packets taken by the fused path and their latest time: counted in the summary
+        # when the loop ends
+        fused = 0
+        last_ts = ts = 0.0
         # one generator (not a wrapper around another): every exchange is yielded through it
         try:
             s = self.summary
@@ -247,8 +253,10 @@ class Pipeline:
             ep6 = ep_cache
             conns = self._conns
             v4seg = unpack_v4seg
+            payload4 = TCP_PAYLOAD4
+            payload6 = TCP_PAYLOAD6
             addrs4 = unpack_v4addrs
-            pack4 = pack_v4addrs
+            seg_in = ra.segment
             v6tcp = unpack_v6tcp
             u32 = unpack_u32
             endpoints6 = endpoints
@@ -270,22 +278,23 @@ class Pipeline:
                 # key: set only for a segment the fused path or the reassembler can take as
                 # parsed here (its payload data[p:end] within the captured bytes)
                 key: bytes | None = None
-                if lt == eth and len(data) >= 54:
-                    # the EtherType comes with the IPv4 and TCP fields, in one unpack
-                    et, vihl, total, frag, proto, seq, doff, flags = v4seg(data, 12)
-                    if et == 0x0800:
-                        if vihl == 0x45 and proto == 6 and not frag & 0x3FFF and doff >= 0x50 and total >= 40:
-                            end = 14 + total
-                            p = 34 + (doff >> 4) * 4
-                            if p <= end <= len(data):
-                                key = data[26:38]
-                    elif et == 0x86DD and len(data) >= 74:
+                if lt == eth and (n := len(data)) >= 54:
+                    # the EtherType comes with the IPv4 and TCP fields, in one unpack; the fields
+                    # checked together come as one number each (fewer steps per packet)
+                    w, total, ftp, seq, doff, flags = v4seg(data, 12)
+                    if w >> 8 == 0x080045:
+                        # IPv4 without options; TCP, not a fragment: frag & 0x3FFF == 0, proto 6
+                        end = 14 + total
+                        p = payload4[doff]      # (past the packet for a bad data offset)
+                        if ftp & 0x3FFF00FF == 6 and p <= end <= n:
+                            key = data[26:38]
+                    elif w >> 16 == 0x86DD and n >= 74:
                         # IPv6 with TCP straight after the fixed header (no extension headers)
                         vtc, plen, nh, seq, doff, flags = v6tcp(data, 14)
-                        if vtc >> 4 == 6 and nh == 6 and doff >= 0x50:
+                        if vtc >> 4 == 6 and nh == 6:
                             end = 54 + plen
-                            p = 54 + (doff >> 4) * 4
-                            if p <= end <= len(data):
+                            p = payload6[doff]
+                            if p <= end <= n:
                                 key = data[22:58]
                 if key is not None and not flags & 7:
                     fe = fast.get(key)
@@ -299,11 +308,11 @@ class Pipeline:
                         else:
                             taken = open_ok and (seq - dd.base) & 0xFFFFFFFF == dd.expected & 0xFFFFFFFF
                         if taken:
-                            # _count_packet, inline (first_ts is set: this connection was seen before)
-                            s.packets += 1
-                            if ts > s.last_ts:
-                                s.last_ts = ts
-                            self._now = ts
+                            # what _count_packet does, in locals added to the summary when the
+                            # loop ends (first_ts is set: this connection was seen before)
+                            fused += 1
+                            if ts > last_ts:
+                                last_ts = ts
                             conn = tst.conn
                             conn.last_ts = ts
                             if p < end:
@@ -347,23 +356,39 @@ class Pipeline:
                 # connection, ~a quarter of them on short connections): what ``feed`` does, from
                 # the fields parsed above; the Segment is parse_packet's for such a packet
                 count_packet(ts)
-                if len(key) == 12:
-                    sa, da, sp, dp = addr = addrs4(data, 26)
-                    eps = ep4.get(addr) or endpoints4(addr)
-                    ack = u32(data, 42)[0]
-                    rkey = pack4(da, sa, dp, sp)
+                fe = fast.get(key)
+                v4 = len(key) == 12
+                ack = u32(data, 42 if v4 else 62)[0]
+                payload = data[p:end] if end > p else b""
+                if fe is not None and not flags & 2 and not fe[0].closed:
+                    # a FIN, RST or data out of order on an open connection of the fused path:
+                    # the reassembler's connection and direction are known (no lookup), and
+                    # nothing the fused path keeps changes unless the connection closes
+                    tst, direction = fe[0], fe[1]
+                    conn = tst.conn
+                    eps = (conn.a, conn.b) if direction == 0 else (conn.b, conn.a)
+                    events = seg_in(tst, direction, eps[0], eps[1], seq, ack, flags, payload, 0, ts, index)
+                    known = not tst.closed
                 else:
-                    eps = ep6.get(key) or endpoints6(key, 16)
-                    ack = u32(data, 62)[0]
-                    rkey = data[38:54] + data[22:38] + data[56:58] + data[54:56]
-                events = ra.feed(_new(Segment, (eps[0], eps[1], seq, ack, flags,
-                                                data[p:end] if end > p else b"", 0, ts, index)))
+                    if v4:
+                        addr = addrs4(data, 26)
+                        eps = ep4.get(addr) or endpoints4(addr)
+                    else:
+                        eps = ep6.get(key) or endpoints6(key, 16)
+                    # a plain tuple laid out as Segment (feed reads it by position; a NamedTuple
+                    # instance costs several times more to make)
+                    events = ra.feed((eps[0], eps[1], seq, ack, flags, payload, 0, ts, index))
+                    known = False
                 if events:
                     out = []
                     for ev in events:
                         event(ev, out)
                     if out:
                         yield from out
+                if known:
+                    continue
+                rkey = (data[30:34] + data[26:30] + data[36:38] + data[34:36] if v4
+                        else data[38:54] + data[22:38] + data[56:58] + data[54:56])
                 # (re)learn both directions of this packet's connection as the reassembler now
                 # sees it (a new Conn after port reuse; closed: only ACKs stay on the fast path)
                 ent = pairs.get(eps)
@@ -400,6 +425,13 @@ class Pipeline:
         finally:
             if raise_it:
                 gc.set_threshold(*thresholds)
+            if fused:
+                s = self.summary
+                s.packets += fused
+                if last_ts > s.last_ts:     # (set by the packet before the first fused one)
+                    s.last_ts = last_ts
+                self._now = ts
+
 
     def expire(self, now: float) -> list[Exchange]:
         """Requests older than ``options.unanswered_timeout`` become unanswered exchanges."""
@@ -1037,7 +1069,8 @@ class Run:
             if progress is not None:
                 def tick(_n: int) -> None:
                     progress(reader.bytes_read(), size)
-            yield from pipe.feed_all(reader if self.select is None else self.select(reader), tick)
+            # the reader's record tuples (laid out as Packet), not Packets: cheaper to make
+            yield from pipe.feed_all(reader.records() if self.select is None else self.select(reader), tick)
             warning = getattr(reader, "truncated", None)
             if warning:
                 pipe.summary.capture_warning = str(warning)

@@ -193,7 +193,7 @@ def _select(k: int, n: int, names: TopicNames) -> Callable[[CaptureReader], Iter
         # the reader drops the other shares' packets; the topic-id clock reads its count
         reader.keep_share(k, n, shard_of)
         names.reader = reader
-        yield from reader
+        yield from reader.records()
         names.reader = None
         names.now = END_OF_CAPTURE
     return select

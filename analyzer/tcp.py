@@ -206,11 +206,15 @@ class Reassembler:
     # -- main entry points ---------------------------------------------------------------
 
     def feed(self, seg: Segment) -> list[StreamEvent]:
+        """The events ``seg`` makes possible; ``seg`` is read by position (a plain tuple laid
+        out as ``Segment`` will do)."""
         src, dst, seq, ack, flags, payload, missing, ts, index = seg
         ent = self._pairs.get((src, dst))
-        if ent is not None and not flags & 7:
+        if ent is None:
+            return self.segment(None, 0, src, dst, seq, ack, flags, payload, missing, ts, index)
+        st, direction = ent
+        if not flags & 7:
             # fast path: no SYN/FIN/RST on a known connection
-            st, direction = ent
             d = st.dirs[direction]
             if d.base is not None and not st.closed and d.fin_at is None:
                 st.conn.last_ts = ts
@@ -229,14 +233,20 @@ class Reassembler:
                             while d.recent_bytes > self.overlap_window and len(recent) > 1:
                                 d.recent_bytes -= len(recent.popleft()[1])
                         return [ev]
-        # SYN, FIN, RST, data out of order...: every connection passes here a few times
-        # (its SYN, SYN-ACK and FINs), so the segment's fields stay in locals
+        return self.segment(st, direction, src, dst, seq, ack, flags, payload, missing, ts, index)
+
+    def segment(self, st: _ConnState | None, direction: int, src: Endpoint, dst: Endpoint, seq: int,
+                ack: int, flags: int, payload: bytes, missing: int, ts: float,
+                index: int) -> list[StreamEvent]:
+        """``feed`` of a SYN, FIN, RST, data out of order...: every connection passes here a few
+        times (its SYN, SYN-ACK and FINs). ``st`` and ``direction``: the connection and
+        direction ``_pairs`` holds for (src, dst), st None when it holds none (the fused path
+        of analyzer.pipeline knows them for the packets of its connections and calls this)."""
         events: list[StreamEvent] = []
-        if ent is None:
+        if st is None:
             st = self._new_conn(src, dst, flags, ts, index)
             direction = 0 if src == st.conn.a else 1
         else:
-            st, direction = ent
             if flags & TCP_SYN:
                 d = st.dirs[direction]
                 if not flags & TCP_ACK:
