@@ -49,6 +49,7 @@ import heapq
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from itertools import filterfalse
 from operator import itemgetter
 from typing import Any
 
@@ -62,6 +63,8 @@ EXACT_LIMIT = 1000
 _FOLD_BATCH = 1024          # values counted at once (Quantiles.settle)
 # latency (ms) -> round(latency * 1e6), its ns (_ns_of)
 _NS: dict[float, int] = {}
+# latency (ms) -> hist_bucket(latency) (_buckets_of)
+_BUCKETS: dict[float, int] = {}
 WAIT_FETCH_FRACTION = 0.9
 PERCENTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p999", 0.999))
 GROUP_KEYS = ("api", "version", "client_id", "client", "broker", "topic", "partition", "conn")
@@ -79,16 +82,31 @@ _SKETCH_KEYS: dict[float | None, Any] = {}
 
 def _ns_of(values: list[float]) -> list[int]:
     """``round(v * 1e6)`` of each value (ms -> ns): latencies repeat (timestamps in us), so
-    mostly a dict hit in C (a round costs ~1,200 instructions)."""
+    mostly a dict hit in C (a round costs ~1,200 instructions); a miss raises KeyError, so
+    hits are not scanned for None."""
     cache = _NS
-    ns = list(map(cache.get, values))
-    if None in ns:
+    try:
+        return list(map(cache.__getitem__, values))
+    except KeyError:
         if len(cache) >= 65536:
             cache.clear()
-        for v in set(values).difference(cache):     # the misses, found in C
+        for v in filterfalse(cache.__contains__, values):     # the misses, found in C
             cache[v] = round(v * 1e6)
-        ns = list(map(cache.__getitem__, values))
-    return ns  # type: ignore[return-value]
+        return list(map(cache.__getitem__, values))
+
+
+def _buckets_of(values: list[float]) -> list[int]:
+    """``hist_bucket`` of each latency: latencies repeat (timestamps in us), so mostly dict
+    hits in C (a bucket costs two logs)."""
+    cache = _BUCKETS
+    try:
+        return list(map(cache.__getitem__, values))
+    except KeyError:
+        if len(cache) >= 65536:
+            cache.clear()
+        for v in filterfalse(cache.__contains__, values):     # the misses, found in C
+            cache[v] = hist_bucket(v)
+        return list(map(cache.__getitem__, values))
 
 
 def nearest_rank_index(q: float, n: int) -> int:
@@ -197,16 +215,19 @@ class Quantiles:
         if cache.get(None) != (mult, offset, tiny):        # made for another mapping
             cache.clear()
             cache[None] = (mult, offset, tiny)
-        # latencies repeat (timestamps in us): a key is mostly a dict hit, not a log
-        ks = list(map(cache.get, pending))
-        if None in ks:
+        # latencies repeat (timestamps in us): a key is mostly a dict hit, not a log; a miss
+        # (or a value <= tiny, never cached: None) raises KeyError, so hits are not scanned
+        try:
+            ks: list[int | None] = list(map(cache.__getitem__, pending))
+        except KeyError:
             log, ceil = math.log, math.ceil
             if len(cache) >= 65536:
                 cache.clear()
                 cache[None] = (mult, offset, tiny)
-            for i, v in enumerate(pending):
-                if ks[i] is None and v > tiny:
-                    ks[i] = cache[v] = int(ceil(log(v, 2) * mult) + offset)
+            for v in filterfalse(cache.__contains__, pending):     # the misses, found in C
+                if v > tiny:
+                    cache[v] = int(ceil(log(v, 2) * mult) + offset)
+            ks = list(map(cache.get, pending))
         keys = Counter(ks)
         keys.pop(None, None)
         store = sk._store
@@ -220,10 +241,8 @@ class Quantiles:
                     sk._negative_store.add(mapping.key(-v), 1.0)
                 else:
                     sk._zero_count += 1.0
-        total = sk._sum
-        for v in pending:                   # in arrival order: the same float sum
-            total += v
-        sk._sum = total
+        # in arrival order, in C: CPython 3.11's sum adds floats one by one, as DDSketch.add does
+        sk._sum = sum(pending, sk._sum)
         sk._count += float(len(pending))
         lo, hi = min(pending), max(pending)
         if lo < sk._min:
@@ -435,33 +454,36 @@ def topic_partitions(ex: Exchange) -> list[tuple[str | None, int | None, dict[st
     return out or [(None, None, None)]
 
 
-def wait_kind(ex: Exchange) -> str | None:
-    """Why the broker held this exchange on purpose, or None for plain service time."""
-    lat = ex.latency_ms
+def wait_kind(ex: Exchange, lat: float | None = None) -> str | None:
+    """Why the broker held this exchange on purpose, or None for plain service time
+    (``lat``: its latency_ms when the caller has it already)."""
     if lat is None:
-        return None
-    name = ex.api_name
-    if name == "Fetch":
-        body = _body(ex.request_tree)
-        if body is None:
+        lat = ex.latency_ms
+        if lat is None:
             return None
-        max_wait = _int(body.get("max_wait_ms"))
+    name = ex.api_name
+    tree = ex.request_tree
+    if name == "Fetch":
+        if tree is None:
+            return None
+        max_wait = _int(tree.get_in("body", "max_wait_ms"))
         if not max_wait or max_wait <= 0 or lat < WAIT_FETCH_FRACTION * max_wait:
             return None
-        min_bytes = _int(body.get("min_bytes")) or 1
-        got = sum(int(p.get("bytes") or 0) for p in ex.partitions)
+        min_bytes = _int(tree.get_in("body", "min_bytes")) or 1
+        got = 0
+        for p in ex.partitions:
+            got += int(p.get("bytes") or 0)
         return "fetch_max_wait" if got < max(min_bytes, 1) else None
     if name == "JoinGroup":
         if "MEMBER_ID_REQUIRED" in ex.error_codes:
             return None
         return "join_group"
     if name == "Produce":
-        body = _body(ex.request_tree)
-        if body is not None and body.get("acks") == -1:
+        if tree is not None and tree.get_in("body", "acks") == -1:
             return "produce_acks_all"
     if name == "SyncGroup":
         # a follower (no assignments to hand out) is held until the leader's SyncGroup arrives
-        body = _body(ex.request_tree)
+        body = _body(tree)
         if body is not None:
             assignments = body.child("assignments")
             if assignments is not None and not assignments.children:
@@ -471,11 +493,11 @@ def wait_kind(ex: Exchange) -> str | None:
 
 def throttle_ms(ex: Exchange) -> int:
     """The response body's throttle_time_ms when an int (not a bool) > 0, else 0."""
-    body = _body(ex.response_tree)
-    if body is None:
-        return 0
-    t = _int(body.get("throttle_time_ms"))
-    return t if t and t > 0 else 0
+    tree = ex.response_tree
+    t = tree.get_in("body", "throttle_time_ms") if tree is not None else None
+    if t.__class__ is not int:      # _int's answer, without its call for a plain int
+        t = _int(t)
+    return t if t and t > 0 else 0  # type: ignore[operator]
 
 
 def frame_bytes(fr: Any) -> int:
@@ -593,8 +615,6 @@ _WAIT_APIS = frozenset({"Fetch", "JoinGroup", "Produce", "SyncGroup"})
 _NO_CONN: tuple[None, None, None, None] = (None, None, None, None)
 # the figures of a per_second row, in order
 _PER_SECOND = ("requests", "produced_records", "produced_bytes", "fetched_records", "fetched_bytes")
-# latency (ms) -> hist_bucket(latency): latencies repeat (timestamps in us), the bucket costs logs
-_BUCKETS: dict[float, int] = {}
 
 
 class StatsAccumulator:
@@ -625,8 +645,9 @@ class StatsAccumulator:
         # top: a min-heap of (priority, seq tiebreak, record) of the slowest exchanges
         self._top: list[tuple[tuple[Any, ...], int, dict[str, Any]]] = []
         # a latency (ms) below this cannot enter the top (see _push_top): most exchanges
-        # are turned away by one comparison, without rounding or reading the heap
-        self._top_floor = -math.inf
+        # are turned away by one comparison, without rounding or reading the heap (all of
+        # them when there is no top: keep_top 0)
+        self._top_floor = -math.inf if keep_top > 0 else math.inf
         self._top_seq = 0
         self.first_time: float | None = None
         self.last_time: float | None = None
@@ -637,10 +658,16 @@ class StatsAccumulator:
         self.per_second: dict[int, list[int]] = {}
         # per second per api: sec -> {api: [count, latency sum ns, max latency]}
         self.api_second: dict[int, dict[str, list[float]]] = {}
-        # the second add() last counted in, and its rows there: exchanges arrive in time order
+        # the second add() last counted in and its per_second row: exchanges arrive in time order
         self._sec: int | None = None
         self._sec_row: list[int] = []
-        self._sec_apis: dict[str, list[float]] = {}
+        # the latencies (None: no response) add() has not yet counted in per_second (requests),
+        # api_second and hist: sec -> api -> [latency, ...], counted in batches in C
+        # (_settle_seconds) when a new second starts and before those are read; _sec_pend is
+        # _sec's dict; _sec_nones: some are None (filtered out when counted)
+        self._sec_lats: dict[int, dict[str, list[float | None]]] = {}
+        self._sec_pend: dict[str, list[float | None]] = {}
+        self._sec_nones = False
         # latency histogram per api: api -> {bucket: n}
         self.hist: dict[str, dict[int, int]] = {}
 
@@ -664,7 +691,7 @@ class StatsAccumulator:
             t1: float | None = resp.last_ts
             lat: float | None = (t1 - t0) * 1000.0  # type: ignore[operator]
             ttfb: float | None = (resp.first_ts - t0) * 1000.0  # type: ignore[operator]
-            wait = wait_kind(ex) if api in _WAIT_APIS else None
+            wait = wait_kind(ex, lat) if api in _WAIT_APIS else None
         else:
             lat = ttfb = wait = None
             t0 = t1 = req.last_ts if req is not None else (resp.last_ts if resp is not None else None)
@@ -703,41 +730,19 @@ class StatsAccumulator:
                 self.last_time = t1
             sec = int(t0)
             if sec != self._sec:
-                self._sec = sec
-                srow = self.per_second.get(sec)
-                if srow is None:
-                    srow = self.per_second[sec] = [0, 0, 0, 0, 0]
-                self._sec_row = srow
-                apis = self.api_second.get(sec)
-                if apis is None:
-                    apis = self.api_second[sec] = {}
-                self._sec_apis = apis
-            srow = self._sec_row
-            srow[0] += 1
+                self._to_second(sec)
             if col >= 0:
+                srow = self._sec_row
                 srow[col + 1] += nrec
                 srow[col + 2] += nbytes
-            if lat is not None:
-                lat_ns = _NS.get(lat)
-                if lat_ns is None:
-                    lat_ns = _ns_of([lat])[0]
-                a = self._sec_apis.get(api)
-                if a is None:
-                    self._sec_apis[api] = [1, lat_ns, lat]
-                else:
-                    a[0] += 1
-                    a[1] += lat_ns
-                    if lat > a[2]:
-                        a[2] = lat
-                h = self.hist.get(api)
-                if h is None:
-                    h = self.hist[api] = {}
-                bucket = _BUCKETS.get(lat)
-                if bucket is None:
-                    if len(_BUCKETS) >= 65536:
-                        _BUCKETS.clear()
-                    bucket = _BUCKETS[lat] = hist_bucket(lat)
-                h[bucket] = h.get(bucket, 0) + 1
+            # the request, its latency per second and api and in the histogram: one append
+            lats = self._sec_pend.get(api)
+            if lats is None:
+                self._sec_pend[api] = [lat]
+            else:
+                lats.append(lat)
+            if lat is None:
+                self._sec_nones = True
 
         # the groups: one, or one per topic-partition key when grouping by topic/partition
         entries: Iterable[tuple[tuple[Any, ...], list[dict[str, Any]] | None]]
@@ -808,12 +813,61 @@ class StatsAccumulator:
                 if thr > g.throttle_max:
                     g.throttle_max = thr
 
-        if lat is not None and lat >= self._top_floor and self.keep_top > 0 and \
+        if lat is not None and lat >= self._top_floor and \
                 (len(self._top) < self.keep_top or round(lat, 3) >= self._top[0][0][0]):
             rec = self._top_record(ex, lat, ttfb, wait)
             if self.source is not None:
                 rec["capture"] = self.source
             self._push_top(rec)
+
+    def _to_second(self, sec: int) -> None:
+        """Make ``sec`` the second add() counts in; a second not seen before first counts the
+        latencies the others hold (they arrive in time order, give or take long waits)."""
+        self._sec = sec
+        srow = self.per_second.get(sec)
+        if srow is None:
+            srow = self.per_second[sec] = [0, 0, 0, 0, 0]
+            self._settle_seconds()
+            self._sec = sec
+        self._sec_row = srow
+        pend = self._sec_lats.get(sec)
+        if pend is None:
+            pend = self._sec_lats[sec] = {}
+        self._sec_pend = pend
+
+    def _settle_seconds(self) -> None:
+        """Count the latencies add() left pending (``_sec_lats``): requests per second, and
+        count, sum (ns) and max per second and api, and the histogram per api."""
+        nones, self._sec_nones = self._sec_nones, False
+        for sec, apis in self._sec_lats.items():
+            srow = self.per_second.get(sec)
+            if srow is None:
+                srow = self.per_second[sec] = [0, 0, 0, 0, 0]
+            rows = self.api_second.get(sec)
+            if rows is None:
+                rows = self.api_second[sec] = {}
+            for api, pend in apis.items():
+                srow[0] += len(pend)
+                lats: list[float] = [v for v in pend if v is not None] if nones else pend  # type: ignore[misc]
+                if not lats:
+                    continue
+                ns = sum(_ns_of(lats))
+                hi = max(lats)
+                a = rows.get(api)
+                if a is None:
+                    rows[api] = [len(lats), ns, hi]
+                else:
+                    a[0] += len(lats)
+                    a[1] += ns
+                    if hi > a[2]:
+                        a[2] = hi
+                h = self.hist.get(api)
+                if h is None:
+                    h = self.hist[api] = {}
+                for b, n in Counter(_buckets_of(lats)).items():
+                    h[b] = h.get(b, 0) + n
+        self._sec_lats = {}
+        self._sec = None            # the next add() takes its second's rows again
 
     def _expanded(self, ex: Exchange, api: str, cinfo: tuple[Any, ...]
                   ) -> list[tuple[tuple[Any, ...], list[dict[str, Any]] | None]]:
@@ -844,7 +898,7 @@ class StatsAccumulator:
                            for k, g in self.groups.items()}
         recs = [rec for _p, _s, rec in self._top]
         self._top = []
-        self._top_floor = -math.inf
+        self._top_floor = -math.inf if self.keep_top > 0 else math.inf
         for rec in recs:
             if isinstance(rec.get("conn"), int):
                 rec["conn"] = number(rec["conn"])
@@ -892,6 +946,8 @@ class StatsAccumulator:
         """Fold ``other`` into this accumulator (in place) and return self."""
         if other.by != self.by:
             raise ValueError(f"cannot merge stats grouped by {other.by} into stats grouped by {self.by}")
+        self._settle_seconds()
+        other._settle_seconds()
         for key, g in other.groups.items():
             mine = self.groups.get(key)
             if mine is None:
@@ -938,6 +994,7 @@ class StatsAccumulator:
     # -- state for shipping -------------------------------------------------------
     def to_state(self) -> dict[str, Any]:
         """Plain JSON-safe dicts and lists (also picklable)."""
+        self._settle_seconds()
         return {
             "v": STATE_VERSION,
             "by": list(self.by),
@@ -983,6 +1040,7 @@ class StatsAccumulator:
         return max(0.0, self.last_time - self.first_time)
 
     def throughput(self) -> dict[str, Any]:
+        self._settle_seconds()
         dur = self.duration_s
         rate_div = dur if dur > 0 else None
 
@@ -1016,6 +1074,7 @@ class StatsAccumulator:
 
     def latency_series(self) -> dict[str, list[tuple[int, int, float, float]]]:
         """api -> [(second, count, mean ms, max ms)], for plots of latency over time."""
+        self._settle_seconds()
         out: dict[str, list[tuple[int, int, float, float]]] = {}
         for sec, api, (n, sum_ns, mx) in sorted((sec, api, a) for sec, apis in self.api_second.items()
                                                 for api, a in apis.items()):
@@ -1024,6 +1083,7 @@ class StatsAccumulator:
 
     def histograms(self) -> dict[str, list[tuple[float, int]]]:
         """api -> [(bucket lower edge ms, count)] over the buckets from the lowest to the highest used."""
+        self._settle_seconds()
         out: dict[str, list[tuple[float, int]]] = {}
         for api in sorted(self.hist):
             h = self.hist[api]

@@ -105,3 +105,38 @@ def test_group_keys_picked_from_exchange_and_connection() -> None:
             k = tuple(vals[b] for b in by)
             want[k] = want.get(k, 0) + 1
         assert {k: g.count for k, g in acc.groups.items()} == want, by
+
+
+def test_pending_seconds_with_an_unanswered_exchange_opening_a_second() -> None:
+    # the unanswered exchange starts second 1 (the pending latencies of second 0 are counted
+    # then) and is itself pending there: it counts as a request, never as a latency
+    exs = [mk(api="Metadata", lat=1.5, t=0.2, cid=1, frame=1), mk(api="Metadata", lat=None, t=1.1, cid=2, frame=10),
+           mk(api="Metadata", lat=2.5, t=1.4, cid=3, frame=20), mk(api="Metadata", lat=4.0, t=2.1, cid=4, frame=30)]
+    acc = StatsAccumulator(("api",), keep_top=0)
+    for ex in exs:
+        acc.add(ex)
+    sec0 = int(T0)
+    assert [(r["t"] - sec0, r["requests"]) for r in acc.throughput()["per_second"]] == [(0, 1), (1, 2), (2, 1)]
+    assert [(s - sec0, n, round(mx, 3)) for s, n, _m, mx in acc.latency_series()["Metadata"]] == \
+        [(0, 1, 1.5), (1, 1, 2.5), (2, 1, 4.0)]
+    assert sum(n for _b, n in acc.histograms()["Metadata"]) == 3
+    g = acc.result()["groups"][0]
+    assert (g["count"], g["answered"], g["unanswered"]) == (4, 3, 1)
+    assert acc.top(5) == []          # keep_top 0: no exchange enters the top
+
+
+def test_throttle_read_from_the_body_whatever_comes_before_it() -> None:
+    from analyzer.stats import throttle_ms
+    from dissectors.field import Field
+    ex = mk(api="Metadata", lat=3.0, resp_body={"throttle_time_ms": 250})
+    assert throttle_ms(ex) == 250
+    root = Field("response", "Response", children=[Field("header", "ResponseHeader", children=[
+        Field("throttle_time_ms", "int32", 9)]), Field("body", "MetadataResponse", children=[
+            Field("topics", "array", 0, children=[]), Field("throttle_time_ms", "int32", 40)])])
+    assert root.get_in("body", "throttle_time_ms") == 40 and root.get_in("body", "nope", -1) == -1
+    assert root.get_in("missing", "throttle_time_ms") is None
+    ex.response_tree = root
+    assert throttle_ms(ex) == 40
+    for bad in (True, -5, "7", None):       # not an int > 0 (a bool is not an int here)
+        root.children[1].children[1].value = bad
+        assert throttle_ms(ex) == 0
