@@ -11,7 +11,13 @@ build a Field only for:
 - a few top-level figures: throttle_time_ms, max_wait_ms, min_bytes, acks,
   assignments (an array: its elements are kept as empty structs), mechanism,
 - the topic ids, names and partition indexes next to any of the above,
-- and the structs / arrays that lead to them.
+- and the structs / arrays that lead to them; but an array element whose struct keeps
+  error codes and their companions alone (the partitions of a Metadata or Produce
+  answer) is kept only when one of its codes is not zero (the array's value still
+  counts them all).
+
+The root carries the names of the non-zero error codes in wire order
+(``field.ErrorsRoot``), collected as they are read: ``kafka.error_codes`` walks nothing.
 
 Everything else is skipped by length without creating objects. Each body is decoded by
 Python source generated per (API, version, direction) on first use; the closure plan
@@ -42,8 +48,9 @@ from dissectors.decoder import (
     _uvar,
     read_uvarint,
 )
-from dissectors.field import Field
-from dissectors.kafka import learn_topic_ids, response_header
+from dissectors.errors import error_name
+from dissectors.field import ErrorsRoot, Field
+from dissectors.kafka import error_codes, learn_topic_ids, response_header
 from dissectors.schema import APIS, ApiDef, FieldDef, in_range, is_flexible, response_header_version
 
 __all__ = ["digest_request", "digest_response", "KEPT_NAMES"]
@@ -64,7 +71,8 @@ Op = Callable[[bytes, int, int, list], int]
 
 
 class _Plan:
-    __slots__ = ("ops", "tags", "flexible", "keep", "fixed_size", "min_size", "type_name", "skip_size")
+    __slots__ = ("ops", "tags", "flexible", "keep", "fixed_size", "min_size", "type_name", "skip_size",
+                 "errors_only")
 
     def __init__(self) -> None:
         self.ops: list[Op] = []
@@ -75,11 +83,16 @@ class _Plan:
         self.skip_size = -1          # >= 0: only fixed-size fields, none kept (tagged fields aside)
         self.min_size = 0
         self.type_name = ""
+        # keeps error codes (fixed, not tagged) and companions alone: as an array element it
+        # is kept only when one of its error codes is not zero (see _errors_only)
+        self.errors_only = False
 
 
 class _Ctx:
-    """Per-message state: the decode context and the records decoder."""
+    """Per-message state: the decode context, and the names of the non-zero error codes
+    read so far (in wire order: the root carries them for ``kafka.error_codes``)."""
     ctx: DecodeContext | None = None
+    errs: list[str] = []
 
 
 _cur = _Ctx()
@@ -91,11 +104,24 @@ def _is_error(fd: FieldDef) -> bool:
     return fd.type == "int16" and (fd.name == "error_code" or fd.name.endswith("_error_code"))
 
 
+def _kept(fd: FieldDef, companions: bool) -> bool:
+    """Is this field itself kept (``companions``: in a struct kept for another reason)?"""
+    return fd.name in ANCHORS or _is_error(fd) or (companions and fd.name in COMPANIONS)
+
+
+# id(FieldDef) -> (that FieldDef, _wanted of it): asked for every field of every struct of
+# every generated body, and recursive (schema tables live as long as the process)
+_WANTED: dict[int, tuple[FieldDef, bool]] = {}
+
+
 def _wanted(fd: FieldDef) -> bool:
     """Does this field, or anything below it, have to be kept?"""
-    if fd.name in ANCHORS or fd.type == "records" or _is_error(fd):
-        return True
-    return any(_wanted(c) for c in fd.fields)
+    hit = _WANTED.get(id(fd))
+    if hit is not None and hit[0] is fd:
+        return hit[1]
+    w = fd.name in ANCHORS or fd.type == "records" or _is_error(fd) or any(_wanted(c) for c in fd.fields)
+    _WANTED[id(fd)] = (fd, w)
+    return w
 
 
 def _run(plan: _Plan, buf: bytes, pos: int, end: int, out: list) -> int:
@@ -168,8 +194,10 @@ def _fixed_op(run: list[tuple[FieldDef, bool]]) -> Op:
         vals = unpack_from(buf, pos)
         for i, name, typ, o, ln, conv, err, meaning in rows:
             v = vals[i]
-            if err and not v:
-                continue                        # an error code is kept when not zero
+            if err:
+                if not v:
+                    continue                    # an error code is kept when not zero
+                _cur.errs.append(error_name(v))
             f = Field(name, typ, v if conv is None else conv(v), pos + o, ln)
             if meaning:
                 f.extra = {"error_code": v}     # as the full decoder's annotation
@@ -278,6 +306,7 @@ def _array_op(fd: FieldDef, flexible: bool, nullable: bool, elem: _Plan | None, 
     if elem is not None and keep:
         tname = elem.type_name
         eops, eflex, etags = elem.ops, elem.flexible, elem.tags
+        lazy = elem.errors_only
 
         def op(buf: bytes, pos: int, end: int, out: list) -> int:
             n, p = head(buf, pos, end, out)
@@ -291,6 +320,8 @@ def _array_op(fd: FieldDef, flexible: bool, nullable: bool, elem: _Plan | None, 
                 ech: list[Field] = []
                 e = Field(_INDEX_NAMES[i] if i < 256 else f"[{i}]", tname, None, p, 0, ech)
                 children.append(e)
+                errs = _cur.errs
+                k = len(errs)
                 q = p
                 for o in eops:              # _run(elem, ...), inlined
                     q = o(buf, q, end, ech)
@@ -299,6 +330,8 @@ def _array_op(fd: FieldDef, flexible: bool, nullable: bool, elem: _Plan | None, 
                         q += 1
                     else:
                         q = _tagged(etags, buf, q, end, ech)
+                if lazy and len(errs) == k:
+                    children.pop()          # its error codes are all zero: nothing to keep
                 e.length = q - p
                 p = q
             arr.length = p - pos
@@ -390,7 +423,7 @@ def _struct_op(fd: FieldDef, plan: _Plan, nullable: bool, keep: bool) -> Op:
 def _field_op(fd: FieldDef, version: int, flexible: bool, keep_companions: bool) -> tuple[Op, int]:
     nullable = in_range(version, fd.nullable)
     t = fd.type
-    keep = fd.name in ANCHORS or _is_error(fd) or (keep_companions and fd.name in COMPANIONS)
+    keep = _kept(fd, keep_companions)
     if t in _FIXED:
         return _fixed_op([(fd, keep)]), _FIXED[t][1]
     if t in ("varint", "varlong"):
@@ -437,6 +470,18 @@ def _present(fields: tuple[FieldDef, ...], version: int, flexible: bool) -> list
     return present
 
 
+def _errors_only(present: list[tuple[FieldDef, bool]]) -> bool:
+    """Does a struct keep fixed-size error codes and companions alone (companions not tagged)?
+    Then an element of an array of it is kept only when an error code in it is not zero:
+    such elements (the partitions of a Metadata or Produce answer) are read for their
+    error codes alone (kafka.error_codes; summary.partitions_of for Produce answers), an
+    element without one has nothing to tell."""
+    wanted = [(fd, tagged) for fd, tagged in present if _wanted(fd)]
+    return (bool(wanted) and all(not tagged and fd.type in _FIXED and _is_error(fd) and fd.name not in ANCHORS
+                                 for fd, tagged in wanted)
+            and not any(tagged and fd.name in COMPANIONS for fd, tagged in present))
+
+
 def _compile(fields: tuple[FieldDef, ...], version: int, flexible: bool, type_name: str) -> _Plan:
     key = (id(fields), version, flexible)
     hit = _PLANS.get(key)
@@ -458,7 +503,7 @@ def _compile(fields: tuple[FieldDef, ...], version: int, flexible: bool, type_na
             plan.tags[fd.tag], _ = _field_op(fd, version, flexible, companions)  # type: ignore[index]
             continue
         if fd.type in _FIXED:
-            keep = fd.name in ANCHORS or _is_error(fd) or (companions and fd.name in COMPANIONS)
+            keep = _kept(fd, companions)
             run.append((fd, keep))
             plan.min_size += _FIXED[fd.type][1]
             size += _FIXED[fd.type][1]
@@ -478,6 +523,7 @@ def _compile(fields: tuple[FieldDef, ...], version: int, flexible: bool, type_na
         plan.min_size += 1
     plan.fixed_size = size if fixed else -1
     plan.skip_size = size if only_fixed else -1
+    plan.errors_only = _errors_only(present)
     _PLANS[key] = (fields, plan)
     return plan
 
@@ -533,11 +579,13 @@ class _Source:
             "Field": Field, "_new": object.__new__, "_F": _Fallback, "_IDX": _INDEX_NAMES, "_run": _run, "_gen_tagged": _gen_tagged,
             "read_uvarint": read_uvarint, "_I16": _I16.unpack_from, "_I32": _I32.unpack_from,
             "_UUIDS": _UUIDS, "_uuid_new": _uuid_new, "_records_failed": _records_failed,
+            "_cur": _cur, "_error_name": error_name,
         }
         self.count = 0
         self.has_records = False
         self.functions: list[list[str]] = []     # tag-field functions, written before ``decode``
         self.tag_tables: list[str] = []          # names of {tag: function name}, linked after exec
+        self.detect: str | None = None           # see errors_only_elements
 
     def var(self, prefix: str) -> str:
         self.count += 1
@@ -549,7 +597,8 @@ class _Source:
         return name
 
     def emit(self, ind: int, *lines: str) -> None:
-        self.lines.extend("    " * ind + line for line in lines)
+        pad = "    " * ind
+        self.lines += [pad + line for line in lines]
 
     @staticmethod
     def new(var: str, name: str, typ: str, value: str, offset: str, length: str, children: str = "None",
@@ -559,7 +608,7 @@ class _Source:
         this ~1,600; a digest builds a dozen Fields per exchange)."""
         return (f"{var} = _new(Field); {var}.name = {name}; {var}.type = {typ}; {var}.value = {value}; "
                 f"{var}.offset = {offset}; {var}.length = {length}; {var}.children = {children}; "
-                f"{var}.notes = None; {var}.extra = {extra}")
+                + (f"{var}.notes = {var}.extra = None" if extra == "None" else f"{var}.notes = None; {var}.extra = {extra}"))
 
     def block(self, ind: int, body: Callable[[], None]) -> None:
         """Emit ``body`` as an indented block at ``ind``; ``pass`` if it wrote nothing."""
@@ -573,13 +622,14 @@ class _Source:
     def struct(self, fields: tuple[FieldDef, ...], type_name: str, out: str, ind: int) -> None:
         """The fields of a struct (as ``_compile`` selects them) into the list ``out``."""
         present = _present(fields, self.version, self.flexible)
-        companions = any(_wanted(fd) for fd, _t in present)
+        # while detecting (errors_only_elements) nothing is kept: companions are not read
+        companions = self.detect is None and any(_wanted(fd) for fd, _t in present)
         run: list[tuple[FieldDef, bool]] = []
         for fd, tagged in present:
             if tagged:
                 continue
             if fd.type in _FIXED:
-                keep = fd.name in ANCHORS or _is_error(fd) or (companions and fd.name in COMPANIONS)
+                keep = _kept(fd, companions)
                 run.append((fd, keep))
                 continue
             if run:
@@ -591,18 +641,21 @@ class _Source:
         if self.flexible:
             fns = {}
             for fd, tagged in present:
-                if tagged:      # as _compile: one function per tag, companions kept as there
+                if not tagged:
+                    continue
+                if fd.type in _FIXED and not _kept(fd, companions):
+                    fns[fd.tag] = _FIXED[fd.type][1]    # nothing kept: its size is all to check
+                else:           # as _compile: one function per tag, companions kept as there
                     fns[fd.tag] = self.function("tag", lambda fd=fd: self.tag_field(fd, companions))
             tags = self.const("tags", fns)
             self.tag_tables.append(tags)
-            self.emit(ind, "if p < end and buf[p] == 0:     # the usual empty tagged-field section",
-                      "    p += 1",
-                      "else:",
-                      f"    p = _gen_tagged({tags}, buf, p, end, {out}, ctx, limit)")
+            # (usually the tag section is one zero byte)
+            self.emit(ind, "if p < end and buf[p] == 0: p += 1",
+                      f"else: p = _gen_tagged({tags}, buf, p, end, {out}, ctx, limit)")
 
     def tag_field(self, fd: FieldDef, companions: bool) -> None:
         if fd.type in _FIXED:
-            keep = fd.name in ANCHORS or _is_error(fd) or (companions and fd.name in COMPANIONS)
+            keep = _kept(fd, companions)
             self.fixed([(fd, keep)], "out", 1)
         else:
             self.field(fd, companions, "out", 1)
@@ -630,19 +683,22 @@ class _Source:
             else:
                 fmt += f"{ln}x"
             size += ln
-        self.emit(ind, f"if p + {size} > end:", "    raise _F")
+        self.emit(ind, f"if p + {size} > end: raise _F")
         if kept:
             unpack = self.const("unpack", struct.Struct(fmt).unpack_from)
             names = [self.var("v") for _ in kept]
             self.emit(ind, f"{', '.join(names)}, = {unpack}(buf, p)")
             for v, (fd, off, ln) in zip(names, kept, strict=True):
+                if self.detect is not None:     # error codes alone are unpacked: note a non-zero one
+                    self.emit(ind, f"if {v}:", f"    {self.detect} = True")
+                    continue
                 value = {"bool": f"bool({v})", "uuid": f"(_UUIDS.get({v}) or _uuid_new({v}))"}.get(fd.type, v)
                 # an error code is kept when not zero, its extra as the full decoder's annotation
                 extra = f"{{'error_code': {v}}}" if fd.meaning == "error_code" else "None"
                 f = self.var("f")
                 i = ind
                 if _is_error(fd):
-                    self.emit(ind, f"if {v}:")
+                    self.emit(ind, f"if {v}:", f"    _cur.errs.append(_error_name({v}))")
                     i += 1
                 self.emit(i, self.new(f, repr(fd.name), repr(fd.type), value, f"p + {off}" if off else "p",
                                       str(ln), extra=extra),
@@ -652,7 +708,7 @@ class _Source:
     def field(self, fd: FieldDef, companions: bool, out: str, ind: int) -> None:
         t = fd.type
         if t == "string":
-            keep = fd.name in ANCHORS or _is_error(fd) or (companions and fd.name in COMPANIONS)
+            keep = _kept(fd, companions)
             self.string(fd.name, keep, out, ind)
         elif t == "bytes":
             self.skip_sized(fd.name, ind)
@@ -671,41 +727,36 @@ class _Source:
     def prefix(self, wide: bool, n: str, q: str, ind: int) -> None:
         """Read a length/count prefix at p: ``n`` (-1 for null), ``q`` after it."""
         if self.flexible:
-            self.emit(ind, "if p < end and buf[p] < 128:",
-                      f"    {n} = buf[p] - 1",
-                      f"    {q} = p + 1",
-                      "else:",
-                      f"    {n}, {q} = read_uvarint(buf, p, end)",
-                      f"    {n} -= 1")
+            # (simple statements on their if/else lines here and below: fewer tokens to compile)
+            self.emit(ind, f"if p < end and buf[p] < 128: {n} = buf[p] - 1; {q} = p + 1",
+                      f"else: {n}, {q} = read_uvarint(buf, p, end); {n} -= 1")
             return
         size = 4 if wide else 2
-        self.emit(ind, f"if p + {size} > end:", "    raise _F",
+        self.emit(ind, f"if p + {size} > end: raise _F",
                   f"{n} = {'_I32' if wide else '_I16'}(buf, p)[0]",
-                  f"if {n} < -1:", "    raise _F",
+                  f"if {n} < -1: raise _F",
                   f"{q} = p + {size}")
 
     def skip_sized(self, name: str, ind: int, wide: bool = True) -> None:
         """Step over a string or bytes field that is not kept."""
         if self.flexible:
             # a one-byte prefix L: L - 1 bytes follow (none for null, L == 0)
-            self.emit(ind, "if p < end and buf[p] < 128:",
-                      "    p += buf[p] or 1",
-                      "    if p > end:", "        raise _F",
-                      "else:")
+            # (else, the longer prefix: read_uvarint, without prefix()'s one-byte test again)
             n, q = self.var("n"), self.var("q")
-            self.prefix(wide, n, q, ind + 1)
-            self.emit(ind + 1, f"p = {q} if {n} < 0 else {q} + {n}", "if p > end:", "    raise _F")
+            self.emit(ind, "if p < end and buf[p] < 128: p += buf[p] or 1",
+                      f"else: {n}, {q} = read_uvarint(buf, p, end); p = {q} if {n} < 1 else {q} + {n} - 1",
+                      "if p > end: raise _F")
             return
         n = self.var("n")
         size = 4 if wide else 2
-        self.emit(ind, f"if p + {size} > end:", "    raise _F",
+        self.emit(ind, f"if p + {size} > end: raise _F",
                   f"{n} = {'_I32' if wide else '_I16'}(buf, p)[0]",
                   f"if {n} >= 0:",
                   f"    p += {size} + {n}",
-                  "    if p > end:", "        raise _F",
+                  "    if p > end: raise _F",
                   f"elif {n} == -1:",
                   f"    p += {size}",
-                  "else:", "    raise _F")
+                  "else: raise _F")
 
     def string(self, name: str, keep: bool, out: str, ind: int) -> None:
         if not keep:
@@ -716,7 +767,7 @@ class _Source:
         self.emit(ind, f"if {n} < 0:",
                   "    " + self.new(f, repr(name), "'string'", "None", "p", f"{q} - p"),
                   f"    p = {q}",
-                  f"elif {n} > end - {q}:", "    raise _F",
+                  f"elif {n} > end - {q}: raise _F",
                   "else:",
                   "    " + self.new(f, repr(name), "'string'", f"buf[{q}:{q} + {n}].decode(errors='replace')",
                                     "p", f"{q} + {n} - p"),
@@ -737,7 +788,7 @@ class _Source:
                   "    except Exception:",
                   f"        {f} = Field({name!r}, 'records', None, p, {q} - p)",
                   f"    p = {q}",
-                  f"elif {n} > end - {q}:", "    raise _F",
+                  f"elif {n} > end - {q}: raise _F",
                   "else:",
                   "    try:",
                   f"        {f} = decode_records(buf, {q}, {q} + {n}, ctx, {name!r})",
@@ -767,7 +818,7 @@ class _Source:
         if not in_range(self.version, fd.nullable):
             inner(ind)
             return
-        self.emit(ind, "if p >= end:", "    raise _F",
+        self.emit(ind, "if p >= end: raise _F",
                   "if buf[p] == 255:",
                   *([f"    {out}.append(Field({fd.name!r}, {tname!r}, None, {s}, 1))"] if keep else []),  # rare
                   "    p += 1",
@@ -789,22 +840,19 @@ class _Source:
             efd = FieldDef(name="[]", type=el, versions=(0, 0x7FFF))
             eop, emin = _field_op(efd, version, flexible, False)
             emin = max(emin, 1)
-        self.emit(ind, f"if {n} > limit or {n} * {emin} > end - {q}:", "    raise _F",
+        self.emit(ind, f"if {n} > limit or {n} * {emin} > end - {q}: raise _F",
                   f"p = {q}")
         if el != "struct":
             self.primitive_elements(el, eop, n, out, ind)
             return
         i = self.var("i")
+        if _wanted(fd) and plan.errors_only:
+            self.errors_only_elements(fd, plan, n, s, i, out, ind)
+            return
         if _wanted(fd):
-            ch, arr, e, ech = self.var("ch"), self.var("arr"), self.var("e"), self.var("ech")
-            self.emit(ind, f"if {n} < 0:",
-                      f"    {out}.append(Field({fd.name!r}, 'array', None, {s}, p - {s}))",     # rare
-                      "else:",
-                      f"    {ch} = []",
-                      "    " + self.new(arr, repr(fd.name), "'array'", n, s, "0", ch),
-                      f"    {out}.append({arr})",
-                      f"    for {i} in range({n}):",
-                      f"        {ech} = []",
+            ch, arr = self.kept_array(fd, n, s, i, out, ind)
+            e, ech = self.var("e"), self.var("ech")
+            self.emit(ind, f"        {ech} = []",
                       "        " + self.new(e, f"_IDX[{i}] if {i} < 256 else f'[{{{i}}}]'", repr(tname), "None", "p",
                                             "0", ech),
                       f"        {ch}.append({e})")
@@ -813,9 +861,9 @@ class _Source:
                       f"    {arr}.length = p - {s}")
             return
         if plan.fixed_size >= 0:
+            # (within end: the count was checked against the bytes left, elements of this size)
             self.emit(ind, f"if {n} > 0:",
-                      f"    p += {n} * {plan.fixed_size}",
-                      "    if p > end:", "        raise _F")
+                      f"    p += {n} * {plan.fixed_size}")
             return
         if plan.flexible and plan.skip_size >= 0:
             # fixed-size elements, nothing kept, each followed by its tag section: when every
@@ -837,12 +885,47 @@ class _Source:
         self.emit(ind, f"for {i} in range({n}):")
         self.block(ind + 1, lambda: self.struct(fd.fields, tname, out, ind + 1))
 
+    def kept_array(self, fd: FieldDef, n: str, s: str, i: str, out: str, ind: int) -> tuple[str, str]:
+        """The head of a kept array of structs, its count in ``n`` read from ``s``: its Field
+        (null: value None) in ``out`` and ``for i in range(n):``, whose body goes at ind + 2.
+        Returns the names of its children list and of its Field."""
+        ch, arr = self.var("ch"), self.var("arr")
+        self.emit(ind, f"if {n} < 0:",
+                  f"    {out}.append(Field({fd.name!r}, 'array', None, {s}, p - {s}))",     # rare
+                  "else:",
+                  f"    {ch} = []",
+                  "    " + self.new(arr, repr(fd.name), "'array'", n, s, "0", ch),
+                  f"    {out}.append({arr})",
+                  f"    for {i} in range({n}):")
+        return ch, arr
+
+    def errors_only_elements(self, fd: FieldDef, plan: _Plan, n: str, s: str, i: str, out: str, ind: int) -> None:
+        """An array whose elements keep non-zero error codes and their companions alone
+        (_Plan.errors_only): each element is read for its error codes only, and the rare
+        one with a non-zero code is decoded again by the plan, which builds its Field."""
+        tname = fd.struct or fd.name
+        ch, arr = self.kept_array(fd, n, s, i, out, ind)
+        e, ech, es, hit = (self.var(x) for x in ("e", "ech", "es", "hit"))
+        pl = self.const("plan", plan)
+        self.emit(ind, f"        {es} = p",
+                  f"        {hit} = False")
+        saved, self.detect = self.detect, hit
+        # nothing is kept while detecting (companions are off, tags keep nothing): ``ch`` stays as it is
+        self.struct(fd.fields, tname, ch, ind + 2)
+        self.detect = saved
+        self.emit(ind, f"        if {hit}:",
+                  f"            {ech} = []",
+                  "            " + self.new(e, f"_IDX[{i}] if {i} < 256 else f'[{{{i}}}]'", repr(tname), "None",
+                                            es, f"p - {es}", ech),
+                  f"            {ch}.append({e})",
+                  f"            _run({pl}, buf, {es}, end, {ech})",
+                  f"    {arr}.length = p - {s}")
+
     def primitive_elements(self, el: str, eop: Op, n: str, out: str, ind: int) -> None:
         fixed = _FIXED.get(el)
         if fixed is not None:
-            self.emit(ind, f"if {n} > 0:",
-                      f"    p += {n} * {fixed[1]}",
-                      "    if p > end:", "        raise _F")
+            self.emit(ind, f"if {n} > 0:",      # within end: the count was checked (elements of this size)
+                      f"    p += {n} * {fixed[1]}")
             return
         i = self.var("i")
         self.emit(ind, f"for {i} in range({n}):")
@@ -882,18 +965,19 @@ def _generate(fields: tuple[FieldDef, ...], version: int, flexible: bool, type_n
     else:
         src.lines += [line[4:] for line in body]
     src.emit(1, "return p")
-    text = "\n".join(line for f in (*src.functions, src.lines) for line in f)
+    text = "\n".join(["\n".join(f) for f in (*src.functions, src.lines)])
     exec(compile(text, f"<digest {type_name}>", "exec"), src.env)
     # the tag tables name functions that exist only now
     for table in src.tag_tables:
-        src.env[table] = {tag: src.env[fn] for tag, fn in src.env[table].items()}
+        src.env[table] = {tag: fn if fn.__class__ is int else src.env[fn] for tag, fn in src.env[table].items()}
     return src.env["decode"]  # type: ignore[no-any-return]
 
 
-def _gen_tagged(fns: dict[int, Callable], buf: bytes, pos: int, end: int, out: list, ctx: DecodeContext,
+def _gen_tagged(fns: dict[int, Callable | int], buf: bytes, pos: int, end: int, out: list, ctx: DecodeContext,
                 limit: int) -> int:
     """A non-empty tagged-field section, for generated code: ``_tagged`` with generated
-    functions for the known tags, raising _Fallback where ``_tagged`` reports bad bytes."""
+    functions for the known tags (or, for a fixed-size field not kept, its size: no call),
+    raising _Fallback where ``_tagged`` reports bad bytes."""
     start = pos
     if pos < end and buf[pos] < 0x80:
         n = buf[pos]
@@ -916,7 +1000,10 @@ def _gen_tagged(fns: dict[int, Callable], buf: bytes, pos: int, end: int, out: l
             raise _Fallback
         fn = fns.get(tag)
         if fn is not None:
-            fn(buf, pos, pos + size, kept, ctx, limit)
+            if fn.__class__ is not int:
+                fn(buf, pos, pos + size, kept, ctx, limit)
+            elif size < fn:
+                raise _Fallback
         pos += size
     if kept:
         out.append(Field("tagged_fields", "tagged_fields", n, start, pos - start, kept))
@@ -950,10 +1037,13 @@ class _BodyDef:
 
 # (api_key, version, request) -> its _BodyDef; the entry points also cache by the version
 # on the wire (before clamping), which saves the clamping per message (a response: with the
-# length of its header when it has no tagged fields, 4 or 5)
+# length of its header when it has no tagged fields, 4 or 5, and what else it takes:
+# _LEARN or _PROBE, worked out once per pair rather than tested per message)
 _BODIES: dict[tuple[int, int, bool], _BodyDef] = {}
 _REQUESTS: dict[tuple[int, int], _BodyDef] = {}
-_RESPONSES: dict[tuple[int, int], tuple[_BodyDef, int]] = {}
+_RESPONSES: dict[tuple[int, int], tuple[_BodyDef, int, int]] = {}
+_LEARN = 1      # Metadata, CreateTopics, DescribeTopicPartitions: they teach topic ids
+_PROBE = 2      # ApiVersions v1+: an UNSUPPORTED_VERSION answer may be in the v0 layout
 
 
 def _body_def(api: ApiDef, version: int, request: bool) -> _BodyDef:
@@ -974,7 +1064,9 @@ def _set_generated(on: bool) -> None:
 
 def _decode(bd: _BodyDef, buf: bytes, start: int, end: int, ctx: DecodeContext) -> Field:
     children: list[Field] = []
-    _cur.ctx = ctx      # read by the plan's ops, which generated code calls too
+    cur = _cur
+    cur.ctx = ctx       # read by the plan's ops, which generated code calls too
+    cur.errs = []
     try:
         if bd.fast is None:
             pos = _run(bd.plan, buf, start, end, children)
@@ -984,6 +1076,7 @@ def _decode(bd: _BodyDef, buf: bytes, start: int, end: int, ctx: DecodeContext) 
             except Exception:   # bad bytes (mostly): the plan decodes and reports them
                 _stats.fallbacks += 1
                 del children[:]
+                cur.errs = []
                 pos = _run(bd.plan, buf, start, end, children)
     except _Bad as e:
         bad = Field(e.name, e.typ, None, e.offset, max(0, end - e.offset))
@@ -993,6 +1086,8 @@ def _decode(bd: _BodyDef, buf: bytes, start: int, end: int, ctx: DecodeContext) 
             _fix_lengths(c)
         body = Field("body", bd.type_name, None, start, end - start, children)
         body.extra = {"malformed_at": e.offset}
+        # the codes of the tree bad bytes leave (a tag section cut short is not in it)
+        cur.errs = error_codes(body)
         return body
     if pos < end:
         ctx.trailing += 1
@@ -1033,9 +1128,10 @@ def digest_request(data: bytes, header_len: int, ctx: DecodeContext) -> Field:
         if api is None:
             return Field("request", "Request", None, 0, n, [])
         bd = _REQUESTS[key] = _body_def(api, _clamp(api, key[1]), True)
-    root = _new(Field)      # Field("request", bd.root_type, None, 0, n, [body]), as in _decode
+    root = _new(ErrorsRoot)     # Field("request", bd.root_type, None, 0, n, [body]) without __init__
     root.name, root.type, root.value, root.offset, root.length = "request", bd.root_type, None, 0, n
     root.children, root.notes, root.extra = [_decode(bd, buf, header_len, n, ctx)], None, None
+    root.error_codes = _cur.errs
     return root
 
 
@@ -1054,23 +1150,25 @@ def digest_response(data: bytes, api_key: int, api_version: int, ctx: DecodeCont
         api = APIS.get(api_key)
         if api is None:
             return response_header(buf, api_key, api_version, ctx, _header_tags, with_correlation_id=False)[0]
-        hit = _RESPONSES[(api_key, api_version)] = (_body_def(api, _clamp(api, api_version), False),
-                                                  4 + response_header_version(api_key, api_version))
-    bd, pos = hit
+        bd = _body_def(api, _clamp(api, api_version), False)
+        then = _LEARN if api_key in (3, 19, 75) else _PROBE if api_key == 18 and bd.version > 0 else 0
+        hit = _RESPONSES[(api_key, api_version)] = (bd, 4 + response_header_version(api_key, api_version), then)
+    bd, pos, then = hit
     if n < pos or (pos == 5 and buf[4] != 0):   # short, or header tagged fields: read as the full decoder
         root, _api, p = response_header(buf, api_key, api_version, ctx, _header_tags, with_correlation_id=False)
         if p is None:
             return root
         pos = p
-    if api_key == 18 and bd.version > 0 and n - pos >= 2 and _I16.unpack_from(buf, pos)[0] == 35:
+    if then == _PROBE and n - pos >= 2 and _I16.unpack_from(buf, pos)[0] == 35:
         body = _api_versions_unsupported(bd.api, bd.version, buf, pos, n, ctx)
     else:
         body = _decode(bd, buf, pos, n, ctx)
-    if api_key == 3 or api_key == 19 or api_key == 75:
-        learn_topic_ids(body, ctx, annotate=False)
-    root = _new(Field)      # Field("response", bd.root_type, None, 0, n, [body]), as in _decode
+        if then == _LEARN:
+            learn_topic_ids(body, ctx, annotate=False)
+    root = _new(ErrorsRoot)     # Field("response", bd.root_type, None, 0, n, [body]) without __init__
     root.name, root.type, root.value, root.offset, root.length = "response", bd.root_type, None, 0, n
     root.children, root.notes, root.extra = [body], None, None
+    root.error_codes = _cur.errs
     return root
 
 

@@ -138,6 +138,15 @@ class Field:
 
 
 _to_json = Field.to_json
+
+
+class ErrorsRoot(Field):
+    """A root Field that also carries ``error_codes``: the names of the non-zero error
+    codes of its tree in wire order (what ``kafka.error_codes`` gives), collected while
+    the tree was decoded so that reading them walks nothing (the digest's roots)."""
+    __slots__ = ("error_codes",)
+
+
 # value types that are their own JSON form (json_value returns them unchanged)
 _PLAIN = frozenset({int, str, bool, float, type(None)})
 

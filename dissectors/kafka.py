@@ -18,7 +18,7 @@ from dissectors.context import DecodeContext
 from dissectors.decoder import State, decode_body, read_tagged
 from dissectors.decoder import _Bad as _DecodeStop
 from dissectors.errors import error_name
-from dissectors.field import Field
+from dissectors.field import ErrorsRoot, Field
 from dissectors.schema import APIS, ApiDef, api_name, is_flexible
 
 _HDR = struct.Struct(">hhi")
@@ -271,7 +271,10 @@ def learn_topic_ids(body: Field, ctx: DecodeContext, annotate: bool = True) -> N
 
 
 def error_codes(tree: Field) -> list[str]:
-    """Names of the non-zero error codes anywhere in a tree, in wire order."""
+    """Names of the non-zero error codes anywhere in a tree, in wire order: from a digest
+    root the list it carries (collected while decoding: that list itself, no copy)."""
+    if tree.__class__ is ErrorsRoot:
+        return tree.error_codes  # type: ignore[attr-defined, no-any-return]
     out: list[str] = []
     _collect_errors((tree,), out)
     return out

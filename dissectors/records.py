@@ -162,7 +162,9 @@ def decode_records(data: bytes, start: int, end: int, ctx: DecodeContext, name: 
         # Its counts, codec, CRC verdicts (``ctx`` counters, ``crc_ok``), decompression
         # limits and malformed counts are those of the full decode; its malformed marks and
         # invalid-CRC notes sit on this Field (see _summary_set)
-        top = Field(name, "records", 0, start, end - start)
+        top = _new(Field)     # Field(name, "records", 0, start, end - start) without the call of __init__
+        top.name, top.type, top.value, top.offset, top.length = name, "records", 0, start, end - start
+        top.children = top.notes = top.extra = None
         crc_bad = ctx.crc_invalid
         n, cid, truncated = _summary_set(data, start, end, ctx, top, 0, None, None, False)
         top.value = n
@@ -688,6 +690,7 @@ def _absolute_inner(wrapper: Field, offset: int, ts: int | None, ts_type: int, m
 
 
 # -- the lean summary (record decoding off) ----------------------------------------
+_new = object.__new__
 _V2_LEAN = struct.Struct(">Ih34xi")   # crc, attributes, then records_count 34 bytes on (offsets 17, 21, 57)
 _U32 = struct.Struct(">I")
 _MIXED = 8                            # the codec id _summary_set reports for entries of several codecs

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analyzer.pipeline import Options, Run
-from dissectors import digest
+from dissectors import digest, kafka
 from dissectors.context import DecodeContext
 from dissectors.field import Field
 from dissectors.schema import APIS, FieldDef, in_range, is_flexible
@@ -53,6 +53,10 @@ def digest_all(calls: list[Call], generated: bool, decode_records: bool = False)
             else:
                 tree = digest.digest_response(c[1], c[2], c[3], ctx)
             out.append((dump(tree), counters(ctx), digest._stats.fallbacks - before))
+            # the codes the root carries are those a walk of the tree finds
+            walked: list[str] = []
+            kafka._collect_errors((tree,), walked)
+            assert kafka.error_codes(tree) == walked
         return out
     finally:
         digest._set_generated(True)

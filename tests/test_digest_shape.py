@@ -63,3 +63,54 @@ def test_topic_ids_kept_with_their_names_only() -> None:
     body_f = tree.child("body")
     assert [c.name for c in body_f.children] == ["max_wait_ms", "min_bytes"]
     assert body_f.length == len(req) - len(header) and ctx.malformed == 0 and ctx.trailing == 0
+
+
+def metadata_v12_response(partition_errors: list[int]) -> bytes:
+    """One topic whose partitions (index i) have these error codes, no brokers."""
+    tid = bytes(range(1, 17))
+    parts = b"".join(struct.pack(">hiii", err, i, 1, 0) + b"\x01\x01\x01" + b"\x00"
+                     for i, err in enumerate(partition_errors))
+    topic = (struct.pack(">h", 0) + b"\x03t1" + tid + b"\x00" + bytes([len(partition_errors) + 1]) + parts
+             + struct.pack(">i", 0) + b"\x00")
+    body = struct.pack(">i", 0) + b"\x01" + b"\x00" + struct.pack(">i", 1) + b"\x02" + topic + b"\x00"
+    return struct.pack(">i", 7) + b"\x00" + body
+
+
+def test_partitions_of_error_codes_alone_kept_only_with_a_non_zero_code() -> None:
+    for generated in (True, False):
+        digest._set_generated(generated)
+        try:
+            ctx = DecodeContext()
+            tree = digest.digest_response(metadata_v12_response([0, 9, 0, 3]), 3, 12, ctx)
+            parts = tree.child("body").child("topics").children[0].child("partitions")
+            assert parts.value == 4         # the count of the array on the wire
+            assert [(p.name, [(c.name, c.value) for c in p.children]) for p in parts.children] == [
+                ("[1]", [("error_code", 9), ("partition_index", 1)]),
+                ("[3]", [("error_code", 3), ("partition_index", 3)])]
+            assert parts.children[0].offset == parts.offset + 1 + 18 and parts.children[0].length == 18
+            # the root carries the codes read, in wire order: what a walk of the tree finds
+            walked: list[str] = []
+            kafka._collect_errors((tree,), walked)
+            assert kafka.error_codes(tree) is tree.error_codes
+            assert tree.error_codes == walked == ["REPLICA_NOT_AVAILABLE", "UNKNOWN_TOPIC_OR_PARTITION"]
+            assert ctx.malformed == 0 and ctx.trailing == 0
+
+            tree = digest.digest_response(metadata_v12_response([0, 0]), 3, 12, ctx)
+            parts = tree.child("body").child("topics").children[0].child("partitions")
+            assert parts.value == 2 and parts.children == [] and kafka.error_codes(tree) == []
+        finally:
+            digest._set_generated(True)
+
+
+def test_error_codes_of_a_cut_message_are_those_of_its_partial_tree() -> None:
+    data = metadata_v12_response([0, 9, 0, 3])
+    ctx = DecodeContext()
+    # partition [3] (the last 24 bytes but 6) says 126 replicas: bad bytes after its error
+    # code, and the partial element stays, with its code
+    bad = bytearray(data)
+    bad[len(data) - 24 + 14] = 0x7F
+    tree = digest.digest_response(bytes(bad), 3, 12, ctx)
+    walked: list[str] = []
+    kafka._collect_errors((tree,), walked)
+    assert ctx.malformed == 1
+    assert kafka.error_codes(tree) == walked == ["REPLICA_NOT_AVAILABLE", "UNKNOWN_TOPIC_OR_PARTITION"]
