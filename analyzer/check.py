@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 
 from analyzer.model import Conn, Exchange
 from dissectors.field import MALFORMED, Field
+from dissectors.field import int_value as _int
 
 try:  # the schema table may still be a placeholder: every use tolerates a missing API
     from dissectors.schema import APIS
@@ -181,10 +182,6 @@ def _body(tree: Field | None) -> Field | None:
 
 def _elements(f: Field | None) -> list[Field]:
     return f.children or [] if f is not None else []
-
-
-def _int(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 def _req_key(ex: Exchange) -> tuple[int, int] | None:

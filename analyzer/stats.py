@@ -57,6 +57,7 @@ from ddsketch import DDSketch
 from ddsketch.mapping import LogarithmicMapping
 
 from analyzer.model import Exchange
+from dissectors.field import int_value as _int
 
 RELATIVE_ACCURACY = 0.01
 EXACT_LIMIT = 1000
@@ -404,10 +405,6 @@ def fmt_ms(v: float) -> str:
 
 def _body(tree: Any) -> Any:
     return tree.child("body") if tree is not None else None
-
-
-def _int(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 def _part_error(e: Any) -> str | None:

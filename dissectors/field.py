@@ -140,6 +140,11 @@ class Field:
 _to_json = Field.to_json
 
 
+
+def int_value(v: Any) -> int | None:
+    """A Field value as an int when it is one (a bool is not), else None."""
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
 class ErrorsRoot(Field):
     """A root Field that also carries ``error_codes``: the names of the non-zero error
     codes of its tree in wire order (what ``kafka.error_codes`` gives), collected while
