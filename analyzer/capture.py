@@ -119,8 +119,9 @@ class _Buf:
 # a record tuple -> a Packet (in C: map() over the records calls no Python code)
 _as_packet = functools.partial(tuple.__new__, Packet)
 
-# at an IPv4 header: version/IHL, fragment field, protocol, addresses, then the TCP ports
-_V4_SHARE = struct.Struct(">B5xHxB2xIIHH").unpack_from
+# at an Ethernet frame's EtherType, then its IPv4 header: version/IHL, fragment field,
+# protocol, addresses, then the TCP ports (one unpack per packet in a share's record loop)
+_V4_SHARE = struct.Struct(">HB5xHxB2xIIHH").unpack_from
 # at an IPv6 header: version/class, next header, addresses (two 64-bit halves each), TCP ports
 _V6_SHARE = struct.Struct(">B5xBxQQQQHH").unpack_from
 
@@ -302,35 +303,39 @@ class CaptureReader:
                 last_ts = ts
                 if incl > orig:
                     self._count("caplen > orig_len")
-                self.packets = index
                 if shared:
                     # share_of_conn, inline, for Ethernet IPv4 (no options, not a fragment) and
-                    # IPv6 (TCP next) TCP packets; share_of(packet) for the rest
+                    # IPv6 (TCP next) TCP packets; share_of(packet) for the rest. ``packets``
+                    # is set only before a yield: no one reads it while other shares' packets
+                    # are dropped (a worker drops most of the file)
                     q = pos + 16
                     if eth and incl >= 54:
-                        et = buf[q + 12:q + 14]
+                        et, vihl, frag, proto, sa, da, sp, dp = v4(buf, q + 12)
                         a = -1          # the addresses XORed, when the ports are found too
-                        if et == b"\x08\x00":
-                            vihl, frag, proto, sa, da, sp, dp = v4(buf, q + 14)
+                        if et == 0x0800:
                             if vihl == 0x45 and proto == 6 and not frag & 0x3FFF:
                                 a = sa ^ da
-                        elif et == b"\x86\xdd" and incl >= 74:
+                        elif et == 0x86DD and incl >= 74:
                             vtc, nh, s1, s2, d1, d2, sp, dp = v6(buf, q + 14)
                             if vtc >> 4 == 6 and nh == 6:
                                 a = (s1 ^ d1) << 64 | (s2 ^ d2)
                         if a >= 0:
                             if (a * 0x9E3779B1 + (sp ^ dp) * 0x85EBCA77 >> 7) % share_n == share_k:
+                                self.packets = index
                                 yield index, ts, linktype, buf[q:end], orig
                             pos = end
                             continue
                     pkt = (index, ts, linktype, buf[q:end], orig)
                     if share_of(pkt, share_n) == share_k:   # type: ignore[arg-type,misc]
+                        self.packets = index
                         yield pkt
                     pos = end
                     continue
+                self.packets = index
                 yield index, ts, linktype, buf[pos + 16:end], orig
                 pos = end
             b.pos = pos
+            self.packets = index
             # a record header or body runs past the buffer: read more (the loop above then
             # takes the record), or the file ends
             if not b.need(16):
