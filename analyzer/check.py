@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 
 from analyzer.model import Conn, Exchange
 from dissectors.field import MALFORMED, Field
+from dissectors.field import body_of as _body
 from dissectors.field import int_value as _int
 
 try:  # the schema table may still be a placeholder: every use tolerates a missing API
@@ -174,10 +175,6 @@ def exchange_ref(ex: Exchange) -> dict[str, Any]:
 
 def _frames_of(ex: Exchange) -> list[int]:
     return [f for f in (ex.request_frame, ex.response_frame) if f is not None]
-
-
-def _body(tree: Field | None) -> Field | None:
-    return tree.child("body") if tree is not None else None
 
 
 def _elements(f: Field | None) -> list[Field]:

@@ -432,7 +432,6 @@ class Pipeline:
                     s.last_ts = last_ts
                 self._now = ts
 
-
     def expire(self, now: float) -> list[Exchange]:
         """Requests older than ``options.unanswered_timeout`` become unanswered exchanges."""
         timeout = self.options.unanswered_timeout

@@ -57,6 +57,7 @@ from ddsketch import DDSketch
 from ddsketch.mapping import LogarithmicMapping
 
 from analyzer.model import Exchange
+from dissectors.field import body_of as _body
 from dissectors.field import int_value as _int
 
 RELATIVE_ACCURACY = 0.01
@@ -400,10 +401,6 @@ def fmt_ms(v: float) -> str:
 
 
 # -- what one exchange contributes ----------------------------------------------
-
-
-def _body(tree: Any) -> Any:
-    return tree.child("body") if tree is not None else None
 
 
 def _part_error(e: Any) -> str | None:

@@ -140,10 +140,15 @@ class Field:
 _to_json = Field.to_json
 
 
-
 def int_value(v: Any) -> int | None:
     """A Field value as an int when it is one (a bool is not), else None."""
     return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def body_of(tree: Field | None) -> Field | None:
+    """The ``body`` child of a request or response tree (None without a tree)."""
+    return tree.child("body") if tree is not None else None
+
 
 class ErrorsRoot(Field):
     """A root Field that also carries ``error_codes``: the names of the non-zero error
