@@ -463,14 +463,18 @@ class Framer:
 
     def finish(self) -> list[Frame]:
         """End of the stream: a partial frame becomes a truncated Frame."""
-        out: list[Frame] = []
         if self.finished:
-            return out
+            return []
         self.finished = True
         self._at = -1
-        if self._buf:
-            self._run(out, final=True)
         buf = self._buf
+        if not buf:
+            # most directions end with their last frame complete: nothing to cut
+            if self._marks:
+                self._marks = ()
+            return []
+        out: list[Frame] = []
+        self._run(out, final=True)
         if buf:
             if self._synced and len(buf) >= 4:
                 r = self._decided if self._decided >= 0 else self._check(buf, 0, len(buf), True)
@@ -480,7 +484,7 @@ class Framer:
             if buf:
                 self._skip("end of stream", len(buf))
                 buf.clear()
-        self._marks = []
+        self._marks = ()
         return out
 
 

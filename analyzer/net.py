@@ -171,12 +171,24 @@ _v4tcp = struct.Struct(">BxHxxHxBxxIIHHIIBB").unpack_from
 _ep4_cache: dict[tuple[int, int, int, int], tuple[Endpoint, Endpoint]] = {}
 
 
+_ip4_cache: dict[int, str] = {}     # IPv4 address as a number -> its text (cleared with _ep4_cache)
+
+
 def _endpoints4(key: tuple[int, int, int, int]) -> tuple[Endpoint, Endpoint]:
+    # one call per connection (its ephemeral port): the addresses, few, are looked up by number
+    ips = _ip4_cache
     if len(_ep4_cache) > EP_CACHE_MAX:
         _ep4_cache.clear()
+        ips.clear()
     s, d, sp, dp = key
-    src = _new(Endpoint, (_ip_str(s.to_bytes(4, "big")), sp))
-    dst = _new(Endpoint, (_ip_str(d.to_bytes(4, "big")), dp))
+    sip = ips.get(s)
+    if sip is None:
+        sip = ips[s] = _ip_str(s.to_bytes(4, "big"))
+    dip = ips.get(d)
+    if dip is None:
+        dip = ips[d] = _ip_str(d.to_bytes(4, "big"))
+    src = _new(Endpoint, (sip, sp))
+    dst = _new(Endpoint, (dip, dp))
     eps = _ep4_cache[key] = (src, dst)
     # the answer comes next: its direction is learnt at the same time (one miss per connection)
     _ep4_cache[(d, s, dp, sp)] = (dst, src)

@@ -74,7 +74,7 @@ _obj_new = object.__new__
 
 SASL_HANDSHAKE = 17
 _API_NAMES: dict[int, str] = {}    # api_key (an int16) -> api_name(api_key), asked once per exchange
-_FAST_CLOSED = 4096        # closed connections the fused path keeps for their last ACKs
+_NO_CONN = (None, 0)       # Reassembler.segment's (st, direction) for a 4-tuple it holds no connection for
 _GC_GEN0 = 50_000          # young-generation threshold while a capture is read (feed_all)
 API_VERSIONS = 18
 
@@ -155,29 +155,26 @@ class _Pending(NamedTuple):
 
 
 class _ConnState:
-    __slots__ = ("conn", "framers", "inflight", "reused", "fifo", "sasl_raw", "sasl_mechanism", "decided",
+    """Pairing state of one connection (made in ``Pipeline._event``)."""
+    __slots__ = ("conn", "framers", "inflight", "reused", "fifo", "sasl_raw", "sasl_mechanism",
                  "ignored", "first_data_seen", "last_cid", "sasl_tokens_left", "tls_info", "tls", "tls_offsets")
-
-    def __init__(self, conn: Conn) -> None:
-        self.conn = conn
-        self.framers: list[Framer | None] = [None, None]
-        # correlation id -> the oldest request with it awaiting its response; later requests
-        # reusing an id still in flight (rare) wait in ``reused`` in order, so that the common
-        # case keeps one tuple per request and no queue
-        self.inflight: dict[int, _Pending] = {}
-        self.reused: dict[int, deque[_Pending]] | None = None
-        self.fifo: deque[_Pending] = deque()        # legacy requests / raw SASL tokens, in order
-        self.sasl_raw = False                       # after SaslHandshake v0: raw SASL tokens
-        self.sasl_mechanism: str | None = None
-        self.decided = False
-        self.ignored: str | None = None             # reason the connection is not analysed
-        self.first_data_seen = [False, False]
-        self.last_cid: int | None = None            # correlation id of the latest request
-        self.sasl_tokens_left = -1                  # raw SASL client tokens still expected (-1: unknown)
-        # (TLS members are made when TLS is seen: one _ConnState per connection)
-        self.tls_info: dict[str, Any] | None = None
-        self.tls: Any = None                        # TlsStreamDecryptor with --tls-keylog
-        self.tls_offsets: list[int] | None = None   # plaintext stream offsets per direction
+    conn: Conn
+    framers: list[Framer | None]
+    # correlation id -> the oldest request with it awaiting its response; later requests
+    # reusing an id still in flight (rare) wait in ``reused`` in order, so that the common
+    # case keeps one tuple per request and no queue
+    inflight: dict[int, _Pending]
+    reused: dict[int, deque[_Pending]] | None
+    fifo: deque[_Pending]                   # legacy requests / raw SASL tokens, in order
+    sasl_raw: bool                          # after SaslHandshake v0: raw SASL tokens
+    sasl_mechanism: str | None
+    ignored: str | None                     # reason the connection is not analysed
+    first_data_seen: list[bool]
+    last_cid: int | None                    # correlation id of the latest request
+    sasl_tokens_left: int                   # raw SASL client tokens still expected (-1: unknown)
+    tls_info: dict[str, Any] | None
+    tls: Any                                # TlsStreamDecryptor with --tls-keylog
+    tls_offsets: list[int] | None           # plaintext stream offsets per direction
 
 
 class Pipeline:
@@ -239,8 +236,8 @@ class Pipeline:
         raise_it = thresholds[0] < _GC_GEN0
         if raise_it:
             gc.set_threshold(_GC_GEN0, *thresholds[1:])
-        # packets taken by the fused path and their latest time: counted in the summary
-        # when the loop ends
+        # packets taken by the fused path or the reassembler branch and their latest time:
+        # counted in the summary when the loop ends
         fused = 0
         last_ts = ts = 0.0
         # one generator (not a wrapper around another): every exchange is yielded through it
@@ -264,13 +261,11 @@ class Pipeline:
             frames: list[Frame] = []      # the frames of one segment when there are several
             event = self._event
             slow = self.feed
-            count_packet = self._count_packet
             eth = 1 if self.options.autodetect else None     # the linktype the fused path takes
             # key -> (tcp conn state, direction, its _Dir, _ConnState or None once closed); the key is
             # the packet's address and port bytes (12 for IPv4, 36 for IPv6): a slice is cheaper than
             # unpacking the four numbers
             fast: dict[bytes, tuple[Any, int, Any, _ConnState | None]] = {}
-            closed_keys: deque[tuple[bytes, bytes]] = deque()   # keys of closed connections in fast
             if tick is not None:
                 packets = _ticking(packets, tick)     # the count is kept only when asked for
             for pkt in packets:
@@ -354,30 +349,42 @@ class Pipeline:
                     continue
                 # a SYN, FIN, RST, out-of-order data or a new connection (a few packets of every
                 # connection, ~a quarter of them on short connections): what ``feed`` does, from
-                # the fields parsed above; the Segment is parse_packet's for such a packet
-                count_packet(ts)
+                # the fields parsed above, straight into ``Reassembler.segment`` (the Segment is
+                # parse_packet's for such a packet). Counted like the fused path's packets; the
+                # capture's first packet sets the summary's first time
+                fused += 1
+                if ts > last_ts:
+                    last_ts = ts
+                if s.first_ts is None:
+                    s.first_ts = s.last_ts = ts
                 fe = fast.get(key)
                 v4 = len(key) == 12
-                ack = u32(data, 42 if v4 else 62)[0]
+                # (the ack number is read by the reassembler for a SYN-ACK only)
+                ack = u32(data, 42 if v4 else 62)[0] if flags & 2 else 0
                 payload = data[p:end] if end > p else b""
                 if fe is not None and not flags & 2 and not fe[0].closed:
                     # a FIN, RST or data out of order on an open connection of the fused path:
                     # the reassembler's connection and direction are known (no lookup), and
-                    # nothing the fused path keeps changes unless the connection closes
+                    # nothing the fused path keeps needs relearning: once the connection is
+                    # closed its entries take only ACKs (the fused path checks tst.closed)
                     tst, direction = fe[0], fe[1]
                     conn = tst.conn
-                    eps = (conn.a, conn.b) if direction == 0 else (conn.b, conn.a)
-                    events = seg_in(tst, direction, eps[0], eps[1], seq, ack, flags, payload, 0, ts, index)
-                    known = not tst.closed
+                    if direction:
+                        src, dst = conn.b, conn.a
+                    else:
+                        src, dst = conn.a, conn.b
+                    events = seg_in(tst, direction, src, dst, seq, ack, flags, payload, 0, ts, index)
+                    known = True
                 else:
                     if v4:
                         addr = addrs4(data, 26)
                         eps = ep4.get(addr) or endpoints4(addr)
                     else:
                         eps = ep6.get(key) or endpoints6(key, 16)
-                    # a plain tuple laid out as Segment (feed reads it by position; a NamedTuple
-                    # instance costs several times more to make)
-                    events = ra.feed((eps[0], eps[1], seq, ack, flags, payload, 0, ts, index))
+                    # the connection and direction the reassembler holds for the 4-tuple (feed's
+                    # lookup; what it holds after the segment is looked up below)
+                    tst, direction = pairs.get(eps) or _NO_CONN
+                    events = seg_in(tst, direction, eps[0], eps[1], seq, ack, flags, payload, 0, ts, index)
                     known = False
                 if events:
                     out = []
@@ -390,25 +397,20 @@ class Pipeline:
                 rkey = (data[30:34] + data[26:30] + data[36:38] + data[34:36] if v4
                         else data[38:54] + data[22:38] + data[56:58] + data[54:56])
                 # (re)learn both directions of this packet's connection as the reassembler now
-                # sees it (a new Conn after port reuse; closed: only ACKs stay on the fast path)
-                ent = pairs.get(eps)
-                if ent is None:
+                # sees it (a new Conn after port reuse, closed...; a closed one's entries take
+                # only ACKs, until the cache is cleared). Not after a SYN when neither direction
+                # is known here (a new connection): the SYN-ACK learns both
+                if fe is None and flags & 0x12 == 2 and rkey not in fast:
+                    continue
+                tst, direction = pairs.get(eps) or _NO_CONN
+                if tst is None:
                     fast.pop(key, None)
                     fast.pop(rkey, None)
                     continue
                 if len(fast) >= EP_CACHE_MAX:
                     fast.clear()
-                tst, direction = ent
                 if tst.closed:
                     fast[key] = fast[rkey] = (tst, direction, tst.dirs[direction], None)
-                    # closed connections stay only while their last ACKs may come: the
-                    # latest few thousand (a closed one is not kept alive for long)
-                    closed_keys.append((key, rkey))
-                    if len(closed_keys) > _FAST_CLOSED:
-                        for k in closed_keys.popleft():
-                            fe = fast.get(k)
-                            if fe is not None and fe[0].closed:
-                                del fast[k]
                     continue
                 pst = conns.get(tst.conn.id)
                 dd0, dd1 = tst.dirs
@@ -458,10 +460,24 @@ class Pipeline:
         return out
 
     # -- stream events --------------------------------------------------------
-    def _state(self, conn: Conn) -> _ConnState:
+    def _event(self, ev: StreamData | StreamGap | StreamEnd, out: list[Exchange]) -> None:
+        # read by position (conn, direction first in every event): cheaper than by name
+        conn = ev[0]
+        d = ev[1]
         st = self._conns.get(conn.id)
         if st is None:
-            st = _ConnState(conn)
+            # the connection's first event: its pairing state, one per connection (the slots
+            # stored here cost less than a class call with __init__)
+            st = _obj_new(_ConnState)
+            st.conn = conn
+            st.framers = [None, None]
+            st.inflight = {}
+            st.fifo = deque()
+            st.first_data_seen = [False, False]
+            st.reused = st.sasl_mechanism = st.ignored = st.last_cid = None
+            st.tls_info = st.tls = st.tls_offsets = None
+            st.sasl_raw = False
+            st.sasl_tokens_left = -1
             self._conns[conn.id] = st
             self.summary.connections += 1
             if conn.syn_seen:
@@ -472,19 +488,13 @@ class Pipeline:
                     conn.client_dir = 0
                 elif conn.a.port in ports and conn.b.port not in ports:
                     conn.client_dir = 1
-        return st
-
-    def _event(self, ev: StreamData | StreamGap | StreamEnd, out: list[Exchange]) -> None:
-        conn = ev.conn
-        st = self._conns.get(conn.id)
-        if st is None:
-            st = self._state(conn)
-        if type(ev) is StreamEnd:
-            if ev.direction is None:
-                self._close(st, ev.reason, out)
-                self._conns.pop(conn.id, None)
+        kind = type(ev)
+        if kind is StreamEnd:
+            if d is None:
+                self._close(st, ev[2], out)
+                del self._conns[conn.id]
             else:
-                fr = st.framers[ev.direction]
+                fr = st.framers[d]
                 if fr is not None and st.ignored is None:
                     for frame in fr.finish():
                         self._frame(st, frame, out)
@@ -492,21 +502,21 @@ class Pipeline:
                         self._collect_skipped(fr)
             return
         if st.ignored is not None:
-            if isinstance(ev, StreamData):
-                if not st.first_data_seen[ev.direction]:
-                    st.first_data_seen[ev.direction] = True
-                    if st.conn.protocol == "tls":
-                        self._classify_first_bytes(st, ev.direction, ev.data)
-                self.summary.bytes_skipped[st.ignored] += len(ev.data)
+            if kind is StreamData:
+                if not st.first_data_seen[d]:
+                    st.first_data_seen[d] = True
+                    if conn.protocol == "tls":
+                        self._classify_first_bytes(st, d, ev[3])
+                self.summary.bytes_skipped[st.ignored] += len(ev[3])
             return
-        d = ev.direction
-        if isinstance(ev, StreamGap):
+        if kind is StreamGap:
             self.summary.gaps += 1
             self.summary.gap_bytes += ev.length
         elif not st.first_data_seen[d]:
             st.first_data_seen[d] = True
-            if not self._classify_first_bytes(st, d, ev.data):
-                self.summary.bytes_skipped[st.ignored or "not kafka"] += len(ev.data)
+            # (a TLS record header has its major version, 3, second: Kafka bytes seldom do)
+            if ev[3][1:2] == b"\x03" and not self._classify_first_bytes(st, d, ev[3]):
+                self.summary.bytes_skipped[st.ignored or "not kafka"] += len(ev[3])
                 self._drop_framers(st)
                 return
         if st.tls is not None:
@@ -516,7 +526,7 @@ class Pipeline:
         fr = st.framers[d]
         if fr is None:
             # positional (plausible, max_frame_size, min_frame_size, peek): two per connection
-            fr = st.framers[d] = Framer(st.conn, d, self._plausible_for(st, d), self.options.max_frame_size,
+            fr = st.framers[d] = Framer(conn, d, self._plausible_for(st, d), self.options.max_frame_size,
                                         0 if st.sasl_raw else 2, 64)
         for frame in fr.feed(ev):
             self._frame(st, frame, out)
@@ -984,16 +994,14 @@ class Pipeline:
 
     def _close(self, st: _ConnState, reason: str, out: list[Exchange]) -> None:
         framers = st.framers
-        for d in (0, 1):
-            fr = framers[d]
-            if fr is not None:
-                # a direction that ended with its FIN was finished and collected then
-                if not fr.finished or fr.skipped or fr.over_max_frames:
-                    if st.ignored is None:
-                        for frame in fr.finish():
-                            self._frame(st, frame, out)
-                    self._collect_skipped(fr)
-                framers[d] = None
+        for fr in framers:
+            # a direction that ended with its FIN was finished and collected then
+            if fr is not None and (not fr.finished or fr.skipped or fr.over_max_frames):
+                if st.ignored is None:
+                    for frame in fr.finish():
+                        self._frame(st, frame, out)
+                self._collect_skipped(fr)
+        framers[0] = framers[1] = None
         conn = st.conn
         if conn.closed is None and (reason == "fin" or reason == "rst"):
             conn.closed = reason

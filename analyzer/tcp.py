@@ -71,23 +71,21 @@ _obj_new = object.__new__
 
 
 class _Dir:
-    """One direction of a connection."""
+    """One direction of a connection (made in ``Reassembler._new_conn``)."""
 
     __slots__ = ("base", "isn", "expected", "pending", "pending_bytes", "fin_at", "ended",
                  "recent", "recent_bytes")
-
-    def __init__(self) -> None:
-        self.base: int | None = None     # sequence number of stream offset 0
-        self.isn: int | None = None      # ISN from a captured SYN
-        self.expected = 0                # next stream offset to deliver
-        # out-of-order entries: [offset, payload, missing, ts, index], sorted by offset; a list
-        # once a segment waits (most directions of short connections never have one)
-        self.pending: list[list] | tuple[()] = ()
-        self.pending_bytes = 0
-        self.fin_at: int | None = None   # stream offset of the FIN
-        self.ended = False
-        self.recent: deque[tuple[int, bytes]] = deque()   # delivered (offset, bytes)
-        self.recent_bytes = 0
+    base: int | None            # sequence number of stream offset 0
+    isn: int | None             # ISN from a captured SYN
+    expected: int               # next stream offset to deliver
+    # out-of-order entries: [offset, payload, missing, ts, index], sorted by offset; a list
+    # once a segment waits (most directions of short connections never have one)
+    pending: list[list] | tuple[()]
+    pending_bytes: int
+    fin_at: int | None          # stream offset of the FIN
+    ended: bool
+    recent: deque[tuple[int, bytes]]    # delivered (offset, bytes)
+    recent_bytes: int
 
     def offset(self, seq: int) -> int:
         """Stream offset of ``seq``, unwrapped to the 2^31 window around ``expected``."""
@@ -98,14 +96,13 @@ class _Dir:
 
 
 class _ConnState:
-    __slots__ = ("conn", "dirs", "closed", "keys", "forgotten")
+    """One connection (made in ``Reassembler._new_conn``)."""
 
-    def __init__(self, conn: Conn, keys: tuple[tuple[Endpoint, Endpoint], ...]) -> None:
-        self.conn = conn
-        self.dirs = (_Dir(), _Dir())
-        self.closed = False
-        self.keys = keys
-        self.forgotten = False      # closed and dropped from the 4-tuple map (max_closed)
+    __slots__ = ("conn", "dirs", "closed", "forgotten")
+    conn: Conn
+    dirs: tuple[_Dir, _Dir]
+    closed: bool
+    forgotten: bool             # closed and dropped from the 4-tuple map (max_closed)
 
 
 class Reassembler:
@@ -142,13 +139,18 @@ class Reassembler:
             self.notes.append(text)
 
     def _new_conn(self, src: Endpoint, dst: Endpoint, flags: int, ts: float,
-                  index: int) -> _ConnState:
-        a, b = src, dst
+                  index: int) -> tuple[_ConnState, int]:
+        """A new connection whose first packet goes ``src`` -> ``dst``: its state and the
+        packet's direction."""
         if flags & (TCP_SYN | TCP_ACK) == TCP_SYN | TCP_ACK:
-            a, b = b, a                      # first packet is the SYN-ACK: a is the SYN sender
+            # first packet is the SYN-ACK: a is the SYN sender (a packet to its own endpoint
+            # keeps direction 0)
+            a, b, direction = dst, src, 1 if src != dst else 0
+        else:
+            a, b, direction = src, dst, 0
         cid = index if self.ids_from_index else self.conn_count
-        # one Conn per connection, millions on big captures: its slots stored here cost
-        # less than the dataclass __init__
+        # one Conn, one _ConnState and two _Dirs per connection, millions on big captures: their
+        # slots stored here cost less than calls of their classes
         conn = _obj_new(Conn)
         conn.id = cid
         conn.a = a
@@ -161,12 +163,21 @@ class Reassembler:
             self.first_indexes.append(index)
         if self.keep_conns:
             self.conns.append(conn)
-        st = _ConnState(conn, ((a, b), (b, a)))
+        st = _obj_new(_ConnState)
+        st.conn = conn
+        st.dirs = dirs = (_obj_new(_Dir), _obj_new(_Dir))
+        for d in dirs:
+            d.base = d.isn = d.fin_at = None
+            d.expected = d.pending_bytes = d.recent_bytes = 0
+            d.pending = ()
+            d.ended = False
+            d.recent = deque()
+        st.closed = st.forgotten = False
         pairs = self._pairs
         pairs[(a, b)] = (st, 0)
         pairs[(b, a)] = (st, 1)
         self._open[cid] = st
-        return st
+        return st, direction
 
     def _close(self, st: _ConnState, reason: str, ts: float, index: int,
                events: list[StreamEvent]) -> None:
@@ -182,7 +193,7 @@ class Reassembler:
             conn.closed = reason
         events.append(_new(StreamEnd, (conn, None, reason, ts, index)))
         self._open.pop(conn.id, None)
-        for d in (d0, d1):                # free buffers; keep only what reuse detection needs
+        for d in st.dirs:                # free buffers; keep only what reuse detection needs
             if d.pending:
                 d.pending = ()
             if d.pending_bytes:
@@ -198,7 +209,8 @@ class Reassembler:
             while len(closed) > self.max_closed:
                 old = closed.popleft()
                 old.forgotten = True
-                for k in old.keys:
+                a, b = old.conn.a, old.conn.b
+                for k in ((a, b), (b, a)):
                     ent = pairs.get(k)
                     if ent is not None and ent[0] is old:
                         del pairs[k]
@@ -241,11 +253,11 @@ class Reassembler:
         """``feed`` of a SYN, FIN, RST, data out of order...: every connection passes here a few
         times (its SYN, SYN-ACK and FINs). ``st`` and ``direction``: the connection and
         direction ``_pairs`` holds for (src, dst), st None when it holds none (the fused path
-        of analyzer.pipeline knows them for the packets of its connections and calls this)."""
+        of analyzer.pipeline knows them for the packets of its connections and calls this).
+        ``ack`` is read for a SYN-ACK only."""
         events: list[StreamEvent] = []
         if st is None:
-            st = self._new_conn(src, dst, flags, ts, index)
-            direction = 0 if src == st.conn.a else 1
+            st, direction = self._new_conn(src, dst, flags, ts, index)
         else:
             if flags & TCP_SYN:
                 d = st.dirs[direction]
@@ -255,7 +267,7 @@ class Reassembler:
                         if not st.closed:
                             self._close(st, "reused", ts, index, events)
                         self._count("port reuse")
-                        st, direction = self._new_conn(src, dst, flags, ts, index), 0
+                        st, direction = self._new_conn(src, dst, flags, ts, index)
                     elif d.isn == seq:
                         self._count("retransmitted SYN")
                         st.conn.last_ts = ts
@@ -264,8 +276,7 @@ class Reassembler:
                     if st.closed and d.isn != seq:
                         # new connection whose SYN was not captured
                         self._count("port reuse")
-                        st = self._new_conn(src, dst, flags, ts, index)
-                        direction = 0 if src == st.conn.a else 1
+                        st, direction = self._new_conn(src, dst, flags, ts, index)
                     else:
                         self._count("retransmitted SYN")
                         st.conn.last_ts = ts
@@ -279,22 +290,24 @@ class Reassembler:
         conn.last_ts = ts
         dirs = st.dirs
         d = dirs[direction]
-        syn = 1 if flags & TCP_SYN else 0
-        if d.base is None:
-            if syn:
+        if flags & TCP_SYN:
+            syn = 1
+            if d.base is None:
                 d.isn = seq
                 d.base = (seq + 1) & _MASK
                 if direction == 0 and not flags & TCP_ACK:
                     conn.syn_seen = True
-            else:
+            elif d.isn is None and d.expected == 0 and not d.pending:
+                d.isn = seq
+                d.base = (seq + 1) & _MASK
+            if flags & TCP_ACK and direction == 1 and dirs[0].base is None:
+                # the connection starts at b's SYN-ACK: a's ISN is its ack - 1
+                dirs[0].isn = (ack - 1) & _MASK
+                dirs[0].base = ack
+        else:
+            syn = 0
+            if d.base is None:
                 d.base = seq
-        elif syn and d.isn is None and d.expected == 0 and not d.pending:
-            d.isn = seq
-            d.base = (seq + 1) & _MASK
-        if syn and flags & TCP_ACK and direction == 1 and dirs[0].base is None:
-            # the connection starts at b's SYN-ACK: a's ISN is its ack - 1
-            dirs[0].isn = (ack - 1) & _MASK
-            dirs[0].base = ack
         if d.ended:
             if payload or missing:
                 self._count("data after FIN")
@@ -309,7 +322,7 @@ class Reassembler:
                 fin = d.offset((seq + syn + n) & _MASK)
                 if fin >= d.expected:
                     d.fin_at = fin
-                self._check_fin(st, direction, ts, index, events)
+                self._check_fin(st, direction, d, ts, index, events)
                 if not st.closed and dirs[1 - direction].fin_at is not None:
                     # both sides sent FIN: the connection is over even if a hole remains
                     self._close(st, "fin", ts, index, events)
@@ -330,9 +343,8 @@ class Reassembler:
 
     # -- per direction -------------------------------------------------------------------
 
-    def _check_fin(self, st: _ConnState, direction: int, ts: float, index: int,
+    def _check_fin(self, st: _ConnState, direction: int, d: _Dir, ts: float, index: int,
                    events: list[StreamEvent]) -> None:
-        d = st.dirs[direction]
         if d.fin_at is not None and not d.ended and d.expected >= d.fin_at:
             d.ended = True
             events.append(_new(StreamEnd, (st.conn, direction, "fin", ts, index)))
@@ -454,7 +466,7 @@ class Reassembler:
                     continue
                 off, payload, missing = t
             self._deliver(st, direction, d, off, payload, missing, ts, index, events)
-        self._check_fin(st, direction, now_ts, now_index, events)
+        self._check_fin(st, direction, d, now_ts, now_index, events)
 
     def _flush(self, st: _ConnState, direction: int, ts: float, index: int,
                events: list[StreamEvent]) -> None:

@@ -123,9 +123,9 @@ def test_fused_path_equals_per_packet_on_v4_v6_closed_and_reused(tmp_path: Path)
     assert len(fast_ones) == 12
 
 
-@pytest.mark.parametrize("keep_closed", [4096, 1])
+@pytest.mark.parametrize("cache_max", [16384, 2])
 def test_ack_on_forgotten_connection_starts_a_new_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                      keep_closed: int) -> None:
+                                                      cache_max: int) -> None:
     """Past ``max_closed`` the reassembler forgets a closed connection: a later ACK on its
     4-tuple is a new connection there, and the fast path must not treat it as closed."""
     pkts: list[TcpPacket] = []
@@ -135,7 +135,7 @@ def test_ack_on_forgotten_connection_starts_a_new_one(tmp_path: Path, monkeypatc
         pkts += p + flow.fin(0) + flow.fin(1) + flow.ack(0)
         flows.append(flow)
     pkts += flows[0].ack(0)         # connection 0 was forgotten (max_closed=2)
-    monkeypatch.setattr(pipeline, "_FAST_CLOSED", keep_closed)  # the fused path's own bound
+    monkeypatch.setattr(pipeline, "EP_CACHE_MAX", cache_max)  # the fused path's bound (cleared past it)
     path = str(tmp_path / "forgotten.pcap")
     write_pcap(path, pkts)
 
@@ -310,3 +310,44 @@ def test_fused_syn_fin_rst_equal_per_packet(tmp_path: Path) -> None:
     assert [c[3] for c in fused_run[1]][:3] == [True, False, True]
     # only the snaplen-cut FIN took ``feed``
     assert fused_run[5] == [len(pkts) - 1]
+
+
+@pytest.mark.parametrize("cache_max", [16384, 3])
+def test_fused_closed_entries_reuse_and_early_ack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  cache_max: int) -> None:
+    """The fused loop keeps a connection's entries when it closes (they take only its last
+    ACKs), learns nothing after a new connection's SYN: the same results as ``feed`` when
+    the old server opens a connection on the same 4-tuple, when the client ACKs before the
+    SYN-ACK is captured, and with data after the close."""
+    monkeypatch.setattr(pipeline, "EP_CACHE_MAX", cache_max)
+    pkts: list[TcpPacket] = []
+    srv = ("10.0.0.2", 9092)
+    flow, p = _conversation(("10.0.0.1", 43000), srv, 1000.0, (1000, 5000), n=2)
+    pkts += p + flow.fin(0) + flow.fin(1) + flow.ack(0)
+    pkts.append(TcpPacket(1000.9, "10.0.0.1", "10.0.0.2", 43000, 9092, PSH | ACK, flow.seq[0],
+                          flow.seq[1], b"late"))
+    # the roles swapped on the same 4-tuple: the old server sends the SYN
+    back, p2 = _conversation(srv, ("10.0.0.1", 43000), 1001.0, (20000, 30000), n=1)
+    pkts += p2 + back.fin(1) + back.fin(0) + back.ack(1)
+    # a retransmitted SYN and the client's ACK before the SYN-ACK is seen
+    flow3, p3 = _conversation(("10.0.0.1", 43001), srv, 1002.0, (3000, 7000), n=1)
+    pkts += p3[:1] + p3[:1]
+    pkts.append(TcpPacket(1002.0, "10.0.0.1", "10.0.0.2", 43001, 9092, ACK, 3001, 0))
+    pkts += p3[1:] + flow3.fin(1) + flow3.fin(0) + flow3.ack(1)
+    path = str(tmp_path / "reopen.pcap")
+    write_pcap(path, pkts)
+
+    runs = []
+    for fused in (True, False):
+        pipe = Pipeline(Options())
+        out = _outputs(pipe, path, fused)
+        ra = pipe.reassembler
+        runs.append((out, _conn_sig(pipe), dict(ra.counters), pipe.summary.to_json(pipe.ctx)))
+    assert runs[0] == runs[1]
+    out, conns, counters, summary = runs[0]
+    assert [c[1].port for c in conns] == [43000, 9092, 43001]     # the second one: a = the old server
+    assert [c[6] for c in conns] == ["fin", "fin", "fin"]
+    assert counters["port reuse"] == 1 and counters["retransmitted SYN"] == 1
+    assert counters["data after close"] == 1
+    assert summary["packets"] == len(pkts) and summary["exchanges"] == {"ok": 4}
+    assert summary["first_time"] == 1000.0
