@@ -119,9 +119,11 @@ class _Buf:
 # a record tuple -> a Packet (in C: map() over the records calls no Python code)
 _as_packet = functools.partial(tuple.__new__, Packet)
 
-# at an Ethernet frame's EtherType, then its IPv4 header: version/IHL, fragment field,
-# protocol, addresses, then the TCP ports (one unpack per packet in a share's record loop)
-_V4_SHARE = struct.Struct(">HB5xHxB2xIIHH").unpack_from
+# at an Ethernet frame's EtherType: it, the IPv4 version/IHL and TOS (one number), and the
+# IPv4 fragment field, TTL and protocol (one number) (a share's record loop)
+_V4_HEAD = struct.Struct(">I4xI").unpack_from
+# the IPv4 addresses and TCP ports (12 bytes at offset 26 of an Ethernet frame)
+_V4_ADDRS = struct.Struct(">IIHH").unpack
 # at an IPv6 header: version/class, next header, addresses (two 64-bit halves each), TCP ports
 _V6_SHARE = struct.Struct(">B5xBxQQQQHH").unpack_from
 
@@ -147,6 +149,7 @@ class CaptureReader:
         self.linktypes: list[int] = []         # pcap: [linktype]; pcapng: per interface seen
         self.packets = 0                       # packets read so far (yielded or left to another share)
         self._iterated = False
+        self.finished = False                  # the records are all read (or the reading stopped)
         self._share: tuple[int, int, Callable[[Packet, int], int]] | None = None
         try:
             self.size = os.path.getsize(path)
@@ -267,195 +270,213 @@ class CaptureReader:
         return CaptureError(f"{self.path}: unsupported link type {linktype} (packet {index})")
 
     def _iter_pcap(self) -> Iterator[Packet]:
-        # plain tuples laid out as Packet (see records())
-        b = self._buf
-        hdr = struct.Struct(self._e + "IIII")
-        unpack = hdr.unpack_from
-        div = 1e9 if self._nanos else 1e6
-        linktype = self._linktype
-        if linktype not in SUPPORTED_LINKTYPES:
-            if b.need(16):
-                raise self._unsupported(linktype, 1)
-            return
-        index = 0
-        last_ts = 0.0
-        # a share (keep_share): the packets of other shares are dropped here, most of them
-        # (Ethernet, IPv4 without options, TCP) from the record bytes alone
-        shared = self._share is not None
-        share_k, share_n, share_of = self._share if self._share is not None else (0, 1, None)
-        eth = linktype == 1
-        v4 = _V4_SHARE
-        v6 = _V6_SHARE
-        while True:
-            # the records wholly inside the buffer, with local variables only (the hot loop)
-            buf = b.buf
-            pos = b.pos
-            n = len(buf)
-            while pos + 16 <= n:
-                sec, frac, incl, orig = unpack(buf, pos)
-                end = pos + 16 + incl
-                if end > n:
-                    break
+        try:
+            # plain tuples laid out as Packet (see records())
+            b = self._buf
+            hdr = struct.Struct(self._e + "IIII")
+            unpack = hdr.unpack_from
+            div = 1e9 if self._nanos else 1e6
+            linktype = self._linktype
+            if linktype not in SUPPORTED_LINKTYPES:
+                if b.need(16):
+                    raise self._unsupported(linktype, 1)
+                return
+            index = 0
+            last_ts = 0.0
+            # a share (keep_share): the packets of other shares are dropped here, most of them
+            # (Ethernet, IPv4 without options, TCP) from the record bytes alone
+            shared = self._share is not None
+            share_k, share_n, share_of = self._share if self._share is not None else (0, 1, None)
+            eth = linktype == 1
+            v4 = _V4_HEAD
+            v6 = _V6_SHARE
+            # IPv4: the addresses and ports (12 bytes, as in the packet) -> whether the connection
+            # is this share's: a dict hit per packet instead of unpacking and hashing them
+            mine: dict[bytes, bool] = {}
+            while True:
+                # the records wholly inside the buffer, with local variables only (the hot loop)
+                buf = b.buf
+                pos = b.pos
+                n = len(buf)
+                while pos + 16 <= n:
+                    sec, frac, incl, orig = unpack(buf, pos)
+                    end = pos + 16 + incl
+                    if end > n:
+                        break
+                    index += 1
+                    ts = sec + frac / div
+                    if ts < last_ts:
+                        self._count("timestamp went backwards")
+                    last_ts = ts
+                    if incl > orig:
+                        self._count("caplen > orig_len")
+                    if shared:
+                        # share_of_conn, inline, for Ethernet IPv4 (no options, not a fragment) and
+                        # IPv6 (TCP next) TCP packets; share_of(packet) for the rest. ``packets``
+                        # is set only before a yield: no one reads it while other shares' packets
+                        # are dropped (a worker drops most of the file)
+                        q = pos + 16
+                        if eth and incl >= 54:
+                            w, ftp = v4(buf, q + 12)
+                            if w >> 8 == 0x080045 and ftp & 0x3FFF00FF == 6:
+                                # IPv4 without options; TCP, not a fragment (as Pipeline.feed_all)
+                                key = buf[q + 26:q + 38]
+                                keep = mine.get(key)
+                                if keep is None:
+                                    if len(mine) >= 65536:
+                                        mine.clear()        # a cache: memory stays flat
+                                    sa, da, sp, dp = _V4_ADDRS(key)
+                                    keep = mine[key] = share_of_conn(sa, da, sp, dp, share_n) == share_k
+                                if keep:
+                                    self.packets = index
+                                    yield index, ts, linktype, buf[q:end], orig
+                                pos = end
+                                continue
+                            if w >> 16 == 0x86DD and incl >= 74:
+                                vtc, nh, s1, s2, d1, d2, sp, dp = v6(buf, q + 14)
+                                if vtc >> 4 == 6 and nh == 6:
+                                    a = (s1 ^ d1) << 64 | (s2 ^ d2)
+                                    if (a * 0x9E3779B1 + (sp ^ dp) * 0x85EBCA77 >> 7) % share_n == share_k:
+                                        self.packets = index
+                                        yield index, ts, linktype, buf[q:end], orig
+                                    pos = end
+                                    continue
+                        pkt = (index, ts, linktype, buf[q:end], orig)
+                        if share_of(pkt, share_n) == share_k:   # type: ignore[arg-type,misc]
+                            self.packets = index
+                            yield pkt
+                        pos = end
+                        continue
+                    self.packets = index
+                    yield index, ts, linktype, buf[pos + 16:end], orig
+                    pos = end
+                b.pos = pos
+                self.packets = index
+                # a record header or body runs past the buffer: read more (the loop above then
+                # takes the record), or the file ends
+                if not b.need(16):
+                    if len(b.buf) - b.pos:
+                        self._damaged(f"capture ends inside the header of packet {index + 1}")
+                    return
+                incl = unpack(b.buf, b.pos)[2]
+                if incl > _MAX_RECORD:
+                    self._damaged(f"bad record length {incl} at offset {b.offset} (packet {index + 1})")
+                    return
+                if not b.need(16 + incl):
+                    self._damaged(f"capture ends inside packet {index + 1}")
+                    return
+        finally:
+            self.finished = True     # (analyzer.shards: the capture's end for the topic-id clock)
+
+    def _iter_pcapng(self) -> Iterator[Packet]:
+        try:
+            b = self._buf
+            e = "<"
+            ifaces: list[tuple[int, float, float]] = []   # (linktype, units per second, offset s)
+            index = 0
+            last_ts = 0.0
+            any_supported = False
+            first_block = True
+            u32 = struct.Struct("<I")
+            while True:
+                if not b.need(12):
+                    if len(b.buf) - b.pos:
+                        self._damaged(f"capture ends inside a block header at offset {b.offset}"
+                                      f" (after packet {index})")
+                    return
+                buf, pos = b.buf, b.pos
+                btype = u32.unpack_from(buf, pos)[0]
+                if btype == _SHB:
+                    bom = buf[pos + 8:pos + 12]
+                    if bom == b"\x4d\x3c\x2b\x1a":
+                        e = "<"
+                    elif bom == b"\x1a\x2b\x3c\x4d":
+                        e = ">"
+                    else:
+                        msg = f"bad pcapng byte-order magic at offset {b.offset}"
+                        if first_block:
+                            raise CaptureError(f"{self.path}: {msg}")
+                        self._damaged(msg + f" (after packet {index})")
+                        return
+                    u32 = struct.Struct(e + "I")
+                    ifaces = []
+                blen = u32.unpack_from(buf, pos + 4)[0]
+                if blen < 12 or blen % 4 or blen > _MAX_BLOCK:
+                    msg = f"bad pcapng block length {blen} at offset {b.offset}"
+                    if first_block:
+                        raise CaptureError(f"{self.path}: {msg}")
+                    self._damaged(msg + f" (after packet {index})")
+                    return
+                if not b.need(blen):
+                    if first_block:
+                        raise CaptureError(f"{self.path}: pcapng file header cut short")
+                    self._damaged(f"capture ends inside a block at offset {b.offset} (after packet {index})"
+                                  if btype not in (_EPB, _SPB, _PB) else f"capture ends inside packet {index + 1}")
+                    return
+                buf, pos = b.buf, b.pos
+                if u32.unpack_from(buf, pos + blen - 4)[0] != blen:
+                    msg = f"bad pcapng block length at offset {b.offset} (trailing length differs)"
+                    if first_block:
+                        raise CaptureError(f"{self.path}: {msg}")
+                    self._damaged(msg + f" (after packet {index})")
+                    return
+                b.pos = pos + blen
+                first_block = False
+                if btype == _EPB:
+                    if blen < 32:
+                        self._count("malformed pcapng block")
+                        continue
+                    if_id, hi, lo, incl, orig = struct.unpack_from(e + "IIIII", buf, pos + 8)
+                    if incl > blen - 32:
+                        self._count("malformed pcapng block")
+                        incl = blen - 32
+                    data = buf[pos + 28:pos + 28 + incl]
+                elif btype == _SPB:
+                    orig = u32.unpack_from(buf, pos + 8)[0]
+                    incl = min(orig, blen - 16)
+                    if_id = 0
+                    hi = lo = -1
+                    data = buf[pos + 12:pos + 12 + incl]
+                elif btype == _PB:
+                    if blen < 32:
+                        self._count("malformed pcapng block")
+                        continue
+                    if_id, _drops, hi, lo, incl, orig = struct.unpack_from(e + "HHIIII", buf, pos + 8)
+                    if incl > blen - 32:
+                        self._count("malformed pcapng block")
+                        incl = blen - 32
+                    data = buf[pos + 28:pos + 28 + incl]
+                elif btype == _IDB:
+                    ifaces.append(self._parse_idb(buf, pos, blen, e))
+                    self.linktypes.append(ifaces[-1][0])
+                    if ifaces[-1][0] in SUPPORTED_LINKTYPES:
+                        any_supported = True
+                    continue
+                else:
+                    if btype != _SHB and btype not in _KNOWN_SKIPPED:
+                        self._count("unknown pcapng block")
+                    continue
                 index += 1
-                ts = sec + frac / div
+                if if_id >= len(ifaces):
+                    self._count("packet on unknown interface")
+                    linktype, units, toff = -1, 1e6, 0.0
+                else:
+                    linktype, units, toff = ifaces[if_id]
+                if hi < 0:          # simple packet block: no timestamp; keep the previous one
+                    ts = last_ts
+                else:
+                    ts = ((hi << 32) | lo) / units + toff
                 if ts < last_ts:
                     self._count("timestamp went backwards")
                 last_ts = ts
                 if incl > orig:
                     self._count("caplen > orig_len")
-                if shared:
-                    # share_of_conn, inline, for Ethernet IPv4 (no options, not a fragment) and
-                    # IPv6 (TCP next) TCP packets; share_of(packet) for the rest. ``packets``
-                    # is set only before a yield: no one reads it while other shares' packets
-                    # are dropped (a worker drops most of the file)
-                    q = pos + 16
-                    if eth and incl >= 54:
-                        et, vihl, frag, proto, sa, da, sp, dp = v4(buf, q + 12)
-                        a = -1          # the addresses XORed, when the ports are found too
-                        if et == 0x0800:
-                            if vihl == 0x45 and proto == 6 and not frag & 0x3FFF:
-                                a = sa ^ da
-                        elif et == 0x86DD and incl >= 74:
-                            vtc, nh, s1, s2, d1, d2, sp, dp = v6(buf, q + 14)
-                            if vtc >> 4 == 6 and nh == 6:
-                                a = (s1 ^ d1) << 64 | (s2 ^ d2)
-                        if a >= 0:
-                            if (a * 0x9E3779B1 + (sp ^ dp) * 0x85EBCA77 >> 7) % share_n == share_k:
-                                self.packets = index
-                                yield index, ts, linktype, buf[q:end], orig
-                            pos = end
-                            continue
-                    pkt = (index, ts, linktype, buf[q:end], orig)
-                    if share_of(pkt, share_n) == share_k:   # type: ignore[arg-type,misc]
-                        self.packets = index
-                        yield pkt
-                    pos = end
-                    continue
+                if linktype not in SUPPORTED_LINKTYPES and not any_supported and linktype >= 0:
+                    raise self._unsupported(linktype, index)
                 self.packets = index
-                yield index, ts, linktype, buf[pos + 16:end], orig
-                pos = end
-            b.pos = pos
-            self.packets = index
-            # a record header or body runs past the buffer: read more (the loop above then
-            # takes the record), or the file ends
-            if not b.need(16):
-                if len(b.buf) - b.pos:
-                    self._damaged(f"capture ends inside the header of packet {index + 1}")
-                return
-            incl = unpack(b.buf, b.pos)[2]
-            if incl > _MAX_RECORD:
-                self._damaged(f"bad record length {incl} at offset {b.offset} (packet {index + 1})")
-                return
-            if not b.need(16 + incl):
-                self._damaged(f"capture ends inside packet {index + 1}")
-                return
-
-    def _iter_pcapng(self) -> Iterator[Packet]:
-        b = self._buf
-        e = "<"
-        ifaces: list[tuple[int, float, float]] = []   # (linktype, units per second, offset s)
-        index = 0
-        last_ts = 0.0
-        any_supported = False
-        first_block = True
-        u32 = struct.Struct("<I")
-        while True:
-            if not b.need(12):
-                if len(b.buf) - b.pos:
-                    self._damaged(f"capture ends inside a block header at offset {b.offset}"
-                                  f" (after packet {index})")
-                return
-            buf, pos = b.buf, b.pos
-            btype = u32.unpack_from(buf, pos)[0]
-            if btype == _SHB:
-                bom = buf[pos + 8:pos + 12]
-                if bom == b"\x4d\x3c\x2b\x1a":
-                    e = "<"
-                elif bom == b"\x1a\x2b\x3c\x4d":
-                    e = ">"
-                else:
-                    msg = f"bad pcapng byte-order magic at offset {b.offset}"
-                    if first_block:
-                        raise CaptureError(f"{self.path}: {msg}")
-                    self._damaged(msg + f" (after packet {index})")
-                    return
-                u32 = struct.Struct(e + "I")
-                ifaces = []
-            blen = u32.unpack_from(buf, pos + 4)[0]
-            if blen < 12 or blen % 4 or blen > _MAX_BLOCK:
-                msg = f"bad pcapng block length {blen} at offset {b.offset}"
-                if first_block:
-                    raise CaptureError(f"{self.path}: {msg}")
-                self._damaged(msg + f" (after packet {index})")
-                return
-            if not b.need(blen):
-                if first_block:
-                    raise CaptureError(f"{self.path}: pcapng file header cut short")
-                self._damaged(f"capture ends inside a block at offset {b.offset} (after packet {index})"
-                              if btype not in (_EPB, _SPB, _PB) else f"capture ends inside packet {index + 1}")
-                return
-            buf, pos = b.buf, b.pos
-            if u32.unpack_from(buf, pos + blen - 4)[0] != blen:
-                msg = f"bad pcapng block length at offset {b.offset} (trailing length differs)"
-                if first_block:
-                    raise CaptureError(f"{self.path}: {msg}")
-                self._damaged(msg + f" (after packet {index})")
-                return
-            b.pos = pos + blen
-            first_block = False
-            if btype == _EPB:
-                if blen < 32:
-                    self._count("malformed pcapng block")
-                    continue
-                if_id, hi, lo, incl, orig = struct.unpack_from(e + "IIIII", buf, pos + 8)
-                if incl > blen - 32:
-                    self._count("malformed pcapng block")
-                    incl = blen - 32
-                data = buf[pos + 28:pos + 28 + incl]
-            elif btype == _SPB:
-                orig = u32.unpack_from(buf, pos + 8)[0]
-                incl = min(orig, blen - 16)
-                if_id = 0
-                hi = lo = -1
-                data = buf[pos + 12:pos + 12 + incl]
-            elif btype == _PB:
-                if blen < 32:
-                    self._count("malformed pcapng block")
-                    continue
-                if_id, _drops, hi, lo, incl, orig = struct.unpack_from(e + "HHIIII", buf, pos + 8)
-                if incl > blen - 32:
-                    self._count("malformed pcapng block")
-                    incl = blen - 32
-                data = buf[pos + 28:pos + 28 + incl]
-            elif btype == _IDB:
-                ifaces.append(self._parse_idb(buf, pos, blen, e))
-                self.linktypes.append(ifaces[-1][0])
-                if ifaces[-1][0] in SUPPORTED_LINKTYPES:
-                    any_supported = True
-                continue
-            else:
-                if btype != _SHB and btype not in _KNOWN_SKIPPED:
-                    self._count("unknown pcapng block")
-                continue
-            index += 1
-            if if_id >= len(ifaces):
-                self._count("packet on unknown interface")
-                linktype, units, toff = -1, 1e6, 0.0
-            else:
-                linktype, units, toff = ifaces[if_id]
-            if hi < 0:          # simple packet block: no timestamp; keep the previous one
-                ts = last_ts
-            else:
-                ts = ((hi << 32) | lo) / units + toff
-            if ts < last_ts:
-                self._count("timestamp went backwards")
-            last_ts = ts
-            if incl > orig:
-                self._count("caplen > orig_len")
-            if linktype not in SUPPORTED_LINKTYPES and not any_supported and linktype >= 0:
-                raise self._unsupported(linktype, index)
-            self.packets = index
-            yield Packet(index, ts, linktype, data, orig)
+                yield Packet(index, ts, linktype, data, orig)
+        finally:
+            self.finished = True     # (analyzer.shards: the capture's end for the topic-id clock)
 
     def _parse_idb(self, buf: bytes, pos: int, blen: int, e: str) -> tuple[int, float, float]:
         if blen < 20:

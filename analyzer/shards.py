@@ -70,14 +70,18 @@ class TopicNames(dict):  # type: ignore[type-arg]
     def __init__(self, known: dict[str, tuple[list[int], list[str]]] | None = None) -> None:
         super().__init__()
         self._now = 0
-        self.reader: CaptureReader | None = None   # while set, ``now`` is its packet count
+        # while set, ``now`` is its packet count (END_OF_CAPTURE once its records are read)
+        self.reader: CaptureReader | None = None
         self.known = known
         self.learnt: list[tuple[int, str, str]] = []
         self.misses: dict[str, list[int]] = {}     # topic id -> [first, last] packet of a failed lookup
 
     @property
     def now(self) -> int:
-        return self.reader.packets if self.reader is not None else self._now
+        r = self.reader
+        if r is None:
+            return self._now
+        return r.packets if not r.finished else END_OF_CAPTURE
 
     @now.setter
     def now(self, value: int) -> None:
@@ -190,12 +194,11 @@ def _ip_int(ip: str) -> int:
 
 def _select(k: int, n: int, names: TopicNames) -> Callable[[CaptureReader], Iterator[Packet]]:
     def select(reader: CaptureReader) -> Iterator[Packet]:
-        # the reader drops the other shares' packets; the topic-id clock reads its count
+        # the reader drops the other shares' packets; the topic-id clock reads its count.
+        # Its records themselves, not a generator around them: one generator step per packet
         reader.keep_share(k, n, shard_of)
         names.reader = reader
-        yield from reader.records()
-        names.reader = None
-        names.now = END_OF_CAPTURE
+        return reader.records()
     return select
 
 

@@ -56,6 +56,29 @@ def test_records_of_a_share(tmp_path: Path) -> None:
     assert sorted(kept) == sorted(tuple(p) for p in every)
 
 
+def test_pcap_oddities_counted_as_record_by_record(tmp_path: Path) -> None:
+    """Timestamps going backwards and caplen > orig_len are counted per record,
+    across the reader's buffers, the counter met first first; timestamps are sec + usec/1e6."""
+    import struct
+    recs = []
+    for i in range(3000):
+        sec, usec = 1_700_000_000 + i // 7, (i % 7) * 1000 + 1
+        if i % 1000 == 999:
+            sec -= 3                                    # backwards
+        data = bytes(600)
+        orig = 599 if i % 1500 == 400 else 600         # caplen > orig_len
+        recs.append(struct.pack("<IIII", sec, usec, len(data), orig) + data)
+    path = tmp_path / "odd.pcap"
+    path.write_bytes(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1) + b"".join(recs))
+    with open_capture(str(path)) as r:
+        got = list(r.records())
+        assert list(r.counters.items()) == [("caplen > orig_len", 2), ("timestamp went backwards", 3)]
+    assert len(got) == 3000 and [t[0] for t in got] == list(range(1, 3001))
+    for i, (_idx, ts, lt, data, orig) in enumerate(got):
+        sec, usec = struct.unpack_from("<II", recs[i])
+        assert ts == sec + usec / 1e6 and lt == 1 and len(data) == 600 and orig == (599 if i % 1500 == 400 else 600)
+
+
 def test_run_reads_records_and_counts_like_feed(tmp_path: Path) -> None:
     path = str(tmp_path / "r.pcap")
     pkts = _packets()
