@@ -313,12 +313,13 @@ class Framer:
             end = pos + 4 + size
             if size < self._min or size > self.max_frame_size or end > n:
                 break
+            body = data[pos + 4:end]
             if plausible is not None:
-                seen = plausible(data[pos + 4:pos + 4 + (size if size < self.peek else self.peek)])
+                # the peek: the frame's bytes when no longer (mostly), no second slice
+                seen = plausible(body if size <= self.peek else body[:self.peek])
                 if not seen:
                     break
-            f = _new(Frame, (self.conn, self.direction, data[pos + 4:end], size, index, index, ts, ts,
-                             off + pos, False, seen))
+            f = _new(Frame, (self.conn, self.direction, body, size, index, index, ts, ts, off + pos, False, seen))
             self.frames += 1
             self._reason = "desync"
             if end == n:

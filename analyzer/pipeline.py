@@ -25,6 +25,7 @@ import struct
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, NamedTuple
 
 from analyzer.capture import CaptureReader, open_capture
@@ -62,6 +63,7 @@ from dissectors.header import (
     parse_request_header,
     plausible_request,
     read_uvarint,
+    request_header,
     response_correlation_id,
 )
 from dissectors.schema import api_name
@@ -77,6 +79,9 @@ _API_NAMES: dict[int, str] = {}    # api_key (an int16) -> api_name(api_key), as
 _NO_CONN = (None, 0)       # Reassembler.segment's (st, direction) for a 4-tuple it holds no connection for
 _GC_GEN0 = 50_000          # young-generation threshold while a capture is read (feed_all)
 API_VERSIONS = 18
+# the framer's check of a 0.8+ client side (see Pipeline._plausible_for): plausible_request
+# of a peek (prefix), called with one argument (no wrapper, no keywords)
+_REQUEST_CHECK = request_header
 
 
 @dataclass
@@ -259,6 +264,9 @@ class Pipeline:
             endpoints6 = endpoints
             frame_in = self._frame
             frames: list[Frame] = []      # the frames of one segment when there are several
+            # the exchanges of one packet of the fused path, emptied once yielded (most packets
+            # produce none: no list made per packet)
+            outs: list[Exchange] = []
             event = self._event
             slow = self.feed
             eth = 1 if self.options.autodetect else None     # the linktype the fused path takes
@@ -313,14 +321,14 @@ class Pipeline:
                             if p < end:
                                 exp = dd.expected
                                 payload = data[p:end]
-                                dd.expected = exp + len(payload)
+                                dd.expected = exp + end - p
                                 if window:
                                     recent = dd.recent
                                     recent.append((exp, payload))
-                                    dd.recent_bytes += len(payload)
-                                    while dd.recent_bytes > window and len(recent) > 1:
-                                        dd.recent_bytes -= len(recent.popleft()[1])
-                                out: list[Exchange] = []
+                                    rb = dd.recent_bytes + end - p
+                                    while rb > window and len(recent) > 1:
+                                        rb -= len(recent.popleft()[1])
+                                    dd.recent_bytes = rb
                                 if pst is None:
                                     pst = conns.get(conn.id)
                                     if pst is not None:
@@ -332,15 +340,16 @@ class Pipeline:
                                     # to the list kept for the run (emptied after use)
                                     f = fr.feed_data(exp, payload, ts, index, frames)
                                     if f is not None:
-                                        frame_in(pst, f, out)
+                                        frame_in(pst, f, outs)
                                     elif frames:
                                         for f in frames:
-                                            frame_in(pst, f, out)
+                                            frame_in(pst, f, outs)
                                         frames.clear()
                                 else:
-                                    event(_new(StreamData, (conn, direction, exp, payload, ts, index)), out)
-                                if out:
-                                    yield from out
+                                    event(_new(StreamData, (conn, direction, exp, payload, ts, index)), outs)
+                                if outs:
+                                    yield from outs
+                                    outs.clear()
                             continue
                 if key is None:
                     out = slow(pkt)
@@ -606,12 +615,19 @@ class Pipeline:
                 st.framers[d] = None
 
     def _plausible_for(self, st: _ConnState, d: int) -> Callable[[bytes], RequestHeader | _Pending | bool]:
+        """The framer's check of direction ``d`` (asked for every frame), for the connection's
+        state now: once it carries 0.8+ Kafka outside raw SASL with its client side known, the
+        request side's check is ``plausible_request`` of the peek and the response side's the
+        lookup of the request it answers, without the tests that lead there (_set_checks gives
+        the framers their new check whenever that state changes). A request header parsed
+        here, or the request a response answers, is returned: the framer keeps it on the frame
+        (Frame.peeked) for _frame."""
         conn = st.conn
+        client_dir = conn.client_dir
+        if conn.protocol == "kafka" and client_dir is not None and not st.sasl_raw:
+            return _REQUEST_CHECK if d == client_dir else partial(_response_check, st)
 
         def plausible(data: bytes) -> RequestHeader | _Pending | bool:
-            # asked for every frame: attributes read once. A request header parsed here, or
-            # the request a response answers, is returned: the framer keeps it on the frame
-            # (Frame.peeked) for _frame
             if st.sasl_raw:
                 return True
             client_dir = conn.client_dir
@@ -619,7 +635,7 @@ class Pipeline:
             if client_dir is None or client_dir == d:
                 if protocol == "kafka-legacy":
                     return legacy.legacy_request_plausible(data)
-                h = plausible_request(data, True)     # (prefix: a peek)
+                h = _REQUEST_CHECK(data)
                 if h:
                     return h
                 if protocol is None and legacy.legacy_request_plausible(data):
@@ -629,17 +645,16 @@ class Pipeline:
             # a response
             if protocol == "kafka-legacy":
                 return legacy.legacy_response_plausible(data, st.fifo[0].legacy_type if st.fifo else None)
-            cid = response_correlation_id(data)
-            if cid is None or cid < 0:
-                return False
-            p = st.inflight.get(cid)
-            if p is not None:
-                return p
-            # an orphan (its request not captured, e.g. a mid-stream start) is plausible
-            # while no request was seen yet, or when its id is close to the ones in use
-            last = st.last_cid
-            return last is None or abs(cid - last) <= 4096
+            return _response_check(st, data)
         return plausible
+
+    def _set_checks(self, st: _ConnState) -> None:
+        """Give the framers the checks for the connection's new state (see _plausible_for)."""
+        framers = st.framers
+        for d in (0, 1):
+            fr = framers[d]
+            if fr is not None:
+                fr.plausible = self._plausible_for(st, d)
 
     def _collect_skipped(self, fr: Framer) -> None:
         for reason, n in fr.skipped.items():
@@ -653,6 +668,9 @@ class Pipeline:
 
     # -- frames ---------------------------------------------------------------
     def _frame(self, st: _ConnState, frame: Frame, out: list[Exchange]) -> None:
+        """Pair one frame: a 0.8+ request waits for its response (by correlation id); a
+        response makes the exchange with its request. One function for both (the requests
+        and responses of every exchange come through here; pre-0.8 and odd frames branch off)."""
         # the common frames first, told by what the framer's check returned for them (the
         # check ran on the connection's state as this frame's segment found it):
         # - the request a response answers: a response of a 0.8+ connection whose client
@@ -661,13 +679,84 @@ class Pipeline:
         peeked = frame.peeked
         if peeked.__class__ is _Pending:
             self.summary.response_frames += 1
-            self._response(st, frame, out)
+            response = True
+        else:
+            conn = st.conn
+            if peeked.__class__ is RequestHeader and conn.protocol == "kafka" and frame.direction == conn.client_dir:
+                self.summary.request_frames += 1
+                response = False
+            else:
+                kind = self._frame_kind(st, frame, out)
+                if kind is None:
+                    return
+                response = kind
+        if response:
+            if st.sasl_raw and st.fifo and st.fifo[0].sasl_token:
+                self._sasl_token_response(st, frame, out)
+                return
+            inflight = st.inflight
+            if peeked.__class__ is _Pending and not st.reused:
+                # the framer's check found the request waiting for this response (the common
+                # case); None if an earlier response of this segment took it (ids reused while
+                # in flight, rare, keep their order through _pop_pending)
+                p = inflight.pop(cid := peeked[1][2], None)
+            else:
+                cid = response_correlation_id(frame.data)
+                p = self._pop_pending(st, cid)      # None (too short) is no key either
+            if p is None:
+                self._new_exchange(
+                    st, protocol="kafka", api_key=None, api_name="Unknown", api_version=None,
+                    correlation_id=cid, client_id=None, request=None, response=frame,
+                    status="orphan_response", response_tree=self._orphan_tree(frame), out=out,
+                    note="response whose request was not captured")
+                return
+            req, h = p[0], p[1]
+            if inflight and min(x.frame.last_index for x in inflight.values()) < req.last_index:
+                self.summary.notes["responses out of request order"] += 1
+            api_key = h[0]
+            name = _API_NAMES.get(api_key)
+            if name is None:
+                name = _API_NAMES[api_key] = api_name(api_key)
+            ex = self._new_exchange(st, "kafka", api_key, name, h[1], h[2], h[3], req, frame, "ok",
+                                    None, None, h, out)
+            if api_key == SASL_HANDSHAKE:
+                self._after_sasl_handshake(st, ex)
             return
+        # a request
+        if st.sasl_raw and self._sasl_token_request(st, frame):
+            return
+        h = peeked
+        if h.__class__ is not RequestHeader:     # not parsed by the framer's check
+            h = parse_request_header(frame.data, partial=frame.truncated)
+            if h is None:
+                tree = Field("request", "Request", None, 0, len(frame.data))
+                tree.mark_malformed(f"not a request header ({len(frame.data)} bytes)", self.ctx)
+                self._new_exchange(
+                    st, protocol="kafka", api_key=None, api_name="Unknown", api_version=None,
+                    correlation_id=None, client_id=None, request=frame, response=None, status="malformed",
+                    request_tree=tree, out=out)
+                return
+        cid = h[2]
+        if h[0] == 0 and self._acks(frame.data, h) == 0:
+            self._new_exchange(st, "kafka", 0, "Produce", h[1], cid, h[3], frame, None, "no_response_expected",
+                               None, None, h, out)
+            return
+        st.last_cid = cid
+        p = _new(_Pending, (frame, h, None, None, False))
+        if st.inflight.setdefault(cid, p) is not p:
+            if st.reused is None:
+                st.reused = {}
+            q = st.reused.get(cid)
+            if q is None:
+                q = st.reused[cid] = deque()
+            q.append(p)
+            self.summary.notes["correlation id reused while in flight"] += 1
+
+    def _frame_kind(self, st: _ConnState, frame: Frame, out: list[Exchange]) -> bool | None:
+        """A frame that is not one of the common two (see _frame): counted, the client side
+        and protocol decided if not yet; True for a 0.8+ response, False for a 0.8+ request,
+        None for a pre-0.8 frame (handled here)."""
         conn = st.conn
-        if peeked.__class__ is RequestHeader and conn.protocol == "kafka" and frame.direction == conn.client_dir:
-            self.summary.request_frames += 1
-            self._request(st, frame, out)
-            return
         if frame.truncated:
             self.summary.truncated_frames += 1
         client_dir = conn.client_dir
@@ -683,16 +772,37 @@ class Pipeline:
             if protocol is None:
                 self._decide_protocol(st, frame)
                 protocol = conn.protocol
+                self._set_checks(st)
             if protocol == "kafka-legacy":
                 self._legacy_request(st, frame, out)
-            else:
-                self._request(st, frame, out)
-        else:
-            self.summary.response_frames += 1
-            if conn.protocol == "kafka-legacy":
-                self._legacy_response(st, frame, out)
-            else:
-                self._response(st, frame, out)
+                return None
+            return False
+        self.summary.response_frames += 1
+        if conn.protocol == "kafka-legacy":
+            self._legacy_response(st, frame, out)
+            return None
+        return True
+
+    def _sasl_token_request(self, st: _ConnState, frame: Frame) -> bool:
+        """A client frame after SaslHandshake v0: True if it is a raw SASL token (queued for
+        the broker's), False once authentication is over (Kafka requests again)."""
+        if st.sasl_tokens_left == 0 or (st.sasl_tokens_left < 0 and plausible_request(frame.data)):
+            st.sasl_raw = False     # authentication is over: Kafka requests again
+            self._min_frame(st, 2)
+            self._set_checks(st)
+            return False
+        st.sasl_tokens_left -= 1
+        tree = kafka.decode_sasl_token(frame.data, self.ctx, st.sasl_mechanism, True)
+        st.fifo.append(_Pending(frame, None, tree=tree, sasl_token=True))
+        return True
+
+    def _sasl_token_response(self, st: _ConnState, frame: Frame, out: list[Exchange]) -> None:
+        p = st.fifo.popleft()
+        tree = kafka.decode_sasl_token(frame.data, self.ctx, st.sasl_mechanism, False)
+        self._new_exchange(
+            st, protocol="kafka", api_key=None, api_name="SaslToken", api_version=None,
+            correlation_id=None, client_id=None, request=p.frame, response=frame, status="ok",
+            request_tree=p.tree, response_tree=tree, out=out)
 
     def _decide_protocol(self, st: _ConnState, frame: Frame) -> None:
         conn = st.conn
@@ -715,9 +825,58 @@ class Pipeline:
     def _new_exchange(self, st: _ConnState, protocol: str, api_key: int | None, api_name: str,
                       api_version: int | None, correlation_id: int | None, client_id: str | None,
                       request: Frame | None, response: Frame | None, status: str,
-                      request_tree: Field | None = None, response_tree: Field | None = None) -> Exchange:
+                      request_tree: Field | None = None, response_tree: Field | None = None,
+                      header: RequestHeader | None = None, out: list[Exchange] | None = None,
+                      note: str | None = None) -> Exchange:
+        """The Exchange; emitted (counted and appended) to ``out`` if given. ``note`` is its
+        first note. With the ``header`` of a 0.8+ request, its trees (and the response's) are
+        decoded here as the options ask, and its error codes and partitions are found.
+
+        A tree whose decoding counted malformed fields says how many (_count_bad) and makes an
+        emitted ``ok`` exchange malformed, unless its frame was cut short in the capture."""
+        # once per exchange, one call: decoding, finishing and emitting where it is built
+        error_codes: list[str] | None = None
+        partitions: list[dict[str, Any]] | None = None
+        if header is not None:
+            mode = self.options.decode
+            if mode != "none":
+                ctx = self.ctx
+                before = ctx.malformed
+                if mode == "lite":
+                    request_tree = digest.digest_request(request.data, header[4], ctx)   # type: ignore[union-attr]
+                    mid = ctx.malformed
+                    if response is not None:
+                        response_tree = digest.digest_response(response.data, api_key, api_version, ctx)  # type: ignore[arg-type]
+                else:
+                    request_tree = kafka.decode_request(request.data, ctx)   # type: ignore[union-attr]
+                    mid = ctx.malformed
+                    if response is not None:
+                        response_tree = kafka.decode_response(response.data, api_key, api_version, ctx)  # type: ignore[arg-type]
+                # (only _count_bad marks a tree: what it marks here is known without reading it)
+                if mid != before:
+                    _count_bad(request_tree, mid - before)   # type: ignore[arg-type]
+                    if status == "ok" and out is not None and not request.truncated:   # type: ignore[union-attr]
+                        status = "malformed"
+                if ctx.malformed != mid:
+                    _count_bad(response_tree, ctx.malformed - mid)   # type: ignore[arg-type]
+                    if status == "ok" and out is not None and not response.truncated:   # type: ignore[union-attr]
+                        status = "malformed"
+                if response_tree is not None:
+                    error_codes = kafka.error_codes(response_tree)
+                if (api_key == 0 or api_key == 1) and (request_tree is not None or response_tree is not None):
+                    partitions = partitions_of(api_key, request_tree, response_tree, self.ctx.topic_names)
+        elif status == "ok" and out is not None:
+            # trees decoded by the caller (an ok exchange has both frames; the tests ordered so
+            # that the common tree without extra costs least)
+            t = request_tree
+            if t is not None and t.extra and t.extra.get("malformed") and not request.truncated:   # type: ignore[union-attr]
+                status = "malformed"
+            else:
+                t = response_tree
+                if t is not None and t.extra and t.extra.get("malformed") and not response.truncated:   # type: ignore[union-attr]
+                    status = "malformed"
         self._seq = seq = self._seq + 1
-        # once per exchange: the slots stored here cost less than Exchange's 16-argument __init__
+        # the slots stored here cost less than Exchange's 16-argument __init__
         ex = _obj_new(Exchange)
         ex.conn = st.conn
         ex.protocol = protocol
@@ -731,99 +890,18 @@ class Pipeline:
         ex.status = status
         ex.request_tree = request_tree
         ex.response_tree = response_tree
-        ex.error_codes = []
-        ex.partitions = []
-        ex.notes = []
+        ex.error_codes = [] if error_codes is None else error_codes
+        ex.partitions = [] if partitions is None else partitions
+        ex.notes = notes = [] if note is None else [note]
         ex.seq = seq
+        if out is not None:
+            if (request is not None and request.truncated) or (response is not None and response.truncated):
+                for fr in (request, response):
+                    if fr is not None and fr.truncated:
+                        notes.append(f"frame {fr.last_index}: {len(fr.data)} of {fr.size} bytes captured")
+            self.summary.exchanges[status] += 1
+            out.append(ex)
         return ex
-
-    def _emit(self, ex: Exchange, out: list[Exchange]) -> None:
-        req, resp = ex.request, ex.response
-        status = ex.status
-        if status == "ok":
-            # a tree whose decoding counted malformed fields (_count_bad) makes the exchange
-            # malformed, unless its frame was cut short in the capture (an ok exchange has both
-            # frames; the tests ordered so that the common tree without extra costs least)
-            t = ex.request_tree
-            if t is not None and t.extra and t.extra.get("malformed") and not req.truncated:   # type: ignore[union-attr]
-                status = ex.status = "malformed"
-            else:
-                t = ex.response_tree
-                if t is not None and t.extra and t.extra.get("malformed") and not resp.truncated:   # type: ignore[union-attr]
-                    status = ex.status = "malformed"
-        if (req is not None and req.truncated) or (resp is not None and resp.truncated):
-            for fr in (req, resp):
-                if fr is not None and fr.truncated:
-                    ex.notes.append(f"frame {fr.last_index}: {len(fr.data)} of {fr.size} bytes captured")
-        self.summary.exchanges[status] += 1
-        out.append(ex)
-
-    def _decode_request(self, frame: Frame, h: RequestHeader) -> Field | None:
-        return self._decode(frame, h, None)[0]
-
-    def _decode(self, req: Frame, h: RequestHeader, resp: Frame | None) -> tuple[Field | None, Field | None]:
-        """The trees of a request with header ``h`` and of its response if any, as the
-        options ask (one call per exchange); a tree whose decoding counted malformed fields
-        says how many (_count_bad)."""
-        mode = self.options.decode
-        if mode == "none":
-            return None, None
-        ctx = self.ctx
-        before = ctx.malformed
-        if mode == "lite":
-            req_tree = digest.digest_request(req.data, h.header_len, ctx)
-            mid = ctx.malformed
-            resp_tree = digest.digest_response(resp.data, h[0], h[1], ctx) if resp is not None else None
-        else:
-            req_tree = kafka.decode_request(req.data, ctx)
-            mid = ctx.malformed
-            resp_tree = kafka.decode_response(resp.data, h[0], h[1], ctx) if resp is not None else None
-        if mid != before:
-            _count_bad(req_tree, mid - before)
-        if ctx.malformed != mid:
-            _count_bad(resp_tree, ctx.malformed - mid)   # type: ignore[arg-type]
-        return req_tree, resp_tree
-
-    def _request(self, st: _ConnState, frame: Frame, out: list[Exchange]) -> None:
-        if st.sasl_raw:
-            if st.sasl_tokens_left == 0 or (st.sasl_tokens_left < 0 and plausible_request(frame.data)):
-                st.sasl_raw = False     # authentication is over: Kafka requests again
-                self._min_frame(st, 2)
-            else:
-                st.sasl_tokens_left -= 1
-                tree = kafka.decode_sasl_token(frame.data, self.ctx, st.sasl_mechanism, True)
-                st.fifo.append(_Pending(frame, None, tree=tree, sasl_token=True))
-                return
-        h = frame.peeked
-        if h.__class__ is not RequestHeader:     # not parsed by the framer's check
-            h = parse_request_header(frame.data, partial=frame.truncated)
-        if h is None:
-            tree = Field("request", "Request", None, 0, len(frame.data))
-            tree.mark_malformed(f"not a request header ({len(frame.data)} bytes)", self.ctx)
-            self._emit(self._new_exchange(
-                st, protocol="kafka", api_key=None, api_name="Unknown", api_version=None,
-                correlation_id=None, client_id=None, request=frame, response=None, status="malformed",
-                request_tree=tree), out)
-            return
-        if h.api_key == 0 and self._acks(frame.data, h) == 0:
-            tree = self._decode_request(frame, h)
-            ex = self._new_exchange(
-                st, protocol="kafka", api_key=0, api_name="Produce", api_version=h.api_version,
-                correlation_id=h.correlation_id, client_id=h.client_id, request=frame, response=None,
-                status="no_response_expected", request_tree=tree)
-            self._finish_exchange(ex)
-            self._emit(ex, out)
-            return
-        cid = st.last_cid = h.correlation_id
-        p = _new(_Pending, (frame, h, None, None, False))
-        if st.inflight.setdefault(cid, p) is not p:
-            if st.reused is None:
-                st.reused = {}
-            q = st.reused.get(cid)
-            if q is None:
-                q = st.reused[cid] = deque()
-            q.append(p)
-            self.summary.notes["correlation id reused while in flight"] += 1
 
     @staticmethod
     def _pop_pending(st: _ConnState, cid: int | None) -> _Pending | None:
@@ -856,49 +934,6 @@ class Pipeline:
         except (struct.error, ValueError):
             return None
 
-    def _response(self, st: _ConnState, frame: Frame, out: list[Exchange]) -> None:
-        if st.sasl_raw and st.fifo and st.fifo[0].sasl_token:
-            p = st.fifo.popleft()
-            tree = kafka.decode_sasl_token(frame.data, self.ctx, st.sasl_mechanism, False)
-            ex = self._new_exchange(
-                st, protocol="kafka", api_key=None, api_name="SaslToken", api_version=None,
-                correlation_id=None, client_id=None, request=p.frame, response=frame, status="ok",
-                request_tree=p.tree, response_tree=tree)
-            self._emit(ex, out)
-            return
-        inflight = st.inflight
-        p = frame.peeked
-        if p.__class__ is _Pending and not st.reused:
-            # the framer's check found the request waiting for this response (the common
-            # case); None if an earlier response of this segment took it (ids reused while
-            # in flight, rare, keep their order through _pop_pending)
-            p = inflight.pop(cid := p.header[2], None)
-        else:
-            cid = response_correlation_id(frame.data)
-            p = self._pop_pending(st, cid)      # None (too short) is no key either
-        if p is None:
-            ex = self._new_exchange(
-                st, protocol="kafka", api_key=None, api_name="Unknown", api_version=None,
-                correlation_id=cid, client_id=None, request=None, response=frame, status="orphan_response")
-            ex.response_tree = self._orphan_tree(frame)
-            ex.notes.append("response whose request was not captured")
-            self._emit(ex, out)
-            return
-        if inflight and min(x.frame.last_index for x in inflight.values()) < p.frame.last_index:
-            self.summary.notes["responses out of request order"] += 1
-        h = p.header
-        api_key, api_version, correlation_id, client_id, _hl, _hv = h    # type: ignore[misc]
-        name = _API_NAMES.get(api_key)
-        if name is None:
-            name = _API_NAMES[api_key] = api_name(api_key)
-        req_tree, resp_tree = self._decode(p.frame, h, frame)   # type: ignore[arg-type]
-        ex = self._new_exchange(st, "kafka", api_key, name, api_version, correlation_id, client_id, p.frame,
-                                frame, "ok", req_tree, resp_tree)
-        self._finish_exchange(ex)
-        if api_key == SASL_HANDSHAKE:
-            self._after_sasl_handshake(st, ex)
-        self._emit(ex, out)
-
     def _orphan_tree(self, frame: Frame) -> Field:
         tree = Field("response", "Response", None, 0, len(frame.data))
         hdr = tree.add(Field("header", "ResponseHeader", None, 0, min(4, len(frame.data))))
@@ -909,14 +944,6 @@ class Pipeline:
                        notes=["request not captured: API unknown, body not decoded"]))
         return tree
 
-    def _finish_exchange(self, ex: Exchange) -> None:
-        resp = ex.response_tree
-        if resp is not None:
-            ex.error_codes = kafka.error_codes(resp)
-        api_key = ex.api_key
-        if (api_key == 0 or api_key == 1) and (ex.request_tree is not None or resp is not None):
-            ex.partitions = partitions_of(api_key, ex.request_tree, resp, self.ctx.topic_names)
-
     def _after_sasl_handshake(self, st: _ConnState, ex: Exchange) -> None:
         body = ex.request_tree.child("body") if ex.request_tree else None
         if body is not None:
@@ -926,6 +953,7 @@ class Pipeline:
             mech = (st.sasl_mechanism or "").upper()
             st.sasl_tokens_left = 1 if mech == "PLAIN" else 2 if mech.startswith("SCRAM-") else -1
             self._min_frame(st, 0)      # raw SASL tokens may be empty
+            self._set_checks(st)
 
     # -- pre-0.8 --------------------------------------------------------------
     def _legacy_request(self, st: _ConnState, frame: Frame, out: list[Exchange]) -> None:
@@ -941,17 +969,15 @@ class Pipeline:
             st, protocol="kafka-legacy", api_key=rtype if isinstance(rtype, int) else None, api_name=name,
             api_version=None, correlation_id=None, client_id=None, request=frame, response=None,
             status="no_response_expected" if isinstance(rtype, int) and rtype in legacy.LEGACY_API_NAMES
-            else "malformed", request_tree=tree)
+            else "malformed", request_tree=tree, out=out)
         ex.partitions = legacy.legacy_partitions(tree, True)
-        self._emit(ex, out)
 
     def _legacy_response(self, st: _ConnState, frame: Frame, out: list[Exchange]) -> None:
         if not st.fifo:
-            ex = self._new_exchange(
+            self._new_exchange(
                 st, protocol="kafka-legacy", api_key=None, api_name="UNKNOWN", api_version=None,
-                correlation_id=None, client_id=None, request=None, response=frame, status="orphan_response")
-            ex.notes.append("response whose request was not captured")
-            self._emit(ex, out)
+                correlation_id=None, client_id=None, request=None, response=frame, status="orphan_response",
+                out=out, note="response whose request was not captured")
             return
         p = st.fifo.popleft()
         rtype = p.legacy_type if p.legacy_type is not None else -1
@@ -961,10 +987,9 @@ class Pipeline:
         ex = self._new_exchange(
             st, protocol="kafka-legacy", api_key=rtype, api_name=legacy.LEGACY_API_NAMES.get(rtype, "UNKNOWN"),
             api_version=None, correlation_id=None, client_id=None, request=p.frame, response=frame, status="ok",
-            request_tree=p.tree, response_tree=tree)
+            request_tree=p.tree, response_tree=tree, out=out)
         ex.error_codes = legacy.legacy_error_codes(tree)
         ex.partitions = legacy.legacy_partitions(tree, False)
-        self._emit(ex, out)
 
     # -- endings --------------------------------------------------------------
     def _unanswered(self, st: _ConnState, p: _Pending, why: str) -> Exchange:
@@ -983,11 +1008,8 @@ class Pipeline:
                 status="unanswered", request_tree=p.tree)
         else:
             assert h is not None
-            ex = self._new_exchange(
-                st, protocol="kafka", api_key=h.api_key, api_name=api_name(h.api_key), api_version=h.api_version,
-                correlation_id=h.correlation_id, client_id=h.client_id, request=p.frame, response=None,
-                status="unanswered", request_tree=self._decode_request(p.frame, h))
-            self._finish_exchange(ex)
+            ex = self._new_exchange(st, "kafka", h.api_key, api_name(h.api_key), h.api_version, h.correlation_id,
+                                    h.client_id, p.frame, None, "unanswered", None, None, h)
         ex.notes.append(why)
         self.summary.exchanges[ex.status] += 1
         return ex
@@ -1021,6 +1043,21 @@ class Pipeline:
             st.fifo.clear()
         if st.ignored is not None and conn.protocol != "tls":
             self.summary.other_connections += 1
+
+
+def _response_check(st: _ConnState, data: bytes) -> _Pending | bool:
+    """The framer's check of a 0.8+ response (see Pipeline._plausible_for): the request it
+    answers, or whether an orphan response is plausible."""
+    cid = response_correlation_id(data)
+    if cid is None or cid < 0:
+        return False
+    p = st.inflight.get(cid)
+    if p is not None:
+        return p
+    # an orphan (its request not captured, e.g. a mid-stream start) is plausible
+    # while no request was seen yet, or when its id is close to the ones in use
+    last = st.last_cid
+    return last is None or abs(cid - last) <= 4096
 
 
 def _ticking(packets: Iterable[Packet], tick: Callable[[int], None]) -> Iterator[Packet]:

@@ -94,35 +94,56 @@ def parse_request_header(data: bytes, partial: bool = False) -> RequestHeader | 
     of the whole frame too: nothing past ``header_len`` is read, and more bytes only
     widen the bounds checked. So a header parsed from a framer's peek can be kept.
     """
-    # (once per request frame: the common v1/v2 header takes the fewest steps)
+    return request_header(data, partial, False)    # type: ignore[return-value]
+
+
+def request_header(data: bytes, partial: bool = True, check: bool = True) -> RequestHeader | bool | None:
+    """``parse_request_header(data, partial)`` without ``check``; with it (the defaults: the
+    framer's check of a peek, called as ``request_header(data)``, no call of its own),
+    ``plausible_request(data, prefix=partial)`` (see both): the header if plausible and
+    parsed whole, True if judged on a cut client_id, else False."""
+    # once per request frame (the framer's check): the common v1/v2 header takes the
+    # fewest steps, and the plausibility check is made on the way (no second call)
     n = len(data)
     if n < 10:
         if n < 8:
-            return None
+            return False if check else None
         api_key, api_version, correlation_id = _HDR.unpack_from(data, 0)
-        if _header_version(api_key, api_version) != 0:
-            return None                   # only a v0 header fits
+        if _header_version(api_key, api_version) != 0 or (check and not _api_plausible(api_key, api_version)):
+            return False if check else None      # (only a v0 header fits)
         return _new(RequestHeader, (api_key, api_version, correlation_id, None, 8, 0))
     api_key, api_version, correlation_id, slen = _HDR_SLEN.unpack_from(data, 0)
-    hv = _HV.get(api_key << 16 | api_version)     # _header_version's cache, read inline
-    if hv is None:
-        hv = _header_version(api_key, api_version)
+    k = api_key << 16 | api_version
+    if check:
+        hv = _CHECKED.get(k)    # _checked_version's cache, read inline
+        if hv is None:
+            hv = _checked_version(api_key, api_version)
+        if hv < 0:
+            return False
+    else:
+        hv = _HV.get(k)     # _header_version's cache, read inline
+        if hv is None:
+            hv = _header_version(api_key, api_version)
     if hv == 0:
         return _new(RequestHeader, (api_key, api_version, correlation_id, None, 8, 0))
     client_id: str | None
     if slen < 0:
         if slen != -1:
-            return None
+            return False if check else None
         client_id = None
         pos = 10
     else:
         pos = 10 + slen
         if pos > n:
             if not partial:
-                return None
-            return _new(RequestHeader, (api_key, api_version, correlation_id,
-                                        data[10:].decode("utf-8", "replace"), n, hv))
+                return False if check else None
+            client_id = data[10:].decode("utf-8", "replace")
+            if check:       # judged on the part of the client_id that is there
+                return slen <= 2048 and (not client_id or client_id.isprintable())
+            return _new(RequestHeader, (api_key, api_version, correlation_id, client_id, n, hv))
         client_id = data[10:pos].decode("utf-8", "replace")
+        if check and client_id and not client_id.isprintable():
+            return False
     if hv == 2:
         if pos < n and data[pos] == 0:
             pos += 1                      # no tagged fields: the common case
@@ -131,7 +152,9 @@ def parse_request_header(data: bytes, partial: bool = False) -> RequestHeader | 
                 pos = skip_tagged_fields(data, pos, n)
             except ValueError:
                 if not partial:
-                    return None
+                    return False if check else None
+                if check:   # a cut section: judged on the client_id (printable, checked above)
+                    return 0 <= slen <= 2048
                 pos = n
     return _new(RequestHeader, (api_key, api_version, correlation_id, client_id, pos, hv))
 
@@ -184,6 +207,20 @@ def _api_plausible(api_key: int, api_version: int) -> bool:
     return ok
 
 
+# api_key << 16 | api_version -> its request header version if the pair is plausible, else -1:
+# what the check of every request frame asks, in one lookup
+_CHECKED: dict[int, int] = {}
+
+
+def _checked_version(api_key: int, api_version: int) -> int:
+    """``_header_version`` of a plausible API key and version (``_api_plausible``), else -1 (cached)."""
+    hv = _header_version(api_key, api_version) if _api_plausible(api_key, api_version) else -1
+    if len(_CHECKED) >= 4096:
+        _CHECKED.clear()
+    _CHECKED[api_key << 16 | api_version] = hv
+    return hv
+
+
 def plausible_request(data: bytes, prefix: bool = False) -> RequestHeader | bool:
     """Could these frame bytes (after the size prefix) be a 0.8+ request?
 
@@ -196,21 +233,4 @@ def plausible_request(data: bytes, prefix: bool = False) -> RequestHeader | bool
     it is ``parse_request_header`` of the whole frame as well, which the caller need
     not repeat. A header judged on a cut client_id gives True; an implausible one False.
     """
-    # asked of every request frame: parsed first (mostly it is a request), the API judged
-    # from the header (the cache lookup of _api_plausible inline)
-    h = parse_request_header(data)
-    if h is None:
-        if not prefix or len(data) < 10:
-            return False
-        api_key, api_version, _cid, slen = _HDR_SLEN.unpack_from(data, 0)
-        if not _api_plausible(api_key, api_version) or slen < 0 or slen > 2048:
-            return False
-        cid: str | None = data[10:10 + slen].decode("utf-8", "replace")
-        return not cid or cid.isprintable()
-    api_key, api_version, _cid, cid, _hl, _hv = h
-    ok = _API_OK.get(api_key << 16 | api_version)
-    if ok is None:
-        ok = _api_plausible(api_key, api_version)
-    if not ok:
-        return False
-    return h if not cid or cid.isprintable() else False
+    return request_header(data, prefix, True)    # type: ignore[return-value]
