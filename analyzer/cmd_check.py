@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from analyzer.check import RULES, SEVERITIES, Checker, Finding, count_by_severity
+from analyzer.errors import warn_damaged
 from analyzer.options import capture_options
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -72,6 +73,7 @@ def check_command(captures: tuple[str, ...], rules: tuple[str, ...], skip_rules:
         for ex in run:
             checker.add(ex)
         findings = checker.finish(capture_end=run.summary.last_ts)
+        warn_damaged(path, run.summary.capture_warning)
         if many:
             for f in findings:
                 f.capture = path

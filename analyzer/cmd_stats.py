@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from analyzer.errors import UserError, stdout_console
+from analyzer.errors import UserError, stdout_console, warn_damaged
 from analyzer.options import capture_options
 from analyzer.stats import DEFAULT_KEEP_TOP, GROUP_KEYS, PointSample, StatsAccumulator, parse_by
 
@@ -75,7 +75,7 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
                 total.merge(res.acc)
                 if points is not None and res.points is not None:
                     points.absorb(res.points.points, res.points.stride)
-                _warn(path, res.capture_warning)
+                warn_damaged(path, res.capture_warning)
                 continue
             # a topic id learnt between two lookups on other connections: only one
             # process gives the figures one process gives
@@ -86,7 +86,7 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
             if points is not None:
                 points.add(ex)
         total.merge(acc)
-        _warn(path, run.summary.capture_warning)
+        warn_damaged(path, run.summary.capture_warning)
 
     result = total.result(top=top)
     from analyzer import stats_render as sr
@@ -110,10 +110,3 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
         except OSError as e:
             raise UserError(f"cannot write {plot_path}: {e.strerror or e}") from None
         click.echo(f"wrote {plot_path}", err=True)
-
-
-def _warn(path: str, warning: str | None) -> None:
-    """A damaged capture (cut short, bad record): the figures cover what was read; say so
-    on stderr, as ``read`` says it in its summary."""
-    if warning:
-        click.echo(f"warning: {path}: {warning}", err=True)

@@ -22,6 +22,14 @@ def fail(message: str, exit_code: int = 1) -> NoReturn:
     sys.exit(exit_code)
 
 
+def warn_damaged(path: str, warning: str | None) -> None:
+    """A damaged capture (cut short, bad record): the figures or findings cover what was
+    read; say so on stderr, as ``read`` says it in its summary."""
+    if warning:
+        sys.stderr.write(f"warning: {path}: {warning}\n")
+        sys.stderr.flush()
+
+
 def reader_gone() -> NoReturn:
     """The reader of our output went away (``... | head``): stop quietly with exit 0, as
     other filters do; the final flush of stdout must not fail again."""

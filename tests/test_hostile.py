@@ -242,6 +242,11 @@ def test_record_cut_short(tmp_path: Path) -> None:
     exs, run = analyse(cut)
     assert set(before) <= set(keys(exs)) and len(before) >= 5
     assert run.summary.packets == 29
+    # stats and check read what came before and say the capture was cut, on stderr
+    for cmd in (("stats", "-j", "1"), ("check",)):
+        code, out, err = cli(*cmd, str(cut))
+        assert code in (0, 1) and "Traceback" not in err, err
+        assert err.splitlines()[-1] == f"warning: {cut}: capture ends inside packet 30", (cmd, err)
     # a header cut short
     cut.write_bytes(data[:off + 7])
     code, out, _ = cli("read", str(cut))
