@@ -588,6 +588,7 @@ class _FakeRun:
 
         class S:
             last_ts = None
+            capture_warning = None      # (a whole capture)
         self.summary = S()
 
     def __iter__(self):
