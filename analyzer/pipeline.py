@@ -558,6 +558,7 @@ class Pipeline:
             entry = st.tls_info
             if info.get("hello") == "client":
                 st.conn.client_dir = d
+                self._set_checks(st)        # the framers' checks follow the client side
                 entry["client"], entry["broker"] = str(st.conn.endpoint(d)), str(st.conn.endpoint(1 - d))
                 entry["sni"] = info.get("sni")
                 entry["offered"] = info.get("offered")
