@@ -262,11 +262,15 @@ def run_child(argv: list[str], stdout_path: str = os.devnull) -> Timing:
     return Timing(dt, ru.ru_maxrss / 1024.0, p.returncode, ru.ru_utime + ru.ru_stime)
 
 
-def best(argv: list[str], repeat: int, stdout_path: str = os.devnull) -> Timing:
-    runs = [run_child(argv, stdout_path) for _ in range(repeat)]
+def best_of(runs: list[Timing]) -> Timing:
+    """The fastest wall time, the lowest CPU time, the highest peak RSS and exit code."""
     t = min(runs, key=lambda r: r.seconds)
     return Timing(t.seconds, max(r.max_rss_mb for r in runs), max(r.rc for r in runs),
                   min(r.cpu for r in runs))
+
+
+def best(argv: list[str], repeat: int, stdout_path: str = os.devnull) -> Timing:
+    return best_of([run_child(argv, stdout_path) for _ in range(repeat)])
 
 
 def sniff() -> list[str]:
@@ -290,7 +294,9 @@ def commands(cap: Path) -> dict[str, list[str]]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--packets", type=int, default=1_000_000, help="at least this many packets (default 1,000,000)")
-    ap.add_argument("--repeat", type=int, default=1, help="runs per command; the fastest counts (default 1)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds: each round runs every command once, in turn; the fastest run counts, "
+                         "and the ratios are also given per round (default 1)")
     ap.add_argument("--skip-tshark-json", action="store_true", help="do not run tshark -T json at all")
     ap.add_argument("--tshark-json-packets", type=int, default=200_000,
                     help="run tshark -T json (and read-ndjson again) on a capture of this many packets "
@@ -319,10 +325,19 @@ def main() -> int:
               f"   peak RSS {r.max_rss_mb:7.1f} MB{extra}", flush=True)
 
     print(f"  {'':<17} {'(best of ' + str(args.repeat) + ')':>13}")
-    for name in ("floor", "stats", "stats-1proc", "read-ndjson", "tshark-fields"):
-        if only and name not in only:
-            continue
-        results[name] = best(cmds[name], args.repeat)
+    # with --repeat, the commands take turns (round after round) rather than each running
+    # its repeats in a row: this machine's speed drifts within minutes, and a drift should
+    # hit every command alike; the ratios are also given per round
+    names = [n for n in ("floor", "stats", "stats-1proc", "read-ndjson", "tshark-fields") if not only or n in only]
+    rounds: dict[str, list[Timing]] = {n: [] for n in names}
+    for r in range(args.repeat):
+        for name in names:
+            t = run_child(cmds[name])
+            rounds[name].append(t)
+            if args.repeat > 1:
+                show(f"{name} #{r + 1}", t, info["packets"])
+    for name in names:
+        results[name] = best_of(rounds[name])
         show(name, results[name], info["packets"])
 
     json_note = None
@@ -354,6 +369,11 @@ def main() -> int:
             w, c = ra.seconds / rb.seconds, (ra.cpu / rb.cpu if rb.cpu else math.nan)
             ratios[label] = [w, c]
             print(f"  {label:<40} {w:7.2f}  [{c:6.2f}]   target {target}")
+            ta, tb = rounds.get(a, []), rounds.get(b, [])
+            if len(ta) > 1 and len(ta) == len(tb):
+                per = [x.seconds / y.seconds for x, y in zip(ta, tb, strict=True)]
+                ratios[label + " (per round)"] = per
+                print(f"  {'':<40} per round: {', '.join(f'{v:.2f}' for v in per)}")
 
     ratio("tshark-fields / stats", "tshark-fields", "stats", ">= 4")
     ratio("tshark-fields / stats-1proc", "tshark-fields", "stats-1proc", "(one process)")
