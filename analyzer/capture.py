@@ -122,18 +122,26 @@ _as_packet = functools.partial(tuple.__new__, Packet)
 # at an Ethernet frame's EtherType: it, the IPv4 version/IHL and TOS (one number), and the
 # IPv4 fragment field, TTL and protocol (one number) (a share's record loop)
 _V4_HEAD = struct.Struct(">I4xI").unpack_from
-# the IPv4 addresses and TCP ports (12 bytes at offset 26 of an Ethernet frame)
+# the addresses and TCP ports of IPv4 (12 bytes) and IPv6 (36 bytes, each address in two halves)
 _V4_ADDRS = struct.Struct(">IIHH").unpack
-# at an IPv6 header: version/class, next header, addresses (two 64-bit halves each), TCP ports
-_V6_SHARE = struct.Struct(">B5xBxQQQQHH").unpack_from
+_V6_ADDRS = struct.Struct(">QQQQHH").unpack
 
 
 def share_of_conn(a: int, b: int, pa: int, pb: int, n: int) -> int:
     """The share (0..n-1) of a TCP connection between addresses ``a`` and ``b`` (IPv4 or
     IPv6, as integers) and ports ``pa`` and ``pb``: the same in both directions and for
     every connection on the same addresses and ports. The record loop of a shared pcap
-    reader computes it inline for Ethernet IPv4/IPv6 TCP packets."""
+    reader asks ``share_of_key`` of Ethernet IPv4/IPv6 TCP packets, once per connection."""
     return ((a ^ b) * 0x9E3779B1 + (pa ^ pb) * 0x85EBCA77 >> 7) % n
+
+
+def share_of_key(key: bytes, n: int) -> int:
+    """``share_of_conn`` of a packet's address and port bytes as they stand in it: source
+    and destination address, then ports (12 bytes for IPv4, 36 for IPv6)."""
+    if len(key) == 12:
+        return share_of_conn(*_V4_ADDRS(key), n)
+    s1, s2, d1, d2, sp, dp = _V6_ADDRS(key)
+    return share_of_conn(s1 << 64 | s2, d1 << 64 | d2, sp, dp, n)
 
 
 class CaptureReader:
@@ -289,9 +297,8 @@ class CaptureReader:
             share_k, share_n, share_of = self._share if self._share is not None else (0, 1, None)
             eth = linktype == 1
             v4 = _V4_HEAD
-            v6 = _V6_SHARE
-            # IPv4: the addresses and ports (12 bytes, as in the packet) -> whether the connection
-            # is this share's: a dict hit per packet instead of unpacking and hashing them
+            # the addresses and ports (share_of_key's key, as in the packet) -> whether the
+            # connection is this share's: a dict hit per packet instead of unpacking and hashing them
             mine: dict[bytes, bool] = {}
             while True:
                 # the records wholly inside the buffer, with local variables only (the hot loop)
@@ -311,36 +318,32 @@ class CaptureReader:
                     if incl > orig:
                         self._count("caplen > orig_len")
                     if shared:
-                        # share_of_conn, inline, for Ethernet IPv4 (no options, not a fragment) and
-                        # IPv6 (TCP next) TCP packets; share_of(packet) for the rest. ``packets``
-                        # is set only before a yield: no one reads it while other shares' packets
-                        # are dropped (a worker drops most of the file)
+                        # Ethernet IPv4 (no options, not a fragment) and IPv6 (TCP next) TCP
+                        # packets: their share from their address and port bytes, cached (a dict
+                        # hit per packet; share_of_key on a miss); share_of(packet) for the rest.
+                        # ``packets`` is set only before a yield: no one reads it while other
+                        # shares' packets are dropped (a worker drops most of the file)
                         q = pos + 16
                         if eth and incl >= 54:
                             w, ftp = v4(buf, q + 12)
-                            if w >> 8 == 0x080045 and ftp & 0x3FFF00FF == 6:
-                                # IPv4 without options; TCP, not a fragment (as Pipeline.feed_all)
-                                key = buf[q + 26:q + 38]
+                            key = None
+                            if w >> 8 == 0x080045:
+                                if ftp & 0x3FFF00FF == 6:
+                                    # IPv4 without options; TCP, not a fragment (as Pipeline.feed_all)
+                                    key = buf[q + 26:q + 38]
+                            elif w >> 16 == 0x86DD and incl >= 74 and buf[q + 14] >> 4 == 6 and buf[q + 20] == 6:
+                                key = buf[q + 22:q + 58]     # IPv6, TCP next: addresses and ports
+                            if key is not None:
                                 keep = mine.get(key)
                                 if keep is None:
                                     if len(mine) >= 65536:
                                         mine.clear()        # a cache: memory stays flat
-                                    sa, da, sp, dp = _V4_ADDRS(key)
-                                    keep = mine[key] = share_of_conn(sa, da, sp, dp, share_n) == share_k
+                                    keep = mine[key] = share_of_key(key, share_n) == share_k
                                 if keep:
                                     self.packets = index
                                     yield index, ts, linktype, buf[q:end], orig
                                 pos = end
                                 continue
-                            if w >> 16 == 0x86DD and incl >= 74:
-                                vtc, nh, s1, s2, d1, d2, sp, dp = v6(buf, q + 14)
-                                if vtc >> 4 == 6 and nh == 6:
-                                    a = (s1 ^ d1) << 64 | (s2 ^ d2)
-                                    if (a * 0x9E3779B1 + (sp ^ dp) * 0x85EBCA77 >> 7) % share_n == share_k:
-                                        self.packets = index
-                                        yield index, ts, linktype, buf[q:end], orig
-                                    pos = end
-                                    continue
                         pkt = (index, ts, linktype, buf[q:end], orig)
                         if share_of(pkt, share_n) == share_k:   # type: ignore[arg-type,misc]
                             self.packets = index
