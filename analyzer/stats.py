@@ -82,7 +82,7 @@ STATE_VERSION = 1
 _SKETCH_KEYS: dict[float | None, Any] = {}
 
 
-def _cached_map(cache: dict[float, int], fn: Callable[[float], int], values: list[float]) -> list[int]:
+def _cached_map(cache: dict[Any, Any], fn: Callable[[float], Any], values: list[float]) -> list[Any]:
     """``fn`` of each value through ``cache``: latencies repeat (timestamps in us), so mostly
     dict hits in C; a miss raises KeyError, so hits are not scanned for None. The cache is
     emptied when full (memory stays flat)."""
@@ -216,19 +216,14 @@ class Quantiles:
         if cache.get(None) != (mult, offset, tiny):        # made for another mapping
             cache.clear()
             cache[None] = (mult, offset, tiny)
-        # latencies repeat (timestamps in us): a key is mostly a dict hit, not a log; a miss
-        # (or a value <= tiny, never cached: None) raises KeyError, so hits are not scanned
-        try:
-            ks: list[int | None] = list(map(cache.__getitem__, pending))
-        except KeyError:
-            log, ceil = math.log, math.ceil
-            if len(cache) >= 65536:
-                cache.clear()
-                cache[None] = (mult, offset, tiny)
-            for v in filterfalse(cache.__contains__, pending):     # the misses, found in C
-                if v > tiny:
-                    cache[v] = int(ceil(log(v, 2) * mult) + offset)
-            ks = list(map(cache.get, pending))
+        log, ceil = math.log, math.ceil
+
+        def key_of(v: float) -> int | None:     # (None: a value <= tiny, counted below)
+            return int(ceil(log(v, 2) * mult) + offset) if v > tiny else None
+
+        # latencies repeat (timestamps in us): a key is mostly a dict hit, not a log (when the
+        # cache is emptied, its mapping mark goes too: the next batch starts it afresh)
+        ks: list[int | None] = _cached_map(cache, key_of, pending)
         keys = Counter(ks)
         keys.pop(None, None)
         store = sk._store
