@@ -79,9 +79,6 @@ _API_NAMES: dict[int, str] = {}    # api_key (an int16) -> api_name(api_key), as
 _NO_CONN = (None, 0)       # Reassembler.segment's (st, direction) for a 4-tuple it holds no connection for
 _GC_GEN0 = 50_000          # young-generation threshold while a capture is read (feed_all)
 API_VERSIONS = 18
-# the framer's check of a 0.8+ client side (see Pipeline._plausible_for): plausible_request
-# of a peek (prefix), called with one argument (no wrapper, no keywords)
-_REQUEST_CHECK = request_header
 
 
 @dataclass
@@ -618,15 +615,16 @@ class Pipeline:
     def _plausible_for(self, st: _ConnState, d: int) -> Callable[[bytes], RequestHeader | _Pending | bool]:
         """The framer's check of direction ``d`` (asked for every frame), for the connection's
         state now: once it carries 0.8+ Kafka outside raw SASL with its client side known, the
-        request side's check is ``plausible_request`` of the peek and the response side's the
-        lookup of the request it answers, without the tests that lead there (_set_checks gives
-        the framers their new check whenever that state changes). A request header parsed
+        request side's check is ``request_header`` (``plausible_request`` of the peek, called
+        with one argument) and the response side's the lookup of the request it answers,
+        without the tests that lead there (_set_checks gives the framers their new check
+        whenever that state changes). A request header parsed
         here, or the request a response answers, is returned: the framer keeps it on the frame
         (Frame.peeked) for _frame."""
         conn = st.conn
         client_dir = conn.client_dir
         if conn.protocol == "kafka" and client_dir is not None and not st.sasl_raw:
-            return _REQUEST_CHECK if d == client_dir else partial(_response_check, st)
+            return request_header if d == client_dir else partial(_response_check, st)
 
         def plausible(data: bytes) -> RequestHeader | _Pending | bool:
             if st.sasl_raw:
@@ -636,7 +634,7 @@ class Pipeline:
             if client_dir is None or client_dir == d:
                 if protocol == "kafka-legacy":
                     return legacy.legacy_request_plausible(data)
-                h = _REQUEST_CHECK(data)
+                h = request_header(data)      # plausible_request of a peek (prefix)
                 if h:
                     return h
                 if protocol is None and legacy.legacy_request_plausible(data):
