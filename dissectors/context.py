@@ -28,6 +28,14 @@ class DecodeContext:
     crc_valid: int = 0
     trailing: int = 0          # messages followed by bytes their schema does not describe
     limits_hit: dict[str, int] = field(default_factory=dict)
+    # the digest's bodies already decoded in this run, by their bytes (dissectors.digest):
+    # made on first use, never compared, copied or pickled
+    digest_memo: dict | None = field(default=None, repr=False, compare=False)  # type: ignore[type-arg]
+
+    def __getstate__(self) -> dict:  # type: ignore[type-arg]
+        state = dict(self.__dict__)
+        state["digest_memo"] = None
+        return state
 
     def hit_limit(self, which: str) -> None:
         self.limits_hit[which] = self.limits_hit.get(which, 0) + 1

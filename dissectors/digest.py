@@ -1128,11 +1128,67 @@ def digest_request(data: bytes, header_len: int, ctx: DecodeContext) -> Field:
         if api is None:
             return Field("request", "Request", None, 0, n, [])
         bd = _REQUESTS[key] = _body_def(api, _clamp(api, key[1]), True)
+    memo = ctx.digest_memo
+    if n - header_len <= MEMO_MAX_BODY:
+        body_bytes = buf[header_len:]
+        if memo is None:
+            memo = ctx.digest_memo = {}
+        hit = memo.get(body_bytes)
+        if hit is not None and hit[0] is bd and hit[1] == header_len:
+            if hit[3]:
+                _replay(hit, ctx)
+            return hit[2]
+    else:
+        body_bytes = None
+    counts = (ctx.malformed, ctx.crc_valid, ctx.crc_invalid, ctx.trailing, _limits(ctx))
     root = _new(ErrorsRoot)     # Field("request", bd.root_type, None, 0, n, [body]) without __init__
     root.name, root.type, root.value, root.offset, root.length = "request", bd.root_type, None, 0, n
     root.children, root.notes, root.extra = [_decode(bd, buf, header_len, n, ctx)], None, None
     root.error_codes = _cur.errs
+    if body_bytes is not None:
+        _remember(memo, body_bytes, bd, header_len, root, counts, ctx)   # type: ignore[arg-type]
     return root
+
+
+# -- the memo: a body decoded once per run -------------------------------------------------
+# Clients repeat themselves: every connection's ApiVersions, the Metadata refreshes, the
+# heartbeats, the long-poll Fetch that finds nothing, the OffsetCommit of an idle consumer
+# carry the same body bytes again and again (a third of the bodies of the shared real
+# captures, most of those of an idle consumer group). The digest of a body is a function of
+# its bytes, of where it starts (the offsets in the tree) and of the run's limits, so a
+# body seen before (the same API and version, at the same offset) takes the digest root
+# made for it then: one dict lookup instead of a decode. The root's Fields are shared by
+# the exchanges that carry those bytes; nothing changes a digest tree once made (only
+# malformed ones are marked afterwards, and those are not remembered). What a decode adds
+# to the run's counters (CRC verdicts of records, trailing bytes) is added again on a hit;
+# a decode that found bad bytes or hit a limit is not remembered. Topic ids a Metadata
+# answer teaches are learnt again on every hit (the clock of analyzer.shards.TopicNames
+# sees each). Bounded: bodies of at most MEMO_MAX_BODY bytes, MEMO_MAX_ENTRIES of them,
+# forgotten all at once when full (at most ~16 MB).
+MEMO_MAX_BODY = 4096
+MEMO_MAX_ENTRIES = 4096
+
+
+def _limits(ctx: DecodeContext) -> int:
+    return sum(ctx.limits_hit.values()) if ctx.limits_hit else 0
+
+
+def _remember(memo: dict[bytes, tuple], body_bytes: bytes, bd: _BodyDef, start: int, root: Field,  # type: ignore[type-arg]
+              counts: tuple[int, int, int, int, int], ctx: DecodeContext) -> None:
+    malformed, valid, invalid, trailing, limits = counts
+    if ctx.malformed != malformed or _limits(ctx) != limits or root.children[0].extra is not None:   # type: ignore[index]
+        return
+    if len(memo) >= MEMO_MAX_ENTRIES:
+        memo.clear()
+    adds = (ctx.crc_valid - valid, ctx.crc_invalid - invalid, ctx.trailing - trailing)
+    memo[body_bytes] = (bd, start, root, adds if any(adds) else None)
+
+
+def _replay(hit: tuple, ctx: DecodeContext) -> None:  # type: ignore[type-arg]
+    valid, invalid, trailing = hit[3]
+    ctx.crc_valid += valid
+    ctx.crc_invalid += invalid
+    ctx.trailing += trailing
 
 
 def _header_tags(buf: bytes, pos: int, end: int, out: list) -> int:
@@ -1161,7 +1217,25 @@ def digest_response(data: bytes, api_key: int, api_version: int, ctx: DecodeCont
         pos = p
     if then == _PROBE and n - pos >= 2 and _I16.unpack_from(buf, pos)[0] == 35:
         body = _api_versions_unsupported(bd.api, bd.version, buf, pos, n, ctx)
+        body_bytes = memo = None
     else:
+        # (see "the memo" above)
+        memo = ctx.digest_memo
+        if n - pos <= MEMO_MAX_BODY:
+            body_bytes = buf[pos:]
+            if memo is None:
+                memo = ctx.digest_memo = {}
+            hit = memo.get(body_bytes)
+            if hit is not None and hit[0] is bd and hit[1] == pos:
+                if hit[3]:
+                    _replay(hit, ctx)
+                root = hit[2]
+                if then == _LEARN:
+                    learn_topic_ids(root.children[0], ctx, annotate=False)
+                return root     # type: ignore[no-any-return]
+        else:
+            body_bytes = None
+        counts = (ctx.malformed, ctx.crc_valid, ctx.crc_invalid, ctx.trailing, _limits(ctx))
         body = _decode(bd, buf, pos, n, ctx)
         if then == _LEARN:
             learn_topic_ids(body, ctx, annotate=False)
@@ -1169,6 +1243,8 @@ def digest_response(data: bytes, api_key: int, api_version: int, ctx: DecodeCont
     root.name, root.type, root.value, root.offset, root.length = "response", bd.root_type, None, 0, n
     root.children, root.notes, root.extra = [body], None, None
     root.error_codes = _cur.errs
+    if body_bytes is not None:
+        _remember(memo, body_bytes, bd, pos, root, counts, ctx)   # type: ignore[arg-type]
     return root
 
 
