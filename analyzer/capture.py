@@ -119,9 +119,21 @@ class _Buf:
 # a record tuple -> a Packet (in C: map() over the records calls no Python code)
 _as_packet = functools.partial(tuple.__new__, Packet)
 
-# at an Ethernet frame's EtherType: it, the IPv4 version/IHL and TOS (one number), and the
-# IPv4 fragment field, TTL and protocol (one number) (a share's record loop)
-_V4_HEAD = struct.Struct(">I4xI").unpack_from
+
+
+def _rec_v4(e: str) -> Callable[[bytes, int], tuple[int, int, int, int, int, int, bytes]]:
+    """A share's record loop: a pcap record header (byte order ``e``) and, as if an Ethernet
+    IPv4 TCP packet followed: its EtherType, IPv4 version/IHL and TOS (one number), its
+    fragment field, TTL and protocol (one number), read in the same byte order, and its
+    address and port bytes (share_of_key's key). _V4_TESTS tells whether it is one."""
+    return struct.Struct(e + "IIII12xI4xI2x12s").unpack_from
+
+
+# byte order -> (mask, value) of the first number and of the second for an IPv4 packet
+# without options, not a fragment, carrying TCP: EtherType 0x0800, version/IHL 0x45;
+# fragment offset and MF bits 0, protocol 6
+_V4_TESTS = {">": (0xFFFFFF00, 0x08004500, 0x3FFF00FF, 0x00000006),
+             "<": (0x00FFFFFF, 0x00450008, 0xFF00FF3F, 0x06000000)}
 # the addresses and TCP ports of IPv4 (12 bytes) and IPv6 (36 bytes, each address in two halves)
 _V4_ADDRS = struct.Struct(">IIHH").unpack
 _V6_ADDRS = struct.Struct(">QQQQHH").unpack
@@ -216,8 +228,10 @@ class CaptureReader:
         A pcap file tells the share of an Ethernet IPv4/IPv6 TCP packet (the common case)
         in the record loop, before any Packet is built: ``share_of_conn`` of its addresses
         and ports, which is what ``share_of`` must give for such a packet; other packets
-        are built and given to ``share_of``. The packets of other shares are still counted
-        (``packets``, the reader's notes), as read."""
+        are built and given to ``share_of``. The packets of other shares still count in
+        ``packets`` (the number of the record last read); the reader's notes (timestamps
+        going back, caplen > orig_len) are those of the share's own packets (pcap files: a
+        pcapng reader notes every packet's)."""
         self._share = (k, n, share_of)
 
     def __iter__(self) -> Iterator[Packet]:
@@ -296,7 +310,11 @@ class CaptureReader:
             shared = self._share is not None
             share_k, share_n, share_of = self._share if self._share is not None else (0, 1, None)
             eth = linktype == 1
-            v4 = _V4_HEAD
+            # a share's record loop reads an Ethernet IPv4 TCP record's header, the fields that
+            # tell it is one and its address and port bytes in one unpack (in the file's byte
+            # order: the IPv4 fields are tested against constants in that order)
+            rec_v4 = _rec_v4(self._e)
+            wmask, wval, fmask, fval = _V4_TESTS[self._e]
             # the addresses and ports (share_of_key's key, as in the packet) -> whether the
             # connection is this share's: a dict hit per packet instead of unpacking and hashing them
             mine: dict[bytes, bool] = {}
@@ -305,6 +323,47 @@ class CaptureReader:
                 buf = b.buf
                 pos = b.pos
                 n = len(buf)
+                if shared:
+                    # ``packets`` is set only before a yield: no one reads it while other shares'
+                    # packets are dropped (a worker drops most of the file). The reader's notes
+                    # (timestamps going back, caplen > orig_len) are of the share's own packets
+                    while pos + 16 <= n:
+                        if eth and pos + 70 <= n:
+                            sec, frac, incl, orig, w, ftp, key = rec_v4(buf, pos)
+                            if incl < 54 or w & wmask != wval or ftp & fmask != fval:
+                                key = None
+                        else:
+                            sec, frac, incl, orig = unpack(buf, pos)
+                            key = None
+                        end = pos + 16 + incl
+                        if end > n:
+                            break
+                        index += 1
+                        q = pos + 16
+                        if key is None and eth and incl >= 74 and buf[q + 12:q + 14] == b"\x86\xdd" \
+                                and buf[q + 14] >> 4 == 6 and buf[q + 20] == 6:
+                            key = buf[q + 22:q + 58]     # IPv6, TCP next: addresses and ports
+                        if key is not None:
+                            keep = mine.get(key)
+                            if keep is None:
+                                if len(mine) >= 65536:
+                                    mine.clear()        # a cache: memory stays flat
+                                keep = mine[key] = share_of_key(key, share_n) == share_k
+                            if not keep:
+                                pos = end
+                                continue
+                        ts = sec + frac / div
+                        if ts < last_ts:
+                            self._count("timestamp went backwards")
+                        last_ts = ts
+                        if incl > orig:
+                            self._count("caplen > orig_len")
+                        pkt = (index, ts, linktype, buf[q:end], orig)
+                        pos = end
+                        # other packets: share_of tells (the reader's rules for them)
+                        if key is not None or share_of(pkt, share_n) == share_k:   # type: ignore[arg-type,misc]
+                            self.packets = index
+                            yield pkt
                 while pos + 16 <= n:
                     sec, frac, incl, orig = unpack(buf, pos)
                     end = pos + 16 + incl
@@ -317,39 +376,6 @@ class CaptureReader:
                     last_ts = ts
                     if incl > orig:
                         self._count("caplen > orig_len")
-                    if shared:
-                        # Ethernet IPv4 (no options, not a fragment) and IPv6 (TCP next) TCP
-                        # packets: their share from their address and port bytes, cached (a dict
-                        # hit per packet; share_of_key on a miss); share_of(packet) for the rest.
-                        # ``packets`` is set only before a yield: no one reads it while other
-                        # shares' packets are dropped (a worker drops most of the file)
-                        q = pos + 16
-                        if eth and incl >= 54:
-                            w, ftp = v4(buf, q + 12)
-                            key = None
-                            if w >> 8 == 0x080045:
-                                if ftp & 0x3FFF00FF == 6:
-                                    # IPv4 without options; TCP, not a fragment (as Pipeline.feed_all)
-                                    key = buf[q + 26:q + 38]
-                            elif w >> 16 == 0x86DD and incl >= 74 and buf[q + 14] >> 4 == 6 and buf[q + 20] == 6:
-                                key = buf[q + 22:q + 58]     # IPv6, TCP next: addresses and ports
-                            if key is not None:
-                                keep = mine.get(key)
-                                if keep is None:
-                                    if len(mine) >= 65536:
-                                        mine.clear()        # a cache: memory stays flat
-                                    keep = mine[key] = share_of_key(key, share_n) == share_k
-                                if keep:
-                                    self.packets = index
-                                    yield index, ts, linktype, buf[q:end], orig
-                                pos = end
-                                continue
-                        pkt = (index, ts, linktype, buf[q:end], orig)
-                        if share_of(pkt, share_n) == share_k:   # type: ignore[arg-type,misc]
-                            self.packets = index
-                            yield pkt
-                        pos = end
-                        continue
                     self.packets = index
                     yield index, ts, linktype, buf[pos + 16:end], orig
                     pos = end

@@ -10,7 +10,15 @@ from analyzer.capture import CaptureError, open_capture
 from analyzer.model import Packet
 from analyzer.pipeline import Options, Pipeline, Run
 from analyzer.shards import shard_of
-from tests.pcapgen import TcpFlow, kafka_request, kafka_response, write_pcap, write_pcapng
+from tests.pcapgen import (
+    RawPacket,
+    TcpFlow,
+    frame_bytes,
+    kafka_request,
+    kafka_response,
+    write_pcap,
+    write_pcapng,
+)
 
 
 def _packets(n_conns: int = 4) -> list:
@@ -42,18 +50,38 @@ def test_records_are_the_packets_as_tuples(tmp_path: Path, fmt: str) -> None:
         assert all(type(t) is tuple for t in recs)       # no NamedTuple per record
 
 
-def test_records_of_a_share(tmp_path: Path) -> None:
+@pytest.mark.parametrize("big_endian", [False, True])
+def test_records_of_a_share(tmp_path: Path, big_endian: bool) -> None:
+    """The shares of a file are its packets, each once, in order, as shard_of puts them: the
+    fused test of an Ethernet IPv4 TCP record in either byte order, and the other records
+    (too short, not IP, an IPv4 fragment, UDP, IPv4 with options) through share_of."""
+    pkts = _packets(6)
+    tcp = next(p for p in pkts if len(frame_bytes(p, 1)[0]) > 60)
+    frame = bytearray(frame_bytes(tcp, 1)[0])
+    fragment = bytearray(frame)
+    fragment[20] |= 0x20                        # IPv4 "more fragments"
+    udp = bytearray(frame)
+    udp[23] = 17
+    options = bytearray(frame)
+    options[14] = 0x46                          # IPv4 with options: the ports are further on
+    odd = [RawPacket(tcp.ts, b"\x00" * 20), RawPacket(tcp.ts, bytes(12) + b"\x08\x06" + bytes(40)),
+           RawPacket(tcp.ts, bytes(fragment)), RawPacket(tcp.ts, bytes(udp)), RawPacket(tcp.ts, frame[:40]),
+           RawPacket(tcp.ts, bytes(options))]
+    pkts = pkts[:5] + odd + pkts[5:]
     path = str(tmp_path / "s.pcap")
-    write_pcap(path, _packets(6))
+    write_pcap(path, pkts, big_endian=big_endian)
     with open_capture(path) as r:
         every = list(r)
     kept = []
     for k in range(3):
         with open_capture(path) as r:
             r.keep_share(k, 3, shard_of)
-            kept += list(r.records())
+            mine = list(r.records())
             assert r.packets == len(every)
+        assert mine == [tuple(p) for p in every if shard_of(p, 3) == k]
+        kept += mine
     assert sorted(kept) == sorted(tuple(p) for p in every)
+    assert all(shard_of(p, 3) == 0 for p in every[5:10])
 
 
 def test_pcap_oddities_counted_as_record_by_record(tmp_path: Path) -> None:
