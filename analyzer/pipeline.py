@@ -184,8 +184,11 @@ class Pipeline:
         self.options = options or Options()
         self.ctx = ctx or DecodeContext(max_frame_size=self.options.max_frame_size)
         if self.options.decode == "lite":
-            # records give counts, sizes, codecs and CRCs without per-record Fields
-            self.ctx.decode_records = False
+            # records give counts, sizes, codecs and CRCs without per-record Fields (the
+            # digest's memo, made under another setting, goes)
+            if self.ctx.decode_records:
+                self.ctx.decode_records = False
+                self.ctx.digest_memo = None
         self.summary = Summary()
         self.reassembler = Reassembler(keep_conns=self.options.keep_conns,
                                       ids_from_index=self.options.conn_ids_from_index)

@@ -29,7 +29,9 @@ class DecodeContext:
     trailing: int = 0          # messages followed by bytes their schema does not describe
     limits_hit: dict[str, int] = field(default_factory=dict)
     # the digest's bodies already decoded in this run, by their bytes (dissectors.digest):
-    # made on first use, never compared, copied or pickled
+    # made on first use, never compared, copied or pickled. Its trees were made under the
+    # limits and decode_records above: whoever changes those once decoding has begun sets
+    # it to None
     digest_memo: dict | None = field(default=None, repr=False, compare=False)  # type: ignore[type-arg]
 
     def __getstate__(self) -> dict:  # type: ignore[type-arg]
