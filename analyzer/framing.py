@@ -87,9 +87,9 @@ class Framer:
     over_max_frames = 0             # size prefixes above max_frame_size met at a frame boundary
     damaged_frames = 0              # frames kept although their header was rejected (see _damaged)
     finished = False
-    _off: int | None = None         # stream offset of _buf[0]; None before any event
-    _synced = True                  # _buf[0] is a frame boundary
-    _decided = -1                   # size of the frame at _buf[0] once judged plausible
+    _off: int | None = None         # stream offset of buf[0]; None before any event
+    _synced = True                  # buf[0] is a frame boundary
+    _decided = -1                   # size of the frame at buf[0] once judged plausible
     _reason = "before first frame"  # why bytes are skipped while scanning
     _drop = 0                       # bytes of a gap-broken frame still to drop
     _cand_re: re.Pattern[bytes] | None = None   # see _cand; made when first scanning
@@ -97,10 +97,13 @@ class Framer:
     _last_ts = 0.0
     # the stream offset at which in-order bytes are cut straight into frames (feed_data's
     # fast path): set when nothing is buffered, in sync at a frame boundary, nothing is
-    # to be dropped and not finished; -1 otherwise. One comparison instead of five.
-    _at = -1
-    # (offset, packet index, ts) of the packets whose bytes are in _buf: a list once bytes
-    # are buffered (every path that fills _buf sets it first)
+    # to be dropped and not finished; -1 otherwise. One comparison instead of five. Before
+    # the first event it is 0: a direction's bytes mostly start at stream offset 0, so its
+    # first segment is cut straight too (a first event elsewhere goes through ``feed``,
+    # which starts the stream there)
+    _at = 0
+    # (offset, packet index, ts) of the packets whose bytes are in buf: a list once bytes
+    # are buffered (every path that fills buf sets it first)
     _marks: list[tuple[int, int, float]] | tuple[()] = ()
 
     def __init__(self, conn: Conn, direction: int, plausible: Plausible | None = None,
@@ -113,7 +116,9 @@ class Framer:
         self._min = min_frame_size
         self.peek = peek
         self.skipped: dict[str, int] = {}
-        self._buf = bytearray()          # bytes from stream offset self._off on
+        # the bytes held (from stream offset _off on): empty at a frame boundary, where a
+        # direction mostly ends (its owner skips finish() then: there is nothing to cut)
+        self.buf = bytearray()
 
     @property
     def min_frame_size(self) -> int:
@@ -154,10 +159,10 @@ class Framer:
         """Drop the first n bytes of the buffer."""
         if n <= 0:
             return
-        if n >= len(self._buf):
-            self._buf.clear()
+        if n >= len(self.buf):
+            self.buf.clear()
         else:
-            del self._buf[:n]
+            del self.buf[:n]
         self._off += n   # type: ignore[operator]
         marks = self._marks
         # keep the mark that covers the new start
@@ -197,7 +202,7 @@ class Framer:
 
     def _run(self, out: list[Frame], final: bool = False) -> None:
         """Cut every complete frame out of the buffer; scan when out of sync."""
-        buf = self._buf
+        buf = self.buf
         pos = 0
         n = len(buf)
         while True:
@@ -285,7 +290,7 @@ class Framer:
 
     def _sync_at(self) -> None:
         """Set ``_at`` after anything but the straight cut (see its comment)."""
-        self._at = self._off if (not self._buf and self._synced and not self._drop
+        self._at = self._off if (not self.buf and self._synced and not self._drop
                                  and not self.finished and self._off is not None) else -1
 
     # -- public ----------------------------------------------------------------------------
@@ -338,7 +343,7 @@ class Framer:
         self._last_ts = ts
         self._off = off + pos
         self._marks = [(off + pos, index, ts)]
-        self._buf += data[pos:] if pos else data
+        self.buf += data[pos:] if pos else data
         self._run(out)
         self._sync_at()
         return None
@@ -366,7 +371,7 @@ class Framer:
             return
         if self._off is None:
             self._off = ev.offset
-        end_buf = self._off + len(self._buf)
+        end_buf = self._off + len(self.buf)
         if isinstance(ev, StreamData):
             data = ev.data
             off = ev.offset
@@ -379,7 +384,7 @@ class Framer:
             elif off > end_buf:          # a hole the reassembler did not report: treat as gap
                 out += self._gap(end_buf, off - end_buf, ev.index, ev.ts)
             self._last_index, self._last_ts = ev.index, ev.ts
-            if not self._buf and self._synced and not self._drop:
+            if not self.buf and self._synced and not self._drop:
                 # whole frames straight out of this segment's bytes
                 self._at = off
                 f = self.feed_data(off, data, ev.ts, ev.index, out)
@@ -395,11 +400,11 @@ class Framer:
                 self._off = off
                 if not data:
                     return
-            if not self._buf:
+            if not self.buf:
                 self._off = off
                 self._marks = []
             self._marks.append((off, ev.index, ev.ts))
-            self._buf += data
+            self.buf += data
             self._run(out)
         else:
             if ev.offset + ev.length <= end_buf:
@@ -416,16 +421,16 @@ class Framer:
             length -= k
             off += k
             if self._drop:
-                self._buf.clear()
+                self.buf.clear()
                 self._off = off
                 return out
             if length == 0:               # the gap ends exactly at the frame boundary
-                self._buf.clear()
+                self.buf.clear()
                 self._marks = []
                 self._off = off
                 self._synced = True
                 return out
-        buf = self._buf
+        buf = self.buf
         if self._synced and len(buf) >= 4:
             r = self._decided if self._decided >= 0 else self._check(buf, 0, len(buf), True)
             if r is not None and r >= 0:
@@ -435,7 +440,7 @@ class Framer:
                 frame_end = start + 4 + size
                 last = self._where(start + 3 + len(data)) if data else self._where(start)
                 out.append(self._emit(start, size, data, True, last))
-                self._buf.clear()
+                self.buf.clear()
                 self._marks = []
                 self._decided = -1
                 gap_end = off + length
@@ -468,7 +473,7 @@ class Framer:
             return []
         self.finished = True
         self._at = -1
-        buf = self._buf
+        buf = self.buf
         if not buf:
             # most directions end with their last frame complete: nothing to cut
             if self._marks:

@@ -210,6 +210,8 @@ unpack_v4seg = struct.Struct(">IH2xI14xI4xBB").unpack_from
 TCP_PAYLOAD4 = tuple(34 + (b >> 4) * 4 if b >= 0x50 else 1 << 20 for b in range(256))
 TCP_PAYLOAD6 = tuple(54 + (b >> 4) * 4 if b >= 0x50 else 1 << 20 for b in range(256))
 unpack_v4addrs = struct.Struct(">IIHH").unpack_from
+# the same layout packed: the key of a connection's other direction from the numbers
+pack_v4addrs = struct.Struct(">IIHH").pack
 # IPv6 fixed header then the TCP header up to the flags: version/class byte, payload length,
 # next header, seq, data offset, flags (addresses and ports are the ``ep_cache`` key bytes)
 unpack_v6tcp = struct.Struct(">B3xHBx32x4xI4xBB").unpack_from

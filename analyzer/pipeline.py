@@ -48,6 +48,7 @@ from analyzer.net import (
     endpoints4,
     ep4_cache,
     ep_cache,
+    pack_v4addrs,
     parse_packet,
     unpack_u32,
     unpack_v4addrs,
@@ -364,27 +365,24 @@ class Pipeline:
                 fused += 1
                 if ts > last_ts:
                     last_ts = ts
-                if s.first_ts is None:
+                # (the first packet counted in fused is one of this branch's: the fused path
+                # takes only connections learnt here)
+                if fused == 1 and s.first_ts is None:
                     s.first_ts = s.last_ts = ts
                 fe = fast.get(key)
-                v4 = len(key) == 12
-                # (the ack number is read by the reassembler for a SYN-ACK only)
-                ack = u32(data, 42 if v4 else 62)[0] if flags & 2 else 0
                 payload = data[p:end] if end > p else b""
                 if fe is not None and not flags & 2 and not fe[0].closed:
                     # a FIN, RST or data out of order on an open connection of the fused path:
                     # the reassembler's connection and direction are known (no lookup), and
                     # nothing the fused path keeps needs relearning: once the connection is
-                    # closed its entries take only ACKs (the fused path checks tst.closed)
-                    tst, direction = fe[0], fe[1]
-                    conn = tst.conn
-                    if direction:
-                        src, dst = conn.b, conn.a
-                    else:
-                        src, dst = conn.a, conn.b
-                    events = seg_in(tst, direction, src, dst, seq, ack, flags, payload, 0, ts, index)
+                    # closed its entries take only ACKs (the fused path checks tst.closed).
+                    # Not a SYN: the endpoints and the ack number are not read
+                    events = seg_in(fe[0], fe[1], None, None, seq, 0, flags, payload, 0, ts, index)
                     known = True
                 else:
+                    v4 = len(key) == 12
+                    # (the ack number is read by the reassembler for a SYN-ACK only)
+                    ack = u32(data, 42 if v4 else 62)[0] if flags & 0x12 == 0x12 else 0
                     if v4:
                         addr = addrs4(data, 26)
                         eps = ep4.get(addr) or endpoints4(addr)
@@ -396,14 +394,20 @@ class Pipeline:
                     events = seg_in(tst, direction, eps[0], eps[1], seq, ack, flags, payload, 0, ts, index)
                     known = False
                 if events:
-                    out = []
+                    # (into the fused path's list, emptied once yielded: no list per packet)
                     for ev in events:
-                        event(ev, out)
-                    if out:
-                        yield from out
+                        event(ev, outs)
+                    if outs:
+                        yield from outs
+                        outs.clear()
                 if known:
                     continue
-                rkey = (data[30:34] + data[26:30] + data[36:38] + data[34:36] if v4
+                if tst is None and fe is None and flags & 0x12 == 2:
+                    # the SYN of a 4-tuple the reassembler held nothing for: no live entry
+                    # of it here either (those of forgotten connections are never taken)
+                    continue
+                # (IPv4: packed from the numbers unpacked above, one bytes object, not seven)
+                rkey = (pack_v4addrs(addr[1], addr[0], addr[3], addr[2]) if v4
                         else data[38:54] + data[22:38] + data[56:58] + data[54:56])
                 # (re)learn both directions of this packet's connection as the reassembler now
                 # sees it (a new Conn after port reuse, closed...; a closed one's entries take
@@ -411,7 +415,10 @@ class Pipeline:
                 # is known here (a new connection): the SYN-ACK learns both
                 if fe is None and flags & 0x12 == 2 and rkey not in fast:
                     continue
-                tst, direction = pairs.get(eps) or _NO_CONN
+                if tst is None or tst.closed:
+                    # (a connection open after the segment is the one it went to: the segment
+                    # made a new one only for a 4-tuple with none or a closed one)
+                    tst, direction = pairs.get(eps) or _NO_CONN
                 if tst is None:
                     fast.pop(key, None)
                     fast.pop(rkey, None)
@@ -483,8 +490,7 @@ class Pipeline:
             st.inflight = {}
             st.fifo = deque()
             st.first_data_seen = [False, False]
-            st.reused = st.sasl_mechanism = st.ignored = st.last_cid = None
-            st.tls_info = st.tls = st.tls_offsets = None
+            st.reused = st.sasl_mechanism = st.ignored = st.last_cid = st.tls_info = st.tls = st.tls_offsets = None
             st.sasl_raw = False
             st.sasl_tokens_left = -1
             self._conns[conn.id] = st
@@ -497,17 +503,19 @@ class Pipeline:
                     conn.client_dir = 0
                 elif conn.a.port in ports and conn.b.port not in ports:
                     conn.client_dir = 1
-        kind = type(ev)
+        kind = ev.__class__
         if kind is StreamEnd:
             if d is None:
                 self._close(st, ev[2], out)
                 del self._conns[conn.id]
             else:
                 fr = st.framers[d]
-                if fr is not None and st.ignored is None:
+                # a direction mostly ends at a frame boundary with nothing held or skipped:
+                # then there is nothing to finish (no more bytes come for it; _close drops it)
+                if fr is not None and (fr.buf or fr.skipped or fr.over_max_frames) and st.ignored is None:
                     for frame in fr.finish():
                         self._frame(st, frame, out)
-                    if fr.skipped or fr.over_max_frames:    # (rarely: not called for nothing)
+                    if fr.skipped or fr.over_max_frames:
                         self._collect_skipped(fr)
             return
         if st.ignored is not None:
@@ -537,7 +545,16 @@ class Pipeline:
             # positional (plausible, max_frame_size, min_frame_size, peek): two per connection
             fr = st.framers[d] = Framer(conn, d, self._plausible_for(st, d), self.options.max_frame_size,
                                         0 if st.sasl_raw else 2, 64)
-        for frame in fr.feed(ev):
+        if kind is StreamData:
+            # (a direction's first bytes too: a new framer cuts them straight, see Framer._at)
+            frames: list[Frame] = []
+            f = fr.feed_data(ev[2], ev[3], ev[4], ev[5], frames)
+            if f is not None:
+                self._frame(st, f, out)
+                return
+        else:
+            frames = fr.feed(ev)
+        for frame in frames:
             self._frame(st, frame, out)
 
     def _classify_first_bytes(self, st: _ConnState, d: int, data: bytes) -> bool:
@@ -626,8 +643,14 @@ class Pipeline:
         (Frame.peeked) for _frame."""
         conn = st.conn
         client_dir = conn.client_dir
-        if conn.protocol == "kafka" and client_dir is not None and not st.sasl_raw:
-            return request_header if d == client_dir else partial(_response_check, st)
+        if client_dir is not None and not st.sasl_raw:
+            protocol = conn.protocol
+            if protocol == "kafka":
+                return request_header if d == client_dir else partial(_response_check, st)
+            if protocol is None and d == client_dir:
+                # the client side of a connection whose first request is still to come (most
+                # connections' first framer): no closure, the first request decides the rest
+                return _undecided_request
 
         def plausible(data: bytes) -> RequestHeader | _Pending | bool:
             if st.sasl_raw:
@@ -772,8 +795,24 @@ class Pipeline:
             self.summary.request_frames += 1
             protocol = conn.protocol
             if protocol is None:
-                self._decide_protocol(st, frame)
-                protocol = conn.protocol
+                # the connection's first request decides its protocol (once per connection:
+                # decided here, where the frame is, without another call): --protocol, or on
+                # auto the frame scored as a 0.8+ request header against a pre-0.8 request
+                forced = self.options.protocol
+                if forced == "legacy":
+                    protocol = "kafka-legacy"
+                elif forced == "modern":
+                    protocol = "kafka"
+                else:
+                    score = legacy.legacy_request_score(frame.data)
+                    if _modern(frame) and score < 80:
+                        protocol = "kafka"
+                    elif score >= 50:
+                        protocol = "kafka-legacy"
+                    else:
+                        protocol = "kafka"
+                conn.protocol = protocol
+                self.summary.kafka_connections += 1
                 self._set_checks(st)
             if protocol == "kafka-legacy":
                 self._legacy_request(st, frame, out)
@@ -805,24 +844,6 @@ class Pipeline:
             st, protocol="kafka", api_key=None, api_name="SaslToken", api_version=None,
             correlation_id=None, client_id=None, request=p.frame, response=frame, status="ok",
             request_tree=p.tree, response_tree=tree, out=out)
-
-    def _decide_protocol(self, st: _ConnState, frame: Frame) -> None:
-        conn = st.conn
-        forced = self.options.protocol
-        if forced == "legacy":
-            conn.protocol = "kafka-legacy"
-        elif forced == "modern":
-            conn.protocol = "kafka"
-        else:
-            modern = _modern(frame)
-            score = legacy.legacy_request_score(frame.data)
-            if modern and score < 80:
-                conn.protocol = "kafka"
-            elif score >= 50:
-                conn.protocol = "kafka-legacy"
-            else:
-                conn.protocol = "kafka"
-        self.summary.kafka_connections += 1
 
     def _new_exchange(self, st: _ConnState, protocol: str, api_key: int | None, api_name: str,
                       api_version: int | None, correlation_id: int | None, client_id: str | None,
@@ -1019,8 +1040,9 @@ class Pipeline:
     def _close(self, st: _ConnState, reason: str, out: list[Exchange]) -> None:
         framers = st.framers
         for fr in framers:
-            # a direction that ended with its FIN was finished and collected then
-            if fr is not None and (not fr.finished or fr.skipped or fr.over_max_frames):
+            # a direction that ended with its FIN was finished and collected then, or held
+            # nothing (finish() cuts nothing from an empty buffer)
+            if fr is not None and (fr.buf or fr.skipped or fr.over_max_frames):
                 if st.ignored is None:
                     for frame in fr.finish():
                         self._frame(st, frame, out)
@@ -1060,6 +1082,13 @@ def _response_check(st: _ConnState, data: bytes) -> _Pending | bool:
     # while no request was seen yet, or when its id is close to the ones in use
     last = st.last_cid
     return last is None or abs(cid - last) <= 4096
+
+
+def _undecided_request(data: bytes) -> RequestHeader | bool:
+    """The client side's framer check before the protocol is decided (see
+    Pipeline._plausible_for): a 0.8+ request header, else whether a pre-0.8 request is
+    plausible."""
+    return request_header(data) or legacy.legacy_request_plausible(data)
 
 
 def _ticking(packets: Iterable[Packet], tick: Callable[[int], None]) -> Iterator[Packet]:

@@ -165,14 +165,14 @@ class Reassembler:
             self.conns.append(conn)
         st = _obj_new(_ConnState)
         st.conn = conn
-        st.dirs = dirs = (_obj_new(_Dir), _obj_new(_Dir))
-        for d in dirs:
-            d.base = d.isn = d.fin_at = None
-            d.expected = d.pending_bytes = d.recent_bytes = 0
-            d.pending = ()
-            d.ended = False
-            d.recent = deque()
-        st.closed = st.forgotten = False
+        st.dirs = (d0, d1) = (_obj_new(_Dir), _obj_new(_Dir))
+        # (both directions' slots in one chained store each: no loop)
+        d0.base = d0.isn = d0.fin_at = d1.base = d1.isn = d1.fin_at = None
+        d0.expected = d0.pending_bytes = d0.recent_bytes = d1.expected = d1.pending_bytes = d1.recent_bytes = 0
+        d0.pending = d1.pending = ()
+        d0.ended = d1.ended = st.closed = st.forgotten = False
+        d0.recent = deque()
+        d1.recent = deque()
         pairs = self._pairs
         pairs[(a, b)] = (st, 0)
         pairs[(b, a)] = (st, 1)
@@ -193,15 +193,17 @@ class Reassembler:
             conn.closed = reason
         events.append(_new(StreamEnd, (conn, None, reason, ts, index)))
         self._open.pop(conn.id, None)
-        for d in st.dirs:                # free buffers; keep only what reuse detection needs
-            if d.pending:
-                d.pending = ()
-            if d.pending_bytes:
-                self.pending_total -= d.pending_bytes
-                d.pending_bytes = 0
-            if d.recent:
-                d.recent.clear()
-                d.recent_bytes = 0
+        # free buffers; keep only what reuse detection needs (out-of-order bytes rarely wait)
+        if d0.pending_bytes or d1.pending_bytes or d0.pending or d1.pending:
+            for d in (d0, d1):
+                if d.pending:
+                    d.pending = ()
+                if d.pending_bytes:
+                    self.pending_total -= d.pending_bytes
+                    d.pending_bytes = 0
+        d0.recent.clear()
+        d1.recent.clear()
+        d0.recent_bytes = d1.recent_bytes = 0
         closed = self._closed
         closed.append(st)
         if len(closed) > self.max_closed:
@@ -247,14 +249,15 @@ class Reassembler:
                         return [ev]
         return self.segment(st, direction, src, dst, seq, ack, flags, payload, missing, ts, index)
 
-    def segment(self, st: _ConnState | None, direction: int, src: Endpoint, dst: Endpoint, seq: int,
-                ack: int, flags: int, payload: bytes, missing: int, ts: float,
-                index: int) -> list[StreamEvent]:
+    def segment(self, st: _ConnState | None, direction: int, src: Endpoint | None,
+                dst: Endpoint | None, seq: int, ack: int, flags: int, payload: bytes, missing: int,
+                ts: float, index: int) -> list[StreamEvent]:
         """``feed`` of a SYN, FIN, RST, data out of order...: every connection passes here a few
         times (its SYN, SYN-ACK and FINs). ``st`` and ``direction``: the connection and
         direction ``_pairs`` holds for (src, dst), st None when it holds none (the fused path
         of analyzer.pipeline knows them for the packets of its connections and calls this).
-        ``ack`` is read for a SYN-ACK only."""
+        ``ack`` is read for a SYN-ACK only; ``src`` and ``dst`` only to make a new connection
+        (st None, or a SYN), so a caller that knows ``st`` may pass None for a segment without SYN."""
         events: list[StreamEvent] = []
         if st is None:
             st, direction = self._new_conn(src, dst, flags, ts, index)
