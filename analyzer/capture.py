@@ -323,22 +323,24 @@ class CaptureReader:
                 buf = b.buf
                 pos = b.pos
                 n = len(buf)
-                if shared:
-                    # ``packets`` is set only before a yield: no one reads it while other shares'
-                    # packets are dropped (a worker drops most of the file). The reader's notes
-                    # (timestamps going back, caplen > orig_len) are of the share's own packets
-                    while pos + 16 <= n:
-                        if eth and pos + 70 <= n:
-                            sec, frac, incl, orig, w, ftp, key = rec_v4(buf, pos)
-                            if incl < 54 or w & wmask != wval or ftp & fmask != fval:
-                                key = None
-                        else:
-                            sec, frac, incl, orig = unpack(buf, pos)
+                while pos + 16 <= n:
+                    if not shared:
+                        sec, frac, incl, orig = unpack(buf, pos)
+                    elif eth and pos + 70 <= n:
+                        sec, frac, incl, orig, w, ftp, key = rec_v4(buf, pos)
+                        if incl < 54 or w & wmask != wval or ftp & fmask != fval:
                             key = None
-                        end = pos + 16 + incl
-                        if end > n:
-                            break
-                        index += 1
+                    else:
+                        sec, frac, incl, orig = unpack(buf, pos)
+                        key = None
+                    end = pos + 16 + incl
+                    if end > n:
+                        break
+                    index += 1
+                    if shared:
+                        # ``packets`` is set only before a yield: no one reads it while other
+                        # shares' packets are dropped (a worker drops most of the file). The
+                        # reader's notes below are of the share's own packets
                         q = pos + 16
                         if key is None and eth and incl >= 74 and buf[q + 12:q + 14] == b"\x86\xdd" \
                                 and buf[q + 14] >> 4 == 6 and buf[q + 20] == 6:
@@ -352,33 +354,19 @@ class CaptureReader:
                             if not keep:
                                 pos = end
                                 continue
-                        ts = sec + frac / div
-                        if ts < last_ts:
-                            self._count("timestamp went backwards")
-                        last_ts = ts
-                        if incl > orig:
-                            self._count("caplen > orig_len")
-                        pkt = (index, ts, linktype, buf[q:end], orig)
-                        pos = end
-                        # other packets: share_of tells (the reader's rules for them)
-                        if key is not None or share_of(pkt, share_n) == share_k:   # type: ignore[arg-type,misc]
-                            self.packets = index
-                            yield pkt
-                while pos + 16 <= n:
-                    sec, frac, incl, orig = unpack(buf, pos)
-                    end = pos + 16 + incl
-                    if end > n:
-                        break
-                    index += 1
                     ts = sec + frac / div
                     if ts < last_ts:
                         self._count("timestamp went backwards")
                     last_ts = ts
                     if incl > orig:
                         self._count("caplen > orig_len")
-                    self.packets = index
-                    yield index, ts, linktype, buf[pos + 16:end], orig
+                    pkt = (index, ts, linktype, buf[pos + 16:end], orig)
                     pos = end
+                    # a share's other packets: share_of tells (the reader's rules for them)
+                    if shared and key is None and share_of(pkt, share_n) != share_k:   # type: ignore[misc]
+                        continue
+                    self.packets = index
+                    yield pkt
                 b.pos = pos
                 self.packets = index
                 # a record header or body runs past the buffer: read more (the loop above then

@@ -1128,25 +1128,42 @@ def digest_request(data: bytes, header_len: int, ctx: DecodeContext) -> Field:
         if api is None:
             return Field("request", "Request", None, 0, n, [])
         bd = _REQUESTS[key] = _body_def(api, _clamp(api, key[1]), True)
-    memo = ctx.digest_memo
-    if n - header_len <= MEMO_MAX_BODY:
-        body_bytes = buf[header_len:]
-        if memo is None:
-            memo = ctx.digest_memo = {}
-        hit = memo.get(body_bytes)
-        if hit is not None and hit[0] is bd and hit[1] == header_len:
-            if hit[3]:
-                _replay(hit, ctx)
-            return hit[2]
+    return _root("request", bd, buf, header_len, n, ctx, 0)
+
+
+def _root(name: str, bd: _BodyDef, buf: bytes, start: int, n: int, ctx: DecodeContext, then: int) -> Field:
+    """The digest root ``name`` of the body ``buf[start:n]`` (``then``: what else the body
+    takes, _LEARN or _PROBE): remembered from an earlier identical body if there is one (see
+    "the memo" below), else decoded (and remembered)."""
+    if then == _PROBE and n - start >= 2 and _I16.unpack_from(buf, start)[0] == 35:
+        body = _api_versions_unsupported(bd.api, bd.version, buf, start, n, ctx)
+        body_bytes = memo = counts = None
     else:
-        body_bytes = None
-    counts = (ctx.malformed, ctx.crc_valid, ctx.crc_invalid, ctx.trailing, _limits(ctx))
-    root = _new(ErrorsRoot)     # Field("request", bd.root_type, None, 0, n, [body]) without __init__
-    root.name, root.type, root.value, root.offset, root.length = "request", bd.root_type, None, 0, n
-    root.children, root.notes, root.extra = [_decode(bd, buf, header_len, n, ctx)], None, None
+        memo = ctx.digest_memo
+        if n - start <= MEMO_MAX_BODY:
+            body_bytes = buf[start:]
+            if memo is None:
+                memo = ctx.digest_memo = {}
+            hit = memo.get(body_bytes)
+            if hit is not None and hit[0] is bd and hit[1] == start:
+                if hit[3]:
+                    _replay(hit, ctx)
+                root = hit[2]
+                if then == _LEARN:
+                    learn_topic_ids(root.children[0], ctx, annotate=False)
+                return root     # type: ignore[no-any-return]
+        else:
+            body_bytes = None
+        counts = (ctx.malformed, ctx.crc_valid, ctx.crc_invalid, ctx.trailing, _limits(ctx))
+        body = _decode(bd, buf, start, n, ctx)
+        if then == _LEARN:
+            learn_topic_ids(body, ctx, annotate=False)
+    root = _new(ErrorsRoot)     # Field(name, bd.root_type, None, 0, n, [body]) without __init__
+    root.name, root.type, root.value, root.offset, root.length = name, bd.root_type, None, 0, n
+    root.children, root.notes, root.extra = [body], None, None
     root.error_codes = _cur.errs
     if body_bytes is not None:
-        _remember(memo, body_bytes, bd, header_len, root, counts, ctx)   # type: ignore[arg-type]
+        _remember(memo, body_bytes, bd, start, root, counts, ctx)   # type: ignore[arg-type]
     return root
 
 
@@ -1215,37 +1232,7 @@ def digest_response(data: bytes, api_key: int, api_version: int, ctx: DecodeCont
         if p is None:
             return root
         pos = p
-    if then == _PROBE and n - pos >= 2 and _I16.unpack_from(buf, pos)[0] == 35:
-        body = _api_versions_unsupported(bd.api, bd.version, buf, pos, n, ctx)
-        body_bytes = memo = None
-    else:
-        # (see "the memo" above)
-        memo = ctx.digest_memo
-        if n - pos <= MEMO_MAX_BODY:
-            body_bytes = buf[pos:]
-            if memo is None:
-                memo = ctx.digest_memo = {}
-            hit = memo.get(body_bytes)
-            if hit is not None and hit[0] is bd and hit[1] == pos:
-                if hit[3]:
-                    _replay(hit, ctx)
-                root = hit[2]
-                if then == _LEARN:
-                    learn_topic_ids(root.children[0], ctx, annotate=False)
-                return root     # type: ignore[no-any-return]
-        else:
-            body_bytes = None
-        counts = (ctx.malformed, ctx.crc_valid, ctx.crc_invalid, ctx.trailing, _limits(ctx))
-        body = _decode(bd, buf, pos, n, ctx)
-        if then == _LEARN:
-            learn_topic_ids(body, ctx, annotate=False)
-    root = _new(ErrorsRoot)     # Field("response", bd.root_type, None, 0, n, [body]) without __init__
-    root.name, root.type, root.value, root.offset, root.length = "response", bd.root_type, None, 0, n
-    root.children, root.notes, root.extra = [body], None, None
-    root.error_codes = _cur.errs
-    if body_bytes is not None:
-        _remember(memo, body_bytes, bd, pos, root, counts, ctx)   # type: ignore[arg-type]
-    return root
+    return _root("response", bd, buf, pos, n, ctx, then)
 
 
 def _api_versions_unsupported(api: ApiDef, version: int, buf: bytes, pos: int, n: int,
