@@ -120,7 +120,6 @@ class _Buf:
 _as_packet = functools.partial(tuple.__new__, Packet)
 
 
-
 def _rec_v4(e: str) -> Callable[[bytes, int], tuple[int, int, int, int, int, int, bytes]]:
     """A share's record loop: a pcap record header (byte order ``e``) and, as if an Ethernet
     IPv4 TCP packet followed: its EtherType, IPv4 version/IHL and TOS (one number), its
