@@ -36,6 +36,7 @@ import math
 import os
 import shutil
 import socket
+import statistics
 import struct
 import subprocess
 import sys
@@ -373,7 +374,9 @@ def main() -> int:
             if len(ta) > 1 and len(ta) == len(tb):
                 per = [x.seconds / y.seconds for x, y in zip(ta, tb, strict=True)]
                 ratios[label + " (per round)"] = per
-                print(f"  {'':<40} per round: {', '.join(f'{v:.2f}' for v in per)}")
+                # (the median round: a steadier figure than the best times' ratio on a drifting machine)
+                print(f"  {'':<40} per round: {', '.join(f'{v:.2f}' for v in per)}"
+                      f" (median {statistics.median(per):.2f})")
 
     ratio("tshark-fields / stats", "tshark-fields", "stats", ">= 4")
     ratio("tshark-fields / stats-1proc", "tshark-fields", "stats-1proc", "(one process)")
