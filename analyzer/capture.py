@@ -120,19 +120,15 @@ class _Buf:
 _as_packet = functools.partial(tuple.__new__, Packet)
 
 
-def _rec_v4(e: str) -> Callable[[bytes, int], tuple[int, int, int, int, int, int, bytes]]:
-    """A share's record loop: a pcap record header (byte order ``e``) and, as if an Ethernet
-    IPv4 TCP packet followed: its EtherType, IPv4 version/IHL and TOS (one number), its
-    fragment field, TTL and protocol (one number), read in the same byte order, and its
-    address and port bytes (share_of_key's key). _V4_TESTS tells whether it is one."""
-    return struct.Struct(e + "IIII12xI4xI2x12s").unpack_from
-
-
-# byte order -> (mask, value) of the first number and of the second for an IPv4 packet
-# without options, not a fragment, carrying TCP: EtherType 0x0800, version/IHL 0x45;
-# fragment offset and MF bits 0, protocol 6
-_V4_TESTS = {">": (0xFFFFFF00, 0x08004500, 0x3FFF00FF, 0x00000006),
-             "<": (0x00FFFFFF, 0x00450008, 0xFF00FF3F, 0x06000000)}
+# a share's record loop, per byte order of the file: one unpack of a pcap record header and,
+# as if an Ethernet IPv4 TCP packet followed, its EtherType, IPv4 version/IHL and TOS (one
+# number), its fragment field, TTL and protocol (one number), both read in the file's byte
+# order, and its address and port bytes (share_of_key's key); then the (mask, value) of each
+# number for an IPv4 packet without options, not a fragment, carrying TCP: EtherType
+# 0x0800, version/IHL 0x45; fragment offset and MF bits 0, protocol 6
+_REC_V4 = {e: (struct.Struct(e + "IIII12xI4xI2x12s").unpack_from, *tests)
+           for e, tests in ((">", (0xFFFFFF00, 0x08004500, 0x3FFF00FF, 0x00000006)),
+                            ("<", (0x00FFFFFF, 0x00450008, 0xFF00FF3F, 0x06000000)))}
 # the addresses and TCP ports of IPv4 (12 bytes) and IPv6 (36 bytes, each address in two halves)
 _V4_ADDRS = struct.Struct(">IIHH").unpack
 _V6_ADDRS = struct.Struct(">QQQQHH").unpack
@@ -312,8 +308,7 @@ class CaptureReader:
             # a share's record loop reads an Ethernet IPv4 TCP record's header, the fields that
             # tell it is one and its address and port bytes in one unpack (in the file's byte
             # order: the IPv4 fields are tested against constants in that order)
-            rec_v4 = _rec_v4(self._e)
-            wmask, wval, fmask, fval = _V4_TESTS[self._e]
+            rec_v4, wmask, wval, fmask, fval = _REC_V4[self._e]
             # the addresses and ports (share_of_key's key, as in the packet) -> whether the
             # connection is this share's: a dict hit per packet instead of unpacking and hashing them
             mine: dict[bytes, bool] = {}

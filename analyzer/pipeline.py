@@ -660,13 +660,11 @@ class Pipeline:
             if client_dir is None or client_dir == d:
                 if protocol == "kafka-legacy":
                     return legacy.legacy_request_plausible(data)
-                h = request_header(data)      # plausible_request of a peek (prefix)
-                if h:
+                # (a peek: plausible_request of a prefix; before the first request, a pre-0.8
+                # request is plausible too)
+                h = _undecided_request(data) if protocol is None else request_header(data)
+                if h or client_dir == d:
                     return h
-                if protocol is None and legacy.legacy_request_plausible(data):
-                    return True
-                if client_dir == d:
-                    return False
             # a response
             if protocol == "kafka-legacy":
                 return legacy.legacy_response_plausible(data, st.fifo[0].legacy_type if st.fifo else None)
