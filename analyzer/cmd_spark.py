@@ -154,6 +154,9 @@ def _print_summary(result: Any, out_dir: str) -> None:
         f"elapsed: {result.elapsed:.1f} s",
         f"wrote: {', '.join(os.path.join(out_dir, t) for t in ('exchanges', 'partitions', 'stats', 'findings'))}",
     ]
+    if s.get("topic_ids_inexact"):
+        lines.append(f"warning: {s['topic_ids_inexact']} topic id(s) named differently on connections interleaved "
+                     "in time: the names given to them may differ from 'stats'")
     if result.renamed or result.redone:
         lines.insert(4, f"topic ids named on other connections: {result.renamed} renamed after the fact, "
                         f"{result.redone} connection group(s) decoded again")

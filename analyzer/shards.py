@@ -15,7 +15,8 @@ What one process shares across connections is restored when merging:
   workers, which gives the numbers one ``Reassembler`` gives (order of first packet);
 - topic ids (Fetch v13+ names topics by id; one process resolves an id with the name
   learnt from a Metadata response seen earlier on any connection): a worker's
-  ``TopicNames`` records what it learns and the ids it looked up in vain. An id that
+  ``TopicNames`` records what it learns (as runs: an entry per id and name, however many
+  answers repeat it) and the ids it looked up in vain. An id that
   another worker learnt, with one name, before the first vain lookup is renamed in the
   worker's figures, which is what one process reports. An id learnt *between* a
   worker's vain lookups cannot be restored from the figures: the capture is then
@@ -32,7 +33,7 @@ import multiprocessing
 import os
 import signal
 import socket
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import wait as wait_for
 from typing import Any
@@ -45,7 +46,7 @@ from analyzer.pipeline import Options, Run
 from analyzer.stats import PointSample, StatsAccumulator
 from dissectors.context import DecodeContext
 
-__all__ = ["TopicNames", "rename_topics", "shard_of", "auto_jobs", "run_stats_sharded", "ShardedResult",
+__all__ = ["TopicNames", "LearntTable", "rename_topics", "shard_of", "auto_jobs", "run_stats_sharded", "ShardedResult",
            "MIN_SHARDED_BYTES"]
 
 # below this size a capture is analysed in one process (forking and reading the file
@@ -53,6 +54,8 @@ __all__ = ["TopicNames", "rename_topics", "shard_of", "auto_jobs", "run_stats_sh
 MIN_SHARDED_BYTES = 8 * 1024 * 1024
 MAX_AUTO_JOBS = 8
 END_OF_CAPTURE = 1 << 62       # the "packet number" of Pipeline.finish
+# what a file's connections learnt (learnt_ids): topic id -> (packet numbers, names, exact)
+LearntTable = dict[str, tuple[list[int], list[str], bool]]
 
 
 # -- topic ids across connections ----------------------------------------------------------------
@@ -67,13 +70,18 @@ class TopicNames(dict):  # type: ignore[type-arg]
     most recently before it, on any connection.
     """
 
-    def __init__(self, known: dict[str, tuple[list[int], list[str]]] | None = None) -> None:
+    def __init__(self, known: LearntTable | None = None) -> None:
         super().__init__()
         self._now = 0
         # while set, ``now`` is its packet count (END_OF_CAPTURE once its records are read)
         self.reader: CaptureReader | None = None
         self.known = known
-        self.learnt: list[tuple[int, str, str]] = []
+        # what it learnt, as runs: [first, last, topic id, name, learnings] for each stretch of
+        # packets in which an id was learnt again and again under one name (clients ask for
+        # Metadata every few minutes and every answer names every topic: the memory grows with
+        # the names an id takes, not with the answers). See learnt_ids
+        self.learnt: list[list[Any]] = []
+        self._runs: dict[str, list[Any]] = {}      # topic id -> its latest run
         self.misses: dict[str, list[int]] = {}     # topic id -> [first, last] packet of a failed lookup
 
     @property
@@ -92,7 +100,14 @@ class TopicNames(dict):  # type: ignore[type-arg]
 
     def __setitem__(self, k: str, v: str) -> None:
         super().__setitem__(k, v)
-        self.learnt.append((self.now, k, v))
+        now = self.now
+        run = self._runs.get(k)
+        if run is not None and run[3] == v:
+            run[1] = now
+            run[4] += 1
+        else:
+            run = self._runs[k] = [now, now, k, v, 1]
+            self.learnt.append(run)
 
     def get(self, k: Any, default: Any = None) -> Any:
         if dict.__contains__(self, k):
@@ -112,19 +127,40 @@ class TopicNames(dict):  # type: ignore[type-arg]
         return default
 
 
-def learnt_ids(learnt: Iterable[tuple[int, str, str]]) -> dict[str, tuple[list[int], list[str]]]:
-    """topic id -> (sorted packet numbers, names) of a file's learnings."""
+def learnt_ids(learnt: Iterable[Sequence[Any]]) -> LearntTable:
+    """topic id -> (sorted packet numbers, names, exact) of a file's learnings, from the runs
+    of ``TopicNames.learnt``: the packets where each run began and ended.
+
+    The learnings inside a run, which are not kept, repeat its name: the name learnt last
+    before any packet is that of the latest of these ends, and the first learning and the
+    names of an id are exact, unless a learning of another name fell strictly inside a run
+    that had learnings between its ends. Then ``exact`` is False for the id (only an id
+    given two names, on connections interleaved in time, can be so).
+    """
     ev: dict[str, set[tuple[int, str]]] = {}
-    for idx, tid, nm in learnt:
-        ev.setdefault(tid, set()).add((idx, nm))
-    out: dict[str, tuple[list[int], list[str]]] = {}
+    runs: dict[str, list[tuple[int, int, str, int]]] = {}
+    for first, last, tid, nm, count in learnt:
+        s = ev.setdefault(tid, set())
+        s.add((first, nm))
+        s.add((last, nm))
+        runs.setdefault(tid, []).append((first, last, nm, count))
+    out: LearntTable = {}
     for tid, s in ev.items():
         items = sorted(s)
-        out[tid] = ([i for i, _ in items], [n for _, n in items])
+        at = [i for i, _ in items]
+        names = [n for _, n in items]
+        exact = True
+        if len(set(names)) > 1:
+            for first, last, nm, count in runs[tid]:
+                if count > 2 and any(names[j] != nm for j in range(bisect.bisect_right(at, first),
+                                                                    bisect.bisect_left(at, last))):
+                    exact = False
+                    break
+        out[tid] = (at, names, exact)
     return out
 
 
-def resolve_misses(misses: dict[str, list[int]], table: dict[str, tuple[list[int], list[str]]],
+def resolve_misses(misses: dict[str, list[int]], table: LearntTable,
                    rename: bool = True) -> tuple[dict[str, str], bool]:
     """(ids to rename, exact) for one share's vain lookups against the file's learnings.
 

@@ -51,6 +51,9 @@ every learning of the file: an id learnt before the group's first lookup is rena
 in the held figures and rows (what one process gives); an id learnt between lookups
 (or any id with --with-trees, whose notes name topics) sends the held groups through
 a second pass that decodes them again with the file's learnings in packet order.
+The learnings travel as runs (``TopicNames.learnt``: an entry per id and name, not per
+answer); the one case they cannot replay, an id given two names on connections interleaved
+in time, is counted in the summary (``topic_ids_inexact``) with a warning.
 
 Files that are gzip-compressed, or that are not on the local filesystem (hdfs://,
 s3a://...: read through ``SparkContext.binaryFiles``), are read whole by one task;
@@ -85,7 +88,7 @@ from analyzer.model import Packet
 from analyzer.net import SkipCounter, parse_packet
 from analyzer.options import fresh_context
 from analyzer.pipeline import Options, Pipeline
-from analyzer.shards import END_OF_CAPTURE, TopicNames, learnt_ids, rename_topics, resolve_misses
+from analyzer.shards import END_OF_CAPTURE, LearntTable, TopicNames, learnt_ids, rename_topics, resolve_misses
 from analyzer.stats import DEFAULT_BY, StatsAccumulator
 from dissectors.context import DecodeContext
 
@@ -727,7 +730,7 @@ class _FileAcc:
         self.conns: list[int] = []           # first packet number of every connection
         self.counts: dict[str, Counter[str]] = {k: Counter() for k in _COUNTERS}
         self.meta: list[dict[str, Any]] = []
-        self.learnt: list[tuple[int, str, str]] = []
+        self.learnt: list[list[Any]] = []          # TopicNames.learnt runs
         self.groups: list[tuple[Any, ...]] = []          # held: the group keys
         self.misses: list[dict[str, list[int]]] = []     # held: per group, topic id -> [first, last] miss
 
@@ -756,7 +759,7 @@ def _new_checker(cfg: JobConfig) -> Checker:
 
 
 def process_group(gkey: tuple[Any, ...], name: str, packets: Iterable[tuple[Any, ...]], g: _FileAcc,
-                  cfg: JobConfig, known: dict[str, tuple[list[int], list[str]]] | None) -> Iterator[tuple[Any, ...]]:
+                  cfg: JobConfig, known: LearntTable | None) -> Iterator[tuple[Any, ...]]:
     """Run one Pipeline over the packets of one 4-tuple (sorted by number) into ``g``; yield table rows.
 
     Rows: ("x", group key, exchange row) and ("p", group key, partition row), with the
@@ -834,7 +837,7 @@ def process_group(gkey: tuple[Any, ...], name: str, packets: Iterable[tuple[Any,
 
 
 def process_partition(items: Iterable[Keyed], cfg: JobConfig, names: dict[int, str],
-                      known: dict[int, dict[str, tuple[list[int], list[str]]]] | None = None
+                      known: dict[int, LearntTable] | None = None
                       ) -> Iterator[tuple[Any, ...]]:
     """A shuffled, sorted partition -> rows ("x"/"p", group key, row), then ("s", file, state) per file.
 
@@ -897,16 +900,23 @@ def process_whole(src: Source, rs: ReadSplit, cfg: JobConfig, content: bytes | N
     yield ("s", fid, dict(g.state(), held=False))
 
 
-def learnt_table(states: Iterable[tuple[int, dict[str, Any]]]) -> dict[int, dict[str, tuple[list[int], list[str]]]]:
-    """file -> topic id -> (sorted packet numbers, names) of everything the file's groups learnt."""
-    per_file: dict[int, list[tuple[int, str, str]]] = {}
+def learnt_table(states: Iterable[tuple[int, dict[str, Any]]]) -> dict[int, LearntTable]:
+    """file -> topic id -> (sorted packet numbers, names, exact) of everything the file's
+    groups learnt (``learnt_ids`` of their runs)."""
+    per_file: dict[int, list[list[Any]]] = {}
     for fid, st in states:
         per_file.setdefault(fid, []).extend(st["learnt"])
     return {fid: learnt_ids(ev) for fid, ev in per_file.items()}
 
 
+def inexact_ids(table: dict[int, LearntTable]) -> int:
+    """Topic ids whose learnings the second pass cannot replay exactly (``learnt_ids``: an id
+    given two names on connections interleaved in time): its names may differ from `stats`."""
+    return sum(1 for t in table.values() for ent in t.values() if not ent[2])
+
+
 def redo_groups(states: list[tuple[int, dict[str, Any]]],
-                table: dict[int, dict[str, tuple[list[int], list[str]]]], trees: bool = False
+                table: dict[int, LearntTable], trees: bool = False
                 ) -> tuple[set[tuple[Any, ...]], list[int], dict[int, dict[str, str]]]:
     """Decide what to do with the held states: (group keys to process again, indexes of the
     held states they replace, per file the topic ids to rename in the others).
@@ -954,6 +964,11 @@ class JobResult:
     redone: int = 0                       # connection groups decoded a second time (topic ids)
     renamed: int = 0                      # topic ids named after the fact (learnt on other connections)
     elapsed: float = 0.0
+
+    def set_inexact(self, n: int) -> None:
+        """Note the topic ids that ``inexact_ids`` counts (in the summary, when there are any)."""
+        if n:
+            self.summary["topic_ids_inexact"] = n
 
 
 def remap_conn(conn_ids: dict[int, list[int]], fid: int, first_index: int) -> int:
@@ -1096,6 +1111,7 @@ def run_local(patterns: Iterable[str], cfg: JobConfig, partitions: int = 3, batc
     res.tasks = len(reads)
     res.redone = len(redo)
     res.renamed = sum(len(v) for v in rename.values())
+    res.set_inexact(inexact_ids(table))
     res.elapsed = time.monotonic() - t0
     ex_rows = list(finalize_rows((r for r in rows if r[0] == "x"), res.conn_ids, rename))
     part_rows = list(finalize_rows((r for r in rows if r[0] == "p"), res.conn_ids, rename))
@@ -1405,6 +1421,7 @@ def run_spark(spark: Any, patterns: Iterable[str], out_dir: str | None, cfg: Job
     result.tasks = ntasks
     result.redone = len(redo)
     result.renamed = sum(len(v) for v in rename.values())
+    result.set_inexact(inexact_ids(table))
     if out_dir is not None:
         phase("writing Parquet")
         write_tables(spark, out_dir, cfg, result, res1, res2, redo, rename)

@@ -3,6 +3,7 @@ figures one process gives (analyzer.shards)."""
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ from click.testing import CliRunner
 
 from analyzer.cli import main
 from analyzer.model import Packet
-from analyzer.shards import auto_jobs, learnt_ids, resolve_misses, shard_of
+from analyzer.shards import TopicNames, auto_jobs, learnt_ids, resolve_misses, shard_of
 from tests.conftest import SAMPLES, SHARED_CAPTURES
 from tests.pcapgen import TcpFlow, encap, frame_bytes, kafka_request, kafka_response, write_pcap
 
@@ -112,9 +113,24 @@ def test_connection_numbers_match_one_process(tmp_path: Path) -> None:
     assert _stats(*args, "-j", "4", str(path)) == one
 
 
+def _learn(events: list[tuple[int, str, str]], shares: int = 1) -> list[TopicNames]:
+    """TopicNames per share after learning ``events`` (packet, topic id, name), each event
+    going to the share its packet number falls to."""
+    out = [TopicNames() for _ in range(shares)]
+    for at, tid, name in sorted(events):
+        names = out[at % shares]
+        names.now = at
+        names[tid] = name
+    return out
+
+
+def _runs(events: list[tuple[int, str, str]], shares: int = 1) -> list[list]:
+    return [run for names in _learn(events, shares) for run in names.learnt]
+
+
 def test_topic_id_resolution() -> None:
-    table = learnt_ids([(50, "id-a", "alpha"), (10, "id-b", "beta"), (70, "id-b", "beta")])
-    assert table["id-b"] == ([10, 70], ["beta", "beta"])
+    table = learnt_ids(_runs([(50, "id-a", "alpha"), (10, "id-b", "beta"), (70, "id-b", "beta")]))
+    assert table["id-b"] == ([10, 70], ["beta", "beta"], True)
     # learnt elsewhere before the first vain lookup: renamed, exact
     assert resolve_misses({"id-b": [20, 90]}, table) == ({"id-b": "beta"}, True)
     # nobody learnt it before the last vain lookup: one process could not name it either
@@ -122,6 +138,97 @@ def test_topic_id_resolution() -> None:
     # learnt between two vain lookups: the figures cannot be fixed
     assert resolve_misses({"id-a": [40, 60]}, table) == ({}, False)
     assert resolve_misses({"id-b": [20, 90]}, table, rename=False) == ({}, False)
+
+
+def test_learnings_kept_as_runs() -> None:
+    # every Metadata answer teaches the same ids again: a run per name, not an entry per answer
+    names = _learn([(at, tid, "orders" if tid == "id-o" else "users") for at in range(1, 10_001, 7)
+                    for tid in ("id-o", "id-u")])[0]
+    assert names.learnt == [[1, 9997, "id-o", "orders", 1429], [1, 9997, "id-u", "users", 1429]]
+    names.now = 10_005
+    names["id-o"] = "orders-2"           # another name starts another run
+    names.now = 10_009
+    names["id-o"] = "orders"
+    assert [r[:4] for r in names.learnt[2:]] == [[10_005, 10_005, "id-o", "orders-2"],
+                                                 [10_009, 10_009, "id-o", "orders"]]
+    assert dict(names) == {"id-o": "orders", "id-u": "users"}
+
+
+def _answers(events: list[tuple[int, str, str]], tid: str, end: int) -> list[str | None]:
+    """What one process, which learns every event in packet order, names ``tid`` at each packet."""
+    out: list[str | None] = []
+    for now in range(end):
+        seen = [(at, name) for at, t, name in events if t == tid and at < now]
+        out.append(max(seen)[1] if seen else None)
+    return out
+
+
+def _replayed(table: dict, tid: str, end: int) -> list[str | None]:
+    names = TopicNames(table)
+    got: list[str | None] = []
+    for now in range(end):
+        names.now = now
+        got.append(names.get(tid))
+    return got
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_learnt_runs_replay_what_one_process_learnt(seed: int) -> None:
+    """Learnt by three shares as runs, the table answers at every packet as the events would,
+    and says when it cannot: only an id given two names on interleaved connections."""
+    rnd = random.Random(seed)
+    events: list[tuple[int, str, str]] = []
+    for at in sorted(rnd.sample(range(1, 400), 60)):
+        tid = rnd.choice(["id-a", "id-b"])
+        # id-a always has one name; id-b sometimes takes a second one
+        name = "alpha" if tid == "id-a" else rnd.choice(["beta", "beta", "beta", "gamma"] if seed % 2 else ["beta"])
+        events.append((at, tid, name))
+    table = learnt_ids(_runs(events, shares=3))
+    full = learnt_ids([[at, at, tid, name, 1] for at, tid, name in events])     # every learning kept
+    for tid, (at, names, exact) in full.items():
+        assert exact
+        assert table[tid][0][0] == at[0] and set(table[tid][1]) == set(names)    # all resolve_misses reads
+        if table[tid][2]:
+            assert _replayed(table, tid, 410) == _answers(events, tid, 410)
+        else:
+            assert len(set(names)) > 1
+    assert table["id-a"][2]
+
+
+def test_interleaved_names_are_not_exact() -> None:
+    # share 0 learns beta at 10, 12, 14; share 1 gamma at 11 (inside that run): at 13 one
+    # process names it beta (12), which the run's ends (10, 14) cannot tell
+    events = [(10, "id", "beta"), (12, "id", "beta"), (14, "id", "beta"), (11, "id", "gamma")]
+    runs = [r for names in (_learn(events[:3])[0], _learn(events[3:])[0]) for r in names.learnt]
+    assert learnt_ids(runs)["id"][2] is False
+    # a run with nothing learnt between its ends hides nothing: exact (at 31: beta, from 30)
+    events = [(10, "id", "beta"), (30, "id", "beta"), (20, "id", "gamma")]
+    runs = [r for names in (_learn(events[:2])[0], _learn(events[2:])[0]) for r in names.learnt]
+    table = learnt_ids(runs)
+    assert table["id"][2] is True
+    assert _replayed(table, "id", 40) == _answers(events, "id", 40)
+    # the same names one after the other: exact
+    events = [(10, "id", "beta"), (12, "id", "beta"), (14, "id", "beta"), (20, "id", "gamma")]
+    runs = [r for names in (_learn(events[:3])[0], _learn(events[3:])[0]) for r in names.learnt]
+    table = learnt_ids(runs)
+    assert table["id"][2] is True
+    assert _replayed(table, "id", 30) == _answers(events, "id", 30)
+
+
+def test_spark_counts_the_ids_it_cannot_replay() -> None:
+    from analyzer.spark_job import JobResult, inexact_ids, learnt_table
+    from analyzer.stats import StatsAccumulator
+
+    beta = _learn([(10, "id", "beta"), (12, "id", "beta"), (14, "id", "beta")])[0]
+    gamma = _learn([(11, "id", "gamma")])[0]        # inside beta's run, on another connection
+    ok = _learn([(5, "id2", "delta"), (9, "id2", "delta")])[0]
+    table = learnt_table([(0, {"learnt": beta.learnt}), (0, {"learnt": gamma.learnt}), (1, {"learnt": ok.learnt})])
+    assert inexact_ids(table) == 1
+    res = JobResult([], StatsAccumulator(("api",)), [], {}, {})
+    res.set_inexact(0)
+    assert "topic_ids_inexact" not in res.summary
+    res.set_inexact(inexact_ids(table))
+    assert res.summary["topic_ids_inexact"] == 1
 
 
 def test_not_exact_falls_back_to_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
