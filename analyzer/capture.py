@@ -121,14 +121,12 @@ _as_packet = functools.partial(tuple.__new__, Packet)
 
 
 # a share's record loop, per byte order of the file: one unpack of a pcap record header and,
-# as if an Ethernet IPv4 TCP packet followed, its EtherType, IPv4 version/IHL and TOS (one
-# number), its fragment field, TTL and protocol (one number), both read in the file's byte
-# order, and its address and port bytes (share_of_key's key); then the (mask, value) of each
-# number for an IPv4 packet without options, not a fragment, carrying TCP: EtherType
-# 0x0800, version/IHL 0x45; fragment offset and MF bits 0, protocol 6
-_REC_V4 = {e: (struct.Struct(e + "IIII12xI4xI2x12s").unpack_from, *tests)
-           for e, tests in ((">", (0xFFFFFF00, 0x08004500, 0x3FFF00FF, 0x00000006)),
-                            ("<", (0x00FFFFFF, 0x00450008, 0xFF00FF3F, 0x06000000)))}
+# as if an Ethernet IPv4 TCP packet followed, the bytes that tell one (the EtherType's two,
+# version/IHL, the flags/fragment offset's two, protocol: small numbers, cheap to compare)
+# and its address and port bytes (share_of_key's key). An IPv4 packet without options, not
+# a fragment, carrying TCP has EtherType 08 00, version/IHL 0x45, fragment offset and MF
+# bits 0 (the first byte's low six bits, the second byte), protocol 6
+_REC_V4 = {e: struct.Struct(e + "IIII12xBBBx4xBBxB2x12s").unpack_from for e in "<>"}
 # the addresses and TCP ports of IPv4 (12 bytes) and IPv6 (36 bytes, each address in two halves)
 _V4_ADDRS = struct.Struct(">IIHH").unpack
 _V6_ADDRS = struct.Struct(">QQQQHH").unpack
@@ -305,10 +303,9 @@ class CaptureReader:
             shared = self._share is not None
             share_k, share_n, share_of = self._share if self._share is not None else (0, 1, None)
             eth = linktype == 1
-            # a share's record loop reads an Ethernet IPv4 TCP record's header, the fields that
-            # tell it is one and its address and port bytes in one unpack (in the file's byte
-            # order: the IPv4 fields are tested against constants in that order)
-            rec_v4, wmask, wval, fmask, fval = _REC_V4[self._e]
+            # a share's record loop reads an Ethernet IPv4 TCP record's header, the bytes that
+            # tell it is one and its address and port bytes in one unpack
+            rec_v4 = _REC_V4[self._e]
             # the addresses and ports (share_of_key's key, as in the packet) -> whether the
             # connection is this share's: a dict hit per packet instead of unpacking and hashing them
             mine: dict[bytes, bool] = {}
@@ -321,8 +318,8 @@ class CaptureReader:
                     if not shared:
                         sec, frac, incl, orig = unpack(buf, pos)
                     elif eth and pos + 70 <= n:
-                        sec, frac, incl, orig, w, ftp, key = rec_v4(buf, pos)
-                        if incl < 54 or w & wmask != wval or ftp & fmask != fval:
+                        sec, frac, incl, orig, t0, t1, vihl, f0, f1, proto, key = rec_v4(buf, pos)
+                        if incl < 54 or vihl != 0x45 or proto != 6 or t0 != 8 or t1 or f1 or f0 & 0x3F:
                             key = None
                     else:
                         sec, frac, incl, orig = unpack(buf, pos)
