@@ -26,8 +26,11 @@ from tests.pcapgen import (
     PSH,
     RST,
     SYN,
+    RawPacket,
     TcpFlow,
     TcpPacket,
+    encap,
+    ip_packet,
     kafka_request,
     kafka_response,
     write_pcap,
@@ -121,6 +124,44 @@ def test_fused_path_equals_per_packet_on_v4_v6_closed_and_reused(tmp_path: Path)
     assert n == 9
     assert not set(fast_ones) & set(slow)
     assert len(fast_ones) == 12
+
+
+def _look_alikes(p: TcpPacket) -> list[bytes]:
+    """Frames made from a data segment's that are not TCP segments of its connection as the
+    per-packet parser reads them (fragments, UDP, other EtherTypes, IPv4 with options, other
+    IP versions, IPv6 extension headers): each byte the fused path tests, changed."""
+    frame = encap(ip_packet(p))
+    out = []
+    if ":" not in p.src:
+        changes = [(20, frame[20] | 0x20), (20, frame[20] | 0x01), (21, 0x01), (23, 17), (12, 0x09), (13, 0x01),
+                   (14, 0x46), (14, 0x55)]
+    else:
+        changes = [(14, 0x50 | frame[14] & 0x0F), (20, 0), (12, 0x87), (13, 0xDE)]
+    for at, value in changes:
+        f = bytearray(frame)
+        f[at] = value
+        out.append(bytes(f))
+    return out
+
+
+def test_fused_path_takes_only_tcp_segments(tmp_path: Path) -> None:
+    """Before every data segment, frames that copy it but are not TCP segments of its connection
+    (each with one of the bytes the fused path tests changed): were one taken for the in-order
+    segment it copies, the stream would be cut wrong."""
+    pkts: list[TcpPacket | RawPacket] = []
+    for cli, srv, ts in ((("10.0.0.1", 40000), ("10.0.0.2", 9092), 1000.0),
+                         (("fd00::1", 40001), ("fd00::2", 9092), 1001.0)):
+        flow, conv = _conversation(cli, srv, ts, (1000, 5000))
+        for p in conv:
+            if p.payload:
+                pkts += [RawPacket(p.ts, f) for f in _look_alikes(p)]
+            pkts.append(p)
+        pkts += flow.fin(0) + flow.fin(1) + flow.ack(0)
+    path = str(tmp_path / "look-alikes.pcap")
+    write_pcap(path, pkts)
+    a, b, sa, sb = _both(path)
+    assert a == b and sa == sb
+    assert sa["exchanges"] == {"ok": 6}
 
 
 @pytest.mark.parametrize("cache_max", [16384, 2])
