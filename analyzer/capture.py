@@ -36,9 +36,9 @@ import struct
 import zlib
 from collections.abc import Callable, Iterator
 from types import TracebackType
-from typing import IO, BinaryIO
+from typing import IO, BinaryIO, cast
 
-from analyzer.model import Packet
+from analyzer.model import Packet, PacketRecord
 
 __all__ = ["CaptureError", "CaptureReader", "open_capture", "SUPPORTED_LINKTYPES"]
 
@@ -163,7 +163,7 @@ class CaptureReader:
         self.packets = 0                       # packets read so far (yielded or left to another share)
         self._iterated = False
         self.finished = False                  # the records are all read (or the reading stopped)
-        self._share: tuple[int, int, Callable[[Packet, int], int]] | None = None
+        self._share: tuple[int, int, Callable[[PacketRecord, int], int]] | None = None
         try:
             self.size = os.path.getsize(path)
             self._raw: BinaryIO = open(path, "rb")  # noqa: SIM115 (closed by close())
@@ -215,7 +215,7 @@ class CaptureReader:
                  tb: TracebackType | None) -> None:
         self.close()
 
-    def keep_share(self, k: int, n: int, share_of: Callable[[Packet, int], int]) -> None:
+    def keep_share(self, k: int, n: int, share_of: Callable[[PacketRecord, int], int]) -> None:
         """Yield only the packets ``p`` with ``share_of(p, n) == k`` (analyzer.shards).
 
         A pcap file tells the share of an Ethernet IPv4/IPv6 TCP packet (the common case)
@@ -229,9 +229,10 @@ class CaptureReader:
 
     def __iter__(self) -> Iterator[Packet]:
         records = self.records()
-        return map(_as_packet, records) if self.format == "pcap" else records
+        # (a pcapng reader's records are Packets already)
+        return map(_as_packet, records) if self.format == "pcap" else cast(Iterator[Packet], records)
 
-    def records(self) -> Iterator[Packet]:
+    def records(self) -> Iterator[PacketRecord]:
         """The packets as tuples laid out as ``Packet`` (index, ts, linktype, data, orig_len):
         plain tuples for pcap, read by position. Iterate the reader for ``Packet`` records."""
         if self._iterated:
@@ -284,7 +285,7 @@ class CaptureReader:
     def _unsupported(self, linktype: int, index: int) -> CaptureError:
         return CaptureError(f"{self.path}: unsupported link type {linktype} (packet {index})")
 
-    def _iter_pcap(self) -> Iterator[Packet]:
+    def _iter_pcap(self) -> Iterator[PacketRecord]:
         try:
             # plain tuples laid out as Packet (see records())
             b = self._buf

@@ -21,6 +21,11 @@ class Packet(NamedTuple):
     orig_len: int       # length on the wire
 
 
+# a packet as the capture reader's records() gives it: a plain tuple laid out as Packet (and
+# read by position), cheaper to make; a Packet is one too
+PacketRecord = tuple[int, float, int, bytes, int]
+
+
 class Endpoint(NamedTuple):
     ip: str             # "127.0.0.1" or "::1"
     port: int

@@ -25,7 +25,7 @@ import socket
 import struct
 
 from analyzer.capture import SUPPORTED_LINKTYPES
-from analyzer.model import Endpoint, Packet, Segment
+from analyzer.model import Endpoint, PacketRecord, Segment
 
 __all__ = ["SkipCounter", "parse_packet", "SUPPORTED_LINKTYPES"]
 
@@ -223,7 +223,7 @@ endpoints4 = _endpoints4
 endpoints = _endpoints
 
 
-def parse_packet(pkt: Packet, skips: SkipCounter | None = None) -> Segment | None:
+def parse_packet(pkt: PacketRecord, skips: SkipCounter | None = None) -> Segment | None:
     """Parse one captured packet down to TCP. None (and a counted reason) if it is not TCP.
     ``pkt`` is read by position: a ``Packet`` or a reader's record tuple (``CaptureReader.records``)."""
     _index, ts, lt, data, orig_len = pkt

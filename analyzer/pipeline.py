@@ -34,7 +34,7 @@ from analyzer.model import (
     Conn,
     Exchange,
     Frame,
-    Packet,
+    PacketRecord,
     StreamData,
     StreamEnd,
     StreamGap,
@@ -201,7 +201,7 @@ class Pipeline:
         self.summary.packets_skipped = self._skips  # type: ignore[assignment]
 
     # -- public ---------------------------------------------------------------
-    def feed(self, packet: Packet) -> list[Exchange]:
+    def feed(self, packet: PacketRecord) -> list[Exchange]:
         """One packet (a ``Packet`` or a record tuple laid out as one: read by position)."""
         self._count_packet(packet[1])
         seg = parse_packet(packet, self._skips)
@@ -224,7 +224,7 @@ class Pipeline:
             s.last_ts = ts
         self._now = ts
 
-    def feed_all(self, packets: Iterable[Packet],
+    def feed_all(self, packets: Iterable[PacketRecord],
                  tick: Callable[[int], None] | None = None) -> Iterator[Exchange]:
         """``feed`` every packet, yielding the exchanges: the same results, faster.
 
@@ -1089,7 +1089,7 @@ def _undecided_request(data: bytes) -> RequestHeader | bool:
     return request_header(data) or legacy.legacy_request_plausible(data)
 
 
-def _ticking(packets: Iterable[Packet], tick: Callable[[int], None]) -> Iterator[Packet]:
+def _ticking(packets: Iterable[PacketRecord], tick: Callable[[int], None]) -> Iterator[PacketRecord]:
     """``packets``, calling ``tick(n)`` before the n-th of them every 1024 packets."""
     n = 0
     for pkt in packets:
@@ -1119,7 +1119,7 @@ class Run:
 
     def __init__(self, path: str, options: Options | None = None, ctx: DecodeContext | None = None,
                  progress: Callable[[int, int], None] | None = None,
-                 select: Callable[[CaptureReader], Iterable[Packet]] | None = None) -> None:
+                 select: Callable[[CaptureReader], Iterable[PacketRecord]] | None = None) -> None:
         self.path = path
         self.pipeline = Pipeline(options, ctx)
         self.progress = progress

@@ -39,7 +39,7 @@ from multiprocessing.connection import wait as wait_for
 from typing import Any
 
 from analyzer.capture import CaptureError, CaptureReader, open_capture, share_of_conn
-from analyzer.model import Packet
+from analyzer.model import PacketRecord
 from analyzer.net import parse_packet, unpack_v4tcp
 from analyzer.options import fresh_context
 from analyzer.pipeline import Options, Run
@@ -210,7 +210,7 @@ def rename_topics(acc: StatsAccumulator, names: dict[str, str]) -> StatsAccumula
 
 # -- sharding ------------------------------------------------------------------------------------
 
-def shard_of(pkt: Packet, n: int) -> int:
+def shard_of(pkt: PacketRecord, n: int) -> int:
     """The worker (0..n-1) of a packet's TCP connection: ``share_of_conn`` of its addresses
     and ports, the same in both directions. Packets that are not TCP go to worker 0."""
     _index, _ts, lt, data, _orig = pkt
@@ -228,8 +228,8 @@ def _ip_int(ip: str) -> int:
     return int.from_bytes(socket.inet_pton(socket.AF_INET6 if ":" in ip else socket.AF_INET, ip), "big")
 
 
-def _select(k: int, n: int, names: TopicNames) -> Callable[[CaptureReader], Iterator[Packet]]:
-    def select(reader: CaptureReader) -> Iterator[Packet]:
+def _select(k: int, n: int, names: TopicNames) -> Callable[[CaptureReader], Iterator[PacketRecord]]:
+    def select(reader: CaptureReader) -> Iterator[PacketRecord]:
         # the reader drops the other shares' packets; the topic-id clock reads its count.
         # Its records themselves, not a generator around them: one generator step per packet
         reader.keep_share(k, n, shard_of)
