@@ -223,8 +223,9 @@ class CaptureReader:
         and ports, which is what ``share_of`` must give for such a packet; other packets
         are built and given to ``share_of``. The packets of other shares still count in
         ``packets`` (the number of the record last read); the reader's notes (timestamps
-        going back, caplen > orig_len) are those of the share's own packets (pcap files: a
-        pcapng reader notes every packet's)."""
+        going back, caplen > orig_len) are those of the share's own Ethernet IPv4/IPv6 TCP
+        packets and of every other packet, noted before ``share_of`` is asked (pcap files:
+        a pcapng reader notes every packet's)."""
         self._share = (k, n, share_of)
 
     def __iter__(self) -> Iterator[Packet]:

@@ -1,0 +1,1026 @@
+"""Guards on the hot path's shortcuts: each test feeds the case one check of a fast path
+exists for, and compares the fast path with the plain one (or with exact values).
+
+- capture: a share's record loop (its byte tests of Ethernet IPv4/IPv6 TCP records, the
+  record-buffer bounds, the reader's notes and packet count) against ``shard_of`` on the
+  reader's plain records; the whole-file loop's notes, refills and damage messages; pcapng
+  block checks.
+- tcp: ``Reassembler.feed``'s fast path against ``Reassembler.segment`` (the plain path),
+  the overlap history, closing and forgetting connections, buffer bounds.
+- digest: memo hits against fresh decodes (counters replayed, limits, offsets).
+- stats: ``StatsAccumulator.add``'s inlined tests (top floor, conn cache, waits, throttle,
+  exact/sketch switch) against exact expected values.
+"""
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from analyzer.capture import open_capture, share_of_key
+from analyzer.model import Endpoint, Segment, StreamData, StreamEnd, StreamGap
+from analyzer.shards import shard_of
+from analyzer.tcp import Reassembler
+from tests.pcapgen import (
+    ACK,
+    FIN,
+    PSH,
+    RST,
+    SYN,
+    RawPacket,
+    TcpFlow,
+    TcpPacket,
+    frame_bytes,
+    kafka_request,
+    kafka_response,
+    write_pcap,
+)
+
+# -- capture: a share's record loop ------------------------------------------------------------
+
+N = 3
+
+
+def _flow_pkts(client: str, server: str, port: int, ts: float = 1_700_000_000.0) -> list[TcpPacket]:
+    f = TcpFlow((client, port), (server, 9092), ts=ts)
+    pkts = f.handshake()
+    pkts += f.send(0, kafka_request(18, 0, 1, "guard"))
+    pkts += f.send(1, kafka_response(1, b"\x00\x00\x00\x00\x00\x00"))
+    pkts += f.fin(0) + f.fin(1)
+    return pkts
+
+
+def _not_share0(client: str, server: str) -> list[TcpPacket]:
+    """A flow whose connection is not share 0's (where odd records go)."""
+    for port in range(40000, 40100):
+        pkts = _flow_pkts(client, server, port)
+        data = frame_bytes(pkts[3], 1)[0]
+        if shard_of((1, 0.0, 1, data, len(data)), N) != 0:
+            return pkts
+    raise AssertionError("no flow outside share 0")
+
+
+def _shares_are_shard_of(path: str) -> list[tuple]:
+    """Each share's records are the file's, as shard_of puts them, in order; ``packets`` counts
+    every record. Returns the file's records."""
+    with open_capture(path) as r:
+        every = [tuple(p) for p in r]
+    kept = 0
+    for k in range(N):
+        with open_capture(path) as r:
+            r.keep_share(k, N, shard_of)
+            mine = list(r.records())
+            assert r.packets == len(every)
+        assert mine == [p for p in every if shard_of(p, N) == k], f"share {k}"
+        kept += len(mine)
+    assert kept == len(every)
+    return every
+
+
+@pytest.mark.parametrize("big_endian", [False, True])
+def test_share_ipv6_lookalikes_go_through_shard_of(tmp_path: Path, big_endian: bool) -> None:
+    """IPv6 records that are not plain IPv6 TCP with a whole TCP header (UDP or an extension
+    header next, a version nibble other than 6, a TCP header cut short, another EtherType
+    with the same bytes after it) must be left to shard_of; high fragment-offset bits of an
+    IPv4 record too."""
+    v6 = _not_share0("fd00::1", "fd00::2")
+    v4 = _not_share0("10.1.0.1", "10.1.0.2")
+    frame6 = bytearray(frame_bytes(v6[3], 1)[0])
+    frame4 = bytearray(frame_bytes(v4[3], 1)[0])
+    udp6 = bytearray(frame6)
+    udp6[20] = 17
+    hop6 = bytearray(frame6)
+    hop6[20] = 0                                # hop-by-hop options next
+    ver6 = bytearray(frame6)
+    ver6[14] = 0x40 | (ver6[14] & 0x0F)         # version nibble 4 under EtherType 86dd
+    other6 = bytearray(frame6)
+    other6[12:14] = b"\x86\xde"
+    cut6 = [bytes(frame6[:n]) for n in (58, 66, 73)]    # ports there, TCP header cut short
+    frag4 = []
+    for hi in (0x01, 0x10, 0x1F):               # fragment offset's high bits, no MF
+        f = bytearray(frame4)
+        f[20] = 0x40 | hi
+        f[21] = 0
+        frag4.append(bytes(f))
+    odd = [bytes(udp6), bytes(hop6), bytes(ver6), bytes(other6), *cut6, *frag4]
+    ts = v6[3].ts
+    pkts = v6[:4] + v4[:4] + [RawPacket(ts, d) for d in odd] + v6[4:] + v4[4:]
+    path = str(tmp_path / "v6.pcap")
+    write_pcap(path, pkts, big_endian=big_endian)
+    every = _shares_are_shard_of(path)
+    assert all(shard_of(p, N) == 0 for p in every[8:8 + len(odd)])
+    assert {shard_of(p, N) for p in every[:8]} - {0}           # the flows are elsewhere
+
+
+def test_share_keys_are_share_of_key_of_the_packet_bytes() -> None:
+    """share_of_key reads IPv4 (12 bytes) and IPv6 (36 bytes) keys as shard_of reads the packet."""
+    for client, server in (("10.0.0.7", "10.0.0.9"), ("fd00::7", "2001:db8::1:9")):
+        for port in range(41000, 41040):
+            p = _flow_pkts(client, server, port)[3]
+            data = frame_bytes(p, 1)[0]
+            key = data[26:38] if ":" not in client else data[22:58]
+            rev = (data[30:34] + data[26:30] + data[36:38] + data[34:36]) if ":" not in client else \
+                (data[38:54] + data[22:38] + data[56:58] + data[54:56])
+            for n in (3, 7):
+                want = shard_of((1, 0.0, 1, data, len(data)), n)
+                assert share_of_key(key, n) == want == share_of_key(rev, n)
+
+
+@pytest.mark.parametrize("incl", [0, 1, 37, 38, 40, 53, 54])
+def test_share_short_record_at_the_end_of_the_file(tmp_path: Path, incl: int) -> None:
+    """A last record shorter than the loop's unpack of an Ethernet IPv4 TCP record (16 + 54
+    bytes), even an empty one, is read and given to shard_of."""
+    v4 = _not_share0("10.2.0.1", "10.2.0.2")
+    last = frame_bytes(v4[3], 1)[0][:incl]
+    path = str(tmp_path / "short.pcap")
+    write_pcap(path, [*v4, RawPacket(v4[-1].ts, last)])
+    every = _shares_are_shard_of(path)
+    assert len(every) == len(v4) + 1 and every[-1][3] == last
+
+
+def test_whole_file_empty_record_at_the_end(tmp_path: Path) -> None:
+    path = str(tmp_path / "empty.pcap")
+    pkts = _flow_pkts("10.3.0.1", "10.3.0.2", 40000)
+    write_pcap(path, [*pkts, RawPacket(pkts[-1].ts, b"")])
+    with open_capture(path) as r:
+        got = list(r.records())
+        assert r.truncated is None
+    assert len(got) == len(pkts) + 1 and got[-1][3] == b"" and got[-1][0] == len(pkts) + 1
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_packets_counts_the_record_yielded(tmp_path: Path, shared: bool) -> None:
+    """``reader.packets`` is the number of the record just yielded, while iterating (the
+    topic-id clock of analyzer.shards reads it then)."""
+    pkts = []
+    for i in range(4):
+        pkts += _flow_pkts("10.4.0.1", "10.4.0.2", 40000 + i, ts=1_700_000_000.0 + i)
+    path = str(tmp_path / "n.pcap")
+    write_pcap(path, pkts)
+    seen = 0
+    for k in range(N if shared else 1):
+        with open_capture(path) as r:
+            if shared:
+                r.keep_share(k, N, shard_of)
+            for rec in r.records():
+                assert r.packets == rec[0]
+                seen += 1
+    assert seen == len(pkts)
+
+
+def _odd_times(recs: list[tuple[float, int, int]]) -> bytes:
+    out = []
+    for ts, incl, orig in recs:
+        sec = int(ts)
+        out.append(struct.pack("<IIII", sec, round((ts - sec) * 1e6), incl, orig) + bytes(incl))
+    return struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1) + b"".join(out)
+
+
+def test_backwards_counted_against_the_previous_record(tmp_path: Path) -> None:
+    """"timestamp went backwards" compares each record with the one before it (not with the
+    latest time seen); "caplen > orig_len" per record."""
+    path = tmp_path / "t.pcap"
+    path.write_bytes(_odd_times([(10.0, 60, 60), (5.0, 60, 60), (7.0, 60, 59), (6.0, 60, 60),
+                                 (8.0, 60, 60), (8.0, 60, 60), (9.0, 61, 60)]))
+    with open_capture(str(path)) as r:
+        got = list(r.records())
+        assert r.counters == {"timestamp went backwards": 2, "caplen > orig_len": 2}
+    assert [t[1] for t in got] == [10.0, 5.0, 7.0, 6.0, 8.0, 8.0, 9.0]
+
+
+def test_share_notes_are_its_own_packets(tmp_path: Path) -> None:
+    """A share's notes are those of its own Ethernet IPv4 TCP packets, in file order."""
+    pkts = []
+    for i in range(6):
+        pkts += _flow_pkts("10.5.0.1", "10.5.0.2", 40000 + i, ts=1_700_000_000.0 + 10 * i)
+    # time goes back now and then (each share meets some), a packet cut oddly
+    for j in range(0, len(pkts), 5):
+        pkts[j].ts -= 25.0
+    path = str(tmp_path / "notes.pcap")
+    write_pcap(path, pkts)
+    with open_capture(path) as r:
+        every = [tuple(p) for p in r]
+    for k in range(N):
+        mine = [p for p in every if shard_of(p, N) == k]
+        back = sum(1 for a, b in zip(mine, mine[1:], strict=False) if b[1] < a[1])
+        with open_capture(path) as r:
+            r.keep_share(k, N, shard_of)
+            assert list(r.records()) == mine
+            assert r.counters.get("timestamp went backwards", 0) == back
+
+
+def test_damage_offset_after_refills(tmp_path: Path) -> None:
+    """The offset in a bad-record message is the file offset, past several buffer refills."""
+    rec = struct.pack("<IIII", 1, 0, 600, 600) + bytes(600)
+    n = 4000                                     # ~2.4 MB: three 1 MiB reads
+    bad = struct.pack("<IIII", 1, 0, 0x7FFFFFFF, 0x7FFFFFFF)
+    path = tmp_path / "bad.pcap"
+    path.write_bytes(_odd_times([])[:24] + rec * n + bad + bytes(32))
+    with open_capture(str(path)) as r:
+        got = list(r.records())
+        msg = r.truncated
+    assert len(got) == n
+    assert msg == f"bad record length {0x7FFFFFFF} at offset {24 + n * 616} (packet {n + 1})"
+    path.write_bytes(_odd_times([])[:24] + rec * n + rec[:100])
+    with open_capture(str(path)) as r:
+        assert len(list(r.records())) == n and r.truncated == f"capture ends inside packet {n + 1}"
+    path.write_bytes(_odd_times([])[:24] + rec * n + rec[:15])
+    with open_capture(str(path)) as r:
+        assert len(list(r.records())) == n and r.truncated == f"capture ends inside the header of packet {n + 1}"
+    path.write_bytes(_odd_times([])[:24] + rec * n + rec[:1])
+    with open_capture(str(path)) as r:
+        assert len(list(r.records())) == n and r.truncated == f"capture ends inside the header of packet {n + 1}"
+
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_whole_file_read_across_refills(tmp_path: Path, gz: bool) -> None:
+    """Records (and pcapng blocks) that straddle the reader's 1 MiB reads, the last one ending
+    the file right where a refill ends, are all read."""
+    import gzip
+
+    from tests.pcapgen import write_pcapng
+    # pcap: 24-byte header, then 616-byte records; the last starts before 4 + 2^20 (the first
+    # read) and ends the file
+    rec = struct.pack("<IIII", 1, 0, 600, 600) + bytes(600)
+    m = -(-((1 << 20) + 4 - 24) // 616)
+    body = _odd_times([])[:24] + rec * m
+    for extra in (b"", struct.pack("<IIII", 1, 0, 0, 0)):      # (an empty record last)
+        data = body + extra
+        path = tmp_path / "refill.pcap"
+        path.write_bytes(gzip.compress(data, 1) if gz else data)
+        with open_capture(str(path)) as r:
+            got = list(r.records())
+            assert r.truncated is None
+        assert len(got) == m + (extra != b"") and all(len(t[3]) == 600 for t in got[:m])
+    # varied sizes: records and their headers cut by the reads at many places
+    sizes = [(i * 7919) % 3000 for i in range(1700)]
+    pkts = [RawPacket(1.0 + i / 1000, bytes([i % 251]) * n) for i, n in enumerate(sizes)]
+    for writer, name in ((write_pcap, "v.pcap"), (write_pcapng, "v.pcapng")):
+        path = tmp_path / name
+        writer(str(path), pkts, gz=gz)
+        with open_capture(str(path)) as r:
+            got = [tuple(p) for p in r]
+            assert r.truncated is None and r.packets == len(pkts)
+        assert [len(t[3]) for t in got] == sizes and [t[0] for t in got] == list(range(1, len(pkts) + 1))
+        assert all(t[3] == bytes([(t[0] - 1) % 251]) * len(t[3]) for t in got)
+
+
+# -- capture: pcapng blocks ----------------------------------------------------------------
+
+def _ng(path: Path, blocks: list[bytes]) -> tuple[list[tuple], dict[str, int], str | None]:
+    from tests.pcapgen import pcapng_block
+    shb = pcapng_block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1))
+    path.write_bytes(shb + b"".join(blocks))
+    with open_capture(str(path)) as r:
+        got = [tuple(p) for p in r]
+        return got, dict(r.counters), r.truncated
+
+
+def _idb(linktype: int = 1) -> bytes:
+    from tests.pcapgen import pcapng_block
+    return pcapng_block(1, struct.pack("<HHI", linktype, 0, 0))
+
+
+def _epb(if_id: int, data: bytes, incl: int | None = None, orig: int | None = None, ts_us: int = 5_000_000) -> bytes:
+    from tests.pcapgen import pcapng_block
+    n = len(data) if incl is None else incl
+    return pcapng_block(6, struct.pack("<IIIII", if_id, ts_us >> 32, ts_us & 0xFFFFFFFF, n,
+                                       len(data) if orig is None else orig) + data)
+
+
+@pytest.mark.parametrize("over", [1, 2, 3, 4, 5])
+def test_pcapng_captured_length_past_the_block(tmp_path: Path, over: int) -> None:
+    """An EPB whose captured length runs past its data (into the padding and the trailing
+    length) keeps the block's data alone and is counted."""
+    data = bytes(range(60))                      # a multiple of 4: no padding
+    got, counters, trunc = _ng(tmp_path / "e.pcapng", [_idb(), _epb(0, data, incl=60 + over, orig=100)])
+    assert trunc is None and counters == {"malformed pcapng block": 1}
+    assert got == [(1, 5.0, 1, data, 100)]
+
+
+def test_pcapng_simple_packet_block_without_its_trailer(tmp_path: Path) -> None:
+    from tests.pcapgen import pcapng_block
+    data = bytes(range(40))
+    spb = pcapng_block(3, struct.pack("<I", 1500) + data)      # cut by the snaplen: 40 of 1500
+    got, counters, trunc = _ng(tmp_path / "s.pcapng", [_idb(), spb])
+    assert trunc is None and counters == {}
+    assert got == [(1, 0.0, 1, data, 1500)]
+
+
+def test_pcapng_short_and_odd_blocks(tmp_path: Path) -> None:
+    """An EPB too short for its fixed fields is counted and skipped; a packet on an interface
+    not described (yet, or at all) is kept with link type -1."""
+    from tests.pcapgen import pcapng_block
+    data = bytes(range(44))
+    short = pcapng_block(6, struct.pack("<IIII", 0, 0, 5, 0))     # 28 bytes: no orig_len
+    got, counters, trunc = _ng(tmp_path / "o.pcapng", [
+        _epb(0, data, ts_us=1_000_000),                 # before any IDB
+        _idb(), short, _epb(0, data, ts_us=2_000_000),
+        _epb(1, data, ts_us=3_000_000),                 # interface 1: not described
+        _epb(7, data, ts_us=4_000_000)])
+    assert trunc is None
+    assert counters == {"packet on unknown interface": 3, "malformed pcapng block": 1}
+    assert got == [(1, 1.0, -1, data, 44), (2, 2.0, 1, data, 44), (3, 3.0, -1, data, 44), (4, 4.0, -1, data, 44)]
+
+
+def test_pcapng_trailing_length_differs(tmp_path: Path) -> None:
+    data = bytes(40)
+    good = _epb(0, data)
+    bad = bytearray(_epb(0, data, ts_us=6_000_000))
+    bad[-4:] = struct.pack("<I", len(bad) + 4)
+    got, _counters, trunc = _ng(tmp_path / "t.pcapng", [_idb(), good, bytes(bad), good])
+    assert [g[0] for g in got] == [1]
+    off = 28 + 20 + len(good)
+    assert trunc == f"bad pcapng block length at offset {off} (trailing length differs) (after packet 1)"
+
+
+# -- tcp: Reassembler.feed's fast path against Reassembler.segment -----------------------------
+
+CLI = Endpoint("10.9.0.1", 40000)
+SRV = Endpoint("10.9.0.2", 9092)
+
+
+def _plain_feed(r: Reassembler, seg: Segment) -> list:
+    """``feed`` without its fast path: every segment through ``segment``."""
+    ent = r._pairs.get((seg[0], seg[1]))
+    st, direction = ent if ent is not None else (None, 0)
+    return r.segment(st, direction, *seg)
+
+
+def _ev(e: object) -> tuple:
+    if isinstance(e, StreamData):
+        return ("data", e.conn.id, e.direction, e.offset, bytes(e.data), e.ts, e.index)
+    if isinstance(e, StreamGap):
+        return ("gap", e.conn.id, e.direction, e.offset, e.length, e.ts, e.index, e.reason)
+    assert isinstance(e, StreamEnd)
+    return ("end", e.conn.id, e.direction, e.reason, e.ts, e.index)
+
+
+def _run_both(segs: list[Segment], **kw: int) -> tuple[list[tuple], Reassembler]:
+    """The events, counters, notes and connections of ``feed`` and of the plain path, which
+    must agree; returns the events (finish included) and the fast reassembler."""
+    out = []
+    for feed in (Reassembler.feed, _plain_feed):
+        r = Reassembler(**kw)
+        evs = []
+        for s in segs:
+            evs += [_ev(e) for e in feed(r, s)]
+        mid = (dict(r.counters), list(r.notes), r.pending_total)
+        evs += [_ev(e) for e in r.finish()]
+        conns = [(c.id, c.a, c.b, c.syn_seen, c.closed, c.closed_by, c.first_ts, c.last_ts) for c in r.conns]
+        out.append((evs, mid, dict(r.counters), conns, r.pending_total, r))
+    fast, plain = out
+    assert fast[:5] == plain[:5]
+    return fast[0], fast[5]
+
+
+class _Side:
+    """Sequence numbers of one connection's two sides, for making Segments by hand."""
+
+    def __init__(self, isn: tuple[int, int] = (1000, 5000), a: Endpoint = CLI, b: Endpoint = SRV) -> None:
+        self.seq = list(isn)
+        self.ends = (a, b)
+        self.i = 0
+
+    def seg(self, side: int, flags: int, payload: bytes = b"", missing: int = 0, seq: int | None = None,
+            advance: bool = True) -> Segment:
+        self.i += 1
+        s = self.seq[side] if seq is None else seq
+        src, dst = self.ends[side], self.ends[1 - side]
+        out = Segment(src, dst, s & 0xFFFFFFFF, self.seq[1 - side] & 0xFFFFFFFF, flags, payload, missing,
+                      100.0 + self.i / 1000, self.i)
+        if advance and seq is None:
+            self.seq[side] += len(payload) + missing + (1 if flags & (SYN | FIN) else 0)
+        return out
+
+    def handshake(self) -> list[Segment]:
+        return [self.seg(0, SYN), self.seg(1, SYN | ACK), self.seg(0, ACK)]
+
+
+def test_data_after_rst_is_data_after_close() -> None:
+    c = _Side()
+    segs = [*c.handshake(), c.seg(0, PSH | ACK, b"abcd"), c.seg(1, RST | ACK),
+            c.seg(0, PSH | ACK, b"efgh"), c.seg(0, ACK), c.seg(1, PSH | ACK, b"late")]
+    evs, r = _run_both(segs)
+    assert r.counters == {"data after close": 2}
+    assert [e[0] for e in evs] == ["data", "end"] and evs[1][2:4] == (None, "rst")
+    assert r.conns[0].last_ts == segs[-1].ts
+
+
+def test_data_at_the_fin_offset_after_fin_is_data_after_fin() -> None:
+    c = _Side()
+    segs = [*c.handshake(), c.seg(0, PSH | ACK, b"abcd"), c.seg(0, FIN | ACK)]
+    fin_seq = c.seq[0] - 1
+    segs += [c.seg(0, PSH | ACK, b"more", seq=fin_seq), c.seg(0, PSH | ACK, b"past", seq=fin_seq + 1),
+             c.seg(1, PSH | ACK, b"answer")]
+    evs, r = _run_both(segs)
+    assert r.counters == {"data after FIN": 2}
+    assert evs[:3] == [("data", 0, 0, 0, b"abcd", segs[3].ts, 4), ("end", 0, 0, "fin", segs[4].ts, 5),
+                       ("data", 0, 1, 0, b"answer", segs[7].ts, 8)]
+
+
+def test_snaplen_cut_segments_on_the_fast_path() -> None:
+    """A segment whose payload the snaplen cut (wholly or partly) gives data then a gap."""
+    c = _Side()
+    segs = [*c.handshake(), c.seg(0, PSH | ACK, b"ab"), c.seg(0, PSH | ACK, b"", missing=100),
+            c.seg(0, PSH | ACK, b"cd", missing=10), c.seg(0, PSH | ACK, b"ef")]
+    evs, r = _run_both(segs)
+    assert evs[:5] == [("data", 0, 0, 0, b"ab", segs[3].ts, 4), ("gap", 0, 0, 2, 100, segs[4].ts, 5, "snaplen"),
+                       ("data", 0, 0, 102, b"cd", segs[5].ts, 6), ("gap", 0, 0, 104, 10, segs[5].ts, 6, "snaplen"),
+                       ("data", 0, 0, 114, b"ef", segs[6].ts, 7)]
+    assert r.counters == {"snaplen bytes": 110}
+
+
+def test_in_order_data_drains_what_waits() -> None:
+    c = _Side()
+    segs = c.handshake()
+    a, b, d = c.seg(0, PSH | ACK, b"aa"), c.seg(0, PSH | ACK, b"bb"), c.seg(0, PSH | ACK, b"dd")
+    segs += [b, d, a]
+    evs, r = _run_both(segs)
+    assert [e[3:5] for e in evs if e[0] == "data"] == [(0, b"aa"), (2, b"bb"), (4, b"dd")]
+    assert r.counters == {"out of order": 2} and r.pending_total == 0
+
+
+@pytest.mark.parametrize("window", [0, 6, 8, 32])
+def test_overlap_history_window(window: int) -> None:
+    """Retransmitted bytes are compared with the delivered ones still in the history window
+    (at least the latest segment, none with window 0)."""
+    c = _Side()
+    segs = c.handshake()
+    start = c.seq[0]
+    for chunk in (b"AAAA", b"BBBB", b"CCCCCCCCCC"):
+        segs.append(c.seg(0, PSH | ACK, chunk))
+    # altered copies of each delivered segment, oldest first, then of the latest again
+    segs += [c.seg(0, PSH | ACK, b"aaaa", seq=start), c.seg(0, PSH | ACK, b"bbbb", seq=start + 4),
+             c.seg(0, PSH | ACK, b"cccccccccc", seq=start + 8)]
+    _evs, r = _run_both(segs, overlap_window=window)
+    differs = r.counters.get("overlap differs", 0)
+    # window 0: no history; 6 and 8: only the latest segment (10 bytes > window); 32: all
+    assert differs == {0: 0, 6: 1, 8: 1, 32: 3}[window]
+    assert r.counters["retransmission"] == 3
+
+
+def test_overlap_history_keeps_what_fits() -> None:
+    c = _Side()
+    segs = c.handshake()
+    start = c.seq[0]
+    for chunk in (b"AAAA", b"BBBB", b"CCCC"):
+        segs.append(c.seg(0, PSH | ACK, chunk))
+    segs += [c.seg(0, PSH | ACK, b"xAAA", seq=start), c.seg(0, PSH | ACK, b"xBBB", seq=start + 4),
+             c.seg(0, PSH | ACK, b"xCCC", seq=start + 8)]
+    for window, want in ((7, 1), (8, 2), (9, 2), (11, 2), (12, 3)):
+        _evs, r = _run_both(segs, overlap_window=window)
+        assert r.counters.get("overlap differs", 0) == want, window
+
+
+def test_pure_ack_moves_last_ts() -> None:
+    c = _Side()
+    segs = [*c.handshake(), c.seg(0, PSH | ACK, b"abc"), c.seg(1, ACK), c.seg(0, ACK)]
+    evs, r = _run_both(segs)
+    assert r.conns[0].last_ts == segs[-1].ts and evs[-1] == ("end", 0, None, "end of capture", segs[-1].ts, 0)
+
+
+# -- digest: memo hits against fresh decodes ---------------------------------------------------
+
+def _digest_twice_and_fresh(call: tuple, **kw: object) -> tuple:
+    """(first root, second root, shared ctx, ctx of one fresh decode)."""
+    from dissectors import digest
+    from dissectors.context import DecodeContext
+
+    def decode(ctx: DecodeContext) -> object:
+        if call[0] == "q":
+            return digest.digest_request(call[1], call[2], ctx)
+        return digest.digest_response(call[1], call[2], call[3], ctx)
+
+    shared = DecodeContext(**kw)       # type: ignore[arg-type]
+    first, second = decode(shared), decode(shared)
+    fresh = DecodeContext(**kw)        # type: ignore[arg-type]
+    decode(fresh)
+    return first, second, shared, fresh
+
+
+def test_memo_hit_replays_trailing_bytes() -> None:
+    from tests.test_digest_gen import dump
+    from tests.test_digest_shape import heartbeat_v4
+    first, second, shared, fresh = _digest_twice_and_fresh(("s", heartbeat_v4(27) + b"junk", 12, 4))
+    assert fresh.trailing == 1 and fresh.malformed == 0
+    assert second is first and shared.trailing == 2 and dump(second) == dump(first)
+
+
+def test_memo_hit_replays_bad_crcs() -> None:
+    from tests.test_digest_gen import dump
+    from tests.test_digest_memo import produce_with_records
+    c = produce_with_records()
+    from dissectors import digest
+    from dissectors.context import DecodeContext
+    recs = next(digest.digest_request(c[1], c[2], DecodeContext(decode_records=False)).find_all("records"))
+    bad = bytearray(c[1])
+    bad[recs.offset + recs.length - 1] ^= 0x55          # inside the last batch, after its CRC
+    first, second, shared, fresh = _digest_twice_and_fresh(("q", bytes(bad), c[2]), decode_records=False)
+    assert fresh.crc_invalid >= 1
+    assert (shared.crc_valid, shared.crc_invalid, shared.malformed) == \
+        (2 * fresh.crc_valid, 2 * fresh.crc_invalid, 2 * fresh.malformed)
+    assert dump(second) == dump(first)
+
+
+def test_memo_never_remembers_a_decode_that_hit_a_limit() -> None:
+    """Each decode of a body that hits a limit counts it, also when that limit was hit before."""
+    from dissectors import digest
+    from dissectors.context import DecodeContext
+    from tests.test_digest_shape import metadata_v12_response
+    ctx = DecodeContext(max_array_len=1)
+    frames = [metadata_v12_response([0, 0, 0]), metadata_v12_response([0, 0, 0, 0])]
+    for i in range(3):
+        for f in frames:
+            digest.digest_response(f, 3, 12, ctx)
+        assert ctx.limits_hit == {"max_array_len": 2 * (i + 1)}
+
+
+@pytest.mark.parametrize("api_key", [3, 19, 75])
+def test_memo_hit_learns_topic_ids_of_every_teaching_answer(api_key: int) -> None:
+    """Metadata, CreateTopics and DescribeTopicPartitions answers teach topic ids, on a memo
+    hit as on a decode."""
+    import random
+
+    from dissectors import digest
+    from dissectors.context import DecodeContext
+    from dissectors.schema import APIS, is_flexible
+    from tests.test_digest_gen import Encoder
+    from tests.test_digest_memo import Learning
+
+    api = APIS[api_key]
+    version = api.max_version
+    flexible = is_flexible(api, version)
+    for seed in range(200):
+        body = Encoder(version, flexible, random.Random(f"guard/{api_key}/{seed}")).struct(api.response)
+        frame = struct.pack(">i", 7) + (b"\x00" if flexible else b"") + body
+        probe = DecodeContext()
+        probe.topic_names = Learning()
+        digest.digest_response(frame, api_key, version, probe)
+        if probe.topic_names.learnt and not probe.malformed:
+            break
+    else:
+        raise AssertionError("no answer that teaches a topic id")
+    ctx = DecodeContext()
+    ctx.topic_names = names = Learning()
+    a = digest.digest_response(frame, api_key, version, ctx)
+    b = digest.digest_response(frame, api_key, version, ctx)
+    assert b is a and names.learnt == 2 * probe.topic_names.learnt and dict(names) == dict(probe.topic_names)
+
+
+def test_memo_never_remembers_a_decompression_limit_hit() -> None:
+    """A decompression limit hit marks nothing malformed: the memo must still not remember it."""
+    from dissectors import digest
+    from dissectors.context import DecodeContext
+    from tests.test_digest_gen import capture_calls
+    for c in capture_calls():
+        if c[0] == "q" and c[1][:2] == b"\x00\x00":
+            fresh = DecodeContext(decode_records=True, max_decompressed=10)
+            digest.digest_request(c[1], c[2], fresh)
+            if fresh.limits_hit.get("max_decompressed") and not fresh.malformed:
+                break
+    else:
+        pytest.skip("no compressed Produce request in the samples")
+    ctx = DecodeContext(decode_records=True, max_decompressed=10)
+    for i in range(1, 4):
+        digest.digest_request(c[1], c[2], ctx)
+        assert ctx.limits_hit == {k: i * v for k, v in fresh.limits_hit.items()}
+        assert ctx.crc_valid == i * fresh.crc_valid and ctx.malformed == 0
+
+
+def test_memo_key_is_every_byte_of_the_body() -> None:
+    """Bodies that differ in one byte only (any one) never share a memo entry."""
+    from dissectors import digest
+    from dissectors.context import DecodeContext
+    from tests.test_digest_gen import dump
+    base = struct.pack(">i", 7) + b"\x00" + struct.pack(">ih", 25, 27) + b"\x00"
+    ctx = DecodeContext()
+    digest.digest_response(base, 12, 4, ctx)
+    for pos in range(5, 11):
+        for b in (0x01, 0x40):
+            frame = bytearray(base)
+            frame[pos] ^= b
+            got = digest.digest_response(bytes(frame), 12, 4, ctx)
+            assert dump(got) == dump(digest.digest_response(bytes(frame), 12, 4, DecodeContext())), (pos, b)
+
+
+# -- tcp: SYNs, closing, forgetting, buffer bounds -------------------------------------
+
+def test_syn_on_a_known_connection() -> None:
+    """A SYN on a known 4-tuple never takes the fast path: retransmitted SYN, port reuse."""
+    c = _Side()
+    segs = [*c.handshake(), c.seg(0, PSH | ACK, b"abcd"),
+            c.seg(0, SYN, seq=1000), c.seg(1, SYN | ACK, seq=5000),      # retransmitted, same ISNs
+            c.seg(0, PSH | ACK, b"efgh")]
+    d = _Side(isn=(7000, 9000))
+    segs += [d.seg(0, SYN), d.seg(1, SYN | ACK), d.seg(0, PSH | ACK, b"new!")]  # new ISN: reuse
+    evs, r = _run_both(segs)
+    # (a SYN-ACK with the recorded ISN is taken as it comes, not counted)
+    assert r.counters == {"retransmitted SYN": 1, "port reuse": 1}
+    assert [e[:5] for e in evs] == [
+        ("data", 0, 0, 0, b"abcd"), ("data", 0, 0, 4, b"efgh"), ("end", 0, None, "reused", segs[7].ts),
+        ("data", 1, 0, 0, b"new!"), ("end", 1, None, "end of capture", segs[-1].ts)]
+
+
+def test_first_packets_without_syn_ack() -> None:
+    """The server's first packets carry no SYN (its SYN-ACK not captured): its stream starts
+    at the first sequence number seen, a pure ACK's included."""
+    c = _Side()
+    syn = c.seg(0, SYN)
+    c.seq[1] += 1
+    segs = [syn, c.seg(1, ACK), c.seg(1, PSH | ACK, b"hello"), c.seg(0, PSH | ACK, b"hi"),
+            c.seg(1, PSH | ACK, b"again")]
+    evs, r = _run_both(segs)
+    assert [e[:5] for e in evs[:3]] == [("data", 0, 1, 0, b"hello"), ("data", 0, 0, 0, b"hi"),
+                                        ("data", 0, 1, 5, b"again")]
+    assert r.conns[0].syn_seen
+
+
+def test_forgetting_closed_connections_keeps_a_reused_tuple() -> None:
+    """max_closed: the oldest closed connection is forgotten (an ACK on its 4-tuple starts a
+    new connection); forgetting one whose 4-tuple was reused keeps the new connection's."""
+    sides = [_Side(a=Endpoint("10.9.1.1", 41000 + i)) for i in range(4)]
+    x = sides[0]
+    segs = [*x.handshake(), x.seg(0, PSH | ACK, b"one"), x.seg(1, RST | ACK)]       # conn 0, closed
+    y = _Side(isn=(20000, 30000), a=x.ends[0])
+    segs += [y.seg(0, SYN), y.seg(1, SYN | ACK), y.seg(0, ACK)]                      # conn 1 on x's tuple
+    for s in sides[1:]:                                                               # conns 2, 3, 4 closed
+        segs += [*s.handshake(), s.seg(0, PSH | ACK, b"ab"), s.seg(0, RST | ACK)]
+    # closed now: 0, 2, 3, 4; max_closed 2 forgets 0 and 2
+    segs += [y.seg(0, PSH | ACK, b"still 1"),                  # conn 1 (its entry survived 0's forgetting)
+             sides[1].seg(0, ACK), sides[1].seg(0, PSH | ACK, b"x"),   # 2 forgotten: a new conn 5
+             sides[2].seg(0, PSH | ACK, b"late")]               # 3 remembered: data after close
+    evs, r = _run_both(segs, max_closed=2)
+    assert r.counters == {"data after close": 1, "port reuse": 1}
+    assert [(e[1], e[4]) for e in evs if e[0] == "data"] == [(0, b"one"), (2, b"ab"), (3, b"ab"), (4, b"ab"),
+                                                             (1, b"still 1"), (5, b"x")]
+    assert r.conn_count == 6 and len(r._closed) == 2
+
+
+def test_closing_frees_what_waits_beyond_a_fin() -> None:
+    c = _Side()
+    segs = c.handshake()
+    start = c.seq[0]
+    segs += [c.seg(0, PSH | ACK, b"x" * 10, seq=start + 10),        # beyond the FIN below: waits
+             c.seg(0, PSH | ACK, b"aaaaa"), c.seg(0, FIN | ACK)]
+    evs, r = _run_both(segs)
+    assert r.pending_total == 0            # (after finish)
+    r2 = Reassembler(max_total_buffer=15)
+    for s in segs:
+        r2.feed(s)
+    assert r2.pending_total == 10
+    r2.feed(c.seg(1, RST | ACK))
+    assert r2.pending_total == 0
+    d = _Side(a=Endpoint("10.9.1.2", 40001))
+    out = [r2.feed(s) for s in [*d.handshake(), d.seg(0, PSH | ACK, b"y" * 10, seq=d.seq[0] + 5)]]
+    assert not any(out) and "total buffer bound" not in r2.counters
+
+
+def test_syn_ack_first_with_ack_zero() -> None:
+    """The connection starts at the SYN-ACK whose ack is 0: the client's ISN is 2^32 - 1, so its
+    SYN seen then is a retransmission."""
+    c = _Side(isn=(0xFFFFFFFF, 5000))
+    syn = c.seg(0, SYN)
+    segs = [c.seg(1, SYN | ACK), syn, c.seg(0, ACK), c.seg(0, PSH | ACK, b"wrap")]
+    assert segs[0].ack == 0
+    evs, r = _run_both(segs)
+    assert r.counters == {"retransmitted SYN": 1}
+    assert evs[0][:5] == ("data", 0, 0, 0, b"wrap") and r.conn_count == 1
+
+
+@pytest.mark.parametrize("extra", [-1, 0, 1])
+def test_buffer_bounds_at_their_edge(extra: int) -> None:
+    """Out-of-order bytes up to max_buffer (per direction) and max_total_buffer (all
+    connections) wait; one more byte turns the hole into a gap."""
+    for kw in ({"max_buffer": 20}, {"max_total_buffer": 20}):
+        c = _Side()
+        segs = c.handshake()
+        start = c.seq[0]
+        segs += [c.seg(0, PSH | ACK, b"b" * 10, seq=start + 5), c.seg(0, PSH | ACK, b"c" * (10 + extra), seq=start + 15),
+                 c.seg(0, PSH | ACK, b"a" * 5, seq=start)]
+        evs, r = _run_both(segs, **kw)
+        gaps = [e for e in evs if e[0] == "gap"]
+        assert gaps == ([("gap", 0, 0, 0, 5, segs[4].ts, 5, "lost segment")] if extra > 0 else []), kw
+        assert [e[3] for e in evs if e[0] == "data"] == ([5, 15] if extra > 0 else [0, 5, 15])
+
+
+def test_duplicate_of_a_waiting_segment() -> None:
+    c = _Side()
+    segs = c.handshake()
+    start = c.seq[0]
+    segs += [c.seg(0, PSH | ACK, b"b" * 10, seq=start + 5), c.seg(0, PSH | ACK, b"b" * 10, seq=start + 5),
+             c.seg(0, PSH | ACK, b"B" * 10, seq=start + 5), c.seg(0, PSH | ACK, b"b" * 4, seq=start + 5)]
+    mid = Reassembler(max_buffer=15)
+    for s in segs:
+        mid.feed(s)
+    assert mid.pending_total == 10 and not mid.counters.get("lost segments")
+    segs.append(c.seg(0, PSH | ACK, b"a" * 5, seq=start))
+    evs, r = _run_both(segs, max_buffer=15)
+    assert r.counters == {"out of order": 4, "retransmission": 3, "overlap differs": 1}
+    assert [e[3:5] for e in evs if e[0] == "data"] == [(0, b"aaaaa"), (5, b"b" * 10)]
+
+
+@pytest.mark.parametrize("max_closed", [0, 1, 2])
+def test_closed_connections_forgotten_past_max_closed(max_closed: int) -> None:
+    """With max_closed m, the m latest closed connections are remembered (data on their
+    4-tuples is data after close), older ones forgotten (their 4-tuples start new ones)."""
+    sides = [_Side(a=Endpoint("10.9.2.1", 42000 + i)) for i in range(3)]
+    segs = []
+    for s in sides:
+        segs += [*s.handshake(), s.seg(0, RST | ACK)]
+    segs += [s.seg(0, PSH | ACK, b"after") for s in sides]
+    _evs, r = _run_both(segs, max_closed=max_closed)
+    assert r.counters.get("data after close", 0) == max_closed
+    assert r.conn_count == 3 + (3 - max_closed)
+
+
+# -- stats: StatsAccumulator.add's inlined tests -------------------------------------------------
+
+def test_top_is_the_best_by_definition_among_rounding_ties() -> None:
+    """The top is the first ``keep_top`` exchanges by (rounded latency desc, conn, request
+    frame, correlation id): the floor that turns most exchanges away and the heap's tests
+    must keep every candidate, ties within the rounding included."""
+    import random
+
+    from analyzer.stats import StatsAccumulator, _top_sort_key
+    from tests.test_stats import mk
+    rng = random.Random(5)
+    lats = [5.0, 4.9996, 5.0004, 4.9994, 5.0006, 5.001, 4.999, 3.0, 7.0]
+    exs = [mk(lat=rng.choice(lats), conn=rng.randrange(3), cid=i, frame=rng.randrange(1, 10_000) * 3, t=i * 0.001)
+           for i in range(400)]
+    for keep in (1, 3, 10, 40):
+        acc = StatsAccumulator(keep_top=keep)
+        for ex in exs:
+            acc.add(ex)
+        want = sorted((acc._top_record(ex, ex.latency_ms, ex.ttfb_ms, None) for ex in exs), key=_top_sort_key)
+        got = acc.top(keep)
+        assert [_top_sort_key(r) for r in got] == [_top_sort_key(r) for r in want[:keep]], keep
+
+
+def test_conn_key_follows_a_client_direction_decided_later() -> None:
+    """Grouping by client/broker: the connection's description is cached, and made again when
+    its client direction changes."""
+    from analyzer.model import Conn
+    from analyzer.stats import StatsAccumulator
+    from tests.test_stats import mk
+    conn = Conn(7, Endpoint("10.0.0.1", 40000), Endpoint("10.0.0.2", 9092))
+    exs = []
+    for i, cdir in enumerate([None, None, 0, 1, 1, 0]):
+        ex = mk(api="Metadata", lat=1.0, cid=i, frame=3 * i + 1, t=i * 0.01)
+        ex.conn = conn
+        exs.append((ex, cdir))
+    acc = StatsAccumulator(("client", "broker"))
+    for ex, cdir in exs:
+        conn.client_dir = cdir
+        acc.add(ex)
+    a, b = "10.0.0.1:40000", "10.0.0.2:9092"
+    assert {k: g.count for k, g in acc.groups.items()} == {(a, b): 4, (b, a): 2}
+
+
+@pytest.mark.parametrize("lat,got,wait", [(450.0, 0, True), (449.99, 0, False), (500.0, 9, True),
+                                          (500.0, 10, False), (500.0, 11, False)])
+def test_fetch_wait_edges(lat: float, got: int, wait: bool) -> None:
+    """A Fetch waited on purpose from 0.9 x max_wait_ms on, when it got fewer than min_bytes."""
+    from analyzer.stats import StatsAccumulator, wait_kind
+    from tests.test_stats import mk
+    ex = mk("Fetch", 11, lat=lat, req_body={"max_wait_ms": 500, "min_bytes": 10},
+            partitions=[{"topic": "a", "partition": 0, "records": 1, "bytes": got}])
+    assert wait_kind(ex, lat) == ("fetch_max_wait" if wait else None)
+    g = StatsAccumulator(("api",)).add_all([ex]).result()["groups"][0]
+    assert g["waits"] == ({"fetch_max_wait": 1} if wait else {}) and g["service"] == (0 if wait else 1)
+    # no min_bytes: at least one byte is wanted
+    ex0 = mk("Fetch", 11, lat=500.0, req_body={"max_wait_ms": 500},
+             partitions=[{"topic": "a", "partition": 0, "records": 0, "bytes": min(got, 1)}])
+    assert wait_kind(ex0, 500.0) == ("fetch_max_wait" if got == 0 else None)
+
+
+def test_sync_group_leader_and_follower_in_add() -> None:
+    from analyzer.stats import StatsAccumulator
+    from dissectors.field import Field
+    from tests.test_stats import mk
+    leader = Field("assignments", "array", 1, children=[Field("[0]", "SyncGroupRequestAssignment")])
+    exs = [mk("SyncGroup", 3, lat=900.0, cid=1, req_body={"assignments": Field("x", "array", 0)}),
+           mk("SyncGroup", 3, lat=2.0, cid=2, req_body={"assignments": leader}),
+           mk("JoinGroup", 7, lat=1.0, cid=3, errors=["MEMBER_ID_REQUIRED"]),
+           mk("Produce", 9, lat=3.0, cid=4, req_body={"acks": -1})]
+    res = StatsAccumulator(("api",)).add_all(exs).result()
+    waits = {g["api"]: (g["waits"], g["service"]) for g in res["groups"]}
+    assert waits == {"SyncGroup": ({"sync_group_follower": 1}, 1), "JoinGroup": ({}, 1),
+                     "Produce": ({"produce_acks_all": 1}, 0)}
+
+
+def test_quantiles_exact_up_to_the_limit_through_add() -> None:
+    from analyzer.stats import EXACT_LIMIT, StatsAccumulator
+    from tests.test_stats import mk
+    for n, exact in ((EXACT_LIMIT, True), (EXACT_LIMIT + 1, False)):
+        acc = StatsAccumulator(("api",), keep_top=0)
+        for i in range(n):
+            acc.add(mk(api="Metadata", lat=1.0 + (i % 13) * 0.5, cid=i, frame=3 * i + 1, t=i * 0.0001))
+        g = acc.result()["groups"][0]
+        assert g["exact"] is exact and g["answered"] == n
+
+
+def test_sketch_fold_equals_ddsketch_add_with_tiny_and_signed_values() -> None:
+    from ddsketch import DDSketch
+
+    from analyzer.stats import RELATIVE_ACCURACY, Quantiles
+    tiny = DDSketch(RELATIVE_ACCURACY)._mapping.min_possible
+    values = [0.0, -0.0, tiny, -tiny, tiny / 2, -tiny / 2, 5e-324, -5e-324, 1e-300, -1e-300, -2.5, 3.25] * 100
+    q = Quantiles(limit=10)
+    for v in values:
+        q.add(v)
+    ref = DDSketch(RELATIVE_ACCURACY)
+    for v in values:
+        ref.add(v)
+    sk = q._folded()
+    assert (sk._zero_count, sk.count, sk._min, sk._max) == (ref._zero_count, ref.count, ref._min, ref._max)
+    assert _bins(sk._store) == _bins(ref._store) and _bins(sk._negative_store) == _bins(ref._negative_store)
+
+
+def _bins(store: object) -> dict[int, float]:
+    """A DDSketch store's non-empty bins: key -> count."""
+    offset = store.offset      # type: ignore[attr-defined]
+    return {i + offset: c for i, c in enumerate(store.bins) if c}    # type: ignore[attr-defined]
+
+
+def test_throughput_rows_only_for_produce_and_fetch_partitions() -> None:
+    from analyzer.stats import StatsAccumulator
+    from tests.test_stats import T0, mk
+    parts = [{"topic": "t", "partition": 1, "records": 3, "bytes": 30, "error": None}]
+    exs = [mk("Produce", lat=1.0, t=0.1, cid=1, frame=1, partitions=parts),
+           mk("Fetch", lat=1.0, t=0.2, cid=2, frame=4, partitions=parts),
+           mk("ListOffsets", lat=1.0, t=0.3, cid=3, frame=7, partitions=parts)]
+    acc = StatsAccumulator(("api",)).add_all(exs)
+    assert acc.tp == {("t", 1): [3, 30, 3, 30]}
+    rows = acc.throughput()["per_second"]
+    assert [(r["t"] - int(T0), r["requests"], r["produced_records"], r["produced_bytes"], r["fetched_records"],
+             r["fetched_bytes"]) for r in rows] == [(0, 3, 3, 30, 3, 30)]
+
+
+def test_reading_between_adds_in_one_second() -> None:
+    """Reading the figures settles what waits; adds in the same second afterwards still count."""
+    from analyzer.stats import StatsAccumulator
+    from tests.test_stats import T0, mk
+    acc = StatsAccumulator(("api",), keep_top=0)
+    want_n = 0
+    for i in range(6):
+        acc.add(mk(api="Metadata", lat=1.0 + i, t=0.1 + i * 0.01, cid=i, frame=3 * i + 1))
+        want_n += 1
+        if i % 2:
+            series = acc.latency_series()["Metadata"]
+            assert [(s - int(T0), n) for s, n, _m, _x in series] == [(0, want_n)]
+            assert acc.throughput()["per_second"][0]["requests"] == want_n
+    assert sum(n for _b, n in acc.histograms()["Metadata"]) == 6
+
+
+def test_orphans_and_time_span() -> None:
+    """An orphan response counts in time at its response; the span is min first .. max last
+    whatever the order exchanges arrive in."""
+    from analyzer.stats import StatsAccumulator
+    from tests.test_stats import T0, mk
+    exs = [mk(api="Metadata", lat=2.0, t=1.5, cid=1, frame=10),
+           mk(api="Metadata", lat=1.0, t=3.2, cid=2, frame=20, status="orphan_response"),
+           mk(api="Metadata", lat=400.0, t=0.5, cid=3, frame=1),
+           mk(api="Metadata", lat=1.0, t=1.0, cid=4, frame=5)]
+    acc = StatsAccumulator(("api",)).add_all(exs)
+    assert acc.first_time == T0 + 0.5
+    assert acc.last_time == pytest.approx(T0 + 3.2 + 0.001, rel=0, abs=1e-6)
+    assert [(r["t"] - int(T0), r["requests"]) for r in acc.throughput()["per_second"]] == [(0, 1), (1, 2), (3, 1)]
+
+
+# -- tcp: late SYN-ACKs, odd FINs and SYNs ---------------------------------------------
+
+@pytest.mark.parametrize("case", ["pending", "delivered"])
+def test_late_syn_ack_keeps_the_stream_offsets(case: str) -> None:
+    """A SYN-ACK seen after the server's stream has begun (bytes delivered or waiting)
+    does not move its offsets."""
+    c = _Side()
+    segs = [c.seg(0, SYN)]
+    s0 = c.seq[1] + 1                   # the server's first data byte after its SYN
+    if case == "pending":
+        segs += [c.seg(1, ACK, seq=s0 + 10), c.seg(1, PSH | ACK, b"later", seq=s0 + 15),
+                 c.seg(1, SYN | ACK, seq=s0 - 1), c.seg(1, PSH | ACK, b"first", seq=s0 + 10)]
+        want = [(0, b"first"), (5, b"later")]
+    else:
+        segs += [c.seg(1, PSH | ACK, b"first", seq=s0 + 100), c.seg(1, SYN | ACK, seq=s0 - 1),
+                 c.seg(1, PSH | ACK, b"later", seq=s0 + 105)]
+        want = [(0, b"first"), (5, b"later")]
+    evs, r = _run_both(segs)
+    assert [e[3:5] for e in evs if e[0] == "data"] == want
+    assert not [e for e in evs if e[0] == "gap"]
+
+
+def test_fin_below_what_was_delivered_is_not_an_end() -> None:
+    c = _Side()
+    segs = [*c.handshake(), c.seg(0, PSH | ACK, b"abcdef"), c.seg(0, FIN | ACK, seq=c.seq[0] - 4),
+            c.seg(0, PSH | ACK, b"gh")]
+    evs, r = _run_both(segs)
+    assert [e[:5] for e in evs] == [("data", 0, 0, 0, b"abcdef"), ("data", 0, 0, 6, b"gh"),
+                                    ("end", 0, None, "end of capture", segs[-1].ts)]
+    assert r.conns[0].closed_by == 0
+
+
+def test_one_connection_end_when_the_last_fin_closes_over_a_hole() -> None:
+    c = _Side()
+    segs = [*c.handshake(), c.seg(1, FIN | ACK)]
+    start = c.seq[0]
+    segs += [c.seg(0, PSH | ACK, b"late", seq=start + 4), c.seg(0, FIN | ACK, seq=start + 8)]
+    evs, r = _run_both(segs)
+    assert [e for e in evs if e[0] != "data"] == [
+        ("end", 0, 1, "fin", segs[3].ts, 4), ("gap", 0, 0, 0, 4, segs[5].ts, 6, "lost segment"),
+        ("end", 0, 0, "fin", segs[5].ts, 6), ("end", 0, None, "fin", segs[5].ts, 6)]
+
+
+@pytest.mark.parametrize("first", [b"", b"mid-stream"])
+def test_syn_after_a_midstream_start_is_a_new_connection(first: bytes) -> None:
+    """A SYN on a 4-tuple first seen mid-stream (no ISN for that side) starts a new connection."""
+    c = _Side()
+    segs = [c.seg(0, PSH | ACK if first else ACK, first), c.seg(0, SYN, seq=77), c.seg(0, PSH | ACK, b"x", seq=78)]
+    evs, r = _run_both(segs)
+    assert r.counters == {"port reuse": 1} and r.conn_count == 2
+    assert [e[:5] for e in evs if e[0] == "data"] == ([("data", 0, 0, 0, first)] if first else []) + \
+        [("data", 1, 0, 0, b"x")]
+
+
+def test_syn_ack_again_after_close() -> None:
+    c = _Side()
+    segs = [*c.handshake(), c.seg(0, RST | ACK), c.seg(1, SYN | ACK, seq=5000)]
+    _evs, r = _run_both(segs)
+    assert r.counters == {"retransmitted SYN": 1} and r.conn_count == 1
+
+
+# -- digest: a body marked malformed on the way ----------------------------------------
+
+def test_memo_never_remembers_a_body_marked_malformed_on_the_way() -> None:
+    """A body the decoder marks malformed without stopping (a records count that does not
+    match) is decoded, and counted, every time."""
+    from dissectors import digest
+    from dissectors.context import DecodeContext
+    from tests.test_digest_gen import dump
+    from tests.test_digest_memo import produce_with_records
+    c = produce_with_records()
+    tree = digest.digest_request(c[1], c[2], DecodeContext(decode_records=True))
+    count = next(tree.find_all("records_count"))
+    bad = bytearray(c[1])
+    bad[count.offset:count.offset + 4] = struct.pack(">i", count.value + 1)
+    first, second, shared, fresh = _digest_twice_and_fresh(("q", bytes(bad), c[2]), decode_records=True)
+    assert fresh.malformed >= 1 and first.child("body").extra is None
+    assert shared.malformed == 2 * fresh.malformed and dump(second) == dump(first)
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_api_versions_unsupported_answer_in_the_v0_layout(version: int) -> None:
+    """An ApiVersions v1+ answer with UNSUPPORTED_VERSION (35) may come in the v0 layout: the
+    digest reads it so, as a fresh decode of the v0 body does, and never from the memo."""
+    from dissectors import digest
+    from dissectors.context import DecodeContext
+    from tests.test_digest_gen import dump
+    body = struct.pack(">hi", 35, 2) + struct.pack(">hhh", 0, 0, 9) + struct.pack(">hhh", 18, 0, 3)
+    frame = struct.pack(">i", 7) + body
+    ctx = DecodeContext()
+    a = digest.digest_response(frame, 18, version, ctx)
+    b = digest.digest_response(frame, 18, version, ctx)
+    assert ctx.malformed == 0 and ctx.trailing == 0 and b is not a
+    v0 = digest.digest_response(frame, 18, 0, DecodeContext())
+    assert dump(a.child("body")) == dump(v0.child("body")) == dump(b.child("body"))
+    assert a.child("body").type.endswith("v0") and kafka_errors(a) == ["UNSUPPORTED_VERSION"]
+
+
+def kafka_errors(root: object) -> list[str]:
+    from dissectors import kafka
+    return kafka.error_codes(root)      # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("api_key", [3, 12])
+def test_versions_past_the_known_ones_decode_as_the_latest(api_key: int) -> None:
+    """A request or answer of a version newer than the schema knows is read as the latest one."""
+    import random
+
+    from dissectors import digest
+    from dissectors.context import DecodeContext
+    from dissectors.schema import APIS, is_flexible
+    from tests.test_digest_gen import Encoder, dump
+    api = APIS[api_key]
+    top = api.max_version
+    enc = Encoder(top, is_flexible(api, top), random.Random(f"newer/{api_key}"))
+    req, resp = enc.struct(api.request), enc.struct(api.response)
+    for v in (top, top + 1, top + 7):
+        head = struct.pack(">hhi", api_key, v, 7) + b"\x00\x03cli\x00"
+        q = digest.digest_request(head + req, len(head), DecodeContext())
+        s = digest.digest_response(struct.pack(">i", 7) + b"\x00" + resp, api_key, v, DecodeContext())
+        assert q.child("body").type.endswith(f"v{top}") and s.child("body").type.endswith(f"v{top}")
+        if v == top:
+            want = (dump(q), dump(s))
+        assert (dump(q), dump(s)) == want
+
+
+def test_throughput_partition_keys_are_ints_or_none() -> None:
+    from analyzer.stats import StatsAccumulator
+    from tests.test_stats import mk
+    exs = [mk("Fetch", lat=1.0, t=0.1 * i, cid=i, frame=3 * i + 1,
+              partitions=[{"topic": "t", "partition": p, "records": 1, "bytes": 10, "error": None}])
+           for i, p in enumerate([2, "2", True, None, 2])]
+    acc = StatsAccumulator(("api",)).add_all(exs)
+    assert acc.tp == {("t", 2): [0, 0, 2, 20], ("t", None): [0, 0, 3, 30]}
