@@ -1,0 +1,739 @@
+"""Guards of the hot path: each test feeds the case that one check of a shortcut is there for.
+
+The fused path of ``Pipeline.feed_all`` must give exactly what ``Pipeline.feed`` gives
+per packet, and the framer's straight cut (``Framer.feed_data``) what its state machine
+gives for the same bytes. These tests were written by weakening each check of those paths
+in turn (a sub-condition dropped, a bound or mask moved, a cache not cleared or not
+invalidated) and feeding the input that tells the weakened code from the real one:
+
+- IP/TCP lengths that disagree with the captured bytes (zero IP length as with
+  segmentation offload, a TCP data offset below 5 or past the bytes, a snaplen cut);
+- timestamps that go back, on fused, reassembler-branch and per-packet packets;
+- in-order bytes after a reset or at a FIN's sequence number, bytes that fill a hole,
+  a segment 64 KiB ahead, sequence numbers that wrap, equal ISNs on both sides;
+- the reassembler's retransmission history (``overlap_window``) kept by the fused path;
+- a direction whose first event is a gap and whose first bytes are TLS;
+- the fused path's cache: its bound (``EP_CACHE_MAX``), port reuse by a SYN+RST or
+  answered first by a bare ACK;
+- pairing: the orphan-response check (negative ids, the 4096 distance, no request yet,
+  a Produce with acks=0), requests sent together, a client check made before the
+  client side was known, a direction that ends inside a frame;
+- the straight cut against the state machine on random streams, whole frames carrying
+  the check's answer, nothing cut after ``finish``, the scan's early rejection and its
+  candidates after the minimum size changes, bytes sent again from a gap's start.
+"""
+from __future__ import annotations
+
+import random
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from analyzer import pipeline
+from analyzer.capture import open_capture
+from analyzer.framing import Framer
+from analyzer.model import Conn, Endpoint, Frame, StreamData, StreamEnd, StreamGap
+from analyzer.pipeline import Options, Pipeline
+from tests.pcapgen import (
+    ACK,
+    PSH,
+    RawPacket,
+    TcpFlow,
+    TcpPacket,
+    encap,
+    ip_packet,
+    kafka_request,
+    kafka_response,
+    write_pcap,
+)
+
+API_VERSIONS_V0 = b"\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x03"   # no error, one key
+
+
+def _sig(ex: Any) -> tuple[Any, ...]:
+    return (ex.seq, ex.conn.id, ex.status, ex.api_name, ex.api_version, ex.correlation_id, ex.client_id,
+            ex.request_frame, ex.response_frame, ex.request_time, ex.response_time, ex.response_first_time,
+            list(ex.error_codes), ex.partitions, list(ex.notes), ex.conn.closed, ex.conn.client_dir)
+
+
+def _conns(pipe: Pipeline) -> list[tuple[Any, ...]]:
+    return [(c.id, c.a, c.b, c.syn_seen, c.client_dir, c.protocol, c.closed, c.first_ts, c.last_ts, c.closed_by)
+            for c in pipe.reassembler.conns]
+
+
+def _run(path: str, fused: bool, setup: Any = None, **opts: Any) -> dict[str, Any]:
+    """Everything a run shows: exchanges, connections, reassembler counters and notes, summary;
+    and which packets took ``feed`` and which went to ``Reassembler.segment``."""
+    pipe = Pipeline(Options(**opts))
+    if setup is not None:
+        setup(pipe)
+    per_packet: list[int] = []
+    to_segment: list[int] = []
+    feed = pipe.feed
+    seg = pipe.reassembler.segment
+
+    def counting_feed(pkt: Any) -> Any:
+        per_packet.append(pkt[0])
+        return feed(pkt)
+
+    def counting_segment(*a: Any) -> Any:
+        to_segment.append(a[-1])
+        return seg(*a)
+
+    pipe.reassembler.segment = counting_segment  # type: ignore[method-assign]
+    with open_capture(path) as r:
+        if fused:
+            pipe.feed = counting_feed  # type: ignore[method-assign]
+            out = [_sig(ex) for ex in pipe.feed_all(r)]
+        else:
+            out = [_sig(ex) for pkt in r for ex in pipe.feed(pkt)]
+    out += [_sig(ex) for ex in pipe.finish()]
+    ra = pipe.reassembler
+    return {"exchanges": out, "conns": _conns(pipe), "counters": dict(ra.counters), "notes": list(ra.notes),
+            "summary": pipe.summary.to_json(pipe.ctx), "per_packet": per_packet, "segment": to_segment}
+
+
+def _same(path: str, setup: Any = None, **opts: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(fused run, per-packet run), asserted equal in everything but the routing."""
+    a = _run(path, True, setup, **opts)
+    b = _run(path, False, setup, **opts)
+    for k in ("exchanges", "conns", "counters", "notes", "summary"):
+        assert a[k] == b[k], k
+    return a, b
+
+
+def _conversation(client: tuple[str, int], server: tuple[str, int], ts: float, isn: tuple[int, int] = (1000, 5000),
+                  n: int = 3) -> tuple[TcpFlow, list[TcpPacket]]:
+    flow = TcpFlow(client, server, isn=isn, ts=ts)
+    pkts = flow.handshake()
+    for corr in range(n):
+        pkts += flow.send(0, kafka_request(18, 0, corr, "guard"))
+        pkts += flow.ack(1)
+        pkts += flow.send(1, kafka_response(corr, API_VERSIONS_V0), sizes=[10])
+    return flow, pkts
+
+
+def _frame(p: TcpPacket) -> bytearray:
+    return bytearray(encap(ip_packet(p)))
+
+
+# -- the fused path's packet tests ------------------------------------------------------------
+
+def test_header_lengths_that_disagree_with_the_bytes(tmp_path: Path) -> None:
+    """In-order data segments whose IP length is 0 (segmentation offload: the per-packet
+    parser takes the captured bytes) or cut by the snaplen, and copies of them with a TCP
+    data offset below 5 or past the captured bytes: the fused path must leave all of them
+    to ``feed``."""
+    pkts: list[TcpPacket | RawPacket] = []
+    for cli, srv, ts in ((("10.0.0.1", 40000), ("10.0.0.2", 9092), 1000.0),
+                         (("fd00::1", 40001), ("fd00::2", 9092), 1001.0)):
+        v6 = ":" in cli[0]
+        flow, conv = _conversation(cli, srv, ts)
+        conv[-1].snap = len(_frame(conv[-1])) - 3      # the last response's end not captured
+        for p in conv:
+            if not p.payload or p.snap:
+                pkts.append(p)
+                continue
+            f = _frame(p)
+            doff = 14 + (40 if v6 else 20) + 12
+            for bad in (0x40, 0x00, 0xF0):        # below 5 words; 15 words, past a short payload
+                g = bytearray(f)
+                g[doff] = bad
+                pkts.append(RawPacket(p.ts, bytes(g)))
+            # the segment itself with its IP length zeroed
+            if v6:
+                f[18:20] = b"\x00\x00"
+            else:
+                f[16:18] = b"\x00\x00"
+            pkts.append(RawPacket(p.ts, bytes(f)))
+        pkts += flow.fin(0) + flow.fin(1) + flow.ack(0)
+    path = str(tmp_path / "lengths.pcap")
+    write_pcap(path, pkts)
+    a, _ = _same(path)
+    assert a["summary"]["exchanges"] == {"ok": 6}
+    assert a["summary"]["truncated_frames"] == 2 and a["counters"]["snaplen bytes"] == 6
+    assert a["summary"]["packets_skipped"] == {"bad TCP header": 32, "truncated header": 16}
+    assert a["summary"]["packets"] == len(pkts)
+
+
+def test_time_going_back(tmp_path: Path) -> None:
+    """The summary's last time is the latest of every packet's, whichever path took it:
+    a fused data packet, then earlier-stamped fused packets; a reassembler-branch FIN
+    stamped later than everything after it; a last non-TCP packet stamped latest of all."""
+    flow, pkts = _conversation(("10.0.0.1", 40000), ("10.0.0.2", 9092), 1000.0)
+    pkts[4].ts = 2000.0         # a fused ACK (the server's, of the first request)
+    assert pkts[4].payload == b""
+    pkts[-1].ts = 2500.0        # the last response's second part
+    end = flow.fin(0) + flow.fin(1) + flow.ack(0)
+    end[0].ts = 3000.0          # the FIN goes to the reassembler branch
+    path = str(tmp_path / "back.pcap")
+    write_pcap(path, pkts + end)
+    a, _ = _same(path)
+    assert a["summary"]["last_time"] == 3000.0 and a["summary"]["first_time"] == 1000.0
+    # the latest time on fused packets only
+    write_pcap(path, pkts + [flow.ack(0)[0]])
+    a, _ = _same(path)
+    assert a["summary"]["last_time"] == 2500.0
+    # the latest time on a packet fed per packet (a UDP datagram), after fused ones
+    udp = _frame(TcpPacket(4000.0, "10.0.0.9", "10.0.0.8", 1, 2, ACK, 1, 1, b"x"))
+    udp[23] = 17
+    write_pcap(path, pkts + [RawPacket(4000.0, bytes(udp))] + flow.ack(1))
+    a, _ = _same(path)
+    assert a["summary"]["last_time"] == 4000.0
+    assert a["summary"]["packets"] == len(pkts) + 2
+
+
+# -- the fused path's connection state checks -----------------------------------------------
+
+def test_in_order_data_after_a_reset_or_a_fin(tmp_path: Path) -> None:
+    """Bytes in sequence after the connection was reset (its directions hold no FIN), and
+    bytes at the sequence number of a direction's FIN: the reassembler counts them as data
+    after close / after FIN; the fused path must not deliver them."""
+    pkts: list[TcpPacket] = []
+    flow, conv = _conversation(("10.0.0.1", 40000), ("10.0.0.2", 9092), 1000.0, n=1)
+    pkts += conv + flow.rst(1)
+    pkts += flow.send(0, kafka_request(18, 0, 5, "late")) + flow.ack(1)
+    flow, conv = _conversation(("10.0.0.1", 40001), ("10.0.0.2", 9092), 1001.0, n=1)
+    pkts += conv + flow.fin(0)
+    flow.seq[0] -= 1            # the client's next bytes at its FIN's sequence number
+    pkts += flow.send(0, kafka_request(18, 0, 6, "after-fin"))
+    pkts += flow.send(1, kafka_response(6, API_VERSIONS_V0)) + flow.fin(1) + flow.ack(0)
+    path = str(tmp_path / "after-close.pcap")
+    write_pcap(path, pkts)
+    a, _ = _same(path)
+    assert a["counters"]["data after close"] == 1 and a["counters"]["data after FIN"] == 1
+    assert a["summary"]["exchanges"] == {"ok": 2, "orphan_response": 1}
+
+
+def test_in_order_bytes_that_fill_a_hole(tmp_path: Path) -> None:
+    """A segment that arrives in order while later ones wait in the reassembler: delivered
+    with them (the fused path must leave it to the reassembler), and a segment exactly
+    64 KiB past the expected one (a loss of 64 KiB) is out of order, not in order."""
+    flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092), ts=1000.0)
+    pkts = flow.handshake()
+    req = kafka_request(18, 0, 1, "hole")
+    parts = flow.send(0, req, sizes=[6, 6])
+    pkts += [parts[1], parts[2], parts[0]] + flow.send(1, kafka_response(1, API_VERSIONS_V0))
+    far = TcpPacket(flow.ts, "10.0.0.1", "10.0.0.2", 40000, 9092, PSH | ACK, flow.seq[0] + 65536, flow.seq[1],
+                    kafka_request(18, 0, 9, "far"))
+    pkts += [far] + flow.send(0, kafka_request(18, 0, 2, "near")) + flow.send(1, kafka_response(2, API_VERSIONS_V0))
+    pkts += flow.fin(0) + flow.fin(1)
+    path = str(tmp_path / "hole.pcap")
+    write_pcap(path, pkts)
+    a, _ = _same(path)
+    assert a["counters"] == {"out of order": 3}
+    assert [e[2] for e in a["exchanges"]] == ["ok", "ok"]
+
+
+def test_sequence_numbers_wrapping(tmp_path: Path) -> None:
+    """Initial sequence numbers just below 2**32: the numbers wrap within the conversation
+    and the fused path still takes the in-order data after the wrap."""
+    flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092), isn=(2**32 - 30, 2**32 - 5), ts=1000.0)
+    pkts = flow.handshake()
+    for corr in range(4):
+        pkts += flow.send(0, kafka_request(18, 0, corr, "wrap"))
+        pkts += flow.send(1, kafka_response(corr, API_VERSIONS_V0))
+    pkts += flow.fin(0) + flow.fin(1)
+    path = str(tmp_path / "wrap.pcap")
+    write_pcap(path, pkts)
+    a, _ = _same(path)
+    assert a["summary"]["exchanges"] == {"ok": 4}
+    # only the handshake's SYNs and the FINs go to the reassembler
+    assert a["segment"] == [1, 2, len(pkts) - 1, len(pkts)] and a["per_packet"] == []
+
+
+def test_retransmission_history_kept_by_the_fused_path(tmp_path: Path) -> None:
+    """The fused path keeps the reassembler's history of delivered bytes (``overlap_window``)
+    as it would: retransmissions that differ from the first copy are found exactly when the
+    first copy is still in the window (a 100-byte window here: full to the byte, one
+    segment larger than it, a segment pushed out)."""
+    flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092), ts=1000.0)
+    pkts = flow.handshake()
+    req = kafka_request(18, 0, 1, "w", b"\x00" * 400)
+    base = flow.seq[0]
+    seg = flow.send(0, req, sizes=[40, 60, 150, 30])
+
+    def changed(i: int) -> TcpPacket:
+        p = seg[i]
+        return TcpPacket(flow.ts, p.src, p.dst, p.sport, p.dport, PSH | ACK, p.seq, p.ack,
+                         bytes(b ^ 0x5A for b in p.payload))
+
+    # A (40) and B (60) fill the window exactly: A is kept
+    pkts += seg[:2] + [changed(0)]
+    # C (150) alone is more than the window: kept, A and B are pushed out
+    pkts += seg[2:3] + [changed(2), changed(1)]
+    # D (30): C is pushed out
+    pkts += seg[3:4] + [changed(2)] + seg[4:]
+    pkts += flow.send(1, kafka_response(1, API_VERSIONS_V0)) + flow.fin(0) + flow.fin(1)
+    assert seg[3].seq == (base + 250) & 0xFFFFFFFF
+    path = str(tmp_path / "history.pcap")
+    write_pcap(path, pkts)
+
+    def window(pipe: Pipeline) -> None:
+        pipe.reassembler.overlap_window = 100
+
+    a, _ = _same(path, window)
+    assert a["counters"]["retransmission"] == 4 and a["counters"]["overlap differs"] == 2
+    assert [n.split(" in packet ")[1].split()[0] for n in a["notes"]] == ["6", "8"]
+    assert a["summary"]["exchanges"] == {"ok": 1}
+
+
+def test_first_bytes_after_a_gap_are_classified(tmp_path: Path) -> None:
+    """A direction whose first event is a gap (its first segment's payload not captured)
+    has a framer but has not shown its first bytes: TLS bytes next in order must still be
+    spotted (the fused path leaves a direction's first bytes to ``_event``)."""
+    flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092), ts=1000.0)
+    pkts = flow.handshake()
+    first = flow.send(0, b"\x16\x03\x01\x00\x10" + b"\x01" * 16)
+    first[0].snap = 54                  # headers only
+    record = b"\x17\x03\x03\x00\x20" + bytes(range(32))
+    pkts += first + flow.send(0, record) + flow.send(1, record) + flow.send(0, record)
+    pkts += flow.fin(0) + flow.fin(1)
+    path = str(tmp_path / "gap-tls.pcap")
+    write_pcap(path, pkts)
+    a, _ = _same(path)
+    s = a["summary"]
+    assert s["tls_connections"] == 1
+    assert s["bytes_skipped"] == {"tls (not decrypted)": 3 * len(record), "gap": 21}
+    assert s["gaps"] == 1 and a["exchanges"] == []
+
+
+def test_fused_cache_stays_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fused path's cache of connections is cleared when it reaches ``EP_CACHE_MAX``
+    entries (its size is read from the running generator), and the results stay those of
+    ``feed``."""
+    monkeypatch.setattr(pipeline, "EP_CACHE_MAX", 6)
+    pkts: list[TcpPacket] = []
+    flows = []
+    for i in range(8):
+        flow, conv = _conversation(("10.0.0.1", 41000 + i), ("10.0.0.2", 9092), 1000.0 + i, n=1)
+        flows.append(flow)
+        pkts += conv
+    for flow in flows:                  # every connection again, interleaved
+        pkts += flow.send(0, kafka_request(18, 0, 7, "again")) + flow.send(1, kafka_response(7, API_VERSIONS_V0))
+    for flow in flows:
+        pkts += flow.fin(0) + flow.fin(1) + flow.ack(0)
+    path = str(tmp_path / "many.pcap")
+    write_pcap(path, pkts)
+    a, _ = _same(path)
+    assert a["summary"]["exchanges"] == {"ok": 16}
+    pipe = Pipeline(Options())
+    sizes: list[int] = []
+    with open_capture(path) as r:
+        records = list(r)
+    gen = pipe.feed_all(iter(()))
+
+    def watched() -> Any:
+        for rec in records:
+            sizes.append(len(gen.gi_frame.f_locals["fast"]))
+            yield rec
+
+    gen = pipe.feed_all(watched())
+    n = sum(1 for _ in gen)
+    assert n == 16 and max(sizes) <= 7 and max(sizes) >= 5
+
+
+# -- the response side's check (_response_check) ---------------------------------------------
+
+def test_orphan_response_bounds(tmp_path: Path) -> None:
+    """A response whose request is not in flight is plausible when no request was seen yet,
+    or when its id is within 4096 of the latest request's; a negative id never is. The
+    implausible ones are followed in their segment by a real response: the framer skips to
+    it; the last one ends its segment, a frame boundary in sync: kept as damaged."""
+    flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092), ts=1000.0)
+    pkts = flow.handshake()
+    bad = b"\xff" * 8
+    pkts += flow.send(1, kafka_response(77, bad))        # before any request
+    for cid, orphan in ((5000, 5000 + 4096), (5001, 5001 + 4097), (2, -1), (5003, 5003 - 4096),
+                        (5004, 5004 - 4097)):
+        pkts += flow.send(0, kafka_request(18, 0, cid, "o"))
+        pkts += flow.send(1, kafka_response(orphan, bad) + kafka_response(cid, API_VERSIONS_V0))
+    # rejected, but alone in its segment after frames in sync: kept (a damaged header)
+    pkts += flow.send(1, kafka_response(-7, bad))
+    pkts += flow.fin(0) + flow.fin(1)
+    path = str(tmp_path / "orphans.pcap")
+    write_pcap(path, pkts)
+    a, _ = _same(path)
+    assert [(e[2], e[5]) for e in a["exchanges"]] == [
+        ("orphan_response", 77), ("orphan_response", 9096), ("ok", 5000), ("ok", 5001), ("ok", 2),
+        ("orphan_response", 907), ("ok", 5003), ("ok", 5004), ("orphan_response", -7)]
+    assert a["summary"]["bytes_skipped"] == {"desync": 48}
+    # the first request, cut straight with the protocol undecided, decided it
+    assert [c[5] for c in a["conns"]] == ["kafka"] and a["summary"]["kafka_connections"] == 1
+
+
+# -- the framer's straight cut (Framer.feed_data) against its state machine ---------------------
+
+class _StateMachineOnly(Framer):
+    """A framer without the straight cut: what ``feed_data`` does past it (the bytes buffered
+    and cut by the state machine), for every segment: the plain path the cut must match."""
+
+    def feed_data(self, off: int, data: bytes, ts: float, index: int, out: list[Frame]) -> Frame | None:
+        if off != self._at:
+            out += self.feed(StreamData(self.conn, self.direction, off, data, ts, index))
+            return None
+        if not data:
+            self._off = off
+            return None
+        self._last_index = index
+        self._last_ts = ts
+        self._off = off
+        self._marks = [(off, index, ts)]
+        self.buf += data
+        self._run(out)
+        self._sync_at()
+        return None
+
+
+def _check(h: bytes) -> tuple[int, bytes] | bool:
+    """A header check whose answer shows what it was given (kept on straight-cut frames)."""
+    return (len(h), h[:2]) if not h or h[0] < 0xC0 else False
+
+
+def _stream(rng: random.Random, lo: int, hi: int) -> bytes:
+    out = bytearray()
+    for _ in range(rng.randrange(5, 25)):
+        kind = rng.random()
+        if kind < 0.6:              # a frame the check accepts (often longer than the peek)
+            size = rng.choice([rng.randrange(lo, min(hi, 24) + 1), rng.randrange(lo, hi + 1)])
+            body = bytes([rng.randrange(0, 0xC0)]) + bytes(rng.randrange(256) for _ in range(size - 1))
+            out += struct.pack(">I", size) + body[:size]
+        elif kind < 0.7:            # a frame it rejects
+            size = rng.randrange(max(lo, 1), hi + 1)
+            out += struct.pack(">I", size) + b"\xee" * size
+        elif kind < 0.8:            # a size below the minimum or above the maximum
+            out += struct.pack(">I", rng.choice([hi + 1, hi + 1000] + ([lo - 1] if lo else [])))
+            out += b"\x01" * rng.randrange(0, 12)
+        else:                       # bytes that are no frame
+            out += bytes(rng.randrange(256) for _ in range(rng.randrange(1, 9)))
+    return bytes(out)
+
+
+def _cut(rng: random.Random, data: bytes) -> list[bytes]:
+    out, pos = [], 0
+    while pos < len(data):
+        n = rng.choice([1, 3, 4, 5, rng.randrange(1, 200)])
+        out.append(data[pos:pos + n])
+        pos += n
+    return out
+
+
+def _frames_sig(frames: list[Frame]) -> list[tuple[Any, ...]]:
+    return [(f.data, f.size, f.first_index, f.last_index, f.first_ts, f.last_ts, f.stream_offset, f.truncated)
+            for f in frames]
+
+
+def _framer_sig(fr: Framer) -> tuple[Any, ...]:
+    return (dict(fr.skipped), fr.frames, fr.truncated_frames, fr.over_max_frames, fr.damaged_frames, bytes(fr.buf),
+            fr._off, fr._synced)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_straight_cut_equals_the_state_machine(seed: int) -> None:
+    """Random streams (frames accepted and rejected, sizes out of bounds, junk, gaps, bytes sent
+    twice) cut into segments, fed as the pipeline feeds them (``feed_data`` for bytes, ``feed``
+    for gaps and overlapping bytes)
+    to a framer and to one without the straight cut: the same frames at the same places, the
+    same counts, the same state after every event; and a straight-cut frame carries what the
+    check said of its first ``peek`` bytes."""
+    rng = random.Random(seed)
+    conn = Conn(0, Endpoint("10.0.0.1", 1), Endpoint("10.0.0.2", 2))
+    for case in range(40):
+        lo, hi = rng.choice([(0, 40), (2, 300), (4, 120)])
+        peek = rng.choice([4, 16, 64])
+        whole = _stream(rng, lo, hi)
+        segs = _cut(rng, whole)
+        fast = Framer(conn, 0, _check, hi, lo, peek)
+        plain = _StateMachineOnly(conn, 0, _check, hi, lo, peek)
+        got: list[Frame] = []
+        want: list[Frame] = []
+        off = 0
+        for i, seg in enumerate(segs, 1):
+            ts = i / 8
+            r = rng.random()
+            if i > 1 and r < 0.08:
+                gap = StreamGap(conn, 0, off, len(seg), ts, i, "lost segment")
+                got += fast.feed(gap)
+                want += plain.feed(gap)
+            elif i > 1 and r < 0.16:
+                # a copy of bytes already held, then the new ones (``feed`` keeps the first copy)
+                # (from a little before, or from where the framer's buffer or straight cut starts)
+                starts = [off - rng.randrange(0, min(off, 12) + 1)]
+                starts += [x for x in (fast._off, fast._at) if x is not None and 0 <= x <= off]
+                back = off - rng.choice(starts)
+                again = StreamData(conn, 0, off - back, whole[off - back:off + len(seg)], ts, i)
+                got += fast.feed(again)
+                want += plain.feed(again)
+            else:
+                out: list[Frame] = []
+                f = fast.feed_data(off, seg, ts, i, out)
+                got += out if f is None else [f]
+                plain.feed_data(off, seg, ts, i, want)
+            off += len(seg)
+            assert _frames_sig(got) == _frames_sig(want), (seed, case, i)
+            assert _framer_sig(fast) == _framer_sig(plain), (seed, case, i)
+        got += fast.feed(StreamEnd(conn, 0, "fin", 99.0, 999))
+        want += plain.feed(StreamEnd(conn, 0, "fin", 99.0, 999))
+        assert _frames_sig(got) == _frames_sig(want)
+        assert _framer_sig(fast) == _framer_sig(plain)
+        for f in got:
+            if f.peeked is not None:
+                assert f.peeked == _check(f.data[:peek])
+        assert sum(4 + len(f.data) for f in got) + sum(fast.skipped.values()) == off
+
+
+def test_whole_frames_are_cut_straight_with_the_check() -> None:
+    """Segments made of whole frames (one, several, empty frames, a lone 4-byte one): every
+    frame is cut straight and carries what the check returned for its peek."""
+    conn = Conn(0, Endpoint("10.0.0.1", 1), Endpoint("10.0.0.2", 2))
+    fr = Framer(conn, 1, _check, 1000, 0, 8)
+    frames = [struct.pack(">I", len(b)) + b for b in (b"", b"\x01" * 3, b"\x02" * 8, b"\x03" * 30, b"")]
+    segs = [frames[0], frames[1] + frames[0], frames[3], frames[2] + frames[3] + frames[4], frames[4]]
+    got: list[Frame] = []
+    off = 0
+    for i, seg in enumerate(segs, 1):
+        out: list[Frame] = []
+        f = fr.feed_data(off, seg, float(i), i, out)
+        assert (f is None) == (i in (2, 4))     # one whole frame is returned, several listed
+        got += out if f is None else [f]
+        off += len(seg)
+    assert [(len(f.data), f.first_index, f.stream_offset) for f in got] == [
+        (0, 1, 0), (3, 2, 4), (0, 2, 11), (30, 3, 15), (8, 4, 49), (30, 4, 61), (0, 4, 95), (0, 5, 99)]
+    assert [f.peeked for f in got] == [_check(f.data[:8]) for f in got]
+    assert fr._at == off and not fr.buf and fr.skipped == {}
+    # a whole frame and the first byte of the next one, then the rest of it
+    out = []
+    assert fr.feed_data(off, frames[1] + b"\x00", 6.0, 6, out) is None
+    assert fr.feed_data(off + 8, b"\x00\x00\x02\x07\x07", 7.0, 7, out) is None
+    assert [(f.data, f.stream_offset, f.first_index, f.last_index) for f in out] == [
+        (b"\x01" * 3, off, 6, 6), (b"\x07\x07", off + 7, 6, 7)]
+    assert not fr.buf and fr.skipped == {}
+
+
+def test_nothing_is_cut_after_finish() -> None:
+    """A finished framer (fresh or used) takes no more bytes, whichever way they come."""
+    conn = Conn(0, Endpoint("10.0.0.1", 1), Endpoint("10.0.0.2", 2))
+    frame = struct.pack(">I", 6) + b"\x01" * 6
+    fresh = Framer(conn, 0, _check)
+    assert fresh.finish() == []
+    assert fresh.feed(StreamData(conn, 0, 0, frame, 1.0, 1)) == []
+    out: list[Frame] = []
+    assert fresh.feed_data(0, frame, 1.0, 1, out) is None and out == []
+    used = Framer(conn, 0, _check)
+    assert used.feed(StreamData(conn, 0, 0, frame, 1.0, 1))[0].data == b"\x01" * 6
+    assert used.finish() == []
+    assert used.feed(StreamData(conn, 0, 10, frame, 2.0, 2)) == []
+    assert used.feed(StreamData(conn, 0, 10, frame, 3.0, 3)) == []
+    assert used.feed_data(10, frame, 4.0, 4, out) is None and out == []
+    assert used.frames == 1 and fresh.frames == 0
+
+
+def test_scan_drops_a_candidate_on_its_first_bytes() -> None:
+    """While scanning, a candidate whose first 16 bytes fail the check is dropped without
+    waiting for its whole peek: the frame behind it comes out with this segment."""
+    conn = Conn(0, Endpoint("10.0.0.1", 1), Endpoint("10.0.0.2", 2))
+    fr = Framer(conn, 0, _check, 1000, 2, 64)
+    real = struct.pack(">I", 6) + b"\x01" * 6
+    seg = b"\xff" + struct.pack(">I", 40) + b"\xee" * 16 + real
+    got = fr.feed(StreamData(conn, 0, 0, seg, 1.0, 1))
+    assert [(f.data, f.stream_offset) for f in got] == [(b"\x01" * 6, 21)]
+    assert fr.skipped == {"before first frame": 21}
+
+
+def test_scan_after_the_minimum_changes() -> None:
+    """The scan's candidates follow the minimum size when it changes (raw SASL tokens may
+    be empty or one byte long): a framer that scanned under a minimum of 2 finds a size-0
+    and a size-1 frame once the minimum is 0."""
+    conn = Conn(0, Endpoint("10.0.0.1", 1), Endpoint("10.0.0.2", 2))
+    fr = Framer(conn, 0, _check, 1000, 2, 16)
+    one = struct.pack(">I", 3) + b"\x01" * 3
+    got = fr.feed(StreamData(conn, 0, 0, b"\xff\xff" + one, 1.0, 1))       # scans past the junk
+    assert [f.data for f in got] == [b"\x01" * 3]
+    fr.min_frame_size = 0
+    got = fr.feed(StreamData(conn, 0, 9, b"\xff" + struct.pack(">I", 0) + struct.pack(">I", 1) + b"\x05", 2.0, 2))
+    assert [f.data for f in got] == [b"", b"\x05"]
+    assert fr.skipped == {"before first frame": 2, "desync": 1}
+
+
+def test_bytes_again_from_where_a_gap_began() -> None:
+    """After a gap the straight cut's offset is no longer valid: bytes sent again from the
+    gap's start (all but the last frame already counted) give only the new frame."""
+    conn = Conn(0, Endpoint("10.0.0.1", 1), Endpoint("10.0.0.2", 2))
+    a, b, c, d = (struct.pack(">I", 6) + bytes([n]) * 6 for n in (1, 2, 3, 4))
+    fr = Framer(conn, 0, _check)
+    assert [f.data for f in fr.feed(StreamData(conn, 0, 0, a, 1.0, 1))] == [a[4:]]
+    assert fr.feed(StreamGap(conn, 0, 10, 10, 2.0, 2, "lost segment")) == []
+    assert [f.data for f in fr.feed(StreamData(conn, 0, 20, c, 3.0, 3))] == [c[4:]]
+    again = fr.feed(StreamData(conn, 0, 10, b + c + d, 4.0, 4))
+    assert [(f.data, f.stream_offset, f.first_index) for f in again] == [(d[4:], 30, 4)]
+    assert fr.skipped == {"gap": 10} and fr.frames == 3
+
+
+def test_each_direction_keeps_its_own_sequence_state(tmp_path: Path) -> None:
+    """Both sides with the same initial sequence number and the server's entries learnt
+    from its SYN-ACK: a fused entry holding the other direction's state would go unseen
+    until the FINs (the two sides send different byte counts)."""
+    pkts: list[TcpPacket] = []
+    for i, (cli, srv) in enumerate(((("10.0.0.1", 40000), ("10.0.0.2", 9092)),
+                                    (("fd00::1", 40001), ("fd00::2", 9092)))):
+        flow, conv = _conversation(cli, srv, 1000.0 + i, isn=(7000, 7000))
+        pkts += conv + flow.fin(1) + flow.fin(0) + flow.ack(1)
+    path = str(tmp_path / "same-isn.pcap")
+    write_pcap(path, pkts)
+    a, _ = _same(path)
+    assert a["summary"]["exchanges"] == {"ok": 6} and a["counters"] == {}
+    assert [c[6] for c in a["conns"]] == ["fin", "fin"]
+
+
+def test_syn_rst_on_a_closed_tuple(tmp_path: Path) -> None:
+    """A packet with SYN and RST on the 4-tuple of a closed connection opens a new one and
+    resets it at once: the ACKs after it belong to the new connection."""
+    flow, conv = _conversation(("10.0.0.1", 40000), ("10.0.0.2", 9092), 1000.0, n=1)
+    pkts = conv + flow.fin(0) + flow.fin(1) + flow.ack(0)
+    pkts.append(TcpPacket(1001.0, "10.0.0.1", "10.0.0.2", 40000, 9092, 0x06, 424242, 0))
+    pkts += [TcpPacket(1002.0, "10.0.0.2", "10.0.0.1", 9092, 40000, ACK, 1, 424243),
+             TcpPacket(1003.0, "10.0.0.1", "10.0.0.2", 40000, 9092, ACK, 424243, 1)]
+    path = str(tmp_path / "syn-rst.pcap")
+    write_pcap(path, pkts)
+    a, _ = _same(path)
+    assert [(c[6], round(c[8], 6)) for c in a["conns"]] == [("fin", round(pkts[-4].ts, 6)), ("rst", 1003.0)]
+
+
+def test_new_syn_answered_by_an_ack_first(tmp_path: Path) -> None:
+    """Port reuse: a new SYN on the 4-tuple of a closed connection, answered first by the
+    server's bare ACK (a challenge ACK), then by its SYN-ACK: the bare ACK belongs to the
+    new connection, not to the closed one's last ACKs."""
+    flow, conv = _conversation(("10.0.0.1", 40000), ("10.0.0.2", 9092), 1000.0, n=1)
+    pkts = conv + flow.fin(0) + flow.fin(1) + flow.ack(0)
+    again = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092), isn=(90000, 70000), ts=1001.0)
+    hs = again.handshake()
+    pkts += [hs[0], TcpPacket(1001.0005, "10.0.0.2", "10.0.0.1", 9092, 40000, ACK, 70001, 90001)] + hs[1:]
+    pkts += again.send(0, kafka_request(18, 0, 3, "again")) + again.send(1, kafka_response(3, API_VERSIONS_V0))
+    pkts += again.fin(0) + again.fin(1)
+    path = str(tmp_path / "challenge-ack.pcap")
+    write_pcap(path, pkts)
+    a, _ = _same(path)
+    assert [round(c[8], 6) for c in a["conns"]] == [round(pkts[len(conv) + 2].ts, 6), round(pkts[-1].ts, 6)]
+    assert a["summary"]["exchanges"] == {"ok": 2} and a["counters"]["port reuse"] == 1
+
+
+# -- pairing (_frame) ------------------------------------------------------------------------
+
+def test_pairing_order_notes_and_the_latest_request(tmp_path: Path) -> None:
+    """Two requests in one segment answered in reverse order are not out of request order
+    (they were sent together), two in separate segments are; a Produce with acks=0 expects
+    no response and is not the latest request the orphan check measures from."""
+    flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092), ts=1000.0)
+    pkts = flow.handshake()
+    pkts += flow.send(0, kafka_request(18, 0, 1, "o") + kafka_request(18, 0, 2, "o"))
+    pkts += flow.send(1, kafka_response(2, API_VERSIONS_V0)) + flow.send(1, kafka_response(1, API_VERSIONS_V0))
+    pkts += flow.send(0, kafka_request(18, 0, 3, "o")) + flow.send(0, kafka_request(18, 0, 4, "o"))
+    pkts += flow.send(1, kafka_response(4, API_VERSIONS_V0)) + flow.send(1, kafka_response(3, API_VERSIONS_V0))
+    produce = struct.pack(">hi", 0, 1000) + struct.pack(">i", 0)       # acks=0, timeout, no topics
+    pkts += flow.send(0, kafka_request(18, 0, 10, "o") + kafka_request(0, 2, 9000, "o", produce))
+    # 20 is within 4096 of 10, the latest request awaiting an answer, not of the Produce's 9000
+    pkts += flow.send(1, kafka_response(20, b"\xff" * 8) + kafka_response(10, API_VERSIONS_V0))
+    pkts += flow.fin(0) + flow.fin(1)
+    path = str(tmp_path / "order.pcap")
+    write_pcap(path, pkts)
+    a, _ = _same(path)
+    assert [(e[2], e[5]) for e in a["exchanges"]] == [
+        ("ok", 2), ("ok", 1), ("ok", 4), ("ok", 3), ("no_response_expected", 9000), ("orphan_response", 20),
+        ("ok", 10)]
+    assert a["summary"]["notes"] == {"responses out of request order": 1}
+    assert a["summary"]["bytes_skipped"] == {}
+
+
+def test_first_frame_a_response_then_client_bytes_that_are_no_request(tmp_path: Path) -> None:
+    """A connection caught mid-stream on a port not known as Kafka's, its first frame a
+    response: the other side becomes the client without the protocol being decided, and
+    its check must still ask for a request (a frame that would pass as an orphan response
+    is no request: skipped)."""
+    srv, cli = ("10.0.0.2", 12345), ("10.0.0.1", 40000)
+    flow = TcpFlow(srv, cli, ts=1000.0)        # side 0: the server
+    pkts = flow.send(1, b"\xee\xee")       # the client's framer is made before its side is known
+    pkts += flow.send(0, kafka_response(77, b"\xff" * 8))
+    pkts += flow.send(1, struct.pack(">I", 10) + b"\x7f\x11\x22\x33" + b"\xee" * 6)
+    pkts += flow.send(1, kafka_request(18, 0, 6, "c")) + flow.send(0, kafka_response(6, API_VERSIONS_V0))
+    pkts += flow.fin(0) + flow.fin(1)
+    path = str(tmp_path / "mid-stream.pcap")
+    write_pcap(path, pkts)
+    a, _ = _same(path)
+    assert [(e[2], e[5], e[16]) for e in a["exchanges"]] == [("orphan_response", 77, 0), ("ok", 6, 0)]
+    assert a["summary"]["bytes_skipped"] == {"before first frame": 2 + 4 + 10}
+    assert a["summary"]["kafka_connections"] == 1
+
+
+def test_direction_ending_inside_a_frame_gives_it_at_once(tmp_path: Path) -> None:
+    """The client ends (FIN) inside a request: the truncated request is framed when its
+    direction ends, so the response that comes after it still finds it."""
+    flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092), ts=1000.0)
+    pkts = flow.handshake()
+    pkts += flow.send(0, kafka_request(18, 0, 1, "cut-short")[:-3]) + flow.fin(0)
+    pkts += flow.send(1, kafka_response(1, API_VERSIONS_V0)) + flow.fin(1)
+    path = str(tmp_path / "fin-inside.pcap")
+    write_pcap(path, pkts)
+    a, _ = _same(path)
+    assert [(e[2], e[5], e[7], e[8]) for e in a["exchanges"]] == [("ok", 1, 4, 6)]
+    assert a["summary"]["truncated_frames"] == 1
+
+
+def test_a_frame_in_sync_is_judged_on_its_whole_peek() -> None:
+    """At a frame boundary in sync the check gets ``min(size, peek)`` bytes, however the
+    frame's bytes arrive (only a scan candidate is judged early on its first 16)."""
+    conn = Conn(0, Endpoint("10.0.0.1", 1), Endpoint("10.0.0.2", 2))
+    seen: list[int] = []
+
+    def check(h: bytes) -> bool:
+        seen.append(len(h))
+        return True
+
+    fr = Framer(conn, 0, check, 1000, 2, 64)
+    frame = struct.pack(">I", 40) + bytes(range(40))
+    got = fr.feed(StreamData(conn, 0, 0, frame[:24], 1.0, 1)) + fr.feed(StreamData(conn, 0, 24, frame[24:], 2.0, 2))
+    assert [(len(f.data), f.first_index, f.last_index) for f in got] == [(40, 1, 2)]
+    assert seen == [40]
+
+
+def test_legacy_response_check_follows_the_request_waiting(tmp_path: Path) -> None:
+    """Pre-0.8: a response is judged as an answer to the oldest request waiting (here an
+    OFFSETS request): a frame that could answer a FETCH but not an OFFSETS request is
+    skipped, and the real answer behind it in the segment pairs."""
+    from tests import legacy_captures as w
+
+    flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092), ts=1000.0)
+    pkts = flow.handshake()
+    pkts += flow.send(0, w.offsets_request("t", 0, -2, 1))
+    fetch_like = struct.pack(">I", 12) + b"\x00\x00" + b"\x7f" * 4 + b"\x01" + b"\x7f" * 5
+    pkts += flow.send(1, fetch_like + w.offsets_response(0, [7]))
+    pkts += flow.fin(0) + flow.fin(1)
+    path = str(tmp_path / "legacy.pcap")
+    write_pcap(path, pkts)
+    a, _ = _same(path, protocol="legacy")
+    assert [(e[2], e[3]) for e in a["exchanges"]] == [("ok", "OFFSETS")]
+    assert a["summary"]["bytes_skipped"] == {"before first frame": 16}
+
+
+def test_raw_sasl_token_over_two_segments(tmp_path: Path) -> None:
+    """After SaslHandshake v0 the frames are raw SASL tokens, which no Kafka check would
+    pass: a long token spread over two segments (judged before its end is in, so it cannot
+    be kept as a damaged frame ending its segment) must still be framed."""
+    flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092), ts=1000.0)
+    pkts = flow.handshake()
+    mech = b"PLAIN"
+    pkts += flow.send(0, kafka_request(17, 0, 2, "sasl", struct.pack(">h", len(mech)) + mech))
+    pkts += flow.send(1, kafka_response(2, struct.pack(">hi", 0, 1) + struct.pack(">h", 5) + mech))
+    token = b"\x00alice\x00" + b"pw" * 100
+    pkts += flow.send(0, struct.pack(">I", len(token)) + token, sizes=[100])
+    pkts += flow.send(1, struct.pack(">I", 0))
+    pkts += flow.send(0, kafka_request(3, 0, 3, "c", struct.pack(">i", 0)))
+    pkts += flow.send(1, kafka_response(3, struct.pack(">ii", 0, 0)))
+    pkts += flow.fin(0) + flow.fin(1)
+    path = str(tmp_path / "sasl.pcap")
+    write_pcap(path, pkts)
+    a, _ = _same(path, decode="lite")
+    assert [(e[2], e[3], e[7]) for e in a["exchanges"]] == [
+        ("ok", "SaslHandshake", 4), ("ok", "SaslToken", 7), ("ok", "Metadata", 9)]
+    assert a["summary"]["bytes_skipped"] == {}
