@@ -17,7 +17,8 @@ invalidated) and feeding the input that tells the weakened code from the real on
   answered first by a bare ACK;
 - pairing: the orphan-response check (negative ids, the 4096 distance, no request yet,
   a Produce with acks=0), requests sent together, a client check made before the
-  client side was known, a direction that ends inside a frame;
+  client side was known, a direction that ends inside a frame; a pre-0.8 request or
+  response whose own decoding marked bad fields (the exchange is malformed);
 - the straight cut against the state machine on random streams, whole frames carrying
   the check's answer, nothing cut after ``finish``, the scan's early rejection and its
   candidates after the minimum size changes, bytes sent again from a gap's start.
@@ -737,3 +738,24 @@ def test_raw_sasl_token_over_two_segments(tmp_path: Path) -> None:
     assert [(e[2], e[3], e[7]) for e in a["exchanges"]] == [
         ("ok", "SaslHandshake", 4), ("ok", "SaslToken", 7), ("ok", "Metadata", 9)]
     assert a["summary"]["bytes_skipped"] == {}
+
+
+def test_legacy_exchange_with_bad_fields_is_malformed(tmp_path: Path) -> None:
+    """Pre-0.8 trees are decoded before the exchange is made: one whose decoding marked bad
+    fields makes its exchange malformed (a frame cut short in the capture would not)."""
+    from tests import legacy_captures as w
+
+    flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092), ts=1000.0)
+    pkts = flow.handshake()
+    pkts += flow.send(0, w.fetch_request("t", 0, 0, 100))
+    pkts += flow.send(1, w.fetch_response(0, w.message(b"v")))
+    pkts += flow.send(0, w.frame(w.fetch_request("t", 0, 0, 10)[4:-2]))     # a FETCH two bytes short
+    pkts += flow.send(1, w.fetch_response(0))
+    pkts += flow.send(0, w.offsets_request("t", 0, -2, 1))
+    pkts += flow.send(1, w.frame(struct.pack(">hi", 0, 5) + struct.pack(">q", 7)))   # 5 offsets, 1 there
+    pkts += flow.fin(0) + flow.fin(1)
+    path = str(tmp_path / "legacy-bad.pcap")
+    write_pcap(path, pkts)
+    a, _ = _same(path, protocol="legacy")
+    assert [(e[2], e[3]) for e in a["exchanges"]] == [("ok", "FETCH"), ("malformed", "FETCH"),
+                                                      ("malformed", "OFFSETS")]
