@@ -333,7 +333,8 @@ class CaptureReader:
                     if shared:
                         # ``packets`` is set only before a yield: no one reads it while other
                         # shares' packets are dropped (a worker drops most of the file). The
-                        # reader's notes below are of the share's own packets
+                        # reader's notes below are of the packets kept here and of those left
+                        # to share_of (see keep_share)
                         q = pos + 16
                         if key is None and eth and incl >= 74 and buf[q + 12:q + 14] == b"\x86\xdd" \
                                 and buf[q + 14] >> 4 == 6 and buf[q + 20] == 6:

@@ -443,18 +443,25 @@ def test_in_order_data_drains_what_waits() -> None:
     assert r.counters == {"out of order": 2} and r.pending_total == 0
 
 
+def _resent_altered(chunks: list[bytes], altered: list[bytes]) -> list[Segment]:
+    """A handshake, ``chunks`` delivered in order by the client, then ``altered`` sent again
+    at the offsets of the chunks, oldest first."""
+    c = _Side()
+    segs = c.handshake()
+    seq = c.seq[0]
+    for chunk in chunks:
+        segs.append(c.seg(0, PSH | ACK, chunk))
+    for chunk, again in zip(chunks, altered, strict=True):
+        segs.append(c.seg(0, PSH | ACK, again, seq=seq))
+        seq += len(chunk)
+    return segs
+
+
 @pytest.mark.parametrize("window", [0, 6, 8, 32])
 def test_overlap_history_window(window: int) -> None:
     """Retransmitted bytes are compared with the delivered ones still in the history window
     (at least the latest segment, none with window 0)."""
-    c = _Side()
-    segs = c.handshake()
-    start = c.seq[0]
-    for chunk in (b"AAAA", b"BBBB", b"CCCCCCCCCC"):
-        segs.append(c.seg(0, PSH | ACK, chunk))
-    # altered copies of each delivered segment, oldest first, then of the latest again
-    segs += [c.seg(0, PSH | ACK, b"aaaa", seq=start), c.seg(0, PSH | ACK, b"bbbb", seq=start + 4),
-             c.seg(0, PSH | ACK, b"cccccccccc", seq=start + 8)]
+    segs = _resent_altered([b"AAAA", b"BBBB", b"CCCCCCCCCC"], [b"aaaa", b"bbbb", b"cccccccccc"])
     _evs, r = _run_both(segs, overlap_window=window)
     differs = r.counters.get("overlap differs", 0)
     # window 0: no history; 6 and 8: only the latest segment (10 bytes > window); 32: all
@@ -463,13 +470,7 @@ def test_overlap_history_window(window: int) -> None:
 
 
 def test_overlap_history_keeps_what_fits() -> None:
-    c = _Side()
-    segs = c.handshake()
-    start = c.seq[0]
-    for chunk in (b"AAAA", b"BBBB", b"CCCC"):
-        segs.append(c.seg(0, PSH | ACK, chunk))
-    segs += [c.seg(0, PSH | ACK, b"xAAA", seq=start), c.seg(0, PSH | ACK, b"xBBB", seq=start + 4),
-             c.seg(0, PSH | ACK, b"xCCC", seq=start + 8)]
+    segs = _resent_altered([b"AAAA", b"BBBB", b"CCCC"], [b"xAAA", b"xBBB", b"xCCC"])
     for window, want in ((7, 1), (8, 2), (9, 2), (11, 2), (12, 3)):
         _evs, r = _run_both(segs, overlap_window=window)
         assert r.counters.get("overlap differs", 0) == want, window
