@@ -52,6 +52,8 @@ def _conf(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) ->
               help="Spark master: local[N], or spark://HOST:PORT for a standalone cluster.")
 @click.option("--by", default="api,version", show_default=True, callback=_by_param,
               help=f"Stats grouping, as for 'stats': a comma-separated combination of {', '.join(GROUP_KEYS)}.")
+@click.option("--top", type=click.IntRange(min=0), default=0, show_default=True,
+              help="As for 'stats': list the N slowest exchanges of all the captures (also in stats.json).")
 @click.option("--with-trees", is_flag=True, help="Also store the request/response field trees (JSON strings).")
 @click.option("--rule", "rules", multiple=True, callback=_rule_list, metavar="RULE",
               help="Only this check rule (repeatable, or comma-separated).")
@@ -71,7 +73,7 @@ def _conf(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) ->
               help="Extra Spark configuration (repeatable), e.g. --conf spark.executor.memory=4g.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress line and no summary.")
 @capture_options
-def spark_command(captures: tuple[str, ...], out_dir: str, master: str, by: tuple[str, ...], with_trees: bool,
+def spark_command(captures: tuple[str, ...], out_dir: str, master: str, by: tuple[str, ...], top: int, with_trees: bool,
                   rules: tuple[str, ...], skip_rules: tuple[str, ...], slow_ms: float, storm_rebalances: int,
                   split_size: int, pack_size: int, partitions: int | None, spark_conf: dict[str, str],
                   quiet: bool, **kw: Any) -> int:
@@ -99,7 +101,7 @@ def spark_command(captures: tuple[str, ...], out_dir: str, master: str, by: tupl
     options, ctx = options_from_kwargs(kw)
     cfg = JobConfig(options=options, ctx=ctx, by=by, with_trees=with_trees, rules=frozenset(chosen),
                     slow_ms=slow_ms, storm_rebalances=storm_rebalances, split_size=split_size,
-                    pack_size=pack_size, partitions=partitions or 0)
+                    pack_size=pack_size, partitions=partitions or 0, top=top)
     if "://" not in out_dir:
         if os.path.exists(out_dir) and not os.path.isdir(out_dir):
             raise UserError(f"--out {out_dir}: exists and is not a directory")
@@ -137,6 +139,12 @@ def spark_command(captures: tuple[str, ...], out_dir: str, master: str, by: tupl
                 pass
     if not quiet:
         _print_summary(result, out_dir)
+    if top:
+        from analyzer.stats_render import top_table
+
+        slowest = result.stats.top(top)
+        if slowest:
+            click.echo(top_table(slowest).plain())
     return 0
 
 

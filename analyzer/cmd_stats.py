@@ -13,7 +13,7 @@ import click
 
 from analyzer.errors import UserError, stdout_console, warn_damaged
 from analyzer.options import capture_options
-from analyzer.stats import DEFAULT_KEEP_TOP, GROUP_KEYS, PointSample, StatsAccumulator, parse_by
+from analyzer.stats import GROUP_KEYS, PointSample, StatsAccumulator, keep_top_for, parse_by
 
 
 def _by_param(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
@@ -56,7 +56,7 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
         except ImportError:
             raise UserError("--plot needs matplotlib (pip install matplotlib)") from None
 
-    total = StatsAccumulator(by, keep_top=max(top, DEFAULT_KEEP_TOP if top else 0))
+    total = StatsAccumulator(by, keep_top=keep_top_for(top))
     points = PointSample() if plot_path else None
     many = len(captures) > 1
     # every figure but the topic/partition grouping of non-Produce/Fetch APIs comes from

@@ -89,7 +89,7 @@ from analyzer.net import SkipCounter, parse_packet
 from analyzer.options import fresh_context
 from analyzer.pipeline import Options, Pipeline
 from analyzer.shards import END_OF_CAPTURE, LearntTable, TopicNames, learnt_ids, rename_topics, resolve_misses
-from analyzer.stats import DEFAULT_BY, StatsAccumulator
+from analyzer.stats import DEFAULT_BY, StatsAccumulator, keep_top_for
 from dissectors.context import DecodeContext
 
 __all__ = ["JobConfig", "Source", "Split", "JobResult", "resolve_inputs", "plan_splits", "pack_tasks",
@@ -132,6 +132,7 @@ class JobConfig:
     force_hadoop: bool = False            # read local files through binaryFiles too (tests)
     rows: bool = True                     # make the exchanges/partitions rows (False: figures only)
     direct_max: int = -1                  # whole files up to this size skip the shuffle (-1: from input, cores)
+    top: int = 0                          # the slowest exchanges listed (stats.json "top"), as `stats --top`
 
 
 @dataclass(frozen=True)
@@ -725,7 +726,7 @@ class _FileAcc:
     """What one task gathers for one file (held: groups whose topic ids another connection may name)."""
 
     def __init__(self, cfg: JobConfig) -> None:
-        self.stats = StatsAccumulator(cfg.by, keep_top=0)
+        self.stats = StatsAccumulator(cfg.by, keep_top=keep_top_for(cfg.top))
         self.checker = _new_checker(cfg)
         self.conns: list[int] = []           # first packet number of every connection
         self.counts: dict[str, Counter[str]] = {k: Counter() for k in _COUNTERS}
@@ -830,9 +831,8 @@ def process_group(gkey: tuple[Any, ...], name: str, packets: Iterable[tuple[Any,
     c["counters"].update({"malformed_fields": ctx.malformed, "crc_valid": ctx.crc_valid,
                           "crc_invalid": ctx.crc_invalid})
     c["limits"].update(ctx.limits_hit)
-    if "conn" in cfg.by:
-        i = cfg.by.index("conn")
-        acc.groups = {k[:i] + (first[k[i]],) + k[i + 1:]: gs for k, gs in acc.groups.items()}
+    # connection keys (by conn, slowest exchanges): this pipeline's ids -> first packet numbers
+    acc.renumber_conns(first.__getitem__, None)
     g.misses = [dict(names.misses)] if names.misses else []
 
 
@@ -984,7 +984,7 @@ def gather(states: Iterable[tuple[int, dict[str, Any]]], sources: list[Source], 
     for fid, st in states:
         per_file.setdefault(fid, []).append(st)
     many = len(sources) > 1
-    total = StatsAccumulator(cfg.by, keep_top=0)
+    total = StatsAccumulator(cfg.by, keep_top=keep_top_for(cfg.top))
     findings: list[Finding] = []
     conn_ids: dict[int, list[int]] = {}
     files: list[dict[str, Any]] = []
@@ -993,7 +993,7 @@ def gather(states: Iterable[tuple[int, dict[str, Any]]], sources: list[Source], 
         sts = per_file.get(src.file_id, [])
         conns = sorted(i for st in sts for i in st["conns"])
         conn_ids[src.file_id] = conns
-        acc = StatsAccumulator(cfg.by, keep_top=0)
+        acc = StatsAccumulator(cfg.by, keep_top=total.keep_top)
         for st in sts:
             acc.merge(rename_topics(StatsAccumulator.from_state(st["stats"]), st.get("rename") or {}))
         acc.renumber_conns(lambda first, fid=src.file_id: remap_conn(conn_ids, fid, first),
@@ -1587,7 +1587,7 @@ def write_tables(spark: Any, out_dir: str, cfg: JobConfig, result: JobResult, re
     p_cols = tuple(f.name for f in p_schema.fields)
     spark.createDataFrame(rows_of("p", p_cols), p_schema, verifySchema=False) \
         .write.mode("overwrite").parquet(_out_path(out_dir, "partitions"))
-    sres = result.stats.result()
+    sres = result.stats.result(top=cfg.top)
     cols, srows = stats_rows(sres)
     f_schema = T.StructType([
         T.StructField("capture", T.StringType()), T.StructField("rule", T.StringType()),

@@ -148,16 +148,7 @@ def tables(result: dict[str, Any]) -> list[TextTable]:
     out.append(t2)
 
     if result.get("top"):
-        t3 = TextTable(f"Slowest {len(result['top'])} exchanges",
-                       ["latency", "ttfb", "api", "v", "corr id", "conn", "client", "broker",
-                        "req frame", "resp frame", "wait", "errors"],
-                       [True, True, False, True, True, True, False, False, True, True, False, False])
-        for r in result["top"]:
-            t3.add([fmt_num(r["latency_ms"]), fmt_num(r["ttfb_ms"]), r["api"], fmt_key(r["version"]),
-                    fmt_key(r["correlation_id"]), fmt_key(r["conn"]), fmt_key(r["client"]),
-                    fmt_key(r["broker"]), fmt_key(r["request_frame"]), fmt_key(r["response_frame"]),
-                    r["wait"] or "-", ", ".join(r["error_codes"]) or "-"])
-        out.append(t3)
+        out.append(top_table(result["top"]))
 
     thr = result["throughput"]
     if thr["topic_partitions"]:
@@ -172,6 +163,23 @@ def tables(result: dict[str, Any]) -> list[TextTable]:
                     fmt_num(tp["fetched_records_per_s"])])
         out.append(t4)
     return out
+
+
+def top_table(top: Sequence[dict[str, Any]]) -> TextTable:
+    """The slowest exchanges (``StatsAccumulator.top``), slowest first; with their capture
+    when several were merged (connection and frame numbers are per capture)."""
+    many = any("capture" in r for r in top)
+    t = TextTable(f"Slowest {len(top)} exchanges",
+                  ["latency", "ttfb", "api", "v", "corr id"] + ["capture"] * many +
+                  ["conn", "client", "broker", "req frame", "resp frame", "wait", "errors"],
+                  [True, True, False, True, True] + [False] * many +
+                  [True, False, False, True, True, False, False])
+    for r in top:
+        t.add([fmt_num(r["latency_ms"]), fmt_num(r["ttfb_ms"]), r["api"], fmt_key(r["version"]),
+               fmt_key(r["correlation_id"])] + [fmt_key(r.get("capture"))] * many +
+              [fmt_key(r["conn"]), fmt_key(r["client"]), fmt_key(r["broker"]), fmt_key(r["request_frame"]),
+               fmt_key(r["response_frame"]), r["wait"] or "-", ", ".join(r["error_codes"]) or "-"])
+    return t
 
 
 def rate_lines(result: dict[str, Any], width: int = 60) -> list[str]:

@@ -27,7 +27,7 @@ from analyzer.options import fresh_context, options_from_kwargs  # noqa: E402
 from analyzer.output import exchange_to_json  # noqa: E402
 from analyzer.pipeline import Run  # noqa: E402
 from analyzer.spark_job import JobConfig, make_session, run_local, run_spark  # noqa: E402
-from analyzer.stats import StatsAccumulator  # noqa: E402
+from analyzer.stats import StatsAccumulator, keep_top_for  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = sorted(glob.glob(str(ROOT / "samples" / "*.pcap*")))
@@ -39,15 +39,17 @@ if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
 
 # -- the reference: `stats` and `check` in one process ---------------------------------------
 
-def reference(paths: list[str], by: tuple[str, ...]) -> tuple[dict[str, Any], list[str], list[tuple[Any, ...]]]:
-    """What `stats` (merged as cmd_stats merges) and `check` (per file) give, and the exchange rows."""
+def reference(paths: list[str], by: tuple[str, ...], top: int = 0
+              ) -> tuple[dict[str, Any], list[str], list[tuple[Any, ...]]]:
+    """What `stats` (merged as cmd_stats merges, with ``--top top``) and `check` (per file)
+    give, and the exchange rows."""
     options, ctx = options_from_kwargs({})
-    total = StatsAccumulator(by, keep_top=0)
+    total = StatsAccumulator(by, keep_top=keep_top_for(top))
     findings: list[str] = []
     rows: list[tuple[Any, ...]] = []
     many = len(paths) > 1
     for p in paths:
-        acc = StatsAccumulator(by, keep_top=0)
+        acc = StatsAccumulator(by, keep_top=total.keep_top)
         if many:
             acc.source = os.path.basename(p)
         checker = Checker()
@@ -62,7 +64,7 @@ def reference(paths: list[str], by: tuple[str, ...]) -> tuple[dict[str, Any], li
             if many:
                 f.capture = p
             findings.append(json.dumps(f.to_json(), sort_keys=True, default=str))
-    return total.result(), sorted(findings), sorted(rows, key=repr)
+    return total.result(top=top), sorted(findings), sorted(rows, key=repr)
 
 
 def _row_key(capture: str, d: dict[str, Any]) -> tuple[Any, ...]:
@@ -167,9 +169,9 @@ def test_steps_match_stats_and_check_with_tiny_splits(by: tuple[str, ...], split
     and exchange rows."""
     from analyzer.spark_job import is_direct, plan_reads, plan_splits, resolve_inputs, scan_split
 
-    ref_stats, ref_findings, ref_rows = reference(SAMPLES, by)
+    ref_stats, ref_findings, ref_rows = reference(SAMPLES, by, top=12)
     direct_max = 0 if split == 1 << 20 else -1
-    res, ex_rows, _parts = run_local(SAMPLES, JobConfig(by=by, split_size=split, direct_max=direct_max),
+    res, ex_rows, _parts = run_local(SAMPLES, JobConfig(by=by, split_size=split, direct_max=direct_max, top=12),
                                      batch_bytes=batch)
     sources = resolve_inputs(SAMPLES)
     splits = plan_splits(sources, split)
@@ -181,7 +183,8 @@ def test_steps_match_stats_and_check_with_tiny_splits(by: tuple[str, ...], split
         assert res.reads == len(SAMPLES)                # read whole, but through the shuffle
     else:
         assert 0 < direct < len(SAMPLES) < res.reads    # some whole, some split
-    assert same_json(res.stats.result(), ref_stats)
+    assert same_json(res.stats.result(top=12), ref_stats)     # the slowest 12 too, as `stats --top 12`
+    assert len(ref_stats["top"]) == 12 and len({r["capture"] for r in ref_stats["top"]}) > 2
     assert findings_of(res) == ref_findings
     cols = ("capture", "conn", "client", "broker", "protocol", "api_key", "api_name", "api_version",
             "correlation_id", "client_id", "request_frame", "response_frame")
@@ -313,6 +316,27 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
                             str(tmp_path / "o")], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert r.returncode == 1
     assert r.stderr.strip().splitlines() == [f"kafkawire-sniff: error: {tmp_path / 'missing.pcap'}: no such file"]
+
+
+def test_cli_top_lists_what_stats_lists(tmp_path: Path) -> None:
+    """`spark --top N` prints the slowest exchanges of all its captures as `stats --top N` does
+    (same table: capture, connection and frame numbers as `read` gives them) and keeps them
+    in stats.json."""
+    files = [str(ROOT / "samples" / "group_rdkafka.pcap"), str(ROOT / "samples" / "txn_rdkafka.pcap")]
+    out = tmp_path / "o"
+    r = subprocess.run(["kafkawire-sniff", "spark", "--top", "4", "-q", "--out", str(out), *files],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    s = subprocess.run(["kafkawire-sniff", "stats", "--top", "4", *files],
+                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    lines = s.stdout.splitlines()
+    i = lines.index("Slowest 4 exchanges")
+    assert r.stdout.splitlines() == lines[i:i + 7]
+    assert "group_rdkafka.pcap" in r.stdout and "JoinGroup" in r.stdout
+    ref = json.loads(subprocess.run(["kafkawire-sniff", "stats", "--top", "4", "-f", "json", *files],
+                                    capture_output=True, text=True, timeout=120, cwd=ROOT).stdout)
+    assert json.loads((out / "stats.json").read_text())["top"] == ref["top"]
+    assert len(ref["top"]) == 4
 
 
 # -- Spark, standalone cluster ------------------------------------------------------------------------
