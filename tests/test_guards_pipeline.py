@@ -19,6 +19,8 @@ invalidated) and feeding the input that tells the weakened code from the real on
   a Produce with acks=0), requests sent together, a client check made before the
   client side was known, a direction that ends inside a frame; a pre-0.8 request or
   response whose own decoding marked bad fields (the exchange is malformed);
+- a connection's first request at the pre-0.8 score bounds (50, 75, 80) and cut by the
+  snaplen inside its client id: which protocol, and which side is the client;
 - the straight cut against the state machine on random streams, whole frames carrying
   the check's answer, nothing cut after ``finish``, the scan's early rejection and its
   candidates after the minimum size changes, bytes sent again from a gap's start.
@@ -37,6 +39,7 @@ from analyzer.capture import open_capture
 from analyzer.framing import Framer
 from analyzer.model import Conn, Endpoint, Frame, StreamData, StreamEnd, StreamGap
 from analyzer.pipeline import Options, Pipeline
+from dissectors.header import plausible_request
 from tests.pcapgen import (
     ACK,
     PSH,
@@ -759,3 +762,47 @@ def test_legacy_exchange_with_bad_fields_is_malformed(tmp_path: Path) -> None:
     a, _ = _same(path, protocol="legacy")
     assert [(e[2], e[3]) for e in a["exchanges"]] == [("ok", "FETCH"), ("malformed", "FETCH"),
                                                       ("malformed", "OFFSETS")]
+
+
+def _first_request(tmp_path: Path, data: bytes, syn: bool, snap: int = 0) -> tuple[Any, ...]:
+    """(client side, protocol, exchanges) of a connection whose client sends one frame (fused
+    and per-packet runs agree): with a handshake, or caught mid-stream on ports that tell
+    no side (so the frame decides which side is the client)."""
+    flow = TcpFlow(("10.0.0.1", 50000), ("10.0.0.2", 9092 if syn else 40001), ts=1000.0)
+    pkts = (flow.handshake() if syn else []) + flow.send(0, data)
+    if snap:
+        pkts[-1].snap = snap
+    path = str(tmp_path / "first.pcap")
+    write_pcap(path, pkts)
+    a, _ = _same(path)
+    (_cid, _a, _b, _syn, client_dir, protocol, *_rest), = a["conns"]
+    return client_dir, protocol, [(e[2], e[3], e[5]) for e in a["exchanges"]]
+
+
+def test_first_request_protocol_at_the_legacy_score_bounds(tmp_path: Path) -> None:
+    """A connection's first request: a 0.8+ reading wins below a pre-0.8 score of 80, a pre-0.8
+    reading from 80 (a FETCH on a 4-byte topic reads as a Fetch v4 header too), and a frame
+    with no 0.8+ reading is pre-0.8 from a score of 50, which also makes its sender the client
+    when nothing else tells."""
+    from dissectors.legacy import legacy_request_score
+    from tests import legacy_captures as w
+
+    at80 = w.fetch_request("test", 0, -1, 0)                  # no offset, no size: 40 + 40
+    at75 = w.fetch_request("test", 0x14100, 0, 0)             # partition past 65535 (-15), offset 0 (+10)
+    at65 = w.fetch_request("a:b", 0, -1, 0)                   # a topic Kafka would refuse: 25 + 40
+    at50 = w.fetch_request("a:b" + "x" * 57, 0x7FFFFFFF, -1, 0)   # and a partition past 65535: -15
+    assert [legacy_request_score(f[4:]) for f in (at80, at75, at65, at50)] == [80, 75, 65, 50]
+    assert [bool(plausible_request(f[4:])) for f in (at80, at75, at65, at50)] == [True, True, True, False]
+    for syn in (True, False):
+        assert _first_request(tmp_path, at80, syn) == (0, "kafka-legacy", [("unanswered", "FETCH", None)])
+        assert _first_request(tmp_path, at75, syn) == (0, "kafka", [("unanswered", "Fetch", 0x74657374)])
+        assert _first_request(tmp_path, at65, syn) == (0, "kafka", [("unanswered", "Fetch", 0x613A6200)])
+        assert _first_request(tmp_path, at50, syn) == (0, "kafka-legacy", [("unanswered", "FETCH", None)])
+
+
+def test_first_request_cut_by_the_snaplen_is_judged_on_its_bytes(tmp_path: Path) -> None:
+    """A first request cut inside its client id (snaplen) is a 0.8+ request on the bytes there
+    are: its sender is the client, on a connection caught mid-stream."""
+    data = kafka_request(3, 1, 7, "a-long-client-id-of-forty-bytes-xxxxxxxx", b"\xff\xff\xff\xff")
+    assert not plausible_request(data[4:26]) and plausible_request(data[4:26], prefix=True)
+    assert _first_request(tmp_path, data, False, snap=54 + 26) == (0, "kafka", [("unanswered", "Metadata", 7)])
