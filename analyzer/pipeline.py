@@ -618,10 +618,11 @@ class Pipeline:
         return StreamData(ev.conn, d, off, plain, ev.ts, ev.index)
 
     @staticmethod
-    def _min_frame(st: _ConnState, n: int) -> None:
-        """Smallest frame size the framers accept (2: a pre-0.8 error-only response; 0 in SASL raw mode)."""
-        for fr in st.framers:
-            if fr is not None:
+    def _min_frame(st: _ConnState, n: int, d: int | None = None) -> None:
+        """Smallest frame size the framers (or direction ``d``'s) accept (2: a pre-0.8
+        error-only response; 0 in SASL raw mode)."""
+        for i, fr in enumerate(st.framers):
+            if fr is not None and d in (None, i):
                 fr.min_frame_size = n
 
     def _drop_framers(self, st: _ConnState) -> None:
@@ -643,7 +644,7 @@ class Pipeline:
         (Frame.peeked) for _frame."""
         conn = st.conn
         client_dir = conn.client_dir
-        if client_dir is not None and not st.sasl_raw:
+        if client_dir is not None and not st.sasl_raw and (d == client_dir or not _tokens_waiting(st)):
             protocol = conn.protocol
             if protocol == "kafka":
                 return request_header if d == client_dir else partial(_response_check, st)
@@ -653,9 +654,9 @@ class Pipeline:
                 return _undecided_request
 
         def plausible(data: bytes) -> RequestHeader | _Pending | bool:
-            if st.sasl_raw:
-                return True
             client_dir = conn.client_dir
+            if st.sasl_raw or (client_dir != d and _tokens_waiting(st)):
+                return True
             protocol = conn.protocol
             if client_dir is None or client_dir == d:
                 if protocol == "kafka-legacy":
@@ -714,7 +715,7 @@ class Pipeline:
                     return
                 response = kind
         if response:
-            if st.sasl_raw and st.fifo and st.fifo[0].sasl_token:
+            if st.fifo and st.fifo[0].sasl_token:
                 self._sasl_token_response(st, frame, out)
                 return
             inflight = st.inflight
@@ -826,8 +827,11 @@ class Pipeline:
         """A client frame after SaslHandshake v0: True if it is a raw SASL token (queued for
         the broker's), False once authentication is over (Kafka requests again)."""
         if st.sasl_tokens_left == 0 or (st.sasl_tokens_left < 0 and plausible_request(frame.data)):
-            st.sasl_raw = False     # authentication is over: Kafka requests again
-            self._min_frame(st, 2)
+            # authentication is over: Kafka requests again; the broker's side stays raw until
+            # it has answered the tokens still waiting (a client may send its next request
+            # with its last token, before the broker's answer)
+            st.sasl_raw = False
+            self._min_frame(st, 2, frame.direction if _tokens_waiting(st) else None)
             self._set_checks(st)
             return False
         st.sasl_tokens_left -= 1
@@ -837,6 +841,11 @@ class Pipeline:
 
     def _sasl_token_response(self, st: _ConnState, frame: Frame, out: list[Exchange]) -> None:
         p = st.fifo.popleft()
+        if not st.sasl_raw and not st.fifo:
+            # the last token the client sent before its Kafka requests: the broker's side
+            # answers those now
+            self._min_frame(st, 2)
+            self._set_checks(st)
         tree = kafka.decode_sasl_token(frame.data, self.ctx, st.sasl_mechanism, False)
         self._new_exchange(
             st, protocol="kafka", api_key=None, api_name="SaslToken", api_version=None,
@@ -1097,6 +1106,11 @@ def _ticking(packets: Iterable[PacketRecord], tick: Callable[[int], None]) -> It
         if not n & 0x3FF:
             tick(n)
         yield pkt
+
+
+def _tokens_waiting(st: _ConnState) -> bool:
+    """Raw SASL tokens of the client wait for the broker's (queued first in ``fifo``)."""
+    return bool(st.fifo) and st.fifo[0].sasl_token
 
 
 def _modern(frame: Frame) -> bool:

@@ -743,6 +743,31 @@ def test_raw_sasl_token_over_two_segments(tmp_path: Path) -> None:
     assert a["summary"]["bytes_skipped"] == {}
 
 
+@pytest.mark.parametrize("together", [False, True])
+def test_raw_sasl_token_pipelined_with_the_next_request(tmp_path: Path, together: bool) -> None:
+    """A client that sends its last raw SASL token and its next Kafka request in one segment,
+    before the broker's token: the broker's token (empty, as for PLAIN) still answers the
+    client's, and the request after it is paired by its correlation id; the broker's token
+    and its response may come in one segment too."""
+    flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092), ts=1000.0)
+    pkts = flow.handshake()
+    mech = b"PLAIN"
+    pkts += flow.send(0, kafka_request(17, 0, 2, "sasl", struct.pack(">h", len(mech)) + mech))
+    pkts += flow.send(1, kafka_response(2, struct.pack(">hi", 0, 1) + struct.pack(">h", 5) + mech))
+    token = b"\x00alice\x00secret"
+    pkts += flow.send(0, struct.pack(">I", len(token)) + token + kafka_request(3, 0, 3, "c", struct.pack(">i", 0)))
+    answers = [struct.pack(">I", 0), kafka_response(3, struct.pack(">ii", 0, 0))]
+    for a in ([b"".join(answers)] if together else answers):
+        pkts += flow.send(1, a)
+    pkts += flow.fin(0) + flow.fin(1)
+    path = str(tmp_path / "sasl-pipelined.pcap")
+    write_pcap(path, pkts)
+    a, _ = _same(path)
+    assert [(e[2], e[3], e[5], e[7], e[8]) for e in a["exchanges"]] == [
+        ("ok", "SaslHandshake", 2, 4, 5), ("ok", "SaslToken", None, 6, 7), ("ok", "Metadata", 3, 6, 7 + (not together))]
+    assert a["summary"]["bytes_skipped"] == {}
+
+
 def test_legacy_exchange_with_bad_fields_is_malformed(tmp_path: Path) -> None:
     """Pre-0.8 trees are decoded before the exchange is made: one whose decoding marked bad
     fields makes its exchange malformed (a frame cut short in the capture would not)."""
