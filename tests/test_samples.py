@@ -57,6 +57,8 @@ def test_sample_set_covers_the_brief() -> None:
     files = {m["file"] for m in MANIFEST.values()}
     assert "produce_fetch_rdkafka_gzip.pcap" in files          # the quick-start sample
     assert any(f.endswith(".pcapng") for f in files)
+    clients = {m["client"].split()[0] for m in MANIFEST.values()}
+    assert {"confluent-kafka", "kafka-python", "aiokafka", "kafkajs"} <= clients
     keys = Counter()
     for m in MANIFEST.values():
         for kv, n in m["requests"].items():

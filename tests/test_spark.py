@@ -22,6 +22,7 @@ import pytest
 pyspark = pytest.importorskip("pyspark")
 pq = pytest.importorskip("pyarrow.parquet")
 
+from analyzer.capture import open_capture  # noqa: E402
 from analyzer.check import Checker  # noqa: E402
 from analyzer.options import fresh_context, options_from_kwargs  # noqa: E402
 from analyzer.output import exchange_to_json  # noqa: E402
@@ -79,6 +80,15 @@ def parquet_rows(out: Path) -> list[tuple[Any, ...]]:
     for d in t:
         d["partitions"] = [dict(p) for p in d["partitions"] or []]
     return sorted((_row_key(d["capture"], d) for d in t), key=repr)
+
+
+def _packets(paths: list[str]) -> int:
+    """The records of the captures, as the capture reader counts them."""
+    n = 0
+    for p in paths:
+        with open_capture(p) as r:
+            n += sum(1 for _ in r)
+    return n
 
 
 def findings_of(res: Any) -> list[str]:
@@ -196,7 +206,7 @@ def test_steps_match_stats_and_check_with_tiny_splits(by: tuple[str, ...], split
                                       p, strict=True)) for p in r[21]])
         got.append(_row_key(d["capture"], d))
     assert sorted(got, key=repr) == ref_rows
-    assert res.summary["packets"] == 987 if len(SAMPLES) == 13 else res.summary["packets"] > 0
+    assert res.summary["packets"] == _packets(SAMPLES) > 1000
 
 
 @pytest.mark.parametrize("by", [("api", "version"), ("conn", "client_id")])
