@@ -431,7 +431,10 @@ class Framer:
                 self._synced = True
                 return out
         buf = self.buf
-        if self._synced and len(buf) >= 4:
+        # a frame in progress, or (scanning) the candidate the scan waits on, cut here: judged on
+        # the bytes there are (after a lost segment, a capture cut by the snaplen has only such
+        # candidates: each packet's frame head, then a gap)
+        if len(buf) >= 4 and (self._synced or len(buf) - 4 >= _PARTIAL):
             r = self._decided if self._decided >= 0 else self._check(buf, 0, len(buf), True)
             if r is not None and r >= 0:
                 size = r

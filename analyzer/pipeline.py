@@ -232,7 +232,8 @@ class Pipeline:
         without SYN/FIN/RST, in order on a known connection with nothing buffered, goes
         straight from the packet bytes to its connection's framer (no Segment, no stream
         event); so does an ACK on a closed connection. Other such segments (SYN, FIN, RST,
-        out of order, a new connection) go to the reassembler without being parsed again;
+        out of order, a new connection, any segment while either direction has a hole: its
+        ACK can end the other's) go to the reassembler without being parsed again;
         anything else goes through ``feed``. ``tick(n)`` is called every 1024 packets. The
         summary's packet count and last time are complete when the generator is done.
         """
@@ -304,8 +305,9 @@ class Pipeline:
                     fe = fast.get(key)
                     if fe is not None:
                         tst, direction, dd, pst = fe
-                        # in order with nothing buffered; a closed connection takes only its last ACKs
-                        open_ok = not tst.closed and dd.fin_at is None and not dd.pending
+                        # in order with nothing buffered either way (an ACK may end the other
+                        # side's holes: Reassembler._acked); a closed connection takes only its last ACKs
+                        open_ok = not tst.closed and dd.fin_at is None and not tst.holes
                         if p == end:
                             # no payload, an ACK: the reassembler would only note the time
                             taken = open_ok or (tst.closed and not tst.forgotten)
@@ -376,13 +378,16 @@ class Pipeline:
                     # the reassembler's connection and direction are known (no lookup), and
                     # nothing the fused path keeps needs relearning: once the connection is
                     # closed its entries take only ACKs (the fused path checks tst.closed).
-                    # Not a SYN: the endpoints and the ack number are not read
-                    events = seg_in(fe[0], fe[1], None, None, seq, 0, flags, payload, 0, ts, index)
+                    # Not a SYN: the endpoints are not read, the ack number only while the
+                    # other direction has holes (Reassembler._acked)
+                    ack = u32(data, 42 if len(key) == 12 else 62)[0] if fe[0].holes and flags & 0x10 else 0
+                    events = seg_in(fe[0], fe[1], None, None, seq, ack, flags, payload, 0, ts, index)
                     known = True
                 else:
                     v4 = len(key) == 12
-                    # (the ack number is read by the reassembler for a SYN-ACK only)
-                    ack = u32(data, 42 if v4 else 62)[0] if flags & 0x12 == 0x12 else 0
+                    # (the ack number is read by the reassembler for a SYN-ACK, and for an ACK
+                    # while the other direction has holes)
+                    ack = u32(data, 42 if v4 else 62)[0] if flags & 0x10 else 0
                     if v4:
                         addr = addrs4(data, 26)
                         eps = ep4.get(addr) or endpoints4(addr)

@@ -25,8 +25,10 @@ what was already delivered (a recent-history window of ``overlap_window`` bytes 
 direction); a difference increments ``counters["overlap differs"]`` and appends a line to
 ``notes`` (bounded list of strings). A 1-byte segment just below the expected offset is a
 keep-alive and not compared. Out-of-order segments wait in a per-direction buffer; when
-the buffered bytes beyond a hole exceed ``max_buffer`` (default 4 MiB), or the connection
-ends, the hole becomes ``StreamGap(reason="lost segment")`` and delivery continues.
+the other side acknowledges the bytes of a hole (the receiver has them: the capture missed
+them, and they will not be sent again), when the buffered bytes beyond a hole exceed
+``max_buffer`` (default 4 MiB), or when the connection ends, the hole becomes
+``StreamGap(reason="lost segment")`` and delivery continues.
 A segment cut by the snaplen (``seg.missing > 0``) is delivered as its captured bytes
 followed by ``StreamGap(reason="snaplen")`` of the missing bytes.
 
@@ -98,11 +100,14 @@ class _Dir:
 class _ConnState:
     """One connection (made in ``Reassembler._new_conn``)."""
 
-    __slots__ = ("conn", "dirs", "closed", "forgotten")
+    __slots__ = ("conn", "dirs", "closed", "forgotten", "holes")
     conn: Conn
     dirs: tuple[_Dir, _Dir]
     closed: bool
     forgotten: bool             # closed and dropped from the 4-tuple map (max_closed)
+    # a direction has out-of-order bytes waiting (a hole): its segments, and the other
+    # direction's (whose ACKs may end the hole: Reassembler._acked), take no fast path
+    holes: bool
 
 
 class Reassembler:
@@ -170,7 +175,7 @@ class Reassembler:
         d0.base = d0.isn = d0.fin_at = d1.base = d1.isn = d1.fin_at = None
         d0.expected = d0.pending_bytes = d0.recent_bytes = d1.expected = d1.pending_bytes = d1.recent_bytes = 0
         d0.pending = d1.pending = ()
-        d0.ended = d1.ended = st.closed = st.forgotten = False
+        d0.ended = d1.ended = st.closed = st.forgotten = st.holes = False
         d0.recent = deque()
         d1.recent = deque()
         pairs = self._pairs
@@ -194,6 +199,7 @@ class Reassembler:
         events.append(_new(StreamEnd, (conn, None, reason, ts, index)))
         self._open.pop(conn.id, None)
         # free buffers; keep only what reuse detection needs (out-of-order bytes rarely wait)
+        st.holes = False
         if d0.pending_bytes or d1.pending_bytes or d0.pending or d1.pending:
             for d in (d0, d1):
                 if d.pending:
@@ -228,13 +234,14 @@ class Reassembler:
             return self.segment(None, 0, src, dst, seq, ack, flags, payload, missing, ts, index)
         st, direction = ent
         if not flags & 7:
-            # fast path: no SYN/FIN/RST on a known connection
+            # fast path: no SYN/FIN/RST on a known connection with no holes (an ACK may end
+            # the other direction's: segment)
             d = st.dirs[direction]
-            if d.base is not None and not st.closed and d.fin_at is None:
+            if d.base is not None and not st.closed and d.fin_at is None and not st.holes:
                 st.conn.last_ts = ts
                 if not payload and not missing:
                     return []
-                if not d.pending and not missing:
+                if not missing:
                     exp = d.expected
                     diff = (((seq - d.base) & _MASK) - exp) & _MASK
                     if diff == 0:
@@ -256,8 +263,9 @@ class Reassembler:
         times (its SYN, SYN-ACK and FINs). ``st`` and ``direction``: the connection and
         direction ``_pairs`` holds for (src, dst), st None when it holds none (the fused path
         of analyzer.pipeline knows them for the packets of its connections and calls this).
-        ``ack`` is read for a SYN-ACK only; ``src`` and ``dst`` only to make a new connection
-        (st None, or a SYN), so a caller that knows ``st`` may pass None for a segment without SYN."""
+        ``ack`` is read for a SYN-ACK, and for an ACK while the other direction has holes
+        (``_acked``); ``src`` and ``dst`` only to make a new connection (st None, or a SYN),
+        so a caller that knows ``st`` may pass None for a segment without SYN."""
         events: list[StreamEvent] = []
         if st is None:
             st, direction = self._new_conn(src, dst, flags, ts, index)
@@ -311,6 +319,10 @@ class Reassembler:
             syn = 0
             if d.base is None:
                 d.base = seq
+        if flags & TCP_ACK and st.holes:
+            o = dirs[1 - direction]
+            if o.pending:
+                self._acked(st, 1 - direction, o, ack, ts, index, events)
         if d.ended:
             if payload or missing:
                 self._count("data after FIN")
@@ -434,6 +446,7 @@ class Reassembler:
         if not pend:
             pend = d.pending = []
         pend.insert(i, [off, payload, missing, ts, index])
+        st.holes = True
         d.pending_bytes += len(payload)
         self.pending_total += len(payload)
         if self.pending_total > self.max_total_buffer:
@@ -445,6 +458,19 @@ class Reassembler:
         while d.pending_bytes > self.max_buffer and d.pending:
             self._gap_to_first(st, direction, d, ts, index, events)
             self._drain(st, direction, d, ts, index, events)
+
+    def _acked(self, st: _ConnState, direction: int, d: _Dir, ack: int, ts: float, index: int,
+               events: list[StreamEvent]) -> None:
+        """The other side acknowledged ``direction``'s bytes up to ``ack``: a hole below it is a
+        loss of the capture, not of the network (the receiver has those bytes; nobody sends
+        them again). It becomes a gap now and what waited behind it is delivered, in time
+        with the other side's answers, instead of at the connection's end."""
+        acked = d.offset(ack)
+        pend = d.pending
+        while pend and pend[0][0] <= acked:
+            self._gap_to_first(st, direction, d, ts, index, events)
+            self._drain(st, direction, d, ts, index, events)
+            pend = d.pending
 
     def _gap_to_first(self, st: _ConnState, direction: int, d: _Dir, ts: float, index: int,
                       events: list[StreamEvent]) -> None:
@@ -469,6 +495,8 @@ class Reassembler:
                     continue
                 off, payload, missing = t
             self._deliver(st, direction, d, off, payload, missing, ts, index, events)
+        if not pend:
+            st.holes = bool(st.dirs[1 - direction].pending)
         self._check_fin(st, direction, d, now_ts, now_index, events)
 
     def _flush(self, st: _ConnState, direction: int, ts: float, index: int,

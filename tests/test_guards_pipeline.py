@@ -768,6 +768,39 @@ def test_raw_sasl_token_pipelined_with_the_next_request(tmp_path: Path, together
     assert a["summary"]["bytes_skipped"] == {}
 
 
+@pytest.mark.parametrize("snap", [0, 96])
+def test_a_request_the_capture_missed_costs_only_its_exchange(tmp_path: Path, snap: int) -> None:
+    """A request packet missing from the capture (the broker got it: its ACK covers it): the
+    hole ends at that ACK, a pure ACK the fused path would otherwise take, so the requests
+    after it are paired with their responses as they come; only the missed request's response
+    is an orphan. With a snaplen that cuts every frame, the framer finds the next frame
+    from its captured head alone."""
+    flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092), ts=1000.0)
+    pkts = flow.handshake()
+    for corr in range(5):
+        pkts += flow.send(0, kafka_request(3, 1, corr, "a-client-id-long-enough-to-be-cut", b"\xff" * 40))
+        pkts += flow.ack(1)
+        pkts += flow.send(1, kafka_response(corr, struct.pack(">i", 0) + b"\x00" * 60))
+    pkts += flow.fin(0) + flow.fin(1)
+    missed = pkts[3 + 3 * 2]                      # the request with correlation id 2
+    assert missed.payload[8:12] == struct.pack(">i", 2)
+    whole, cut = str(tmp_path / "whole.pcap"), str(tmp_path / "cut.pcap")
+    write_pcap(whole, pkts, snaplen=snap)
+    write_pcap(cut, [p for p in pkts if p is not missed], snaplen=snap)
+    a, _ = _same(whole)
+    b, _ = _same(cut)
+    exp = [(e[3], e[5]) for e in a["exchanges"]]
+    assert exp == [("Metadata", c) for c in range(5)]
+    assert [(e[2], e[3], e[5]) for e in b["exchanges"]] == [
+        (e[2], e[3], e[5]) if e[5] != 2 else ("orphan_response", "Unknown", 2) for e in a["exchanges"]]
+    # each exchange as soon as its response is in, not at the connection's end
+    assert [e[8] for e in b["exchanges"]] == [e[8] - (e[5] >= 2) for e in a["exchanges"]]
+    if not snap:
+        # the reassembler takes the request after the hole (12) and the ACK that ends it (13);
+        # then the fused path again, until the FINs
+        assert (a["segment"], b["segment"]) == ([1, 2, 19, 20], [1, 2, 12, 13, 18, 19])
+
+
 def test_legacy_exchange_with_bad_fields_is_malformed(tmp_path: Path) -> None:
     """Pre-0.8 trees are decoded before the exchange is made: one whose decoding marked bad
     fields makes its exchange malformed (a frame cut short in the capture would not)."""

@@ -229,6 +229,37 @@ def test_lost_segment_gap_range(tmp_path):
     assert lost.seq == hs[0].seq + 1 + 2000
 
 
+@pytest.mark.parametrize("resent", [False, True])
+def test_a_hole_the_other_side_acknowledged_is_a_capture_loss(tmp_path, resent):
+    """A hole whose bytes the other side acknowledged (the receiver has them: the capture
+    missed them, and nobody sends them again) becomes a gap at that ACK, and what waited
+    behind it is delivered then, not at the connection's end. A duplicate ACK (the network
+    lost the bytes: they come again) or one that ends inside the hole leaves it open; bytes
+    sent again fill it."""
+    f = _flow()
+    hs = f.handshake()
+    segs = f.send(0, b"a" * 100 + b"b" * 100 + b"c" * 100, sizes=[100, 100, 100])
+    lost = segs.pop(0)
+    dup = replace(f.ack(1)[0], ack=lost.seq)                   # what a receiver sends for b, c
+    short = replace(dup, ack=lost.seq + 50)
+    exact = replace(dup, ack=lost.seq + 100)                   # the hole's end: b's start
+    answer = f.send(1, b"R" * 10)
+    pkts = hs + segs + [dup, short] + ([lost] if resent else []) + [exact] + answer + f.fin(0) + f.fin(1)
+    r = run(tmp_path, pkts)
+    ev = [(type(e).__name__, e.direction, e.offset, e.index) for e in r["events"] if isinstance(e, StreamData | StreamGap)]
+    at = len(hs) + len(segs) + 2 + resent + 1                  # the exact ACK's packet number
+    if resent:
+        assert ev[:3] == [("StreamData", 0, 0, at - 1), ("StreamData", 0, 100, 4), ("StreamData", 0, 200, 5)]
+        assert stream(r["events"]) == b"a" * 100 + b"b" * 100 + b"c" * 100
+        assert "lost segments" not in r["reasm"].counters
+    else:
+        assert ev[:3] == [("StreamGap", 0, 0, at), ("StreamData", 0, 100, 4), ("StreamData", 0, 200, 5)]
+        assert stream(r["events"]) == b"?" * 100 + b"b" * 100 + b"c" * 100
+        assert r["reasm"].counters["lost bytes"] == 100
+    assert ev[3] == ("StreamData", 1, 0, at + 1)
+    assert stream(r["events"], direction=1) == b"R" * 10
+
+
 def test_buffer_bound_forces_gap_early(tmp_path):
     f = _flow()
     hs = f.handshake()
