@@ -22,7 +22,7 @@ from __future__ import annotations
 import bisect
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, NamedTuple
 
 from analyzer.model import Conn, Exchange
@@ -103,7 +103,8 @@ RULES: dict[str, Rule] = {r.id: r for r in (
     Rule("closed-in-flight", "error", "connection",
          "connection closed (FIN) or reset (RST) with requests still waiting for a response"),
     Rule("orphan-response", "error", "connection",
-         "response to no request seen (info when the capture started mid-connection)"),
+         "response to no request seen (info when the capture started mid-connection, or missed bytes "
+         "of the client's side)"),
     Rule("error-response", "error", "connection",
          "responses carrying error codes, by API and error name (flow errors info, retriable warning)"),
     Rule("throttled", "warning", "connection", "responses with throttle_time_ms > 0 (quota throttling)"),
@@ -191,6 +192,11 @@ def _resp_key(ex: Exchange) -> tuple[int, int] | None:
     return (r.last_index, r.stream_offset) if r is not None else None
 
 
+_ORPHAN_ERROR = "{count} response(s) matching no request on a connection seen from its start"
+_ORPHAN_LOST = ("{count} response(s) to requests the capture missed (bytes of the client's side "
+                "were not captured)")
+
+
 def conn_key(conn: Conn) -> tuple[int, str, str, float]:
     return (conn.id, str(conn.a), str(conn.b), conn.first_ts)
 
@@ -268,6 +274,10 @@ class _ConnState:
     sasl_handshake_frame: int | None = None
     sasl_handshake_version: int | None = None
     sasl_ok_frame: int | None = None
+    conn: Conn | None = None        # the connection (read at finish: what the capture lost of it)
+    # orphan responses on a connection seen from its start: an error, unless the capture lost
+    # bytes of the client's side (a request it missed), which finish() can tell
+    orphans: _Bucket | None = None
 
 
 class _Batch(NamedTuple):
@@ -461,7 +471,7 @@ class Checker:
         key = conn_key(conn)
         cs = self._conns.get(key)
         if cs is None:
-            cs = self._conns[key] = _ConnState(str(conn))
+            cs = self._conns[key] = _ConnState(str(conn), conn=conn)
         cs.syn_seen = conn.syn_seen
         cs.closed = conn.closed
         closed_by = getattr(conn, "closed_by", None)
@@ -520,6 +530,11 @@ class Checker:
             if mine is None:
                 self._conns[k] = cs
             else:   # the same connection split over checkers: keep what can be kept
+                if cs.orphans is not None:
+                    if mine.orphans is None:
+                        mine.orphans = cs.orphans
+                    else:
+                        mine.orphans.merge(cs.orphans)
                 mine.unanswered.extend(cs.unanswered)
                 mine.fallback.extend(cs.fallback)
                 mine.last_ts = max(mine.last_ts, cs.last_ts)
@@ -592,8 +607,10 @@ class Checker:
     # -- rules: pairing ----------------------------------------------------------
     def _orphan(self, ex: Exchange, cs: _ConnState) -> None:
         if cs.syn_seen:
-            b = self._bucket("orphan-response", "error", cs.name, (),
-                             "{count} response(s) matching no request on a connection seen from its start", {})
+            # judged at finish (_conn_end): the bytes the capture lost show only when more come
+            b = cs.orphans
+            if b is None:
+                b = cs.orphans = _Bucket("orphan-response", "error", cs.name, _ORPHAN_ERROR, {})
         else:
             b = self._bucket("orphan-response", "info", cs.name, (),
                              "{count} response(s) to requests sent before the capture started", {})
@@ -1105,6 +1122,13 @@ class Checker:
     def _conn_end(self, cs: _ConnState, capture_end: float) -> list[Finding]:
         out: list[Finding] = []
         on = self.rules
+        if cs.orphans is not None and "orphan-response" in on:
+            f = cs.orphans.finding()
+            c = cs.conn
+            if c is not None and c.lost_from & (1 << (c.client_dir or 0)):
+                # a request in bytes the capture missed (a lost segment): not the broker's fault
+                f = replace(f, severity="info", message=_ORPHAN_LOST.format(**f.details))
+            out.append(f)
         if cs.fallback and "apiversions-fallback" in on:
             retried = [fb for fb in cs.fallback if fb.get("retry")]
             stuck = [fb for fb in cs.fallback if not fb.get("retry")]

@@ -68,6 +68,7 @@ class Conn:
     first_ts: float = 0.0
     last_ts: float = 0.0
     closed_by: int | None = None        # direction that sent the first FIN or RST (None: not known)
+    lost_from: int = 0                  # bit 1 << d: direction d had bytes the capture missed (lost segment)
 
     def endpoint(self, direction: int) -> Endpoint:
         """The sender of ``direction``."""

@@ -162,6 +162,7 @@ class Reassembler:
         conn.b = b
         conn.syn_seen = False
         conn.client_dir = conn.protocol = conn.closed = conn.closed_by = None
+        conn.lost_from = 0
         conn.first_ts = conn.last_ts = ts
         self.conn_count += 1
         if self.ids_from_index:
@@ -477,6 +478,7 @@ class Reassembler:
         first = d.pending[0][0]
         if first > d.expected:
             n = first - d.expected
+            st.conn.lost_from |= 1 << direction
             events.append(StreamGap(st.conn, direction, d.expected, n, ts, index, "lost segment"))
             self._count("lost segments")
             self._count("lost bytes", n)
@@ -510,6 +512,7 @@ class Reassembler:
             self._drain(st, direction, d, ts, index, events)
         if d.fin_at is not None and d.fin_at > d.expected and not d.ended:
             n = d.fin_at - d.expected
+            st.conn.lost_from |= 1 << direction
             events.append(StreamGap(st.conn, direction, d.expected, n, ts, index, "lost segment"))
             self._count("lost segments")
             self._count("lost bytes", n)

@@ -86,6 +86,39 @@ def test_orphan_response_midstream_info_else_error():
     assert one(run([o2]), "orphan-response").severity == "error"
 
 
+@pytest.mark.parametrize("missed", [False, True])
+def test_orphan_response_to_a_request_the_capture_missed_is_info(tmp_path, missed):
+    """A response to a request whose packet the capture missed (bytes of the client's side
+    were not captured, found when the next request comes, after the orphan): not the broker's
+    fault, info. A response to a correlation id the client never sent, on a capture that
+    lost nothing: an error."""
+    import struct
+
+    from analyzer.pipeline import Run
+    from tests.pcapgen import TcpFlow, kafka_request, kafka_response, write_pcap
+
+    flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092), ts=1000.0)
+    pkts = flow.handshake()
+    for corr in range(3):
+        pkts += flow.send(0, kafka_request(3, 1, corr, "c", struct.pack(">i", -1)))
+        if corr == 1 and missed:
+            pkts.pop()                                  # the capture missed this request
+        pkts += flow.send(1, kafka_response(corr if missed or corr != 1 else 9, struct.pack(">iii", 0, 0, 0)))
+    pkts += flow.fin(0) + flow.fin(1)
+    path = str(tmp_path / "o.pcap")
+    write_pcap(path, pkts)
+    exs = list(Run(path))
+    assert [(e.status, e.correlation_id) for e in exs if e.status != "ok"] == \
+        ([("orphan_response", 1)] if missed else [("orphan_response", 9), ("unanswered", 1)])
+    f = one(check_exchanges(exs), "orphan-response")
+    if missed:
+        assert (f.severity, f.message) == ("info", "1 response(s) to requests the capture missed "
+                                                   "(bytes of the client's side were not captured)")
+    else:
+        assert (f.severity, f.message) == ("error", "1 response(s) matching no request on a connection "
+                                                    "seen from its start")
+
+
 def test_response_order():
     w = Wire()
     a_sent = w.request(3, 12, {"topics": None})
