@@ -119,6 +119,35 @@ def test_orphan_response_to_a_request_the_capture_missed_is_info(tmp_path, misse
                                                     "seen from its start")
 
 
+@pytest.mark.parametrize("missed", [False, True])
+def test_unanswered_request_whose_response_the_capture_missed_is_info(tmp_path, missed):
+    """A request answered in bytes the capture missed (the broker's side lost a segment):
+    its response is not there, but the broker did not skip it: info. A request the broker
+    really skipped (later ones answered, nothing lost): an error."""
+    import struct
+
+    from analyzer.pipeline import Run
+    from tests.pcapgen import TcpFlow, kafka_request, kafka_response, write_pcap
+
+    flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092), ts=1000.0)
+    pkts = flow.handshake()
+    for corr in range(3):
+        pkts += flow.send(0, kafka_request(3, 1, corr, "c", struct.pack(">i", -1)))
+        if corr == 1:
+            resp = flow.send(1, kafka_response(corr, struct.pack(">iii", 0, 0, 0)))
+            if not missed:
+                flow.seq[1] -= len(resp[0].payload)     # never sent: the broker skipped it
+            continue
+        pkts += flow.send(1, kafka_response(corr, struct.pack(">iii", 0, 0, 0)))
+    path = str(tmp_path / "u.pcap")                     # (the capture ends with the connection open)
+    write_pcap(path, pkts)
+    exs = list(Run(path))
+    assert [(e.status, e.correlation_id) for e in exs if e.status != "ok"] == [("unanswered", 1)]
+    f = one(check_exchanges(exs), "unanswered-request")
+    assert f.severity == ("info" if missed else "error")
+    assert ("bytes of the broker's side were not captured" in f.message) == missed
+
+
 def test_response_order():
     w = Wire()
     a_sent = w.request(3, 12, {"topics": None})
