@@ -1158,7 +1158,11 @@ class Checker:
             return out
         end = cs.last_ts if cs.closed else capture_end
         end = max(end, capture_end if not cs.closed else end)
-        if cs.closed and "closed-in-flight" in on:
+        # requests the broker passed over (later ones on the connection were answered): not
+        # in flight when the connection closed, but skipped
+        skipped = [p for p in cs.unanswered if cs.last_answered is not None and p.req_key < cs.last_answered]
+        waiting = [p for p in cs.unanswered if p not in skipped]
+        if cs.closed and "closed-in-flight" in on and waiting:
             how = "reset (RST)" if cs.closed == "rst" else "closed (FIN)"
             if cs.closer == "broker":
                 sev, who = "error", f"the broker {how} the connection"
@@ -1166,20 +1170,19 @@ class Checker:
                 sev, who = "info", f"the client {how} the connection"
             else:
                 sev, who = ("warning" if cs.closed == "rst" else "info"), f"connection {how}"
-            waits = [max(0.0, (end - p.request_time) * 1000.0) for p in cs.unanswered]
+            waits = [max(0.0, (end - p.request_time) * 1000.0) for p in waiting]
             out.append(Finding(
                 "closed-in-flight", sev,
-                f"{who} with {len(cs.unanswered)} request(s) in flight "
-                f"({_names(cs.unanswered)}), waiting up to {max(waits):.0f} ms",
-                cs.name, sorted({p.ref['request_frame'] for p in cs.unanswered})[:MAX_LIST],
-                [p.ref for p in cs.unanswered][:MAX_LIST],
-                {"count": len(cs.unanswered), "closed": cs.closed, "closed_by": cs.closer,
+                f"{who} with {len(waiting)} request(s) in flight "
+                f"({_names(waiting)}), waiting up to {max(waits):.0f} ms",
+                cs.name, sorted({p.ref['request_frame'] for p in waiting})[:MAX_LIST],
+                [p.ref for p in waiting][:MAX_LIST],
+                {"count": len(waiting), "closed": cs.closed, "closed_by": cs.closer,
                  "max_wait_ms": round(max(waits), 3)}))
-            return out
+        if cs.closed and "closed-in-flight" in on:
+            waiting = []
         if "unanswered-request" not in on:
             return out
-        skipped = [p for p in cs.unanswered if cs.last_answered is not None and p.req_key < cs.last_answered]
-        waiting = [p for p in cs.unanswered if p not in skipped]
         late = [p for p in waiting if (end - p.request_time) * 1000.0 > p.allowance_ms + self.slow_ms]
         recent = [p for p in waiting if p not in late]
         c = cs.conn

@@ -119,11 +119,13 @@ def test_orphan_response_to_a_request_the_capture_missed_is_info(tmp_path, misse
                                                     "seen from its start")
 
 
+@pytest.mark.parametrize("closed", [False, True])
 @pytest.mark.parametrize("missed", [False, True])
-def test_unanswered_request_whose_response_the_capture_missed_is_info(tmp_path, missed):
+def test_unanswered_request_whose_response_the_capture_missed_is_info(tmp_path, missed, closed):
     """A request answered in bytes the capture missed (the broker's side lost a segment):
     its response is not there, but the broker did not skip it: info. A request the broker
-    really skipped (later ones answered, nothing lost): an error."""
+    really skipped (later ones answered, nothing lost): an error, also when the connection
+    is closed afterwards (it was not in flight then)."""
     import struct
 
     from analyzer.pipeline import Run
@@ -139,11 +141,15 @@ def test_unanswered_request_whose_response_the_capture_missed_is_info(tmp_path, 
                 flow.seq[1] -= len(resp[0].payload)     # never sent: the broker skipped it
             continue
         pkts += flow.send(1, kafka_response(corr, struct.pack(">iii", 0, 0, 0)))
-    path = str(tmp_path / "u.pcap")                     # (the capture ends with the connection open)
+    if closed:
+        pkts += flow.fin(0) + flow.fin(1)
+    path = str(tmp_path / "u.pcap")
     write_pcap(path, pkts)
     exs = list(Run(path))
     assert [(e.status, e.correlation_id) for e in exs if e.status != "ok"] == [("unanswered", 1)]
-    f = one(check_exchanges(exs), "unanswered-request")
+    fs = check_exchanges(exs)
+    assert not only(fs, "closed-in-flight")
+    f = one(fs, "unanswered-request")
     assert f.severity == ("info" if missed else "error")
     assert ("bytes of the broker's side were not captured" in f.message) == missed
 
