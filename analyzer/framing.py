@@ -252,6 +252,7 @@ class Framer:
                         break              # undecided: wait for more bytes from j
                     if r >= 0:
                         found = True
+                        j = self._aligned(buf, j, r, n, final)
                         break
                     j += 1
                 self._skip(self._reason, j - pos)
@@ -261,6 +262,26 @@ class Framer:
                     continue
                 break
         self._consume_at(pos)
+
+    def _aligned(self, buf: bytes | bytearray, j: int, size: int, n: int, final: bool) -> int:
+        """The scan's candidate at ``j`` (a frame of ``size``), or the start of a later packet
+        inside it whose bytes make a plausible frame too: clients and brokers write whole
+        frames, so a packet's first byte is the likelier boundary, and a candidate that
+        begins elsewhere and swallows it is mostly a misreading of the bytes after a desync."""
+        marks = self._marks
+        if len(marks) < 2:
+            return j
+        base = self._off
+        stop = j + 4 + size
+        for m in marks:
+            b = m[0] - base    # type: ignore[operator]
+            if b == j or b >= stop:
+                return j       # the candidate starts a packet, or no packet starts inside it
+            if j < b and b + 4 <= n:
+                r = self._check(buf, b, n - b, final)
+                if r is not None and r >= 0:
+                    return b
+        return j
 
     def _damaged(self, buf: bytes | bytearray, pos: int, n: int) -> int:
         """A size prefix at a frame boundary whose header was rejected: its size if the frame
