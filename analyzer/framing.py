@@ -249,7 +249,13 @@ class Framer:
                         break              # keep from j: wait for more bytes
                     r = self._check(buf, j, n - j, final)
                     if r is None:
-                        break              # undecided: wait for more bytes from j
+                        # undecided: wait for more bytes from j, unless a later packet inside
+                        # the frame it claims starts with a plausible frame
+                        b = self._aligned(buf, j, _size(buf, j)[0], n, final)
+                        if b != j:
+                            j = b
+                            found = True
+                        break
                     if r >= 0:
                         found = True
                         j = self._aligned(buf, j, r, n, final)
@@ -264,10 +270,11 @@ class Framer:
         self._consume_at(pos)
 
     def _aligned(self, buf: bytes | bytearray, j: int, size: int, n: int, final: bool) -> int:
-        """The scan's candidate at ``j`` (a frame of ``size``), or the start of a later packet
-        inside it whose bytes make a plausible frame too: clients and brokers write whole
-        frames, so a packet's first byte is the likelier boundary, and a candidate that
-        begins elsewhere and swallows it is mostly a misreading of the bytes after a desync."""
+        """The scan's candidate at ``j`` (a frame of ``size``, judged plausible or still
+        undecided), or the start of a later packet inside it whose bytes make a plausible
+        frame: clients and brokers write whole frames, so a packet's first byte is the
+        likelier boundary, and a candidate that begins elsewhere and swallows it (or holds
+        it back while waiting for more bytes) is mostly a misreading after a desync."""
         marks = self._marks
         if len(marks) < 2:
             return j
