@@ -102,6 +102,9 @@ class Framer:
     # first segment is cut straight too (a first event elsewhere goes through ``feed``,
     # which starts the stream there)
     _at = 0
+    # the frame in progress was found by a scan (a guess after a desync) and none is cut since:
+    # a later packet that starts with a plausible frame may still prove it wrong (_aligned)
+    _guess = False
     # (offset, packet index, ts) of the packets whose bytes are in buf: a list once bytes
     # are buffered (every path that fills buf sets it first)
     _marks: list[tuple[int, int, float]] | tuple[()] = ()
@@ -196,6 +199,7 @@ class Framer:
         if truncated:
             self.truncated_frames += 1
         self._reason = "desync"
+        self._guess = False
         return _new(Frame, (self.conn, self.direction, data, size, fi, li, fts, lts, start, truncated, None))
 
     # -- the state machine -----------------------------------------------------------------
@@ -227,6 +231,14 @@ class Framer:
                     size = r
                 end = pos + 4 + size
                 if end > n:
+                    if self._guess:
+                        b = self._aligned(buf, pos, size, n, final)
+                        if b != pos:
+                            # a packet inside the guessed frame starts a plausible frame: sync there
+                            self._skip(self._reason, b - pos)
+                            pos = b
+                            self._decided = -1
+                            continue
                     # incomplete: remember the decision, keep the bytes
                     self._consume_at(pos)
                     self._decided = size
@@ -265,6 +277,7 @@ class Framer:
                 pos = j
                 if found:
                     self._synced = True
+                    self._guess = True
                     continue
                 break
         self._consume_at(pos)
@@ -276,7 +289,8 @@ class Framer:
         likelier boundary, and a candidate that begins elsewhere and swallows it (or holds
         it back while waiting for more bytes) is mostly a misreading after a desync."""
         marks = self._marks
-        if len(marks) < 2:
+        plausible = self.plausible
+        if len(marks) < 2 or plausible is None:
             return j
         base = self._off
         stop = j + 4 + size
@@ -286,7 +300,11 @@ class Framer:
                 return j       # the candidate starts a packet, or no packet starts inside it
             if j < b and b + 4 <= n:
                 r = self._check(buf, b, n - b, final)
-                if r is not None and r >= 0:
+                # only a strong reading wins: a request header parsed whole, or a response
+                # whose request is waiting (not a mere plausible orphan, which bytes inside
+                # a big frame can look like)
+                if r is not None and r >= 0 and \
+                        plausible(bytes(buf[b + 4:b + 4 + min(r, self.peek, n - b - 4)])) is not True:
                     return b
         return j
 

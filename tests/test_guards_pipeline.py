@@ -801,29 +801,48 @@ def test_a_request_the_capture_missed_costs_only_its_exchange(tmp_path: Path, sn
         assert (a["segment"], b["segment"]) == ([1, 2, 19, 20], [1, 2, 12, 13, 18, 19])
 
 
-@pytest.mark.parametrize(("sample", "at", "old", "new", "corr"), [
-    ("produce_fetch_aiokafka_lz4.pcap", 73, 0, 64, 1),      # ApiVersions v0 -> v64
-    ("produce_fetch_kafkajs_gzip.pcap", 70, 0, 4, 0)])      # ApiVersions -> API key 1042
+@pytest.mark.parametrize(("sample", "pkt", "at", "old", "new", "corr"), [
+    ("produce_fetch_aiokafka_lz4.pcap", 4, 73, 0, 64, 1),      # ApiVersions v0 -> v64
+    ("produce_fetch_kafkajs_gzip.pcap", 4, 70, 0, 4, 0),       # ApiVersions -> API key 1042
+    ("produce_fetch_kafkajs_gzip.pcap", 45, 78, 0, 16, 0)])    # Fetch: client id of 4096+ bytes
 def test_a_scan_after_a_broken_first_request_finds_the_next_packets_request(
-        tmp_path: Path, sample: str, at: int, old: int, new: int, corr: int) -> None:
-    """A connection's first request made implausible by one flipped bit (a version or an API
-    key no Kafka has) desynchronises its direction. The scan then meets a guess inside that
-    request's tail, which would swallow the next request or, undecided, hold it back until
-    its response has gone by; the next packet's first bytes, a plausible request, win (long
-    fuzz runs found both). Only the broken request's exchange is lost."""
+        tmp_path: Path, sample: str, pkt: int, at: int, old: int, new: int, corr: int) -> None:
+    """A connection's first request made implausible by one flipped bit (a version, an API key
+    or a client id length no request has) desynchronises its direction. The scan then meets a
+    guess inside that request's tail, which would swallow the next request, or, undecided,
+    hold it back until its response has gone by, or, taken, wait for megabytes that never
+    come; the next packet's first bytes, a plausible request, win (long fuzz runs found all
+    three). Only the broken request's exchange is lost."""
     src = Path(__file__).resolve().parents[1] / "samples" / sample
     with open_capture(str(src)) as r:
         pkts = list(r)
-    data = bytearray(pkts[3].data)
+    data = bytearray(pkts[pkt - 1].data)
     assert data[at] == old
     data[at] = new
     path = str(tmp_path / "flipped.pcap")
-    write_pcap(path, [RawPacket(p.ts, bytes(data) if p.index == 4 else p.data) for p in pkts])
+    write_pcap(path, [RawPacket(p.ts, bytes(data) if p.index == pkt else p.data) for p in pkts])
     whole, _ = _same(str(src))
     a, _ = _same(path)
     assert [(e[2], e[3], e[5]) for e in a["exchanges"]] == [
-        ("orphan_response", "Unknown", corr) if e[1] == 0 and e[7] == 4 else (e[2], e[3], e[5])
+        ("orphan_response", "Unknown", corr) if e[7] == pkt else (e[2], e[3], e[5])
         for e in whole["exchanges"]]
+
+
+def test_a_scan_guess_keeps_its_frame_against_a_weak_reading_of_a_later_packet(tmp_path: Path) -> None:
+    """After a desync, a response found by the scan and spread over several packets keeps its
+    bytes when a later packet of it merely looks like an orphan response (a size and a
+    correlation id): only a strong reading (a request header, a response whose request
+    waits) may take a later packet's start from a guess."""
+    flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092), ts=1000.0)
+    pkts = flow.send(0, kafka_request(3, 1, 7, "c", struct.pack(">i", -1)))      # mid-stream: no SYN
+    look_alike = struct.pack(">ii", 16, 5) + b"\x00" * 992      # what an orphan's head looks like
+    big = kafka_response(7, struct.pack(">iii", 0, 0, 0) + b"\x01" * 980 + look_alike + b"\x02" * 1000)
+    pkts += flow.send(1, b"\xff" * 6 + big, sizes=[6 + 1000, 1000])        # 6 bytes of garbage first
+    path = str(tmp_path / "guess.pcap")
+    write_pcap(path, pkts)
+    a, _ = _same(path)
+    assert [(e[2], e[3], e[5], e[8]) for e in a["exchanges"]] == [("ok", "Metadata", 7, 4)]
+    assert a["summary"]["bytes_skipped"] == {"before first frame": 6}
 
 
 def test_legacy_exchange_with_bad_fields_is_malformed(tmp_path: Path) -> None:
