@@ -1162,25 +1162,25 @@ class Checker:
         # in flight when the connection closed, but skipped
         skipped = [p for p in cs.unanswered if cs.last_answered is not None and p.req_key < cs.last_answered]
         waiting = [p for p in cs.unanswered if p not in skipped]
-        if cs.closed and "closed-in-flight" in on and waiting:
-            how = "reset (RST)" if cs.closed == "rst" else "closed (FIN)"
-            if cs.closer == "broker":
-                sev, who = "error", f"the broker {how} the connection"
-            elif cs.closer == "client":
-                sev, who = "info", f"the client {how} the connection"
-            else:
-                sev, who = ("warning" if cs.closed == "rst" else "info"), f"connection {how}"
-            waits = [max(0.0, (end - p.request_time) * 1000.0) for p in waiting]
-            out.append(Finding(
-                "closed-in-flight", sev,
-                f"{who} with {len(waiting)} request(s) in flight "
-                f"({_names(waiting)}), waiting up to {max(waits):.0f} ms",
-                cs.name, sorted({p.ref['request_frame'] for p in waiting})[:MAX_LIST],
-                [p.ref for p in waiting][:MAX_LIST],
-                {"count": len(waiting), "closed": cs.closed, "closed_by": cs.closer,
-                 "max_wait_ms": round(max(waits), 3)}))
         if cs.closed and "closed-in-flight" in on:
-            waiting = []
+            if waiting:
+                how = "reset (RST)" if cs.closed == "rst" else "closed (FIN)"
+                if cs.closer == "broker":
+                    sev, who = "error", f"the broker {how} the connection"
+                elif cs.closer == "client":
+                    sev, who = "info", f"the client {how} the connection"
+                else:
+                    sev, who = ("warning" if cs.closed == "rst" else "info"), f"connection {how}"
+                waits = [max(0.0, (end - p.request_time) * 1000.0) for p in waiting]
+                out.append(Finding(
+                    "closed-in-flight", sev,
+                    f"{who} with {len(waiting)} request(s) in flight "
+                    f"({_names(waiting)}), waiting up to {max(waits):.0f} ms",
+                    cs.name, sorted({p.ref['request_frame'] for p in waiting})[:MAX_LIST],
+                    [p.ref for p in waiting][:MAX_LIST],
+                    {"count": len(waiting), "closed": cs.closed, "closed_by": cs.closer,
+                     "max_wait_ms": round(max(waits), 3)}))
+            waiting = []     # in flight at the close: closed-in-flight, above, judged them
         if "unanswered-request" not in on:
             return out
         late = [p for p in waiting if (end - p.request_time) * 1000.0 > p.allowance_ms + self.slow_ms]

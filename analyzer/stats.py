@@ -72,12 +72,12 @@ PERCENTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p90", 0.9), ("p99"
 GROUP_KEYS = ("api", "version", "client_id", "client", "broker", "topic", "partition", "conn")
 DEFAULT_BY = ("api", "version")
 DEFAULT_KEEP_TOP = 100
+STATE_VERSION = 1
 
 
 def keep_top_for(top: int) -> int:
     """The slowest exchanges an accumulator keeps to list ``top`` of them (0: none)."""
     return max(top, DEFAULT_KEEP_TOP) if top else 0
-STATE_VERSION = 1
 
 # -- quantiles ----------------------------------------------------------------
 

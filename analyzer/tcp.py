@@ -477,12 +477,18 @@ class Reassembler:
                       events: list[StreamEvent]) -> None:
         first = d.pending[0][0]
         if first > d.expected:
-            n = first - d.expected
-            st.conn.lost_from |= 1 << direction
-            events.append(StreamGap(st.conn, direction, d.expected, n, ts, index, "lost segment"))
-            self._count("lost segments")
-            self._count("lost bytes", n)
-            d.expected = first
+            self._lost(st, direction, d, first, ts, index, events)
+
+    def _lost(self, st: _ConnState, direction: int, d: _Dir, end: int, ts: float, index: int,
+              events: list[StreamEvent]) -> None:
+        """The bytes from ``d.expected`` to ``end`` were never captured: a "lost segment" gap,
+        counted, and noted on the connection (``Conn.lost_from``)."""
+        n = end - d.expected
+        st.conn.lost_from |= 1 << direction
+        events.append(StreamGap(st.conn, direction, d.expected, n, ts, index, "lost segment"))
+        self._count("lost segments")
+        self._count("lost bytes", n)
+        d.expected = end
 
     def _drain(self, st: _ConnState, direction: int, d: _Dir, now_ts: float, now_index: int,
                events: list[StreamEvent]) -> None:
@@ -511,12 +517,7 @@ class Reassembler:
             self._gap_to_first(st, direction, d, ts, index, events)
             self._drain(st, direction, d, ts, index, events)
         if d.fin_at is not None and d.fin_at > d.expected and not d.ended:
-            n = d.fin_at - d.expected
-            st.conn.lost_from |= 1 << direction
-            events.append(StreamGap(st.conn, direction, d.expected, n, ts, index, "lost segment"))
-            self._count("lost segments")
-            self._count("lost bytes", n)
-            d.expected = d.fin_at
+            self._lost(st, direction, d, d.fin_at, ts, index, events)
         if d.fin_at is not None and not d.ended:
             d.ended = True
             events.append(StreamEnd(st.conn, direction, "fin", ts, index))
