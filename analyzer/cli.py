@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from analyzer.capture import CaptureError
+from analyzer._core import CaptureError
 from analyzer.errors import UserError, fail, reader_gone, stdout_console
 from analyzer.model import Exchange
 from analyzer.options import capture_options, fresh_context, options_from_kwargs
@@ -103,7 +103,6 @@ def iter_captures(paths: tuple[str, ...], kw: dict[str, Any], progress: bool = T
     from analyzer.pipeline import Run
 
     options, ctx = options_from_kwargs(kw, decode=decode)
-    options.keep_conns = False      # exchanges carry their Conn; the reassembler need not keep them all
     for path in paths:
         update, close = _progress(progress)
         run = Run(path, options, fresh_context(ctx), progress=update)

@@ -75,7 +75,6 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
             source.close()
             raise UserError(str(e)) from None
 
-    options.keep_conns = False          # hours of live traffic: do not keep every Conn ever seen
     pipeline = Pipeline(options, ctx)
     printer = _Printer(fmt, max_value_bytes, pipeline)
     dash = live.Dashboard(f"live on {iface} ({expr})") if show_stats else None

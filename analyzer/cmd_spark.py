@@ -110,7 +110,7 @@ def spark_command(captures: tuple[str, ...], out_dir: str, master: str, by: tupl
         except OSError as e:
             raise UserError(f"--out {out_dir}: cannot create: {e.strerror or e}") from None
 
-    from analyzer.capture import CaptureError
+    from analyzer._core import CaptureError
     from analyzer.spark_job import resolve_inputs
 
     local = [c for c in captures if "://" not in c or c.startswith("file://")]

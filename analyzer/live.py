@@ -365,13 +365,14 @@ class LiveSession:
                 if batch is None:
                     self.stop("source ended")
                     break
-                for ts, data, orig_len in batch:
-                    self._packets += 1
-                    if sink is not None:
+                if sink is not None:
+                    for ts, data, orig_len in batch:
                         sink.write(ts, data, orig_len)
-                    self._emit(pipe.feed(Packet(self._packets, ts, linktype, data, orig_len)))
-                    if self._stop is not None:
-                        break
+                # the batch crosses into the core at once (packets numbered from 1, as tshark does)
+                first = self._packets + 1
+                self._packets += len(batch)
+                self._emit(pipe.feed_packets([(first + i, ts, linktype, data, orig_len)
+                                              for i, (ts, data, orig_len) in enumerate(batch)]))
                 now = self.clock()
                 if self._stop is None and now - last_expire >= self.expire_every:
                     last_expire = now

@@ -3,6 +3,10 @@
 source -> Packet -> (net) Segment -> (tcp) StreamData/StreamGap/StreamEnd
        -> (framing) Frame -> (pairing) Exchange
 
+The first stages run in the native core (analyzer._core): the pipeline makes Conn and the
+stream events of the core's event tuples. Packet and Segment are the records of packets
+handed to or read from the core, and of the tests' crafted segments.
+
 Packet numbers are 1-based, as tshark counts them. Times are epoch seconds (float).
 """
 from __future__ import annotations
@@ -66,7 +70,7 @@ class Conn:
     protocol: str | None = None         # "kafka" | "kafka-legacy" | "tls" | None (undecided)
     closed: str | None = None           # "fin" | "rst" | None
     first_ts: float = 0.0
-    last_ts: float = 0.0
+    last_ts: float = 0.0                # the latest packet up to the connection's end
     closed_by: int | None = None        # direction that sent the first FIN or RST (None: not known)
     lost_from: int = 0                  # bit 1 << d: direction d had bytes the capture missed (lost segment)
 

@@ -1,11 +1,14 @@
 """Wire the stages together: packets in, paired and decoded Exchanges out.
 
-    Packet -> net.parse_packet -> Segment -> tcp.Reassembler -> stream events
+    capture / packets -> [core: net, tcp reassembly] -> stream events (in batches)
            -> framing.Framer (per connection direction) -> Frame
            -> pairing (this module) -> Exchange (+ field trees from dissectors)
 
-The same Pipeline object serves a capture file (``Run``/``analyze_file``), a live
-interface (``feed`` as packets arrive, ``expire`` for timeouts) and a Spark task.
+The core (``analyzer._core``, the Rust crate in core/) reads the capture, parses link
+layer, IP and TCP and reassembles each direction; it hands this module a list of
+stream events per batch of packets. The same Pipeline object serves a capture file
+(``Run``/``analyze_file``), a live interface (``feed_packets`` as packets arrive,
+``expire`` for timeouts) and a Spark task.
 
 Which side is the client: the SYN sender when the handshake was captured, else the
 side that sends to one of the ``--port`` ports, else the side whose first frame is
@@ -20,18 +23,18 @@ connection are raw SASL tokens with no Kafka header, paired by order.
 """
 from __future__ import annotations
 
-import gc
 import struct
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, NamedTuple
 
-from analyzer.capture import CaptureReader, open_capture
+from analyzer._core import Capture, Stream, open_capture
 from analyzer.framing import Framer
 from analyzer.model import (
     Conn,
+    Endpoint,
     Exchange,
     Frame,
     PacketRecord,
@@ -39,23 +42,6 @@ from analyzer.model import (
     StreamEnd,
     StreamGap,
 )
-from analyzer.net import (
-    EP_CACHE_MAX,
-    TCP_PAYLOAD4,
-    TCP_PAYLOAD6,
-    SkipCounter,
-    endpoints,
-    endpoints4,
-    ep4_cache,
-    ep_cache,
-    pack_v4addrs,
-    parse_packet,
-    unpack_u32,
-    unpack_v4addrs,
-    unpack_v4seg,
-    unpack_v6tcp,
-)
-from analyzer.tcp import Reassembler
 from dissectors import digest, kafka, legacy
 from dissectors.context import DecodeContext
 from dissectors.field import Field
@@ -77,8 +63,8 @@ _obj_new = object.__new__
 
 SASL_HANDSHAKE = 17
 _API_NAMES: dict[int, str] = {}    # api_key (an int16) -> api_name(api_key), asked once per exchange
-_NO_CONN = (None, 0)       # Reassembler.segment's (st, direction) for a 4-tuple it holds no connection for
-_GC_GEN0 = 50_000          # young-generation threshold while a capture is read (feed_all)
+_BATCH = 2048              # packets the core reads per call of feed_capture
+END_OF_CAPTURE = 1 << 62   # Pipeline.packet_now while the capture's end is handled
 API_VERSIONS = 18
 
 
@@ -91,8 +77,8 @@ class Options:
     max_frame_size: int = 100 * 1024 * 1024
     unanswered_timeout: float | None = None
     tls_keylog: Any = None            # analyzer.tlsdecrypt.TlsKeyLog: decrypt TLS connections
-    keep_conns: bool = True           # keep every Conn in reassembler.conns (False for long live runs)
     conn_ids_from_index: bool = False  # Conn.id = its first packet's number (a shard of a capture)
+    share: tuple[int, int] | None = None  # (k, n): only the connections of share k of n (analyzer.shards)
 
 
 @dataclass
@@ -191,269 +177,92 @@ class Pipeline:
                 self.ctx.decode_records = False
                 self.ctx.digest_memo = None
         self.summary = Summary()
-        self.reassembler = Reassembler(keep_conns=self.options.keep_conns,
-                                      ids_from_index=self.options.conn_ids_from_index)
+        o = self.options
+        # the packet path (core/): link layer, IP, TCP reassembly
+        self.stream = Stream(ports=list(o.ports), autodetect=o.autodetect, ids_from_index=o.conn_ids_from_index,
+                             share=o.share)
+        self._conn_objs: dict[int, Conn] = {}      # the connections the core has open, by id
         self._conns: dict[int, _ConnState] = {}
-        self._ports = frozenset(self.options.ports)
+        self._ports = frozenset(o.ports)
         self._seq = 0
         self._now = 0.0
-        self._skips = SkipCounter()
-        self.summary.packets_skipped = self._skips  # type: ignore[assignment]
+        # the packet the core was handling when it made the event being handled (END_OF_CAPTURE
+        # at the end of the capture): the clock of a share's topic-id learnings (analyzer.shards)
+        self.packet_now = 0
 
     # -- public ---------------------------------------------------------------
     def feed(self, packet: PacketRecord) -> list[Exchange]:
-        """One packet (a ``Packet`` or a record tuple laid out as one: read by position)."""
-        self._count_packet(packet[1])
-        seg = parse_packet(packet, self._skips)
-        if seg is None:
-            return []
-        if not self.options.autodetect and seg.src.port not in self._ports and seg.dst.port not in self._ports:
-            self._skips.add("not a Kafka port")
-            return []
-        out: list[Exchange] = []
-        for ev in self.reassembler.feed(seg):
-            self._event(ev, out)
-        return out
+        """One packet (a ``Packet`` or a tuple laid out as one). Prefer ``feed_packets``."""
+        return list(self.feed_packets([packet]))
 
-    def _count_packet(self, ts: float) -> None:
-        s = self.summary
-        s.packets += 1
-        if s.first_ts is None:
-            s.first_ts = ts
-        if s.last_ts is None or ts > s.last_ts:
-            s.last_ts = ts
-        self._now = ts
+    def feed_packets(self, packets: list[PacketRecord]) -> Iterator[Exchange]:
+        """Packets handed in (live capture, Spark), in one batch: the exchanges they complete,
+        each as soon as it is complete (its connection as of the packet that completed it).
+        The packets are counted in the summary at once."""
+        events = self.stream.feed(packets)
+        self._sync()
+        return self._exchanges(events)
 
-    def feed_all(self, packets: Iterable[PacketRecord],
-                 tick: Callable[[int], None] | None = None) -> Iterator[Exchange]:
-        """``feed`` every packet, yielding the exchanges: the same results, faster.
-
-        The common case takes a fused path: an IPv4 or IPv6 TCP segment over Ethernet,
-        without SYN/FIN/RST, in order on a known connection with nothing buffered, goes
-        straight from the packet bytes to its connection's framer (no Segment, no stream
-        event); so does an ACK on a closed connection. Other such segments (SYN, FIN, RST,
-        out of order, a new connection, any segment while either direction has a hole: its
-        ACK can end the other's) go to the reassembler without being parsed again;
-        anything else goes through ``feed``. ``tick(n)`` is called every 1024 packets. The
-        summary's packet count and last time are complete when the generator is done.
-        """
-        # decoding allocates many small objects that live briefly: collect the young
-        # generation less often while the capture is read (restored when done)
-        thresholds = gc.get_threshold()
-        raise_it = thresholds[0] < _GC_GEN0
-        if raise_it:
-            gc.set_threshold(_GC_GEN0, *thresholds[1:])
-        # packets taken by the fused path or the reassembler branch and their latest time:
-        # counted in the summary when the loop ends
-        fused = 0
-        last_ts = ts = 0.0
-        # one generator (not a wrapper around another): every exchange is yielded through it
+    def feed_capture(self, cap: Capture, tick: Callable[[], None] | None = None) -> Iterator[Exchange]:
+        """Every packet of ``cap`` through the core, a batch at a time: the exchanges, in
+        order, as ``feed_packets`` gives them. ``tick()`` is called after each batch. The
+        summary's packet counts are complete when the generator is done."""
+        stream = self.stream
         try:
-            s = self.summary
-            ra = self.reassembler
-            pairs = ra._pairs
-            window = ra.overlap_window
-            ep4 = ep4_cache
-            ep6 = ep_cache
-            conns = self._conns
-            v4seg = unpack_v4seg
-            payload4 = TCP_PAYLOAD4
-            payload6 = TCP_PAYLOAD6
-            addrs4 = unpack_v4addrs
-            seg_in = ra.segment
-            v6tcp = unpack_v6tcp
-            u32 = unpack_u32
-            endpoints6 = endpoints
-            frame_in = self._frame
-            frames: list[Frame] = []      # the frames of one segment when there are several
-            # the exchanges of one packet of the fused path, emptied once yielded (most packets
-            # produce none: no list made per packet)
-            outs: list[Exchange] = []
-            event = self._event
-            slow = self.feed
-            eth = 1 if self.options.autodetect else None     # the linktype the fused path takes
-            # key -> (tcp conn state, direction, its _Dir, _ConnState or None once closed); the key is
-            # the packet's address and port bytes (12 for IPv4, 36 for IPv6): a slice is cheaper than
-            # unpacking the four numbers
-            fast: dict[bytes, tuple[Any, int, Any, _ConnState | None]] = {}
-            if tick is not None:
-                packets = _ticking(packets, tick)     # the count is kept only when asked for
-            for pkt in packets:
-                index, ts, lt, data, _orig = pkt
-                # key: set only for a segment the fused path or the reassembler can take as
-                # parsed here (its payload data[p:end] within the captured bytes)
-                key: bytes | None = None
-                if lt == eth and (n := len(data)) >= 54:
-                    # the EtherType comes with the IPv4 and TCP fields, in one unpack; the fields
-                    # checked together come as one number each (fewer steps per packet)
-                    w, total, ftp, seq, doff, flags = v4seg(data, 12)
-                    if w >> 8 == 0x080045:
-                        # IPv4 without options; TCP, not a fragment: frag & 0x3FFF == 0, proto 6
-                        end = 14 + total
-                        p = payload4[doff]      # (past the packet for a bad data offset)
-                        if ftp & 0x3FFF00FF == 6 and p <= end <= n:
-                            key = data[26:38]
-                    elif w >> 16 == 0x86DD and n >= 74:
-                        # IPv6 with TCP straight after the fixed header (no extension headers)
-                        vtc, plen, nh, seq, doff, flags = v6tcp(data, 14)
-                        if vtc >> 4 == 6 and nh == 6:
-                            end = 54 + plen
-                            p = payload6[doff]
-                            if p <= end <= n:
-                                key = data[22:58]
-                if key is not None and not flags & 7:
-                    fe = fast.get(key)
-                    if fe is not None:
-                        tst, direction, dd, pst = fe
-                        # in order with nothing buffered either way (an ACK may end the other
-                        # side's holes: Reassembler._acked); a closed connection takes only its last ACKs
-                        open_ok = not tst.closed and dd.fin_at is None and not tst.holes
-                        if p == end:
-                            # no payload, an ACK: the reassembler would only note the time
-                            taken = open_ok or (tst.closed and not tst.forgotten)
-                        else:
-                            taken = open_ok and (seq - dd.base) & 0xFFFFFFFF == dd.expected & 0xFFFFFFFF
-                        if taken:
-                            # what _count_packet does, in locals added to the summary when the
-                            # loop ends (first_ts is set: this connection was seen before)
-                            fused += 1
-                            if ts > last_ts:
-                                last_ts = ts
-                            conn = tst.conn
-                            conn.last_ts = ts
-                            if p < end:
-                                exp = dd.expected
-                                payload = data[p:end]
-                                dd.expected = exp + end - p
-                                if window:
-                                    recent = dd.recent
-                                    recent.append((exp, payload))
-                                    rb = dd.recent_bytes + end - p
-                                    while rb > window and len(recent) > 1:
-                                        rb -= len(recent.popleft()[1])
-                                    dd.recent_bytes = rb
-                                if pst is None:
-                                    pst = conns.get(conn.id)
-                                    if pst is not None:
-                                        fast[key] = (tst, direction, dd, pst)
-                                fr = pst.framers[direction] if pst is not None else None
-                                if fr is not None and pst.ignored is None and pst.tls is None \
-                                        and pst.first_data_seen[direction]:
-                                    # mostly the segment is one whole frame, returned; several go
-                                    # to the list kept for the run (emptied after use)
-                                    f = fr.feed_data(exp, payload, ts, index, frames)
-                                    if f is not None:
-                                        frame_in(pst, f, outs)
-                                    elif frames:
-                                        for f in frames:
-                                            frame_in(pst, f, outs)
-                                        frames.clear()
-                                else:
-                                    event(_new(StreamData, (conn, direction, exp, payload, ts, index)), outs)
-                                if outs:
-                                    yield from outs
-                                    outs.clear()
-                            continue
-                if key is None:
-                    out = slow(pkt)
-                    if out:
-                        yield from out
-                    continue
-                # a SYN, FIN, RST, out-of-order data or a new connection (a few packets of every
-                # connection, ~a quarter of them on short connections): what ``feed`` does, from
-                # the fields parsed above, straight into ``Reassembler.segment`` (the Segment is
-                # parse_packet's for such a packet). Counted like the fused path's packets; the
-                # capture's first packet sets the summary's first time
-                fused += 1
-                if ts > last_ts:
-                    last_ts = ts
-                # (the first packet counted in fused is one of this branch's: the fused path
-                # takes only connections learnt here)
-                if fused == 1 and s.first_ts is None:
-                    s.first_ts = s.last_ts = ts
-                fe = fast.get(key)
-                payload = data[p:end] if end > p else b""
-                if fe is not None and not flags & 2 and not fe[0].closed:
-                    # a FIN, RST or data out of order on an open connection of the fused path:
-                    # the reassembler's connection and direction are known (no lookup), and
-                    # nothing the fused path keeps needs relearning: once the connection is
-                    # closed its entries take only ACKs (the fused path checks tst.closed).
-                    # Not a SYN: the endpoints are not read, the ack number only while the
-                    # other direction has holes (Reassembler._acked)
-                    ack = u32(data, 42 if len(key) == 12 else 62)[0] if fe[0].holes and flags & 0x10 else 0
-                    events = seg_in(fe[0], fe[1], None, None, seq, ack, flags, payload, 0, ts, index)
-                    known = True
-                else:
-                    v4 = len(key) == 12
-                    # (the ack number is read by the reassembler for a SYN-ACK, and for an ACK
-                    # while the other direction has holes)
-                    ack = u32(data, 42 if v4 else 62)[0] if flags & 0x10 else 0
-                    if v4:
-                        addr = addrs4(data, 26)
-                        eps = ep4.get(addr) or endpoints4(addr)
-                    else:
-                        eps = ep6.get(key) or endpoints6(key, 16)
-                    # the connection and direction the reassembler holds for the 4-tuple (feed's
-                    # lookup; what it holds after the segment is looked up below)
-                    tst, direction = pairs.get(eps) or _NO_CONN
-                    events = seg_in(tst, direction, eps[0], eps[1], seq, ack, flags, payload, 0, ts, index)
-                    known = False
-                if events:
-                    # (into the fused path's list, emptied once yielded: no list per packet)
-                    for ev in events:
-                        event(ev, outs)
-                    if outs:
-                        yield from outs
-                        outs.clear()
-                if known:
-                    continue
-                if tst is None and fe is None and flags & 0x12 == 2:
-                    # the SYN of a 4-tuple the reassembler held nothing for: no live entry
-                    # of it here either (those of forgotten connections are never taken)
-                    continue
-                # (IPv4: packed from the numbers unpacked above, one bytes object, not seven)
-                rkey = (pack_v4addrs(addr[1], addr[0], addr[3], addr[2]) if v4
-                        else data[38:54] + data[22:38] + data[56:58] + data[54:56])
-                # (re)learn both directions of this packet's connection as the reassembler now
-                # sees it (a new Conn after port reuse, closed...; a closed one's entries take
-                # only ACKs, until the cache is cleared). Not after a SYN when neither direction
-                # is known here (a new connection): the SYN-ACK learns both
-                if fe is None and flags & 0x12 == 2 and rkey not in fast:
-                    continue
-                if tst is None or tst.closed:
-                    # (a connection open after the segment is the one it went to: the segment
-                    # made a new one only for a 4-tuple with none or a closed one)
-                    tst, direction = pairs.get(eps) or _NO_CONN
-                if tst is None:
-                    fast.pop(key, None)
-                    fast.pop(rkey, None)
-                    continue
-                if len(fast) >= EP_CACHE_MAX:
-                    fast.clear()
-                if tst.closed:
-                    fast[key] = fast[rkey] = (tst, direction, tst.dirs[direction], None)
-                    continue
-                pst = conns.get(tst.conn.id)
-                dd0, dd1 = tst.dirs
-                if direction:
-                    dd0, dd1 = dd1, dd0
-                if dd0.base is not None:
-                    fast[key] = (tst, direction, dd0, pst)
-                else:
-                    fast.pop(key, None)
-                if dd1.base is not None:
-                    fast[rkey] = (tst, 1 - direction, dd1, pst)
-                else:
-                    fast.pop(rkey, None)
+            while (events := stream.feed_capture(cap, _BATCH)) is not None:
+                yield from self._exchanges(events)
+                if tick is not None:
+                    tick()
         finally:
-            if raise_it:
-                gc.set_threshold(*thresholds)
-            if fused:
-                s = self.summary
-                s.packets += fused
-                if last_ts > s.last_ts:     # (set by the packet before the first fused one)
-                    s.last_ts = last_ts
-                self._now = ts
+            self._sync()
+
+    def _sync(self) -> None:
+        """The summary's packet counts from the core's."""
+        s = self.summary
+        stream = self.stream
+        s.packets = stream.packets
+        s.first_ts = stream.first_ts
+        s.last_ts = stream.last_ts
+        s.packets_skipped = Counter(stream.skips)
+        if s.last_ts is not None:
+            self._now = s.last_ts
+
+    def _exchanges(self, events: list[tuple[Any, ...]]) -> Iterator[Exchange]:
+        """The core's stream events (see core/src/py.rs) through connections, framers and
+        pairing: each exchange as soon as the event that completes it is handled."""
+        out: list[Exchange] = []
+        conns = self._conn_objs
+        for ev in events:
+            kind = ev[0]
+            if kind == 0:           # stream bytes
+                _k, cid, d, off, data, ts, index, now, now_ts = ev
+                conn = conns[cid]
+                self.packet_now = now
+                if now < END_OF_CAPTURE:
+                    conn.last_ts = now_ts
+                self._event(_new(StreamData, (conn, d, off, data, ts, index)), out)
+            elif kind == 3:         # a new connection
+                _k, cid, a_ip, a_port, b_ip, b_port, ts = ev
+                conns[cid] = Conn(cid, _new(Endpoint, (a_ip, a_port)), _new(Endpoint, (b_ip, b_port)),
+                                  first_ts=ts, last_ts=ts)
+                continue
+            elif kind == 4:         # its state changed
+                conn = conns[ev[1]]
+                _k, _cid, conn.syn_seen, conn.closed, conn.closed_by, conn.lost_from, conn.last_ts = ev
+                continue
+            elif kind == 1:         # bytes never captured
+                conn = conns[ev[1]]
+                self.packet_now = now = ev[8]
+                if now < END_OF_CAPTURE:
+                    conn.last_ts = ev[9]
+                self._event(StreamGap(conn, *ev[2:8]), out)
+            else:                   # a direction or the connection ended
+                self.packet_now = ev[6]
+                conn = conns[ev[1]] if ev[2] is not None else conns.pop(ev[1])
+                self._event(StreamEnd(conn, *ev[2:6]), out)
+            if out:
+                yield from out
+                out.clear()
 
     def expire(self, now: float) -> list[Exchange]:
         """Requests older than ``options.unanswered_timeout`` become unanswered exchanges."""
@@ -473,8 +282,7 @@ class Pipeline:
 
     def finish(self) -> list[Exchange]:
         out: list[Exchange] = []
-        for ev in self.reassembler.finish(self._now):
-            self._event(ev, out)
+        out.extend(self._exchanges(self.stream.finish(self._now)))
         for st in list(self._conns.values()):
             self._close(st, "end of capture", out)
         self._conns.clear()
@@ -1103,16 +911,6 @@ def _undecided_request(data: bytes) -> RequestHeader | bool:
     return request_header(data) or legacy.legacy_request_plausible(data)
 
 
-def _ticking(packets: Iterable[PacketRecord], tick: Callable[[int], None]) -> Iterator[PacketRecord]:
-    """``packets``, calling ``tick(n)`` before the n-th of them every 1024 packets."""
-    n = 0
-    for pkt in packets:
-        n += 1
-        if not n & 0x3FF:
-            tick(n)
-        yield pkt
-
-
 def _tokens_waiting(st: _ConnState) -> bool:
     """Raw SASL tokens of the client wait for the broker's (queued first in ``fifo``)."""
     return bool(st.fifo) and st.fifo[0].sasl_token
@@ -1137,12 +935,10 @@ class Run:
     """Analyse one capture file: ``for ex in Run(path, options): ...``; then ``run.summary``."""
 
     def __init__(self, path: str, options: Options | None = None, ctx: DecodeContext | None = None,
-                 progress: Callable[[int, int], None] | None = None,
-                 select: Callable[[CaptureReader], Iterable[PacketRecord]] | None = None) -> None:
+                 progress: Callable[[int, int], None] | None = None) -> None:
         self.path = path
         self.pipeline = Pipeline(options, ctx)
         self.progress = progress
-        self.select = select        # keeps a share of the packets (analyzer.shards)
 
     @property
     def summary(self) -> Summary:
@@ -1154,19 +950,17 @@ class Run:
 
     def __iter__(self) -> Iterator[Exchange]:
         pipe = self.pipeline
-        with open_capture(self.path) as reader:
+        with open_capture(self.path) as cap:
             progress = self.progress
-            size = getattr(reader, "size", 0) or 0
+            size = cap.size
             tick = None
             if progress is not None:
-                def tick(_n: int) -> None:
-                    progress(reader.bytes_read(), size)
-            # the reader's record tuples (laid out as Packet), not Packets: cheaper to make
-            yield from pipe.feed_all(reader.records() if self.select is None else self.select(reader), tick)
-            warning = getattr(reader, "truncated", None)
-            if warning:
-                pipe.summary.capture_warning = str(warning)
-            for what, n in (getattr(reader, "counters", None) or {}).items():
+                def tick() -> None:
+                    progress(cap.bytes_read(), size)
+            yield from pipe.feed_capture(cap, tick)
+            if cap.truncated:
+                pipe.summary.capture_warning = cap.truncated
+            for what, n in cap.counters.items():
                 if n:
                     pipe.summary.notes[what] += n
             if progress is not None:

@@ -2,9 +2,9 @@
 
 ``stats --jobs N`` forks N workers. Every worker reads the whole file (reading is the
 cheap part: see benchmarks/) but feeds to its own ``Pipeline`` only the packets of its
-connections: ``shard_of`` hashes the addresses and ports of a packet symmetrically, so
-both directions of a connection, and every later connection on the same 4-tuple (port
-reuse), go to the same worker. A packet that is not TCP goes to worker 0, which counts
+connections: the core (``Options.share``) hashes the addresses and ports of a packet
+symmetrically, so both directions of a connection, and every later connection on the
+same 4-tuple (port reuse), go to the same worker. A packet that is not TCP goes to worker 0, which counts
 it as one process would. Each worker returns its ``StatsAccumulator`` state; the parent
 merges them.
 
@@ -32,28 +32,24 @@ import dataclasses
 import multiprocessing
 import os
 import signal
-import socket
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import wait as wait_for
 from typing import Any
 
-from analyzer.capture import CaptureError, CaptureReader, open_capture, share_of_conn
-from analyzer.model import PacketRecord
-from analyzer.net import parse_packet, unpack_v4tcp
+from analyzer._core import CaptureError, open_capture
 from analyzer.options import fresh_context
-from analyzer.pipeline import Options, Run
+from analyzer.pipeline import END_OF_CAPTURE, Options, Run
 from analyzer.stats import PointSample, StatsAccumulator
 from dissectors.context import DecodeContext
 
-__all__ = ["TopicNames", "LearntTable", "rename_topics", "shard_of", "auto_jobs", "run_stats_sharded", "ShardedResult",
+__all__ = ["END_OF_CAPTURE", "TopicNames", "LearntTable", "rename_topics", "auto_jobs", "run_stats_sharded", "ShardedResult",
            "MIN_SHARDED_BYTES"]
 
 # below this size a capture is analysed in one process (forking and reading the file
 # again in every worker would cost more than it saves)
 MIN_SHARDED_BYTES = 8 * 1024 * 1024
 MAX_AUTO_JOBS = 8
-END_OF_CAPTURE = 1 << 62       # the "packet number" of Pipeline.finish
 # what a file's connections learnt (learnt_ids): topic id -> (packet numbers, names, exact)
 LearntTable = dict[str, tuple[list[int], list[str], bool]]
 
@@ -73,8 +69,9 @@ class TopicNames(dict):  # type: ignore[type-arg]
     def __init__(self, known: LearntTable | None = None) -> None:
         super().__init__()
         self._now = 0
-        # while set, ``now`` is its packet count (END_OF_CAPTURE once its records are read)
-        self.reader: CaptureReader | None = None
+        # while set, ``now`` is the number of the packet its pipeline is handling
+        # (Pipeline.packet_now: END_OF_CAPTURE once the capture is read)
+        self.source: Any = None
         self.known = known
         # what it learnt, as runs: [first, last, topic id, name, learnings] for each stretch of
         # packets in which an id was learnt again and again under one name (clients ask for
@@ -86,10 +83,8 @@ class TopicNames(dict):  # type: ignore[type-arg]
 
     @property
     def now(self) -> int:
-        r = self.reader
-        if r is None:
-            return self._now
-        return r.packets if not r.finished else END_OF_CAPTURE
+        src = self.source
+        return self._now if src is None else src.packet_now
 
     @now.setter
     def now(self, value: int) -> None:
@@ -210,34 +205,6 @@ def rename_topics(acc: StatsAccumulator, names: dict[str, str]) -> StatsAccumula
 
 # -- sharding ------------------------------------------------------------------------------------
 
-def shard_of(pkt: PacketRecord, n: int) -> int:
-    """The worker (0..n-1) of a packet's TCP connection: ``share_of_conn`` of its addresses
-    and ports, the same in both directions. Packets that are not TCP go to worker 0."""
-    _index, _ts, lt, data, _orig = pkt
-    if lt == 1 and data[12:14] == b"\x08\x00" and len(data) >= 54:
-        vihl, _total, frag, proto, sa, da, sp, dp = unpack_v4tcp(data, 14)[:8]
-        if vihl == 0x45 and proto == 6 and not frag & 0x3FFF:
-            return share_of_conn(sa, da, sp, dp, n)
-    seg = parse_packet(pkt)
-    if seg is None:
-        return 0
-    return share_of_conn(_ip_int(seg.src.ip), _ip_int(seg.dst.ip), seg.src.port, seg.dst.port, n)
-
-
-def _ip_int(ip: str) -> int:
-    return int.from_bytes(socket.inet_pton(socket.AF_INET6 if ":" in ip else socket.AF_INET, ip), "big")
-
-
-def _select(k: int, n: int, names: TopicNames) -> Callable[[CaptureReader], Iterator[PacketRecord]]:
-    def select(reader: CaptureReader) -> Iterator[PacketRecord]:
-        # the reader drops the other shares' packets; the topic-id clock reads its count.
-        # Its records themselves, not a generator around them: one generator step per packet
-        reader.keep_share(k, n, shard_of)
-        names.reader = reader
-        return reader.records()
-    return select
-
-
 def auto_jobs(paths: Iterable[str]) -> int:
     """Workers for ``--jobs 0``: the usable CPUs (at most 8) when a capture is big enough."""
     try:
@@ -270,12 +237,16 @@ def _worker(path: str, options: Options, ctx: DecodeContext, by: tuple[str, ...]
     names = TopicNames()
     wctx = fresh_context(ctx)
     wctx.topic_names = names
-    opts = dataclasses.replace(options, conn_ids_from_index=True, keep_conns=False)
+    # the core keeps only this worker's share of the connections (both directions of a
+    # connection, and every later one on its 4-tuple, fall in one share; packets that are
+    # not TCP in share 0)
+    opts = dataclasses.replace(options, conn_ids_from_index=True, share=(k, n))
     tick = None
     if progress is not None:
         def tick(done: int, _total: int) -> None:
             progress[k] = done
-    run = Run(path, opts, wctx, progress=tick, select=_select(k, n, names))
+    run = Run(path, opts, wctx, progress=tick)
+    names.source = run.pipeline
     acc = StatsAccumulator(by, keep_top=keep_top)
     points = PointSample() if with_points else None
     for ex in run:
@@ -283,7 +254,7 @@ def _worker(path: str, options: Options, ctx: DecodeContext, by: tuple[str, ...]
         if points is not None:
             points.add(ex)
     # the connections this worker saw, by first packet (their ids, with conn_ids_from_index)
-    return {"acc": acc.to_state(), "conns": run.pipeline.reassembler.first_indexes,
+    return {"acc": acc.to_state(), "conns": run.pipeline.stream.first_indexes,
             "learnt": names.learnt, "misses": names.misses,
             "points": points.points if points is not None else None,
             "stride": points.stride if points is not None else 1,

@@ -1,7 +1,7 @@
 """The Spark job behind ``kafkawire-sniff spark``: many and huge captures, same figures as one process.
 
 The work is the same as ``read``/``stats``/``check``: the tasks call the very stage
-functions those commands use (``analyzer.capture`` reads the records,
+functions those commands use (``analyzer._core`` reads the records,
 ``analyzer.pipeline.Pipeline`` runs net -> tcp -> framing -> pairing -> dissect,
 ``analyzer.stats.StatsAccumulator`` and ``analyzer.check.Checker`` consume the
 exchanges). What this module adds is only the cutting and the gluing:
@@ -68,6 +68,7 @@ which one process counts over the whole file and a task over its connections onl
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import glob
 import json
 import os
@@ -82,13 +83,12 @@ from dataclasses import dataclass, field
 from itertools import groupby
 from typing import Any
 
-from analyzer.capture import CaptureError, open_capture
+from analyzer._core import CaptureError, conn_key, open_capture
 from analyzer.check import Checker, Finding
 from analyzer.model import Packet
-from analyzer.net import SkipCounter, parse_packet
 from analyzer.options import fresh_context
 from analyzer.pipeline import Options, Pipeline
-from analyzer.shards import END_OF_CAPTURE, LearntTable, TopicNames, learnt_ids, rename_topics, resolve_misses
+from analyzer.shards import LearntTable, TopicNames, learnt_ids, rename_topics, resolve_misses
 from analyzer.stats import DEFAULT_BY, StatsAccumulator, keep_top_for
 from dissectors.context import DecodeContext
 
@@ -100,7 +100,7 @@ __all__ = ["JobConfig", "Source", "Split", "JobResult", "resolve_inputs", "plan_
 DEFAULT_SPLIT_SIZE = 64 * 1024 * 1024
 DEFAULT_PACK_SIZE = 64 * 1024 * 1024
 CHAIN = 8                     # consecutive records that must chain to accept a boundary
-_MAX_RECORD = 1 << 28         # as analyzer.capture: a larger length is corruption
+_MAX_RECORD = 1 << 28         # as the core's reader: a larger length is corruption
 _MAX_BLOCK = 1 << 28
 _TS_SLACK = 400 * 86400       # a record's time must be within this of the file's first packet
 META = ""                     # key ip of the per-task bookkeeping records (sorts first)
@@ -572,13 +572,6 @@ def _packets_of(src: Source, rs: ReadSplit, content: bytes | None = None) -> Ite
             cleanup()
 
 
-def conn_key(seg: Any) -> tuple[str, int, str, int]:
-    a, b = (seg.src.ip, seg.src.port), (seg.dst.ip, seg.dst.port)
-    if b < a:
-        a, b = b, a
-    return (a[0], a[1], b[0], b[1])
-
-
 Keyed = tuple[tuple[int, str, int, str, int, int], Any]
 
 
@@ -587,14 +580,14 @@ def read_split(src: Source, rs: ReadSplit, content: bytes | None = None,
     """Packets of a range keyed by (file, normalised 4-tuple, packet number); one meta record last.
 
     With ``keys`` (a second pass): only the packets of those groups, and no meta record."""
-    skips = SkipCounter()
+    skips: dict[str, int] = {}
     fid = src.file_id
     tally = _Tally(src, rs, content)
     for pkt in tally:
-        seg = parse_packet(pkt, skips)
-        if seg is None:
+        k, skipped = conn_key(pkt.linktype, pkt.data, pkt.orig_len)
+        if k is None:
+            skips[skipped] = skips.get(skipped, 0) + 1
             continue
-        k = conn_key(seg)
         if keys is not None and (fid, *k) not in keys:
             continue
         yield (fid, k[0], k[1], k[2], k[3], pkt.index), tuple(pkt)
@@ -633,6 +626,7 @@ class _Tally:
                 "start": self.rs.start, "skipped": skipped}
 
 
+_FEED_BATCH = 2048         # packets handed to the core at a time
 BATCH_BYTES = 4 << 20     # a connection's batch is sent on once its packets hold this many bytes
 
 Batch = tuple[array, array, array, array, array, bytes]   # numbers, times, linktypes, orig_lens, ends, data
@@ -770,9 +764,9 @@ def process_group(gkey: tuple[Any, ...], name: str, packets: Iterable[tuple[Any,
     ctx = fresh_context(cfg.ctx)
     names = TopicNames(known)
     ctx.topic_names = names
-    pipe = Pipeline(cfg.options, ctx)
-    ra = pipe.reassembler
-    first: list[int] = []       # conn id -> number of its first packet
+    # a connection's id is its first packet's number (renumbered by finalize_rows)
+    pipe = Pipeline(dataclasses.replace(cfg.options, conn_ids_from_index=True), ctx)
+    names.source = pipe
     acc, checker = g.stats, g.checker
     trees = cfg.with_trees
 
@@ -785,9 +779,7 @@ def process_group(gkey: tuple[Any, ...], name: str, packets: Iterable[tuple[Any,
             if not make_rows:
                 continue
             d = exchange_to_json(ex, trees=trees)
-            if ex.conn.id >= len(first):        # a connection opened by the packet being fed
-                first.extend([names.now] * (ra.conn_count - len(first)))
-            conn = first[ex.conn.id]
+            conn = ex.conn.id
             parts = [_part_tuple(p) for p in d["partitions"]]
             row = [name, conn] + [d.get(c) for c in EXCHANGE_COLUMNS[2:20]] + \
                 [list(d["error_codes"]), parts, list(d["notes"])]
@@ -801,23 +793,15 @@ def process_group(gkey: tuple[Any, ...], name: str, packets: Iterable[tuple[Any,
                                    d["client_id"], d["request_frame"], d["response_frame"], d["request_time"],
                                    d["status"]) + p)
 
-    def fed() -> Iterator[Packet]:
-        prev = 0
-        for v in packets:
-            if ra.conn_count > len(first):
-                first.extend([prev] * (ra.conn_count - len(first)))
-            prev = names.now = v[0]
-            yield Packet(*v)
-        if ra.conn_count > len(first):
-            first.extend([prev] * (ra.conn_count - len(first)))
-
-    # the same fused path as `read`/`stats` (Pipeline.feed_all); names.now follows the packets
-    yield from rows(pipe.feed_all(fed()))
-    if ra.conn_count > len(first):
-        first.extend([names.now] * (ra.conn_count - len(first)))
-    names.now = END_OF_CAPTURE
+    batch: list[tuple[Any, ...]] = []
+    for v in packets:
+        batch.append(v)
+        if len(batch) >= _FEED_BATCH:
+            yield from rows(pipe.feed_packets(batch))
+            batch.clear()
+    yield from rows(pipe.feed_packets(batch))
     yield from rows(pipe.finish())
-    g.conns.extend(first)
+    g.conns.extend(pipe.stream.first_indexes)
     g.learnt.extend(names.learnt)
     s = pipe.summary
     c = g.counts
@@ -831,8 +815,6 @@ def process_group(gkey: tuple[Any, ...], name: str, packets: Iterable[tuple[Any,
     c["counters"].update({"malformed_fields": ctx.malformed, "crc_valid": ctx.crc_valid,
                           "crc_invalid": ctx.crc_invalid})
     c["limits"].update(ctx.limits_hit)
-    # connection keys (by conn, slowest exchanges): this pipeline's ids -> first packet numbers
-    acc.renumber_conns(first.__getitem__, None)
     g.misses = [dict(names.misses)] if names.misses else []
 
 
@@ -1139,29 +1121,13 @@ def _support_dir() -> str:
     return d
 
 
-def _code_zip() -> str:
-    """The analyzer and dissectors packages as a zip for the executors (same code as the driver)."""
-    import zipfile
-
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    path = os.path.join(_support_dir(), f"kafkawire-code-{os.getpid()}.zip")
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
-        for pkg in ("analyzer", "dissectors"):
-            for dirpath, _dirs, files in os.walk(os.path.join(root, pkg)):
-                for fn in files:
-                    if fn.endswith(".py"):
-                        full = os.path.join(dirpath, fn)
-                        z.write(full, os.path.relpath(full, root))
-    return path
-
-
 def _loopback_master(master: str) -> bool:
     return master.startswith("local") or "127.0.0.1" in master or "localhost" in master
 
 
 def make_session(master: str = "local[*]", shuffle_partitions: int = 8,
                  conf: dict[str, str] | None = None) -> Any:
-    """A quiet SparkSession (log4j at ERROR, no UI, no console progress bar) with our code shipped.
+    """A quiet SparkSession (log4j at ERROR, no UI, no console progress bar).
 
     Raises SparkJobError with a one-line reason when Spark cannot start."""
     import sys
@@ -1206,7 +1172,9 @@ def make_session(master: str = "local[*]", shuffle_partitions: int = 8,
         os.dup2(saved, 2)
         os.close(saved)
     spark.sparkContext.setLogLevel("ERROR")
-    spark.sparkContext.addPyFile(_code_zip())
+    # no code is shipped: the executors' Python (spark.pyspark.python) must have this
+    # package installed, native core included (a compiled module cannot travel in a zip
+    # of .py files); see the README's "Spark on a cluster"
     return spark
 
 

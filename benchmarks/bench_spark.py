@@ -31,8 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analyzer.capture import open_capture  # noqa: E402
-from analyzer.net import parse_packet  # noqa: E402
+from analyzer._core import open_capture, parse_packet  # noqa: E402
 from tests.pcapgen import TcpPacket, replicate, write_pcap  # noqa: E402
 
 
@@ -40,10 +39,10 @@ def make_capture(sample: Path, packets: int, path: str) -> int:
     pkts: list[TcpPacket] = []
     with open_capture(str(sample)) as r:
         for p in r:
-            seg = parse_packet(p)
-            if seg is not None:
-                pkts.append(TcpPacket(p.ts, seg.src.ip, seg.dst.ip, seg.src.port, seg.dst.port, seg.flags,
-                                      seg.seq, seg.ack, seg.payload))
+            seg = parse_packet(p.linktype, p.data, p.orig_len)
+            if not isinstance(seg, str):        # (a str: why the packet is no TCP segment)
+                sip, sport, dip, dport, seq, ack, flags, payload, _missing = seg
+                pkts.append(TcpPacket(p.ts, sip, dip, sport, dport, flags, seq, ack, payload))
     span = pkts[-1].ts - pkts[0].ts + 0.5
     copies = -(-packets // len(pkts))
     out = replicate(pkts, copies, port_step=1, time_step=span)

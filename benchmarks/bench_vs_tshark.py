@@ -49,9 +49,8 @@ from typing import NamedTuple
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analyzer.capture import open_capture  # noqa: E402
-from analyzer.model import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN  # noqa: E402
-from analyzer.net import parse_packet  # noqa: E402
+from analyzer._core import open_capture, parse_packet  # noqa: E402
+from analyzer.model import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, Endpoint, Segment  # noqa: E402
 
 BROKER_PORT = 9092
 CACHE_DIR = Path(tempfile.gettempdir()) / "kafkawire-bench"
@@ -84,9 +83,11 @@ def load_sample(path: Path) -> list[Tmpl]:
     segs = []
     with open_capture(str(path)) as reader:
         for pkt in reader:
-            seg = parse_packet(pkt)
-            if seg is not None:
-                segs.append(seg)
+            seg = parse_packet(pkt.linktype, pkt.data, pkt.orig_len)
+            if not isinstance(seg, str):        # (a str: why the packet is no TCP segment)
+                sip, sport, dip, dport, seq, ack, flags, payload, _missing = seg
+                segs.append(Segment(Endpoint(sip, sport), Endpoint(dip, dport), seq, ack, flags, payload, 0,
+                                    pkt.ts, pkt.index))
     if not segs:
         return []
     servers = {s.dst.port for s in segs if s.flags & TCP_SYN and not s.flags & TCP_ACK}

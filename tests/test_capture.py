@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.capture import CaptureError, open_capture
+from analyzer._core import CaptureError, open_capture
 from tests.pcapgen import (
     RawPacket,
     TcpFlow,

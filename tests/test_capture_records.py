@@ -1,15 +1,15 @@
-"""CaptureReader.records() (plain tuples laid out as Packet, what feed_all reads) against the
-reader's Packet iteration, and the fused path's summary counts when its generator ends."""
+"""The core's capture reader (``read(n)`` batches, what ``Stream.feed_capture`` reads) against
+its Packet iteration; a share's packets (``Stream(share=...)``) against the whole capture; and
+the summary's counts when ``Pipeline.feed_capture``'s generator ends early."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from analyzer.capture import CaptureError, open_capture
+from analyzer._core import Stream, conn_key, open_capture
 from analyzer.model import Packet
 from analyzer.pipeline import Options, Pipeline, Run
-from analyzer.shards import shard_of
 from tests.pcapgen import (
     RawPacket,
     TcpFlow,
@@ -33,32 +33,74 @@ def _packets(n_conns: int = 4) -> list:
     return pkts
 
 
+def share_of_each(packets: list[tuple], n: int) -> list[int]:
+    """The share (0..n-1) each packet falls in: the one whose ``Stream(share=(k, n))`` counts
+    it (packets are fed one at a time, in order; exactly one share must count each)."""
+    counted: list[list[int]] = [[] for _ in packets]
+    for k in range(n):
+        s = Stream(share=(k, n))
+        for i, p in enumerate(packets):
+            before = s.packets
+            s.feed([tuple(p)])
+            assert s.packets - before in (0, 1)
+            if s.packets > before:
+                counted[i].append(k)
+    assert all(len(c) == 1 for c in counted), counted
+    return [c[0] for c in counted]
+
+
+def core_events(path: str, **kw: object) -> tuple[Stream, list[tuple]]:
+    """Every event of ``path`` through a core Stream (``feed_capture`` in batches of 7)."""
+    s = Stream(**kw)
+    evs: list[tuple] = []
+    with open_capture(path) as cap:
+        while (batch := s.feed_capture(cap, 7)) is not None:
+            evs += batch
+    evs += s.finish()
+    return s, evs
+
+
 @pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
-def test_records_are_the_packets_as_tuples(tmp_path: Path, fmt: str) -> None:
+def test_batches_are_the_packets(tmp_path: Path, fmt: str) -> None:
     path = str(tmp_path / f"x.{fmt}")
     (write_pcap if fmt == "pcap" else write_pcapng)(path, _packets())
     with open_capture(path) as r:
         pkts = list(r)
+        assert r.packets == len(pkts) and r.finished
     with open_capture(path) as r:
-        recs = list(r.records())
-        assert r.packets == len(recs)
-        with pytest.raises(CaptureError):
-            r.records()            # once, like iterating
-    assert all(type(p) is Packet for p in pkts)
-    assert recs == [tuple(p) for p in pkts] and len(recs) == len(_packets())
-    if fmt == "pcap":
-        assert all(type(t) is tuple for t in recs)       # no NamedTuple per record
+        recs = []
+        while batch := r.read(5):
+            assert len(batch) <= 5 and r.packets == len(recs) + len(batch)
+            recs += batch
+        assert r.packets == len(recs) and r.read(5) == []
+    assert all(type(p) is Packet for p in pkts + recs)
+    assert recs == pkts and len(recs) == len(_packets())
+    assert [p.index for p in recs] == list(range(1, len(recs) + 1))
+
+
+def test_a_capture_is_read_once(tmp_path: Path) -> None:
+    """A capture has one read position, shared by iterating, ``read`` and a Stream's
+    ``feed_capture``: read to its end, it gives nothing more (it does not start again)."""
+    path = str(tmp_path / "once.pcap")
+    write_pcap(path, _packets(1))
+    with open_capture(path) as r:
+        first = r.read(2)
+        rest = list(r)
+        assert [p.index for p in first + rest] == list(range(1, len(_packets(1)) + 1))
+        assert list(r) == [] and r.read(5) == [] and r.finished
 
 
 @pytest.mark.parametrize("big_endian", [False, True])
-def test_records_of_a_share(tmp_path: Path, big_endian: bool) -> None:
-    """The shares of a file are its packets, each once, in order, as shard_of puts them: the
-    fused test of an Ethernet IPv4 TCP record in either byte order, and the other records
-    (too short, not IP, IPv4 fragments, UDP, IPv4 with options) through share_of."""
+def test_packets_of_a_share(tmp_path: Path, big_endian: bool) -> None:
+    """The shares of a file are its packets, each once, in order: both directions of a
+    connection in one share, and the odd records (too short, not IP, IPv4 fragments, UDP,
+    IPv4 with options, other EtherTypes) where their parse puts them: records that are no
+    TCP segment in share 0. A share's connections put together are the whole capture's."""
     pkts = _packets(6)
-    # (of a connection that is not share 0's, where the odd records below must go: a record
-    # wrongly taken for one of its packets would go elsewhere)
-    tcp = next(p for p in pkts if len(f := frame_bytes(p, 1)[0]) > 60 and shard_of((0, 0.0, 1, f, len(f)), 3))
+    frames = [frame_bytes(p, 1)[0] for p in pkts]
+    whole = share_of_each([(i + 1, p.ts, 1, f, len(f)) for i, (p, f) in enumerate(zip(pkts, frames, strict=True))], 3)
+    # (a connection that is not share 0's, where the odd records below must not go)
+    tcp = next(p for p, f, k in zip(pkts, frames, whole, strict=True) if len(f) > 60 and k)
     frame = bytearray(frame_bytes(tcp, 1)[0])
     fragment = bytearray(frame)
     fragment[20] |= 0x20                        # IPv4 "more fragments"
@@ -80,16 +122,41 @@ def test_records_of_a_share(tmp_path: Path, big_endian: bool) -> None:
     write_pcap(path, pkts, big_endian=big_endian)
     with open_capture(path) as r:
         every = list(r)
-    kept = []
+    share = share_of_each(every, 3)
+    for p, k in zip(every, share, strict=True):
+        key, why = conn_key(p.linktype, p.data, p.orig_len)
+        if key is None:
+            assert k == 0, (p.index, why)
+    # both directions of a connection (by its 4-tuple) in one share
+    by_key: dict[tuple, set[int]] = {}
+    for p, k in zip(every, share, strict=True):
+        key = conn_key(p.linktype, p.data, p.orig_len)[0]
+        if key is not None:
+            by_key.setdefault(key, set()).add(k)
+    assert all(len(ks) == 1 for ks in by_key.values()) and {min(ks) for ks in by_key.values()} - {0}
+    reasons = [conn_key(p.linktype, p.data, p.orig_len)[1] for p in every[5:5 + len(odd)]]
+    assert reasons.count(None) <= 1, reasons            # (IPv4 with options parses, as TCP)
+    assert all(k == 0 for k, why in zip(share[5:5 + len(odd)], reasons, strict=True) if why is not None)
+    # through feed_capture: a share's counts are its own packets; the shares together are the file
+    one, one_evs = core_events(path, ids_from_index=True)
+    assert one.packets == len(every)
+    kept_evs: list[tuple] = []
+    skips: dict[str, int] = {}
+    conns = 0
     for k in range(3):
-        with open_capture(path) as r:
-            r.keep_share(k, 3, shard_of)
-            mine = list(r.records())
-            assert r.packets == len(every)
-        assert mine == [tuple(p) for p in every if shard_of(p, 3) == k]
-        kept += mine
-    assert sorted(kept) == sorted(tuple(p) for p in every)
-    assert all(shard_of(p, 3) == 0 for p in every[5:5 + len(odd)])
+        s, evs = core_events(path, ids_from_index=True, share=(k, 3))
+        mine = [p for p, sk in zip(every, share, strict=True) if sk == k]
+        assert s.packets == len(mine)
+        if mine:
+            assert s.first_ts == mine[0].ts and s.last_ts == max(p.ts for p in mine)
+        for why, n in s.skips.items():
+            skips[why] = skips.get(why, 0) + n
+        assert not s.skips or k == 0
+        kept_evs += evs
+        conns += s.conn_count
+    assert skips == one.skips and conns == one.conn_count and sum(skips.values()) >= len(odd) - 1
+    # (events by connection: ids are first packet numbers, the same in every share)
+    assert sorted(kept_evs, key=repr) == sorted(one_evs, key=repr)
 
 
 def test_pcap_oddities_counted_as_record_by_record(tmp_path: Path) -> None:
@@ -107,7 +174,7 @@ def test_pcap_oddities_counted_as_record_by_record(tmp_path: Path) -> None:
     path = tmp_path / "odd.pcap"
     path.write_bytes(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1) + b"".join(recs))
     with open_capture(str(path)) as r:
-        got = list(r.records())
+        got = list(r)
         assert list(r.counters.items()) == [("caplen > orig_len", 2), ("timestamp went backwards", 3)]
     assert len(got) == 3000 and [t[0] for t in got] == list(range(1, 3001))
     for i, (_idx, ts, lt, data, orig) in enumerate(got):
@@ -115,32 +182,46 @@ def test_pcap_oddities_counted_as_record_by_record(tmp_path: Path) -> None:
         assert ts == sec + usec / 1e6 and lt == 1 and len(data) == 600 and orig == (599 if i % 1500 == 400 else 600)
 
 
-def test_run_reads_records_and_counts_like_feed(tmp_path: Path) -> None:
+def _exchanges(exs: list) -> list[tuple]:
+    return [(ex.conn.id, ex.api_name, ex.correlation_id, ex.status, ex.request.first_index if ex.request else None,
+             ex.response.last_index if ex.response else None) for ex in exs]
+
+
+def test_run_reads_in_batches_and_counts_like_feed(tmp_path: Path) -> None:
+    """``Run`` (feed_capture, batches of the core's size) gives the exchanges and summary of
+    the same packets fed one by one (``feed``) or in batches of other sizes (``feed_packets``)."""
     path = str(tmp_path / "r.pcap")
     pkts = _packets()
     write_pcap(path, pkts)
     run = Run(path, Options())
-    n = len(list(run))
-    per_packet = Pipeline(Options())
-    m = 0
+    by_run = _exchanges(list(run))
     with open_capture(path) as r:
-        for p in r:
-            m += len(per_packet.feed(p))
-    m += len(per_packet.finish())
-    assert n == m == 8
-    assert run.summary.to_json() == per_packet.summary.to_json()
+        every = list(r)
+    for size in (1, 3, 1000):
+        pipe = Pipeline(Options())
+        got = []
+        for i in range(0, len(every), size):
+            got += pipe.feed(every[i]) if size == 1 else pipe.feed_packets(every[i:i + size])
+        got += pipe.finish()
+        assert _exchanges(got) == by_run, size
+        assert run.summary.to_json() == pipe.summary.to_json(), size
+    assert len(by_run) == 8
     assert run.summary.packets == len(pkts) and run.summary.last_ts == pytest.approx(pkts[-1].ts, abs=1e-6)
 
 
-def test_fused_counts_complete_when_the_generator_is_closed_early(tmp_path: Path) -> None:
+def test_counts_complete_when_the_generator_is_closed_early(tmp_path: Path) -> None:
+    """Every packet the core read when ``feed_capture``'s generator is closed is counted, the
+    latest time among them included, though later packets of the file are not read."""
     path = str(tmp_path / "c.pcap")
-    write_pcap(path, _packets())
+    pkts = _packets(300)                       # 4800 packets: more than one batch
+    write_pcap(path, pkts)
     pipe = Pipeline(Options())
     with open_capture(path) as r:
-        gen = pipe.feed_all(r.records())
+        gen = pipe.feed_capture(r)
         first = next(gen)
         gen.close()
         read = r.packets
-    # every packet read was counted, the last one's time included (the fused path takes most)
-    assert first.response is not None and pipe.summary.packets == read == first.response.last_index
-    assert pipe.summary.last_ts == first.response.last_ts
+    assert first.response is not None and first.response.last_index <= read < len(pkts)
+    assert pipe.summary.packets == read
+    assert pipe.summary.first_ts == pytest.approx(pkts[0].ts, abs=1e-6)
+    assert pipe.summary.last_ts == pytest.approx(max(p.ts for p in pkts[:read]), abs=1e-6)

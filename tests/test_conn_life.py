@@ -4,8 +4,9 @@ Covers the cheaper per-connection paths: a new framer cuts its first bytes strai
 (``Framer._at`` starts at offset 0), a direction that ends at a frame boundary is not
 finished (nothing to cut), while one that ends inside a frame still gives its truncated
 frame; the client side's check before the first request decides the protocol; a SYN of
-a 4-tuple the reassembler forgot is learnt like any new connection; a FIN fed to
-``Reassembler.segment`` without its endpoints.
+a 4-tuple the reassembler forgot is learnt like any new connection; a FIN on a known
+connection ends its direction. A capture fed through ``Pipeline.feed_capture`` gives what
+its packets fed one by one (or in batches) through ``Pipeline.feed_packets`` give.
 """
 from __future__ import annotations
 
@@ -13,18 +14,20 @@ from pathlib import Path
 from typing import Any
 
 from analyzer import pipeline
-from analyzer.capture import open_capture
+from analyzer._core import Stream, open_capture
 from analyzer.framing import Framer
 from analyzer.model import Conn, Endpoint, StreamData, StreamEnd
 from analyzer.pipeline import Options, Pipeline
-from analyzer.tcp import Reassembler
 from dissectors.header import RequestHeader
 from tests.pcapgen import (
     ACK,
     FIN,
     SYN,
+    CoreRun,
     TcpFlow,
     TcpPacket,
+    encap,
+    ip_packet,
     kafka_request,
     kafka_response,
     request_plausible,
@@ -40,17 +43,45 @@ def _sig(ex: Any) -> tuple[Any, ...]:
             ex.response_frame, list(ex.notes), ex.conn.closed)
 
 
-def _run(path: str, fused: bool, max_closed: int | None = None) -> tuple[list[Any], dict[str, Any]]:
-    pipe = Pipeline(Options())
+def _run(path: str, batch: int, max_closed: int | None = None) -> tuple[list[Any], list[Any], dict[str, Any]]:
+    """The exchanges (their connection as it ended), each exchange's ``conn.closed`` when
+    it came out, and the summary of ``path`` (with the core's reassembly counters under
+    "core"): batch 0 through ``Pipeline.feed_capture``, else its packets through
+    ``Pipeline.feed_packets``, ``batch`` at a time."""
+    o = Options()
+    pipe = Pipeline(o)
     if max_closed is not None:
-        pipe.reassembler.max_closed = max_closed
+        pipe.stream = Stream(ports=list(o.ports), autodetect=o.autodetect, max_closed=max_closed)
+    exs: list[Any] = []
+    when: list[Any] = []            # conn.closed of each exchange as it came out
     with open_capture(path) as r:
-        if fused:
-            out = [_sig(ex) for ex in pipe.feed_all(r)]
+        if not batch:
+            for ex in pipe.feed_capture(r):
+                exs.append(ex)
+                when.append(ex.conn.closed)
         else:
-            out = [_sig(ex) for pkt in r for ex in pipe.feed(pkt)]
-    out += [_sig(ex) for ex in pipe.finish()]
-    return out, pipe.summary.to_json(pipe.ctx)
+            while pkts := r.read(batch):
+                for ex in pipe.feed_packets(pkts):
+                    exs.append(ex)
+                    when.append(ex.conn.closed)
+    for ex in pipe.finish():
+        exs.append(ex)
+        when.append(ex.conn.closed)
+    summary = pipe.summary.to_json(pipe.ctx)
+    summary["core"] = dict(pipe.stream.counters)
+    return [_sig(ex) for ex in exs], when, summary
+
+
+def _same_every_way(path: str, max_closed: int | None = None) -> tuple[list[Any], list[Any], dict[str, Any]]:
+    """``_run`` through feed_capture and through feed_packets in batches of 1, 2 and 5: the same
+    exchanges and summary. Returns feed_capture's, and feed_packets' one by one closed-when-out."""
+    whole, when, wsum = _run(path, 0, max_closed)
+    for batch in (1, 2, 5):
+        got, got_when, got_sum = _run(path, batch, max_closed)
+        assert (got, got_sum) == (whole, wsum), batch
+        if batch == 1:
+            when = got_when
+    return whole, when, wsum
 
 
 def test_new_framer_cuts_its_first_bytes_straight() -> None:
@@ -105,19 +136,44 @@ def test_connection_ends_clean_cut_and_reset(tmp_path: Path) -> None:
     pkts += flow.rst(1)
     path = str(tmp_path / "ends.pcap")
     write_pcap(path, pkts)
-    fused, fsum = _run(path, True)
-    per_packet, psum = _run(path, False)
-    assert fused == per_packet and fsum == psum
+    fused, when, fsum = _same_every_way(path)
     # (conn 2: at the reset the client's cut request, then the server's cut response that
     # answers the first one, then the request left unanswered)
     assert [(s[1], s[2], s[4]) for s in fused] == [
         (0, "ok", 1), (1, "ok", 1), (1, "unanswered", 2), (2, "ok", 1), (2, "unanswered", 2)]
     assert fsum["truncated_frames"] == 3 and fsum["bytes_skipped"] == {}
-    assert fsum["connections"] == fsum["kafka_connections"] == 3
-    assert [s[-1] for s in fused] == [None, None, "fin", "rst", "rst"]
+    assert fsum["connections"] == fsum["kafka_connections"] == 3 and fsum["core"] == {}
+    # as each exchange came out (fed one packet at a time), its connection was still open
+    # or already closed; in the end every one is closed
+    assert when == [None, None, "fin", "rst", "rst"]
+    assert [s[-1] for s in fused] == ["fin", "fin", "fin", "rst", "rst"]
 
 
-def test_syn_on_forgotten_tuple_and_fin_without_endpoints(tmp_path: Path) -> None:
+def _two_ends(tmp_path: Path) -> str:
+    pkts: list[TcpPacket] = []
+    flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092), ts=1000.0)
+    pkts += flow.handshake() + flow.send(0, kafka_request(18, 0, 1, "x")) + flow.send(1, kafka_response(1, RESP_BODY))
+    pkts += flow.fin(0) + flow.fin(1) + flow.ack(0)
+    flow = TcpFlow(("10.0.0.1", 40002), ("10.0.0.2", 9092), ts=1002.0)
+    pkts += flow.handshake() + flow.send(0, kafka_request(18, 0, 1, "x"))
+    pkts += flow.send(0, kafka_request(18, 0, 2, "x")[:-1]) + flow.send(1, kafka_response(1, RESP_BODY)[:-2])
+    pkts += flow.rst(1)
+    path = str(tmp_path / "ends2.pcap")
+    write_pcap(path, pkts)
+    return path
+
+
+def test_exchanges_come_out_of_feed_capture_as_of_their_packet(tmp_path: Path) -> None:
+    """An exchange comes out with its connection as it stood at the packet that completed
+    it (the old fused path of Pipeline.feed_all yielded after each packet): an answer before
+    the FIN shows the connection open, as feeding the packets one by one does."""
+    path = _two_ends(tmp_path)
+    sigs, when, _ = _run(path, 0)
+    assert _run(path, 1)[:2] == (sigs, [None, "rst", "rst"])
+    assert when == [None, "rst", "rst"]
+
+
+def test_syn_on_forgotten_tuple_and_fin_on_a_known_connection(tmp_path: Path) -> None:
     pkts: list[TcpPacket] = []
     for i in range(3):      # the same 4-tuple three times; the reassembler keeps 1 closed
         flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092), isn=(1000 + 99 * i, 5000 + 77 * i),
@@ -128,15 +184,22 @@ def test_syn_on_forgotten_tuple_and_fin_without_endpoints(tmp_path: Path) -> Non
         pkts += other.handshake() + other.fin(0) + other.fin(1) + other.ack(0)
     path = str(tmp_path / "reuse.pcap")
     write_pcap(path, pkts)
-    fused, fsum = _run(path, True, max_closed=1)
-    per_packet, psum = _run(path, False, max_closed=1)
-    assert fused == per_packet and fsum == psum
+    fused, when, fsum = _same_every_way(path, max_closed=1)
     assert [(s[1], s[2], s[4]) for s in fused] == [(0, "ok", 0), (2, "ok", 1), (4, "ok", 2)]
+    assert when == [None, None, None] and [s[-1] for s in fused] == ["fin", "fin", "fin"]
     assert fsum["connections"] == 6 and fsum["kafka_connections"] == 3
-    # a FIN on a known connection needs no endpoints
-    ra = Reassembler()
-    a, b = Endpoint("10.0.0.1", 1), Endpoint("10.0.0.2", 2)
-    assert ra.segment(None, 0, a, b, 100, 0, SYN, b"", 0, 1.0, 1) == []
-    st, _ = ra._pairs[(a, b)]
-    assert ra.segment(st, 0, None, None, 101, 0, FIN | ACK, b"", 0, 2.0, 2) == [
-        StreamEnd(st.conn, 0, "fin", 2.0, 2)]
+    # (the 4-tuple's earlier connections are forgotten: each later SYN starts a new one, not
+    # counted as port reuse; remembered, they would be)
+    assert fsum["packets"] == len(pkts) and fsum["packets_skipped"] == {} and fsum["core"] == {}
+    remembered, _, rsum = _same_every_way(path)
+    assert remembered == fused and rsum["core"] == {"port reuse": 2}
+    # a FIN on a known connection (its SYN seen, nothing else) ends its direction
+    a, b = ("10.0.0.1", 1), ("10.0.0.2", 2)
+    syn = encap(ip_packet(TcpPacket(1.0, a[0], b[0], a[1], b[1], SYN, 100, 0)))
+    fin = encap(ip_packet(TcpPacket(2.0, a[0], b[0], a[1], b[1], FIN | ACK, 101, 0)))
+    run = CoreRun(Stream())
+    assert run.model(run.stream.feed([(1, 1.0, 1, syn, len(syn))])) == []
+    (conn,) = run.conns
+    assert (conn.id, conn.a, conn.b, conn.syn_seen, conn.closed_by) == (0, Endpoint(*a), Endpoint(*b), True, None)
+    assert run.model(run.stream.feed([(2, 2.0, 1, fin, len(fin))])) == [StreamEnd(conn, 0, "fin", 2.0, 2)]
+    assert (conn.closed_by, conn.closed, run.stream.open_conns) == (0, None, 1)

@@ -1,8 +1,12 @@
-"""The fused fast path (``Pipeline.feed_all``) gives exactly what ``feed`` per packet gives.
+"""A capture fed through ``Pipeline.feed_capture`` (the core reads it in batches) gives
+exactly what its packets give fed one by one, or a few at a time, through
+``Pipeline.feed_packets``.
 
-Covers what the fast path takes: IPv4 and IPv6 data and ACKs in order, ACKs after a
-connection closed (also once the reassembler forgot it), port reuse; and the helpers
-made cheaper for it: the request-header parser, ``kafka.error_codes`` and the batched sketch.
+Covers what the old fused fast path (``Pipeline.feed_all``) took, now the core's: IPv4 and
+IPv6 data and ACKs in order, frames that look like TCP segments but are not, ACKs after a
+connection closed (also once the reassembler forgot it), port reuse, SYN, FIN and RST
+handling; and the helpers made cheaper for the hot path: the request-header parser,
+``kafka.error_codes`` and the batched sketch.
 """
 from __future__ import annotations
 
@@ -13,8 +17,8 @@ from typing import Any
 import pytest
 from ddsketch import DDSketch
 
-from analyzer import pipeline
-from analyzer.capture import open_capture
+from analyzer._core import Stream, open_capture
+from analyzer.model import Conn
 from analyzer.pipeline import Options, Pipeline
 from analyzer.stats import Quantiles, _store_bins
 from dissectors import kafka
@@ -46,21 +50,52 @@ def _sig(ex: Any) -> tuple[Any, ...]:
             list(ex.error_codes), ex.partitions, list(ex.notes), ex.conn.closed, ex.conn.client_dir)
 
 
-def _both(path: str, **opts: Any) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], dict[str, Any],
-                                          dict[str, Any]]:
-    """(fused signatures, per-packet signatures, fused summary, per-packet summary)."""
-    fused = Pipeline(Options(**opts))
+def _conn_sig(c: Conn) -> tuple[Any, ...]:
+    return (c.id, c.a, c.b, c.syn_seen, c.client_dir, c.protocol, c.closed, c.first_ts, c.last_ts, c.closed_by)
+
+
+def _run(path: str, batch: int, max_closed: int | None = None, **opts: Any) -> dict[str, Any]:
+    """Everything a run shows (exchanges, connections, the core's counters and notes, the
+    summary): ``batch`` 0 through ``Pipeline.feed_capture``, else the packets through
+    ``Pipeline.feed_packets``, ``batch`` at a time. (The exchanges' signatures are taken
+    once the run is over: ``conn`` is the connection as it ended.)"""
+    pipe = Pipeline(Options(**opts))
+    if max_closed is not None:
+        o = pipe.options
+        pipe.stream = Stream(ports=list(o.ports), autodetect=o.autodetect, max_closed=max_closed)
+    conns: dict[int, Conn] = {}
+    event = pipe._event
+
+    def recording_event(ev: Any, out: list[Any]) -> None:
+        conns.setdefault(ev[0].id, ev[0])       # every connection has events (its end at least)
+        event(ev, out)
+
+    pipe._event = recording_event  # type: ignore[method-assign]
+    exs: list[Any] = []
     with open_capture(path) as r:
-        a = [_sig(ex) for ex in fused.feed_all(r)] + [_sig(ex) for ex in fused.finish()]
-    slow = Pipeline(Options(**opts))
-    b: list[tuple[Any, ...]] = []
-    with open_capture(path) as r:
-        for pkt in r:
-            b += [_sig(ex) for ex in slow.feed(pkt)]
-    b += [_sig(ex) for ex in slow.finish()]
-    sa, sb = fused.summary.to_json(fused.ctx), slow.summary.to_json(slow.ctx)
-    assert fused.reassembler.counters == slow.reassembler.counters
-    return a, b, sa, sb
+        if not batch:
+            exs += pipe.feed_capture(r)
+        else:
+            while pkts := r.read(batch):
+                exs += pipe.feed_packets(pkts)
+    exs += pipe.finish()
+    stream = pipe.stream
+    assert stream.open_conns == 0 and stream.conn_count == len(conns)
+    return {"exchanges": [_sig(ex) for ex in exs], "conns": [_conn_sig(conns[k]) for k in sorted(conns)],
+            "counters": dict(stream.counters), "notes": list(stream.notes),
+            "summary": pipe.summary.to_json(pipe.ctx)}
+
+
+def _both(path: str, batches: tuple[int, ...] = (1, 7), max_closed: int | None = None,
+          **opts: Any) -> dict[str, Any]:
+    """The run through feed_capture, asserted equal in everything to the runs fed the packets
+    one by one and ``batches`` at a time."""
+    a = _run(path, 0, max_closed, **opts)
+    for batch in batches:
+        b = _run(path, batch, max_closed, **opts)
+        for k in a:
+            assert a[k] == b[k], (batch, k)
+    return a
 
 
 def _conversation(client: tuple[str, int], server: tuple[str, int], ts: float, isn: tuple[int, int],
@@ -76,60 +111,35 @@ def _conversation(client: tuple[str, int], server: tuple[str, int], ts: float, i
 
 
 
-def _outputs(pipe: Pipeline, path: str, fused: bool) -> list[Any]:
-    """Signatures of the exchanges of a capture fed through feed_all (fused) or packet by
-    packet through feed, then finish."""
-    with open_capture(path) as r:
-        if fused:
-            out = [_sig(ex) for ex in pipe.feed_all(r)]
-        else:
-            out = [_sig(ex) for pkt in r for ex in pipe.feed(pkt)]
-    return out + [_sig(ex) for ex in pipe.finish()]
-
-def test_fused_path_equals_per_packet_on_v4_v6_closed_and_reused(tmp_path: Path) -> None:
+def test_capture_equals_per_packet_on_v4_v6_closed_and_reused(tmp_path: Path) -> None:
     pkts: list[TcpPacket] = []
-    fast_ones: list[int] = []       # packet numbers the fused path must take
     # IPv4 and IPv6, each closed with FINs then ACKed after the close
     for cli, srv, ts in ((("10.0.0.1", 40000), ("10.0.0.2", 9092), 1000.0),
                          (("fd00::1", 40001), ("fd00::2", 9092), 1001.0)):
         flow, p = _conversation(cli, srv, ts, (1000, 5000))
-        fast_ones += [len(pkts) + i + 1 for i in range(len(p) - 4, len(p))]   # the last exchange
         pkts += p + flow.fin(0) + flow.fin(1)
-        fast_ones += [len(pkts) + 1, len(pkts) + 2]
         pkts += flow.ack(0) + flow.ack(1)
     # the same 4-tuple again (port reuse) with new ISNs, ended by a reset, then stray ACKs
     flow, p = _conversation(("10.0.0.1", 40000), ("10.0.0.2", 9092), 1002.0, (90000, 70000))
     pkts += p + flow.rst(1) + flow.ack(0)
-    # data after the close goes the slow way and is counted
+    # data after the close is counted, not delivered
     late = TcpPacket(1003.0, "10.0.0.1", "10.0.0.2", 40000, 9092, 0x18, 123, 0, b"late")
     pkts.append(late)
     path = str(tmp_path / "mix.pcap")
     write_pcap(path, pkts)
-    a, b, sa, sb = _both(path)
-    assert a == b and sa == sb
+    a = _both(path, batches=(1, 2, 5, 13))
+    sa = a["summary"]
     assert sa["exchanges"] == {"ok": 9} and sa["packets"] == len(pkts)
-    assert sa["last_time"] == 1003.0
-    # and the fused path did take the in-order IPv4/IPv6 data and the ACKs after the close
-    pipe = Pipeline(Options())
-    per_packet = pipe.feed
-    slow: list[int] = []
-
-    def counting_feed(pkt: Any) -> Any:
-        slow.append(pkt.index)
-        return per_packet(pkt)
-
-    pipe.feed = counting_feed  # type: ignore[method-assign]
-    with open_capture(path) as r:
-        n = len(list(pipe.feed_all(r)))
-    assert n == 9
-    assert not set(fast_ones) & set(slow)
-    assert len(fast_ones) == 12
+    assert sa["last_time"] == 1003.0 and sa["first_time"] == 1000.0
+    assert a["counters"] == {"port reuse": 1, "data after close": 1}
+    assert [(c[1].ip, c[6]) for c in a["conns"]] == [("10.0.0.1", "fin"), ("fd00::1", "fin"), ("10.0.0.1", "rst")]
+    assert sa["bytes_skipped"] == {} and sa["gaps"] == 0
 
 
 def _look_alikes(p: TcpPacket) -> list[bytes]:
     """Frames made from a data segment's that are not TCP segments of its connection as the
-    per-packet parser reads them (fragments, UDP, other EtherTypes, IPv4 with options, other
-    IP versions, IPv6 extension headers): each byte the fused path tests, changed."""
+    parser reads them (fragments, UDP, other EtherTypes, IPv4 with options, other IP
+    versions, IPv6 extension headers): each byte the old fused path tested, changed."""
     frame = encap(ip_packet(p))
     out = []
     if ":" not in p.src:
@@ -144,10 +154,10 @@ def _look_alikes(p: TcpPacket) -> list[bytes]:
     return out
 
 
-def test_fused_path_takes_only_tcp_segments(tmp_path: Path) -> None:
+def test_only_tcp_segments_are_taken(tmp_path: Path) -> None:
     """Before every data segment, frames that copy it but are not TCP segments of its connection
-    (each with one of the bytes the fused path tests changed): were one taken for the in-order
-    segment it copies, the stream would be cut wrong."""
+    (each with one of the bytes the old fused path tested changed): were one taken for the
+    in-order segment it copies, the stream would be cut wrong."""
     pkts: list[TcpPacket | RawPacket] = []
     for cli, srv, ts in ((("10.0.0.1", 40000), ("10.0.0.2", 9092), 1000.0),
                          (("fd00::1", 40001), ("fd00::2", 9092), 1001.0)):
@@ -159,16 +169,20 @@ def test_fused_path_takes_only_tcp_segments(tmp_path: Path) -> None:
         pkts += flow.fin(0) + flow.fin(1) + flow.ack(0)
     path = str(tmp_path / "look-alikes.pcap")
     write_pcap(path, pkts)
-    a, b, sa, sb = _both(path)
-    assert a == b and sa == sb
+    a = _both(path)
+    sa = a["summary"]
     assert sa["exchanges"] == {"ok": 6}
+    assert sa["packets"] == len(pkts) and sa["bytes_skipped"] == {} and a["counters"] == {}
+    # every look-alike skipped (9 data segments a connection): IPv4 fragments (MF, offset
+    # low and high bits), UDP, other EtherTypes (IPv4 and IPv6), an IPv4 header of 6 words
+    # (the TCP header read past), IP versions 5, an IPv6 hop-by-hop header made of TCP bytes
+    assert sa["packets_skipped"] == {"IP fragment": 27, "not TCP": 9, "not IP": 36, "bad TCP header": 9,
+                                     "bad IP header": 27}
 
 
-@pytest.mark.parametrize("cache_max", [16384, 2])
-def test_ack_on_forgotten_connection_starts_a_new_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                      cache_max: int) -> None:
+def test_ack_on_forgotten_connection_starts_a_new_one(tmp_path: Path) -> None:
     """Past ``max_closed`` the reassembler forgets a closed connection: a later ACK on its
-    4-tuple is a new connection there, and the fast path must not treat it as closed."""
+    4-tuple is a new connection there, not the closed one's."""
     pkts: list[TcpPacket] = []
     flows = []
     for i in range(4):
@@ -176,18 +190,15 @@ def test_ack_on_forgotten_connection_starts_a_new_one(tmp_path: Path, monkeypatc
         pkts += p + flow.fin(0) + flow.fin(1) + flow.ack(0)
         flows.append(flow)
     pkts += flows[0].ack(0)         # connection 0 was forgotten (max_closed=2)
-    monkeypatch.setattr(pipeline, "EP_CACHE_MAX", cache_max)  # the fused path's bound (cleared past it)
     path = str(tmp_path / "forgotten.pcap")
     write_pcap(path, pkts)
-
-    def run(fused: bool) -> tuple[list[Any], int]:
-        pipe = Pipeline(Options())
-        pipe.reassembler.max_closed = 2
-        out = _outputs(pipe, path, fused)
-        return out, pipe.reassembler.conn_count
-
-    assert run(True) == run(False)
-    assert run(True)[1] == 5
+    a = _both(path, max_closed=2)
+    assert len(a["conns"]) == 5
+    assert [(c[1].port, c[3], c[6]) for c in a["conns"]] == [(41000 + i, True, "fin") for i in range(4)] + [
+        (41000, False, None)]
+    # remembered (the default max_closed), the ACK is the closed connection's
+    b = _both(path)
+    assert len(b["conns"]) == 4 and b["summary"]["exchanges"] == a["summary"]["exchanges"] == {"ok": 4}
 
 
 def _captures() -> list[str]:
@@ -198,10 +209,9 @@ def _captures() -> list[str]:
 
 
 @pytest.mark.parametrize("path", _captures(), ids=lambda p: Path(p).name)
-def test_fused_path_equals_per_packet_on_captures(path: str) -> None:
-    a, b, sa, sb = _both(path, decode="lite")
-    assert a == b
-    assert sa == sb
+def test_capture_equals_per_packet_on_captures(path: str) -> None:
+    a = _both(path, batches=(1, 100), decode="lite")
+    assert a["summary"]["packets"] > 0 and a["exchanges"]
 
 
 def test_request_header_parser_against_a_plain_reading() -> None:
@@ -270,14 +280,10 @@ def test_batched_sketch_equals_adding_one_by_one() -> None:
     assert q3.count == 5050
 
 
-def _conn_sig(pipe: Pipeline) -> list[tuple[Any, ...]]:
-    return [(c.id, c.a, c.b, c.syn_seen, c.client_dir, c.protocol, c.closed, c.first_ts, c.last_ts,
-             c.closed_by) for c in pipe.reassembler.conns]
-
-
-def test_fused_syn_fin_rst_equal_per_packet(tmp_path: Path) -> None:
-    """SYN, SYN-ACK, FIN and RST packets the fused loop parsed go to the reassembler
-    without ``feed``: every connection-lifecycle case gives what ``feed`` gives."""
+def test_syn_fin_rst_equal_per_packet(tmp_path: Path) -> None:
+    """SYN, SYN-ACK, FIN and RST packets (the old fused loop handed them to the reassembler
+    without ``feed``): every connection-lifecycle case gives the same through feed_capture as
+    packet by packet."""
     pkts: list[TcpPacket] = []
     srv = ("10.0.0.2", 9092)
     # 1: plain conversation, FIN carrying the last bytes of a request, then a FIN on each side
@@ -315,7 +321,7 @@ def test_fused_syn_fin_rst_equal_per_packet(tmp_path: Path) -> None:
     pkts.append(TcpPacket(flow.ts, "fd00::2", "fd00::1", 9092, 42005, RST, flow.seq[1], 0))
     pkts.append(TcpPacket(flow.ts + 0.1, "fd00::2", "fd00::1", 9092, 42005, SYN | ACK, 777, 1))
     pkts += flow.ack(0)
-    # 7: a FIN cut by the snaplen goes the per-packet way (and still counts right)
+    # 7: a FIN cut by the snaplen (still counts right)
     flow, p = _conversation(("10.0.0.1", 42006), srv, 1006.0, (7000, 11000), n=1)
     pkts += p
     cut = TcpPacket(flow.ts, "10.0.0.1", "10.0.0.2", 42006, 9092, FIN | ACK | PSH, flow.seq[0],
@@ -325,42 +331,22 @@ def test_fused_syn_fin_rst_equal_per_packet(tmp_path: Path) -> None:
     path = str(tmp_path / "lifecycle.pcap")
     write_pcap(path, pkts)
 
-    runs = []
-    for fused in (True, False):
-        pipe = Pipeline(Options())
-        slow: list[int] = []
-        per_packet = pipe.feed
-
-        def counting_feed(pkt: Any, per_packet: Any = per_packet, slow: list[int] = slow) -> Any:
-            slow.append(pkt.index)
-            return per_packet(pkt)
-
-        pipe.feed = counting_feed  # type: ignore[method-assign]
-        out = _outputs(pipe, path, fused)
-        ra = pipe.reassembler
-        runs.append((out, _conn_sig(pipe), dict(ra.counters), list(ra.notes),
-                     pipe.summary.to_json(pipe.ctx), slow))
-    fused_run, per_packet_run = runs
-    assert fused_run[:5] == per_packet_run[:5]
-    counters = fused_run[2]
+    run = _both(path, batches=(1, 2, 3))
+    counters = run["counters"]
     assert counters["port reuse"] == 3 and counters["retransmitted SYN"] == 1
     assert counters["lost segments"] == 1 and counters["data after close"] == 2
     assert counters["snaplen bytes"] == 108
-    assert [c[6] for c in fused_run[1]] == ["fin", "rst", None, "fin", "fin", "fin", "rst", "rst", None, "rst"]
-    assert fused_run[1][1][1].port == 42001         # SYN-ACK first: a is still the client
-    assert [c[3] for c in fused_run[1]][:3] == [True, False, True]
-    # only the snaplen-cut FIN took ``feed``
-    assert fused_run[5] == [len(pkts) - 1]
+    assert [c[6] for c in run["conns"]] == ["fin", "rst", None, "fin", "fin", "fin", "rst", "rst", None, "rst"]
+    assert run["conns"][1][1].port == 42001         # SYN-ACK first: a is still the client
+    assert [c[3] for c in run["conns"]][:3] == [True, False, True]
+    assert run["summary"]["packets"] == len(pkts)
 
 
-@pytest.mark.parametrize("cache_max", [16384, 3])
-def test_fused_closed_entries_reuse_and_early_ack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                  cache_max: int) -> None:
-    """The fused loop keeps a connection's entries when it closes (they take only its last
-    ACKs), learns nothing after a new connection's SYN: the same results as ``feed`` when
-    the old server opens a connection on the same 4-tuple, when the client ACKs before the
-    SYN-ACK is captured, and with data after the close."""
-    monkeypatch.setattr(pipeline, "EP_CACHE_MAX", cache_max)
+def test_closed_entries_reuse_and_early_ack(tmp_path: Path) -> None:
+    """A closed connection takes only its last ACKs, and a new connection's SYN starts
+    afresh: the same results through feed_capture as packet by packet when the old server
+    opens a connection on the same 4-tuple, when the client ACKs before the SYN-ACK is
+    captured, and with data after the close."""
     pkts: list[TcpPacket] = []
     srv = ("10.0.0.2", 9092)
     flow, p = _conversation(("10.0.0.1", 43000), srv, 1000.0, (1000, 5000), n=2)
@@ -378,14 +364,8 @@ def test_fused_closed_entries_reuse_and_early_ack(tmp_path: Path, monkeypatch: p
     path = str(tmp_path / "reopen.pcap")
     write_pcap(path, pkts)
 
-    runs = []
-    for fused in (True, False):
-        pipe = Pipeline(Options())
-        out = _outputs(pipe, path, fused)
-        ra = pipe.reassembler
-        runs.append((out, _conn_sig(pipe), dict(ra.counters), pipe.summary.to_json(pipe.ctx)))
-    assert runs[0] == runs[1]
-    out, conns, counters, summary = runs[0]
+    run = _both(path, batches=(1, 2, 3))
+    conns, counters, summary = run["conns"], run["counters"], run["summary"]
     assert [c[1].port for c in conns] == [43000, 9092, 43001]     # the second one: a = the old server
     assert [c[6] for c in conns] == ["fin", "fin", "fin"]
     assert counters["port reuse"] == 1 and counters["retransmitted SYN"] == 1

@@ -62,9 +62,9 @@ def test_checks_follow_the_connection_state(tmp_path: Path) -> None:
     p = _sasl_flow(tmp_path)
     pipe = Pipeline(Options(decode="lite"))
     seen = []
-    from analyzer.capture import open_capture
+    from analyzer._core import open_capture
     with open_capture(str(p)) as reader:
-        for pkt in reader.records():
+        for pkt in reader:
             for _ex in pipe.feed(pkt):
                 pass
             st = next(iter(pipe._conns.values()), None)

@@ -331,7 +331,7 @@ def test_random_streams_keep_the_byte_accounting():
 
 def test_mutated_captures_never_raise(tmp_path):
     """Bit flips, truncations, duplicated and dropped records: CaptureError at worst."""
-    from analyzer.capture import CaptureError
+    from analyzer._core import CaptureError
     f = TcpFlow(C, S)
     pkts = f.handshake() + f.send(0, b"".join(requests(20, body=150)), mss=300)
     pkts += f.send(1, b"".join(kafka_response(i, b"\x00" * 90) for i in range(20)), mss=256)

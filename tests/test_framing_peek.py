@@ -138,10 +138,10 @@ def test_pairing_uses_the_header_the_framer_parsed(tmp_path, monkeypatch) -> Non
         return real(data, partial)
 
     monkeypatch.setattr(pipeline_mod, "parse_request_header", counting)
-    from analyzer.capture import open_capture
+    from analyzer._core import open_capture
     pipe = Pipeline(Options(decode="lite"))
     with open_capture(str(path)) as reader:
-        exs = list(pipe.feed_all(reader)) + pipe.finish()
+        exs = list(pipe.feed_capture(reader)) + pipe.finish()
     assert [(e.status, e.api_name, e.api_version, e.correlation_id, e.client_id) for e in exs] == \
         [("ok", "ApiVersions", 0, i, "client-a") for i in range(1, 6)]
     assert calls == []

@@ -39,12 +39,9 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analyzer.capture import CaptureError, open_capture
+from analyzer._core import CaptureError, Stream, open_capture, parse_packet
 from analyzer.cli import main
-from analyzer.model import StreamData
-from analyzer.net import SkipCounter, parse_packet
 from analyzer.pipeline import Options, Run
-from analyzer.tcp import Reassembler
 from dissectors import kafka
 from dissectors.context import DecodeContext
 from dissectors.field import Field
@@ -126,19 +123,24 @@ class Packets:
         self.linktypes = {p.linktype for p in pkts}
         self.linktype = pkts[0].linktype if pkts else 1
         self.items = [(p.ts, p.data, p.orig_len) for p in pkts]
-        skips = SkipCounter()
         self.payload_at: list[int | None] = []
-        # packet number -> (connection id, direction, stream offset of its payload)
-        self.stream_at: dict[int, tuple[int, int, int]] = {}
-        reasm = Reassembler()
+        payload_len: dict[int, int] = {}
         for p in pkts:
-            seg = parse_packet(p, skips)
-            self.payload_at.append(len(p.data) - len(seg.payload) if seg is not None and seg.payload else None)
-            if seg is None:
-                continue
-            for ev in reasm.feed(seg):
-                if isinstance(ev, StreamData) and ev.index == p.index and len(ev.data) == len(seg.payload):
-                    self.stream_at[p.index] = (ev.conn.id, ev.direction, ev.offset)
+            seg = parse_packet(p.linktype, p.data, p.orig_len)
+            # (a skip reason, or the segment: its payload is the 8th field)
+            payload = seg[7] if isinstance(seg, tuple) else b""
+            self.payload_at.append(len(p.data) - len(payload) if payload else None)
+            if payload:
+                payload_len[p.index] = len(payload)
+        # packet number -> (connection id, direction, stream offset of its payload): a packet
+        # whose whole payload the core delivered while handling that packet
+        self.stream_at: dict[int, tuple[int, int, int]] = {}
+        stream = Stream()
+        for ev in stream.feed([tuple(p) for p in pkts]):
+            if ev[0] == 0:
+                _kind, conn, direction, offset, data, _ts, index, now, _now_ts = ev
+                if index == now and len(data) == payload_len.get(index):
+                    self.stream_at[index] = (conn, direction, offset)
 
     def write(self, path: Path, items: list[tuple[float, bytes, int]] | None = None) -> str:
         write_pcap(str(path), [RawPacket(ts, d, o) for ts, d, o in (self.items if items is None else items)],

@@ -1,20 +1,21 @@
 """Guards of the hot path: each test feeds the case that one check of a shortcut is there for.
 
-The fused path of ``Pipeline.feed_all`` must give exactly what ``Pipeline.feed`` gives
-per packet, and the framer's straight cut (``Framer.feed_data``) what its state machine
-gives for the same bytes. These tests were written by weakening each check of those paths
-in turn (a sub-condition dropped, a bound or mask moved, a cache not cleared or not
-invalidated) and feeding the input that tells the weakened code from the real one:
+A capture fed through ``Pipeline.feed_capture`` (the core reads it in batches) must give
+exactly what its packets give fed one by one, or a few at a time, through
+``Pipeline.feed_packets``; and the framer's straight cut (``Framer.feed_data``) what its
+state machine gives for the same bytes. These tests were first written against the old
+Python fused path (``Pipeline.feed_all``) by weakening each check in turn and feeding the
+input that tells the weakened code from the real one; they now hold the core to the same
+results:
 
 - IP/TCP lengths that disagree with the captured bytes (zero IP length as with
   segmentation offload, a TCP data offset below 5 or past the bytes, a snaplen cut);
-- timestamps that go back, on fused, reassembler-branch and per-packet packets;
+- timestamps that go back, on data packets, FINs and packets that are no TCP segment;
 - in-order bytes after a reset or at a FIN's sequence number, bytes that fill a hole,
   a segment 64 KiB ahead, sequence numbers that wrap, equal ISNs on both sides;
-- the reassembler's retransmission history (``overlap_window``) kept by the fused path;
+- the reassembler's retransmission history (``overlap_window``);
 - a direction whose first event is a gap and whose first bytes are TLS;
-- the fused path's cache: its bound (``EP_CACHE_MAX``), port reuse by a SYN+RST or
-  answered first by a bare ACK;
+- many connections interleaved, port reuse by a SYN+RST or answered first by a bare ACK;
 - pairing: the orphan-response check (negative ids, the 4096 distance, no request yet,
   a Produce with acks=0), requests sent together, a client check made before the
   client side was known, a direction that ends inside a frame; a pre-0.8 request or
@@ -34,8 +35,7 @@ from typing import Any
 
 import pytest
 
-from analyzer import pipeline
-from analyzer.capture import open_capture
+from analyzer._core import Stream, open_capture
 from analyzer.framing import Framer
 from analyzer.model import Conn, Endpoint, Frame, StreamData, StreamEnd, StreamGap
 from analyzer.pipeline import Options, Pipeline
@@ -62,49 +62,57 @@ def _sig(ex: Any) -> tuple[Any, ...]:
             list(ex.error_codes), ex.partitions, list(ex.notes), ex.conn.closed, ex.conn.client_dir)
 
 
-def _conns(pipe: Pipeline) -> list[tuple[Any, ...]]:
-    return [(c.id, c.a, c.b, c.syn_seen, c.client_dir, c.protocol, c.closed, c.first_ts, c.last_ts, c.closed_by)
-            for c in pipe.reassembler.conns]
+def _conn_sig(c: Conn) -> tuple[Any, ...]:
+    return (c.id, c.a, c.b, c.syn_seen, c.client_dir, c.protocol, c.closed, c.first_ts, c.last_ts, c.closed_by)
 
 
-def _run(path: str, fused: bool, setup: Any = None, **opts: Any) -> dict[str, Any]:
-    """Everything a run shows: exchanges, connections, reassembler counters and notes, summary;
-    and which packets took ``feed`` and which went to ``Reassembler.segment``."""
+def _core(**kw: Any) -> Any:
+    """A ``setup`` giving the pipeline a core Stream with other limits (``overlap_window``...)."""
+    def setup(pipe: Pipeline) -> None:
+        o = pipe.options
+        pipe.stream = Stream(ports=list(o.ports), autodetect=o.autodetect, **kw)
+    return setup
+
+
+def _run(path: str, batch: int, setup: Any = None, **opts: Any) -> dict[str, Any]:
+    """Everything a run shows: exchanges, connections, the core's reassembly counters and
+    notes, summary. ``batch`` 0: through ``Pipeline.feed_capture``; else the packets through
+    ``Pipeline.feed_packets``, ``batch`` at a time."""
     pipe = Pipeline(Options(**opts))
     if setup is not None:
         setup(pipe)
-    per_packet: list[int] = []
-    to_segment: list[int] = []
-    feed = pipe.feed
-    seg = pipe.reassembler.segment
+    conns: dict[int, Conn] = {}
+    event = pipe._event
 
-    def counting_feed(pkt: Any) -> Any:
-        per_packet.append(pkt[0])
-        return feed(pkt)
+    def recording_event(ev: Any, out: list[Any]) -> None:
+        # every connection has events (at least its end): the Conn objects the pipeline made
+        conns.setdefault(ev[0].id, ev[0])
+        event(ev, out)
 
-    def counting_segment(*a: Any) -> Any:
-        to_segment.append(a[-1])
-        return seg(*a)
-
-    pipe.reassembler.segment = counting_segment  # type: ignore[method-assign]
+    pipe._event = recording_event  # type: ignore[method-assign]
+    exs: list[Any] = []
     with open_capture(path) as r:
-        if fused:
-            pipe.feed = counting_feed  # type: ignore[method-assign]
-            out = [_sig(ex) for ex in pipe.feed_all(r)]
+        if not batch:
+            exs += pipe.feed_capture(r)
         else:
-            out = [_sig(ex) for pkt in r for ex in pipe.feed(pkt)]
-    out += [_sig(ex) for ex in pipe.finish()]
-    ra = pipe.reassembler
-    return {"exchanges": out, "conns": _conns(pipe), "counters": dict(ra.counters), "notes": list(ra.notes),
-            "summary": pipe.summary.to_json(pipe.ctx), "per_packet": per_packet, "segment": to_segment}
+            while pkts := r.read(batch):
+                exs += pipe.feed_packets(pkts)
+    exs += pipe.finish()
+    stream = pipe.stream
+    assert stream.open_conns == 0 and stream.conn_count == len(conns)
+    return {"exchanges": [_sig(ex) for ex in exs], "conns": [_conn_sig(conns[k]) for k in sorted(conns)],
+            "counters": dict(stream.counters), "notes": list(stream.notes),
+            "summary": pipe.summary.to_json(pipe.ctx)}
 
 
 def _same(path: str, setup: Any = None, **opts: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(fused run, per-packet run), asserted equal in everything but the routing."""
-    a = _run(path, True, setup, **opts)
-    b = _run(path, False, setup, **opts)
-    for k in ("exchanges", "conns", "counters", "notes", "summary"):
-        assert a[k] == b[k], k
+    """(run through feed_capture, run with the packets fed one by one), asserted equal in
+    everything, and equal to runs fed 2 and 3 packets at a time."""
+    a = _run(path, 0, setup, **opts)
+    b = _run(path, 1, setup, **opts)
+    assert a == b
+    for batch in (2, 3):
+        assert _run(path, batch, setup, **opts) == a, batch
     return a, b
 
 
@@ -123,13 +131,12 @@ def _frame(p: TcpPacket) -> bytearray:
     return bytearray(encap(ip_packet(p)))
 
 
-# -- the fused path's packet tests ------------------------------------------------------------
+# -- packets that are odd -------------------------------------------------------------------
 
 def test_header_lengths_that_disagree_with_the_bytes(tmp_path: Path) -> None:
     """In-order data segments whose IP length is 0 (segmentation offload: the per-packet
     parser takes the captured bytes) or cut by the snaplen, and copies of them with a TCP
-    data offset below 5 or past the captured bytes: the fused path must leave all of them
-    to ``feed``."""
+    data offset below 5 or past the captured bytes (skipped as bad TCP headers)."""
     pkts: list[TcpPacket | RawPacket] = []
     for cli, srv, ts in ((("10.0.0.1", 40000), ("10.0.0.2", 9092), 1000.0),
                          (("fd00::1", 40001), ("fd00::2", 9092), 1001.0)):
@@ -163,24 +170,24 @@ def test_header_lengths_that_disagree_with_the_bytes(tmp_path: Path) -> None:
 
 
 def test_time_going_back(tmp_path: Path) -> None:
-    """The summary's last time is the latest of every packet's, whichever path took it:
-    a fused data packet, then earlier-stamped fused packets; a reassembler-branch FIN
-    stamped later than everything after it; a last non-TCP packet stamped latest of all."""
+    """The summary's last time is the latest of every packet's, whatever the packet: a bare
+    ACK, then earlier-stamped packets; a FIN stamped later than everything after it; a last
+    packet that is no TCP segment stamped latest of all."""
     flow, pkts = _conversation(("10.0.0.1", 40000), ("10.0.0.2", 9092), 1000.0)
-    pkts[4].ts = 2000.0         # a fused ACK (the server's, of the first request)
+    pkts[4].ts = 2000.0         # a bare ACK (the server's, of the first request)
     assert pkts[4].payload == b""
     pkts[-1].ts = 2500.0        # the last response's second part
     end = flow.fin(0) + flow.fin(1) + flow.ack(0)
-    end[0].ts = 3000.0          # the FIN goes to the reassembler branch
+    end[0].ts = 3000.0          # the client's FIN
     path = str(tmp_path / "back.pcap")
     write_pcap(path, pkts + end)
     a, _ = _same(path)
     assert a["summary"]["last_time"] == 3000.0 and a["summary"]["first_time"] == 1000.0
-    # the latest time on fused packets only
+    # the latest time on a data packet
     write_pcap(path, pkts + [flow.ack(0)[0]])
     a, _ = _same(path)
     assert a["summary"]["last_time"] == 2500.0
-    # the latest time on a packet fed per packet (a UDP datagram), after fused ones
+    # the latest time on a packet that is no TCP segment (a UDP datagram)
     udp = _frame(TcpPacket(4000.0, "10.0.0.9", "10.0.0.8", 1, 2, ACK, 1, 1, b"x"))
     udp[23] = 17
     write_pcap(path, pkts + [RawPacket(4000.0, bytes(udp))] + flow.ack(1))
@@ -189,12 +196,12 @@ def test_time_going_back(tmp_path: Path) -> None:
     assert a["summary"]["packets"] == len(pkts) + 2
 
 
-# -- the fused path's connection state checks -----------------------------------------------
+# -- connection state --------------------------------------------------------------------
 
 def test_in_order_data_after_a_reset_or_a_fin(tmp_path: Path) -> None:
     """Bytes in sequence after the connection was reset (its directions hold no FIN), and
     bytes at the sequence number of a direction's FIN: the reassembler counts them as data
-    after close / after FIN; the fused path must not deliver them."""
+    after close / after FIN and does not deliver them."""
     pkts: list[TcpPacket] = []
     flow, conv = _conversation(("10.0.0.1", 40000), ("10.0.0.2", 9092), 1000.0, n=1)
     pkts += conv + flow.rst(1)
@@ -213,8 +220,8 @@ def test_in_order_data_after_a_reset_or_a_fin(tmp_path: Path) -> None:
 
 def test_in_order_bytes_that_fill_a_hole(tmp_path: Path) -> None:
     """A segment that arrives in order while later ones wait in the reassembler: delivered
-    with them (the fused path must leave it to the reassembler), and a segment exactly
-    64 KiB past the expected one (a loss of 64 KiB) is out of order, not in order."""
+    with them, and a segment exactly 64 KiB past the expected one (a loss of 64 KiB) is out
+    of order, not in order."""
     flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092), ts=1000.0)
     pkts = flow.handshake()
     req = kafka_request(18, 0, 1, "hole")
@@ -233,7 +240,8 @@ def test_in_order_bytes_that_fill_a_hole(tmp_path: Path) -> None:
 
 def test_sequence_numbers_wrapping(tmp_path: Path) -> None:
     """Initial sequence numbers just below 2**32: the numbers wrap within the conversation
-    and the fused path still takes the in-order data after the wrap."""
+    and the data after the wrap is still in order (nothing out of order, retransmitted or
+    lost)."""
     flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092), isn=(2**32 - 30, 2**32 - 5), ts=1000.0)
     pkts = flow.handshake()
     for corr in range(4):
@@ -244,15 +252,14 @@ def test_sequence_numbers_wrapping(tmp_path: Path) -> None:
     write_pcap(path, pkts)
     a, _ = _same(path)
     assert a["summary"]["exchanges"] == {"ok": 4}
-    # only the handshake's SYNs and the FINs go to the reassembler
-    assert a["segment"] == [1, 2, len(pkts) - 1, len(pkts)] and a["per_packet"] == []
+    assert a["counters"] == {} and a["summary"]["gaps"] == 0 and a["summary"]["bytes_skipped"] == {}
 
 
-def test_retransmission_history_kept_by_the_fused_path(tmp_path: Path) -> None:
-    """The fused path keeps the reassembler's history of delivered bytes (``overlap_window``)
-    as it would: retransmissions that differ from the first copy are found exactly when the
-    first copy is still in the window (a 100-byte window here: full to the byte, one
-    segment larger than it, a segment pushed out)."""
+def test_retransmission_history(tmp_path: Path) -> None:
+    """The reassembler's history of delivered bytes (``overlap_window``): retransmissions
+    that differ from the first copy are found exactly when the first copy is still in the
+    window (a 100-byte window here: full to the byte, one segment larger than it, a
+    segment pushed out)."""
     flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092), ts=1000.0)
     pkts = flow.handshake()
     req = kafka_request(18, 0, 1, "w", b"\x00" * 400)
@@ -275,10 +282,7 @@ def test_retransmission_history_kept_by_the_fused_path(tmp_path: Path) -> None:
     path = str(tmp_path / "history.pcap")
     write_pcap(path, pkts)
 
-    def window(pipe: Pipeline) -> None:
-        pipe.reassembler.overlap_window = 100
-
-    a, _ = _same(path, window)
+    a, _ = _same(path, _core(overlap_window=100))
     assert a["counters"]["retransmission"] == 4 and a["counters"]["overlap differs"] == 2
     assert [n.split(" in packet ")[1].split()[0] for n in a["notes"]] == ["6", "8"]
     assert a["summary"]["exchanges"] == {"ok": 1}
@@ -287,7 +291,7 @@ def test_retransmission_history_kept_by_the_fused_path(tmp_path: Path) -> None:
 def test_first_bytes_after_a_gap_are_classified(tmp_path: Path) -> None:
     """A direction whose first event is a gap (its first segment's payload not captured)
     has a framer but has not shown its first bytes: TLS bytes next in order must still be
-    spotted (the fused path leaves a direction's first bytes to ``_event``)."""
+    spotted."""
     flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092), ts=1000.0)
     pkts = flow.handshake()
     first = flow.send(0, b"\x16\x03\x01\x00\x10" + b"\x01" * 16)
@@ -304,11 +308,9 @@ def test_first_bytes_after_a_gap_are_classified(tmp_path: Path) -> None:
     assert s["gaps"] == 1 and a["exchanges"] == []
 
 
-def test_fused_cache_stays_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The fused path's cache of connections is cleared when it reaches ``EP_CACHE_MAX``
-    entries (its size is read from the running generator), and the results stay those of
-    ``feed``."""
-    monkeypatch.setattr(pipeline, "EP_CACHE_MAX", 6)
+def test_connections_interleaved(tmp_path: Path) -> None:
+    """Eight connections, then every one of them again, interleaved, then their ends: each
+    exchange on its connection, whatever the batches the packets come in."""
     pkts: list[TcpPacket] = []
     flows = []
     for i in range(8):
@@ -323,20 +325,8 @@ def test_fused_cache_stays_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     write_pcap(path, pkts)
     a, _ = _same(path)
     assert a["summary"]["exchanges"] == {"ok": 16}
-    pipe = Pipeline(Options())
-    sizes: list[int] = []
-    with open_capture(path) as r:
-        records = list(r)
-    gen = pipe.feed_all(iter(()))
-
-    def watched() -> Any:
-        for rec in records:
-            sizes.append(len(gen.gi_frame.f_locals["fast"]))
-            yield rec
-
-    gen = pipe.feed_all(watched())
-    n = sum(1 for _ in gen)
-    assert n == 16 and max(sizes) <= 7 and max(sizes) >= 5
+    assert [(e[1], e[5]) for e in a["exchanges"]] == [(i, 0) for i in range(8)] + [(i, 7) for i in range(8)]
+    assert [c[6] for c in a["conns"]] == ["fin"] * 8 and a["counters"] == {}
 
 
 # -- the response side's check (_response_check) ---------------------------------------------
@@ -576,9 +566,8 @@ def test_bytes_again_from_where_a_gap_began() -> None:
 
 
 def test_each_direction_keeps_its_own_sequence_state(tmp_path: Path) -> None:
-    """Both sides with the same initial sequence number and the server's entries learnt
-    from its SYN-ACK: a fused entry holding the other direction's state would go unseen
-    until the FINs (the two sides send different byte counts)."""
+    """Both sides with the same initial sequence number (the two sides send different byte
+    counts): each direction keeps its own sequence state, up to the FINs."""
     pkts: list[TcpPacket] = []
     for i, (cli, srv) in enumerate(((("10.0.0.1", 40000), ("10.0.0.2", 9092)),
                                     (("fd00::1", 40001), ("fd00::2", 9092)))):
@@ -602,7 +591,10 @@ def test_syn_rst_on_a_closed_tuple(tmp_path: Path) -> None:
     path = str(tmp_path / "syn-rst.pcap")
     write_pcap(path, pkts)
     a, _ = _same(path)
-    assert [(c[6], round(c[8], 6)) for c in a["conns"]] == [("fin", round(pkts[-4].ts, 6)), ("rst", 1003.0)]
+    assert [c[6] for c in a["conns"]] == ["fin", "rst"] and a["counters"] == {"port reuse": 1}
+    # each connection's last packet up to its end (the core reports nothing of a connection
+    # after it): the second FIN, the reset
+    assert [(c[6], round(c[8], 6)) for c in a["conns"]] == [("fin", round(pkts[-5].ts, 6)), ("rst", 1001.0)]
 
 
 def test_new_syn_answered_by_an_ack_first(tmp_path: Path) -> None:
@@ -619,8 +611,11 @@ def test_new_syn_answered_by_an_ack_first(tmp_path: Path) -> None:
     path = str(tmp_path / "challenge-ack.pcap")
     write_pcap(path, pkts)
     a, _ = _same(path)
-    assert [round(c[8], 6) for c in a["conns"]] == [round(pkts[len(conv) + 2].ts, 6), round(pkts[-1].ts, 6)]
     assert a["summary"]["exchanges"] == {"ok": 2} and a["counters"]["port reuse"] == 1
+    assert [(c[1], c[3], c[6]) for c in a["conns"]] == [(Endpoint("10.0.0.1", 40000), True, "fin")] * 2
+    # each connection's last packet up to its end: the first's second FIN (not the bare ACK of
+    # the new one), the second's last FIN
+    assert [round(c[8], 6) for c in a["conns"]] == [round(pkts[len(conv) + 1].ts, 6), round(pkts[-1].ts, 6)]
 
 
 # -- pairing (_frame) ------------------------------------------------------------------------
@@ -771,10 +766,9 @@ def test_raw_sasl_token_pipelined_with_the_next_request(tmp_path: Path, together
 @pytest.mark.parametrize("snap", [0, 96])
 def test_a_request_the_capture_missed_costs_only_its_exchange(tmp_path: Path, snap: int) -> None:
     """A request packet missing from the capture (the broker got it: its ACK covers it): the
-    hole ends at that ACK, a pure ACK the fused path would otherwise take, so the requests
-    after it are paired with their responses as they come; only the missed request's response
-    is an orphan. With a snaplen that cuts every frame, the framer finds the next frame
-    from its captured head alone."""
+    hole ends at that ACK (a bare ACK), so the requests after it are paired with their
+    responses as they come; only the missed request's response is an orphan. With a snaplen
+    that cuts every frame, the framer finds the next frame from its captured head alone."""
     flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092), ts=1000.0)
     pkts = flow.handshake()
     for corr in range(5):
@@ -795,10 +789,11 @@ def test_a_request_the_capture_missed_costs_only_its_exchange(tmp_path: Path, sn
         (e[2], e[3], e[5]) if e[5] != 2 else ("orphan_response", "Unknown", 2) for e in a["exchanges"]]
     # each exchange as soon as its response is in, not at the connection's end
     assert [e[8] for e in b["exchanges"]] == [e[8] - (e[5] >= 2) for e in a["exchanges"]]
-    if not snap:
-        # the reassembler takes the request after the hole (12) and the ACK that ends it (13);
-        # then the fused path again, until the FINs
-        assert (a["segment"], b["segment"]) == ([1, 2, 19, 20], [1, 2, 12, 13, 18, 19])
+    # the hole (the missed request) is one lost segment, ended by the ACK that covers it
+    assert (a["counters"].get("lost segments"), b["counters"].get("lost segments")) == (None, 1)
+    assert b["counters"]["lost bytes"] == len(missed.payload)
+    # (with the snaplen, the missed request's own snaplen gap is gone with it)
+    assert b["summary"]["gaps"] == a["summary"]["gaps"] + (0 if snap else 1)
 
 
 @pytest.mark.parametrize(("sample", "pkt", "at", "old", "new", "corr"), [
@@ -867,8 +862,8 @@ def test_legacy_exchange_with_bad_fields_is_malformed(tmp_path: Path) -> None:
 
 
 def _first_request(tmp_path: Path, data: bytes, syn: bool, snap: int = 0) -> tuple[Any, ...]:
-    """(client side, protocol, exchanges) of a connection whose client sends one frame (fused
-    and per-packet runs agree): with a handshake, or caught mid-stream on ports that tell
+    """(client side, protocol, exchanges) of a connection whose client sends one frame (runs
+    through feed_capture and feed_packets agree): with a handshake, or caught mid-stream on ports that tell
     no side (so the frame decides which side is the client)."""
     flow = TcpFlow(("10.0.0.1", 50000), ("10.0.0.2", 9092 if syn else 40001), ts=1000.0)
     pkts = (flow.handshake() if syn else []) + flow.send(0, data)

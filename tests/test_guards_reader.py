@@ -1,12 +1,14 @@
-"""Guards on the hot path's shortcuts: each test feeds the case one check of a fast path
-exists for, and compares the fast path with the plain one (or with exact values).
+"""Guards on the packet path's edge cases: each test feeds the case one check of the core
+(or of a Python fast path) exists for, and compares two ways of reaching the result that must
+agree (or checks exact values).
 
-- capture: a share's record loop (its byte tests of Ethernet IPv4/IPv6 TCP records, the
-  record-buffer bounds, the reader's notes and packet count) against ``shard_of`` on the
-  reader's plain records; the whole-file loop's notes, refills and damage messages; pcapng
-  block checks.
-- tcp: ``Reassembler.feed``'s fast path against ``Reassembler.segment`` (the plain path),
-  the overlap history, closing and forgetting connections, buffer bounds.
+- capture: a share of the connections (``Stream(share=(k, n))``) against the whole capture:
+  every packet in exactly one share, both directions of a connection in one, packets that are
+  no TCP segment in share 0, the shares' events together the whole capture's; the reader's
+  packet count, notes, refills and damage messages; pcapng block checks.
+- tcp: the core's reassembly fed a packet at a time against the same packets in one batch
+  and in batches of three (events, counters, notes, connections); the overlap history,
+  closing and forgetting connections, buffer bounds.
 - digest: memo hits against fresh decodes (counters replayed, limits, offsets).
 - stats: ``StatsAccumulator.add``'s inlined tests (top floor, conn cache, waits, throttle,
   exact/sketch switch) against exact expected values.
@@ -14,30 +16,31 @@ exists for, and compares the fast path with the plain one (or with exact values)
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from analyzer.capture import open_capture, share_of_key
-from analyzer.model import Endpoint, Segment, StreamData, StreamEnd, StreamGap
-from analyzer.shards import shard_of
-from analyzer.tcp import Reassembler
+from analyzer._core import Stream, conn_key, open_capture
+from analyzer.model import Endpoint
 from tests.pcapgen import (
     ACK,
     FIN,
     PSH,
     RST,
     SYN,
+    CoreRun,
     RawPacket,
     TcpFlow,
     TcpPacket,
     frame_bytes,
+    ip_packet,
     kafka_request,
     kafka_response,
     write_pcap,
 )
 
-# -- capture: a share's record loop ------------------------------------------------------------
+# -- capture: a share of the connections -------------------------------------------------------
 
 N = 3
 
@@ -51,39 +54,88 @@ def _flow_pkts(client: str, server: str, port: int, ts: float = 1_700_000_000.0)
     return pkts
 
 
+def share_of_each(packets: list[tuple], n: int = N) -> list[int]:
+    """The share (0..n-1) each packet falls in: the one whose ``Stream(share=(k, n))`` counts
+    it (packets fed one at a time, in order; exactly one share must count each)."""
+    counted: list[list[int]] = [[] for _ in packets]
+    for k in range(n):
+        s = Stream(share=(k, n))
+        for i, p in enumerate(packets):
+            before = s.packets
+            s.feed([tuple(p)])
+            assert s.packets - before in (0, 1)
+            if s.packets > before:
+                counted[i].append(k)
+    assert all(len(c) == 1 for c in counted), counted
+    return [c[0] for c in counted]
+
+
+def _rec(p: TcpPacket | RawPacket, index: int = 1) -> tuple:
+    data, orig = frame_bytes(p, 1)
+    return (index, p.ts, 1, data, orig)
+
+
 def _not_share0(client: str, server: str) -> list[TcpPacket]:
-    """A flow whose connection is not share 0's (where odd records go)."""
+    """A flow whose connection is not share 0's (where packets that are no TCP segment go)."""
     for port in range(40000, 40100):
         pkts = _flow_pkts(client, server, port)
-        data = frame_bytes(pkts[3], 1)[0]
-        if shard_of((1, 0.0, 1, data, len(data)), N) != 0:
+        if share_of_each([_rec(pkts[3])])[0] != 0:
             return pkts
     raise AssertionError("no flow outside share 0")
 
 
-def _shares_are_shard_of(path: str) -> list[tuple]:
-    """Each share's records are the file's, as shard_of puts them, in order; ``packets`` counts
-    every record. Returns the file's records."""
+def _core_events(path: str, **kw: object) -> tuple[Stream, list[tuple]]:
+    s = Stream(ids_from_index=True, **kw)
+    evs: list[tuple] = []
+    with open_capture(path) as cap:
+        while (batch := s.feed_capture(cap, 5)) is not None:
+            evs += batch
+    evs += s.finish()
+    return s, evs
+
+
+def _shares_partition(path: str) -> tuple[list[tuple], list[int]]:
+    """Each packet of the file is in exactly one share; a packet that is no TCP segment in
+    share 0; both directions of a connection in one share. Read through ``feed_capture``, a
+    share counts its own packets (``packets``, ``first_ts``, ``last_ts``, ``skips``) and the
+    shares' events together are the whole capture's (connection ids are first packet
+    numbers, the same in every share). Returns the file's packets and their shares."""
     with open_capture(path) as r:
         every = [tuple(p) for p in r]
-    kept = 0
+        assert r.packets == len(every)
+    share = share_of_each(every)
+    by_key: dict[tuple, set[int]] = {}
+    for p, k in zip(every, share, strict=True):
+        key, why = conn_key(p[2], p[3], p[4])
+        if key is None:
+            assert k == 0, (p[0], why)
+        else:
+            by_key.setdefault(key, set()).add(k)
+    assert all(len(ks) == 1 for ks in by_key.values()), by_key
+    whole, whole_evs = _core_events(path)
+    evs: list[tuple] = []
+    skips: dict[str, int] = {}
     for k in range(N):
-        with open_capture(path) as r:
-            r.keep_share(k, N, shard_of)
-            mine = list(r.records())
-            assert r.packets == len(every)
-        assert mine == [p for p in every if shard_of(p, N) == k], f"share {k}"
-        kept += len(mine)
-    assert kept == len(every)
-    return every
+        s, mine_evs = _core_events(path, share=(k, N))
+        mine = [p for p, sk in zip(every, share, strict=True) if sk == k]
+        assert s.packets == len(mine), f"share {k}"
+        if mine:
+            assert (s.first_ts, s.last_ts) == (mine[0][1], max(p[1] for p in mine))
+        assert not s.skips or k == 0
+        for why, n in s.skips.items():
+            skips[why] = skips.get(why, 0) + n
+        evs += mine_evs
+    assert whole.packets == len(every) and skips == whole.skips
+    assert sorted(evs, key=repr) == sorted(whole_evs, key=repr)
+    return every, share
 
 
 @pytest.mark.parametrize("big_endian", [False, True])
-def test_share_ipv6_lookalikes_go_through_shard_of(tmp_path: Path, big_endian: bool) -> None:
-    """IPv6 records that are not plain IPv6 TCP with a whole TCP header (UDP or an extension
-    header next, a version nibble other than 6, a TCP header cut short, another EtherType
-    with the same bytes after it) must be left to shard_of; high fragment-offset bits of an
-    IPv4 record too."""
+def test_share_ipv6_lookalikes_go_to_share_0(tmp_path: Path, big_endian: bool) -> None:
+    """IPv6 records that are not plain IPv6 TCP with a whole TCP header (UDP next, a version
+    nibble other than 6, a TCP header cut short, another EtherType with the same bytes after
+    it) are no TCP segment, and go to share 0, whatever their addresses and ports; IPv4
+    fragments (high fragment-offset bits) too. An IPv6 hop-by-hop header is read through."""
     v6 = _not_share0("fd00::1", "fd00::2")
     v4 = _not_share0("10.1.0.1", "10.1.0.2")
     frame6 = bytearray(frame_bytes(v6[3], 1)[0])
@@ -108,35 +160,38 @@ def test_share_ipv6_lookalikes_go_through_shard_of(tmp_path: Path, big_endian: b
     pkts = v6[:4] + v4[:4] + [RawPacket(ts, d) for d in odd] + v6[4:] + v4[4:]
     path = str(tmp_path / "v6.pcap")
     write_pcap(path, pkts, big_endian=big_endian)
-    every = _shares_are_shard_of(path)
-    assert all(shard_of(p, N) == 0 for p in every[8:8 + len(odd)])
-    assert {shard_of(p, N) for p in every[:8]} - {0}           # the flows are elsewhere
+    every, share = _shares_partition(path)
+    reasons = [conn_key(p[2], p[3], p[4])[1] for p in every[8:8 + len(odd)]]
+    assert all(reasons) and all(k == 0 for k in share[8:8 + len(odd)]), reasons
+    assert set(share[:8]) - {0}                                 # the flows are elsewhere
 
 
-def test_share_keys_are_share_of_key_of_the_packet_bytes() -> None:
-    """share_of_key reads IPv4 (12 bytes) and IPv6 (36 bytes) keys as shard_of reads the packet."""
+def test_share_is_the_same_in_both_directions() -> None:
+    """A connection's share is the same for its packets either way, IPv4 and IPv6; the
+    connections spread over the shares."""
     for client, server in (("10.0.0.7", "10.0.0.9"), ("fd00::7", "2001:db8::1:9")):
-        for port in range(41000, 41040):
-            p = _flow_pkts(client, server, port)[3]
-            data = frame_bytes(p, 1)[0]
-            key = data[26:38] if ":" not in client else data[22:58]
-            rev = (data[30:34] + data[26:30] + data[36:38] + data[34:36]) if ":" not in client else \
-                (data[38:54] + data[22:38] + data[56:58] + data[54:56])
-            for n in (3, 7):
-                want = shard_of((1, 0.0, 1, data, len(data)), n)
-                assert share_of_key(key, n) == want == share_of_key(rev, n)
+        for n in (3, 7):
+            seen = set()
+            for port in range(41000, 41040):
+                flow = _flow_pkts(client, server, port)
+                a, b = share_of_each([_rec(flow[3], 1), _rec(flow[4], 2)], n)
+                assert a == b, (client, port, n)
+                seen.add(a)
+            assert len(seen) > 1, (client, n)
 
 
 @pytest.mark.parametrize("incl", [0, 1, 37, 38, 40, 53, 54])
 def test_share_short_record_at_the_end_of_the_file(tmp_path: Path, incl: int) -> None:
-    """A last record shorter than the loop's unpack of an Ethernet IPv4 TCP record (16 + 54
-    bytes), even an empty one, is read and given to shard_of."""
+    """A last record shorter than an Ethernet IPv4 TCP header (54 bytes), even an empty one,
+    is read, counted and skipped in share 0; one of 54 bytes (the whole header, no payload
+    on the wire) is its connection's."""
     v4 = _not_share0("10.2.0.1", "10.2.0.2")
     last = frame_bytes(v4[3], 1)[0][:incl]
     path = str(tmp_path / "short.pcap")
     write_pcap(path, [*v4, RawPacket(v4[-1].ts, last)])
-    every = _shares_are_shard_of(path)
+    every, share = _shares_partition(path)
     assert len(every) == len(v4) + 1 and every[-1][3] == last
+    assert share[-1] == (share[0] if incl == 54 else 0) and share[0] != 0
 
 
 def test_whole_file_empty_record_at_the_end(tmp_path: Path) -> None:
@@ -144,28 +199,36 @@ def test_whole_file_empty_record_at_the_end(tmp_path: Path) -> None:
     pkts = _flow_pkts("10.3.0.1", "10.3.0.2", 40000)
     write_pcap(path, [*pkts, RawPacket(pkts[-1].ts, b"")])
     with open_capture(path) as r:
-        got = list(r.records())
+        got = list(r)
         assert r.truncated is None
     assert len(got) == len(pkts) + 1 and got[-1][3] == b"" and got[-1][0] == len(pkts) + 1
 
 
 @pytest.mark.parametrize("shared", [False, True])
 def test_packets_counts_the_record_yielded(tmp_path: Path, shared: bool) -> None:
-    """``reader.packets`` is the number of the record just yielded, while iterating (the
-    topic-id clock of analyzer.shards reads it then)."""
+    """``reader.packets`` is the number of the packet just yielded, while iterating; a
+    share's events carry the file's packet numbers (``now``, the topic-id clock of
+    analyzer.shards), not the share's count, and the shares together count every packet."""
     pkts = []
     for i in range(4):
         pkts += _flow_pkts("10.4.0.1", "10.4.0.2", 40000 + i, ts=1_700_000_000.0 + i)
     path = str(tmp_path / "n.pcap")
     write_pcap(path, pkts)
     seen = 0
-    for k in range(N if shared else 1):
+    if not shared:
         with open_capture(path) as r:
-            if shared:
-                r.keep_share(k, N, shard_of)
-            for rec in r.records():
+            for rec in r:
                 assert r.packets == rec[0]
                 seen += 1
+    else:
+        nows = []
+        for k in range(N):
+            s, evs = _core_events(path, share=(k, N))
+            seen += s.packets
+            # in-order data: the packet handled is the one that carried the bytes
+            nows += [(e[6], e[7]) for e in evs if e[0] == 0]
+        assert nows and all(index == now for index, now in nows)
+        assert sorted(i for i, _ in nows) == [i for i, p in enumerate(pkts, 1) if p.payload]
     assert seen == len(pkts)
 
 
@@ -184,30 +247,34 @@ def test_backwards_counted_against_the_previous_record(tmp_path: Path) -> None:
     path.write_bytes(_odd_times([(10.0, 60, 60), (5.0, 60, 60), (7.0, 60, 59), (6.0, 60, 60),
                                  (8.0, 60, 60), (8.0, 60, 60), (9.0, 61, 60)]))
     with open_capture(str(path)) as r:
-        got = list(r.records())
+        got = list(r)
         assert r.counters == {"timestamp went backwards": 2, "caplen > orig_len": 2}
     assert [t[1] for t in got] == [10.0, 5.0, 7.0, 6.0, 8.0, 8.0, 9.0]
 
 
-def test_share_notes_are_its_own_packets(tmp_path: Path) -> None:
-    """A share's notes are those of its own Ethernet IPv4 TCP packets, in file order."""
+def test_share_counts_are_its_own_packets(tmp_path: Path) -> None:
+    """A share counts its own packets: their number, the first one's time and the latest
+    time among them, in file order while time goes back now and then (each share meets
+    some); the reader's notes are the file's (every share reads the whole file)."""
     pkts = []
     for i in range(6):
         pkts += _flow_pkts("10.5.0.1", "10.5.0.2", 40000 + i, ts=1_700_000_000.0 + 10 * i)
-    # time goes back now and then (each share meets some), a packet cut oddly
     for j in range(0, len(pkts), 5):
         pkts[j].ts -= 25.0
     path = str(tmp_path / "notes.pcap")
     write_pcap(path, pkts)
-    with open_capture(path) as r:
-        every = [tuple(p) for p in r]
+    every, share = _shares_partition(path)
+    back = sum(1 for a, b in zip(every, every[1:], strict=False) if b[1] < a[1])
+    assert back
+    from analyzer.pipeline import Options, Run
     for k in range(N):
-        mine = [p for p in every if shard_of(p, N) == k]
-        back = sum(1 for a, b in zip(mine, mine[1:], strict=False) if b[1] < a[1])
-        with open_capture(path) as r:
-            r.keep_share(k, N, shard_of)
-            assert list(r.records()) == mine
-            assert r.counters.get("timestamp went backwards", 0) == back
+        mine = [p for p, sk in zip(every, share, strict=True) if sk == k]
+        assert mine, k
+        run = Run(path, Options(share=(k, N), conn_ids_from_index=True))
+        list(run)
+        s = run.summary
+        assert (s.packets, s.first_ts, s.last_ts) == (len(mine), mine[0][1], max(p[1] for p in mine))
+        assert s.notes["timestamp went backwards"] == back
 
 
 def test_damage_offset_after_refills(tmp_path: Path) -> None:
@@ -218,19 +285,19 @@ def test_damage_offset_after_refills(tmp_path: Path) -> None:
     path = tmp_path / "bad.pcap"
     path.write_bytes(_odd_times([])[:24] + rec * n + bad + bytes(32))
     with open_capture(str(path)) as r:
-        got = list(r.records())
+        got = list(r)
         msg = r.truncated
     assert len(got) == n
     assert msg == f"bad record length {0x7FFFFFFF} at offset {24 + n * 616} (packet {n + 1})"
     path.write_bytes(_odd_times([])[:24] + rec * n + rec[:100])
     with open_capture(str(path)) as r:
-        assert len(list(r.records())) == n and r.truncated == f"capture ends inside packet {n + 1}"
+        assert len(list(r)) == n and r.truncated == f"capture ends inside packet {n + 1}"
     path.write_bytes(_odd_times([])[:24] + rec * n + rec[:15])
     with open_capture(str(path)) as r:
-        assert len(list(r.records())) == n and r.truncated == f"capture ends inside the header of packet {n + 1}"
+        assert len(list(r)) == n and r.truncated == f"capture ends inside the header of packet {n + 1}"
     path.write_bytes(_odd_times([])[:24] + rec * n + rec[:1])
     with open_capture(str(path)) as r:
-        assert len(list(r.records())) == n and r.truncated == f"capture ends inside the header of packet {n + 1}"
+        assert len(list(r)) == n and r.truncated == f"capture ends inside the header of packet {n + 1}"
 
 
 
@@ -251,7 +318,7 @@ def test_whole_file_read_across_refills(tmp_path: Path, gz: bool) -> None:
         path = tmp_path / "refill.pcap"
         path.write_bytes(gzip.compress(data, 1) if gz else data)
         with open_capture(str(path)) as r:
-            got = list(r.records())
+            got = list(r)
             assert r.truncated is None
         assert len(got) == m + (extra != b"") and all(len(t[3]) == 600 for t in got[:m])
     # varied sizes: records and their headers cut by the reads at many places
@@ -336,48 +403,111 @@ def test_pcapng_trailing_length_differs(tmp_path: Path) -> None:
     assert trunc == f"bad pcapng block length at offset {off} (trailing length differs) (after packet 1)"
 
 
-# -- tcp: Reassembler.feed's fast path against Reassembler.segment -----------------------------
+# -- tcp: the core's reassembly, a packet at a time and in batches ----------------------------
 
 CLI = Endpoint("10.9.0.1", 40000)
 SRV = Endpoint("10.9.0.2", 9092)
 
 
-def _plain_feed(r: Reassembler, seg: Segment) -> list:
-    """``feed`` without its fast path: every segment through ``segment``."""
-    ent = r._pairs.get((seg[0], seg[1]))
-    st, direction = ent if ent is not None else (None, 0)
-    return r.segment(st, direction, *seg)
+@dataclass
+class Seg:
+    """One crafted TCP segment as a raw-IP packet (link type 101) for ``Stream.feed``."""
+    index: int
+    ts: float
+    data: bytes
+    orig_len: int
+    seq: int
+    ack: int
+
+    @property
+    def rec(self) -> tuple[int, float, int, bytes, int]:
+        return (self.index, self.ts, 101, self.data, self.orig_len)
 
 
-def _ev(e: object) -> tuple:
-    if isinstance(e, StreamData):
-        return ("data", e.conn.id, e.direction, e.offset, bytes(e.data), e.ts, e.index)
-    if isinstance(e, StreamGap):
-        return ("gap", e.conn.id, e.direction, e.offset, e.length, e.ts, e.index, e.reason)
-    assert isinstance(e, StreamEnd)
-    return ("end", e.conn.id, e.direction, e.reason, e.ts, e.index)
+def _ev(e: tuple) -> tuple:
+    """A core event (core/src/py.rs) as ("data" | "gap" | "end", conn, ...)."""
+    if e[0] == 0:
+        return ("data", *e[1:7])
+    if e[0] == 1:
+        return ("gap", *e[1:8])
+    assert e[0] == 2
+    return ("end", *e[1:6])
 
 
-def _run_both(segs: list[Segment], **kw: int) -> tuple[list[tuple], Reassembler]:
-    """The events, counters, notes and connections of ``feed`` and of the plain path, which
-    must agree; returns the events (finish included) and the fast reassembler."""
-    out = []
-    for feed in (Reassembler.feed, _plain_feed):
-        r = Reassembler(**kw)
-        evs = []
-        for s in segs:
-            evs += [_ev(e) for e in feed(r, s)]
-        mid = (dict(r.counters), list(r.notes), r.pending_total)
-        evs += [_ev(e) for e in r.finish()]
-        conns = [(c.id, c.a, c.b, c.syn_seen, c.closed, c.closed_by, c.first_ts, c.last_ts) for c in r.conns]
-        out.append((evs, mid, dict(r.counters), conns, r.pending_total, r))
-    fast, plain = out
-    assert fast[:5] == plain[:5]
-    return fast[0], fast[5]
+class _Result:
+    """What a Stream gave: its counters, notes and conn_count, and the connections (the
+    model's Conn, from the events)."""
+
+    def __init__(self, run: CoreRun) -> None:
+        s = run.stream
+        self.stream = s
+        self.counters = s.counters
+        self.notes = s.notes
+        self.conn_count = s.conn_count
+        self.conns = run.conns
+
+
+def _feed(segs: list[Seg], size: int, **kw: int) -> tuple[list[tuple], tuple, _Result]:
+    s = Stream(**kw)
+    run = CoreRun(s)
+    evs: list[tuple] = []
+    for i in range(0, len(segs), size):
+        batch = s.feed([g.rec for g in segs[i:i + size]])
+        run.model(batch)
+        evs += [_ev(e) for e in batch if e[0] <= 2]
+    mid = (s.counters, s.notes, s.open_conns)
+    fin = s.finish()
+    run.model(fin)
+    evs += [_ev(e) for e in fin if e[0] <= 2]
+    return evs, mid, _Result(run)
+
+
+def _conns(r: _Result) -> list[tuple]:
+    return [(c.id, c.a, c.b, c.syn_seen, c.closed, c.closed_by, c.first_ts, c.last_ts) for c in r.conns]
+
+
+def _run_both(segs: list[Seg], **kw: int) -> tuple[list[tuple], _Result]:
+    """The events, counters, notes and connections of the segments fed one packet per call,
+    all in one call and in calls of three, which must agree; returns the events (finish
+    included) and the result of the packet-per-call run."""
+    out = [_feed(segs, size, **kw) for size in (1, max(1, len(segs)), 3)]
+    for evs, mid, r in out[1:]:
+        assert evs == out[0][0] and mid == out[0][1]
+        assert (r.counters, r.notes, r.conn_count, _conns(r)) == \
+            (out[0][2].counters, out[0][2].notes, out[0][2].conn_count, _conns(out[0][2]))
+    return out[0][0], out[0][2]
+
+
+PROBE_A, PROBE_B = ("10.99.0.1", 50000), ("10.99.0.2", 9092)
+
+
+def _waiting(segs: list[Seg], **kw: int) -> int:
+    """The out-of-order bytes buffered over all connections after ``segs``: the most a new
+    connection can then buffer before "total buffer bound" trips is max_total_buffer less
+    them (found by bisection; max_total_buffer is 60 000 unless given)."""
+    total = kw.setdefault("max_total_buffer", 60_000)
+
+    def trips(m: int) -> bool:
+        s = Stream(**kw)
+        s.feed([g.rec for g in segs])
+        before = s.counters.get("total buffer bound", 0)
+        syn = ip_packet(TcpPacket(1e9, PROBE_A[0], PROBE_B[0], PROBE_A[1], PROBE_B[1], SYN, 100, 0))
+        data = ip_packet(TcpPacket(1e9, PROBE_A[0], PROBE_B[0], PROBE_A[1], PROBE_B[1], ACK, 101 + 1, 0, b"p" * m))
+        s.feed([(10**6, 1e9, 101, syn, len(syn)), (10**6 + 1, 1e9, 101, data, len(data))])
+        return s.counters.get("total buffer bound", 0) > before
+
+    lo, hi = 0, total + 1           # the probe's m bytes fit for m <= lo, trip for m >= hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if trips(mid):
+            hi = mid
+        else:
+            lo = mid
+    return total - lo
 
 
 class _Side:
-    """Sequence numbers of one connection's two sides, for making Segments by hand."""
+    """Sequence numbers of one connection's two sides, for making segments by hand."""
 
     def __init__(self, isn: tuple[int, int] = (1000, 5000), a: Endpoint = CLI, b: Endpoint = SRV) -> None:
         self.seq = list(isn)
@@ -385,17 +515,21 @@ class _Side:
         self.i = 0
 
     def seg(self, side: int, flags: int, payload: bytes = b"", missing: int = 0, seq: int | None = None,
-            advance: bool = True) -> Segment:
+            advance: bool = True) -> Seg:
         self.i += 1
         s = self.seq[side] if seq is None else seq
         src, dst = self.ends[side], self.ends[1 - side]
-        out = Segment(src, dst, s & 0xFFFFFFFF, self.seq[1 - side] & 0xFFFFFFFF, flags, payload, missing,
-                      100.0 + self.i / 1000, self.i)
+        ack = self.seq[1 - side] & 0xFFFFFFFF
+        ts = 100.0 + self.i / 1000
+        # the snaplen cut ``missing`` bytes of the payload: on the wire, not captured
+        wire = ip_packet(TcpPacket(ts, src.ip, dst.ip, src.port, dst.port, flags, s & 0xFFFFFFFF, ack,
+                                   payload + bytes(missing)))
+        out = Seg(self.i, ts, wire[:len(wire) - missing], len(wire), s & 0xFFFFFFFF, ack)
         if advance and seq is None:
             self.seq[side] += len(payload) + missing + (1 if flags & (SYN | FIN) else 0)
         return out
 
-    def handshake(self) -> list[Segment]:
+    def handshake(self) -> list[Seg]:
         return [self.seg(0, SYN), self.seg(1, SYN | ACK), self.seg(0, ACK)]
 
 
@@ -406,7 +540,8 @@ def test_data_after_rst_is_data_after_close() -> None:
     evs, r = _run_both(segs)
     assert r.counters == {"data after close": 2}
     assert [e[0] for e in evs] == ["data", "end"] and evs[1][2:4] == (None, "rst")
-    assert r.conns[0].last_ts == segs[-1].ts
+    # the connection's times are those up to its close: nothing after its end reaches Python
+    assert r.conns[0].last_ts == segs[4].ts
 
 
 def test_data_at_the_fin_offset_after_fin_is_data_after_fin() -> None:
@@ -440,10 +575,10 @@ def test_in_order_data_drains_what_waits() -> None:
     segs += [b, d, a]
     evs, r = _run_both(segs)
     assert [e[3:5] for e in evs if e[0] == "data"] == [(0, b"aa"), (2, b"bb"), (4, b"dd")]
-    assert r.counters == {"out of order": 2} and r.pending_total == 0
+    assert r.counters == {"out of order": 2} and _waiting(segs) == 0
 
 
-def _resent_altered(chunks: list[bytes], altered: list[bytes]) -> list[Segment]:
+def _resent_altered(chunks: list[bytes], altered: list[bytes]) -> list[Seg]:
     """A handshake, ``chunks`` delivered in order by the client, then ``altered`` sent again
     at the offsets of the chunks, oldest first."""
     c = _Side()
@@ -657,7 +792,11 @@ def test_forgetting_closed_connections_keeps_a_reused_tuple() -> None:
     assert r.counters == {"data after close": 1, "port reuse": 1}
     assert [(e[1], e[4]) for e in evs if e[0] == "data"] == [(0, b"one"), (2, b"ab"), (3, b"ab"), (4, b"ab"),
                                                              (1, b"still 1"), (5, b"x")]
-    assert r.conn_count == 6 and len(r._closed) == 2
+    assert r.conn_count == 6
+    # the two closed connections remembered are 3 and 4: data on 4's tuple is data after
+    # close too (and 0's tuple is 1's, 2's a new connection's: shown above)
+    evs2, r2 = _run_both([*segs, sides[3].seg(0, PSH | ACK, b"late too")], max_closed=2)
+    assert evs2 == evs and r2.counters == {"data after close": 2, "port reuse": 1} and r2.conn_count == 6
 
 
 def test_closing_frees_what_waits_beyond_a_fin() -> None:
@@ -667,16 +806,22 @@ def test_closing_frees_what_waits_beyond_a_fin() -> None:
     segs += [c.seg(0, PSH | ACK, b"x" * 10, seq=start + 10),        # beyond the FIN below: waits
              c.seg(0, PSH | ACK, b"aaaaa"), c.seg(0, FIN | ACK)]
     evs, r = _run_both(segs)
-    assert r.pending_total == 0            # (after finish)
-    r2 = Reassembler(max_total_buffer=15)
-    for s in segs:
-        r2.feed(s)
-    assert r2.pending_total == 10
-    r2.feed(c.seg(1, RST | ACK))
-    assert r2.pending_total == 0
+    assert [e[4] for e in evs if e[0] == "data"] == [b"aaaaa"]
+    assert _waiting(segs, max_total_buffer=15) == 10
+    rst = c.seg(1, RST | ACK)
+    assert _waiting([*segs, rst], max_total_buffer=15) == 0
+    # what the connection's close freed leaves room for another's 10 waiting bytes
     d = _Side(a=Endpoint("10.9.1.2", 40001))
-    out = [r2.feed(s) for s in [*d.handshake(), d.seg(0, PSH | ACK, b"y" * 10, seq=d.seq[0] + 5)]]
-    assert not any(out) and "total buffer bound" not in r2.counters
+    more = [*d.handshake(), d.seg(0, PSH | ACK, b"y" * 10, seq=d.seq[0] + 5)]
+    s = Stream(max_total_buffer=15)
+    s.feed([g.rec for g in [*segs, rst]])
+    out = s.feed([g.rec for g in more])
+    assert not [e for e in out if e[0] <= 2] and "total buffer bound" not in s.counters
+    # (without the RST, they would not fit)
+    s = Stream(max_total_buffer=15)
+    s.feed([g.rec for g in segs])
+    s.feed([g.rec for g in more])
+    assert s.counters.get("total buffer bound") == 1
 
 
 def test_syn_ack_first_with_ack_zero() -> None:
@@ -713,10 +858,10 @@ def test_duplicate_of_a_waiting_segment() -> None:
     start = c.seq[0]
     segs += [c.seg(0, PSH | ACK, b"b" * 10, seq=start + 5), c.seg(0, PSH | ACK, b"b" * 10, seq=start + 5),
              c.seg(0, PSH | ACK, b"B" * 10, seq=start + 5), c.seg(0, PSH | ACK, b"b" * 4, seq=start + 5)]
-    mid = Reassembler(max_buffer=15)
-    for s in segs:
-        mid.feed(s)
-    assert mid.pending_total == 10 and not mid.counters.get("lost segments")
+    assert _waiting(segs, max_buffer=15) == 10
+    mid = Stream(max_buffer=15)
+    assert not [e for e in mid.feed([g.rec for g in segs]) if e[0] <= 2]
+    assert not mid.counters.get("lost segments")
     segs.append(c.seg(0, PSH | ACK, b"a" * 5, seq=start))
     evs, r = _run_both(segs, max_buffer=15)
     assert r.counters == {"out of order": 4, "retransmission": 3, "overlap differs": 1}

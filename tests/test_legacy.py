@@ -663,27 +663,19 @@ def test_plausibility_of_frame_heads() -> None:
 
 
 def legacy_frames_from_capture(path: Path) -> tuple[list[Any], dict[str, int]]:
-    """Read a capture through capture -> net -> tcp -> framing with the legacy plausibility checks
-    (min frame size 2: a FETCH error response is only its error code)."""
-    from analyzer.capture import open_capture
+    """Read a capture through the core (capture, net, tcp) and framing with the legacy
+    plausibility checks (min frame size 2: a FETCH error response is only its error code)."""
     from analyzer.framing import Framers
-    from analyzer.net import parse_packet
-    from analyzer.tcp import Reassembler
     from dissectors.legacy import legacy_request_plausible, legacy_response_plausible
+    from tests.pcapgen import stream_events
 
     def plausible_for(conn: Any, direction: int) -> Any:
         return legacy_request_plausible if direction == 0 else legacy_response_plausible
 
-    reasm = Reassembler()
     framers = Framers(plausible_for, min_frame_size=2)
     frames: list[Any] = []
-    with open_capture(str(path)) as reader:
-        for pkt in reader:
-            seg = parse_packet(pkt)
-            if seg is not None:
-                for ev in reasm.feed(seg):
-                    frames += framers.feed(ev)
-    for ev in reasm.finish():
+    _cap, _run, events = stream_events(str(path))
+    for ev in events:
         frames += framers.feed(ev)
     frames += framers.finish()
     return frames, framers.skipped
@@ -763,20 +755,20 @@ def test_capture_decoded_and_paired_by_order(captures: dict[str, Path]) -> None:
 
 def test_capture_mixed_connections_detected(captures: dict[str, Path]) -> None:
     pytest.importorskip("analyzer.framing", reason="the framing stage is not there yet")
-    from analyzer.capture import open_capture
-    from analyzer.net import parse_packet
-    from analyzer.tcp import Reassembler
+    from analyzer._core import Stream, open_capture
     from dissectors.header import parse_request_header
+    from tests.pcapgen import CoreRun
 
-    # the first request of each connection, reassembled, decides its protocol
+    # the first request of each connection, reassembled by the core, decides its protocol
+    # (the packets only: nothing flushed at the end of the capture)
     firsts: dict[int, bytes] = {}
-    reasm = Reassembler()
-    with open_capture(str(captures["legacy_mixed"])) as reader:
-        for pkt in reader:
-            seg = parse_packet(pkt)
-            for ev in reasm.feed(seg) if seg is not None else ():
+    run = CoreRun(Stream())
+    with open_capture(str(captures["legacy_mixed"])) as cap:
+        while (batch := run.stream.feed_capture(cap, 7)) is not None:
+            for ev in run.model(batch):
                 if getattr(ev, "data", None) and ev.direction == 0 and ev.conn.id not in firsts:
                     firsts[ev.conn.id] = ev.data
+    assert sorted(firsts) == [0, 1, 2]
     verdicts = {}
     for cid, data in sorted(firsts.items()):
         size = struct.unpack(">i", data[:4])[0]

@@ -41,7 +41,7 @@ def _pipeline_module() -> Any:
 
 
 def _sample_packets(name: str) -> tuple[list[tuple[float, bytes, int]], int]:
-    from analyzer.capture import open_capture
+    from analyzer._core import open_capture
 
     pkts = []
     linktype = 1
@@ -67,9 +67,10 @@ class FakePipeline:
         self.expired: list[float] = []
         self.finished = 0
 
-    def feed(self, packet: Packet) -> list[Any]:
-        self.fed.append(packet)
-        return [SimpleNamespace(index=packet.index)] if packet.data[0] % 2 else []
+    def feed_packets(self, packets: list[tuple[Any, ...]]) -> list[Any]:
+        fed = [Packet(*p) for p in packets]
+        self.fed += fed
+        return [SimpleNamespace(index=p.index) for p in fed if p.data[0] % 2]
 
     def expire(self, now: float) -> list[Any]:
         self.expired.append(now)
@@ -103,7 +104,9 @@ def test_count_stops_after_n_exchanges_without_flushing() -> None:
     src = live.ReplaySource(_packets(100), per_read=50)
     res = live.LiveSession(pipe, src, got.append, count=3, handle_signals=False).run()
     assert res.reason == "count" and [e.index for e in got] == [2, 4, 6]
-    assert len(pipe.fed) == 6 and pipe.finished == 0 and src.closed
+    # a read's packets cross into the core as one batch: the read that held the third
+    # exchange is fed whole, the next is never read; nothing is flushed
+    assert len(pipe.fed) == 50 and res.packets == 50 and pipe.finished == 0 and src.closed
 
 
 def test_duration_expire_and_tick_use_the_clock() -> None:
@@ -148,7 +151,7 @@ def test_sigterm_stops_cleanly() -> None:
 
 
 def test_pcap_sink_round_trips_through_our_reader(tmp_path: Path) -> None:
-    from analyzer.capture import open_capture
+    from analyzer._core import open_capture
 
     path = tmp_path / "w.pcap"
     sink = live.PcapSink(str(path), 113)

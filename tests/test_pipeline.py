@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.capture import open_capture
+from analyzer._core import open_capture
 from analyzer.pipeline import Options, Run
 from tests.pcapgen import TcpFlow, kafka_frame, kafka_request, kafka_response, write_pcap
 

@@ -9,11 +9,23 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from analyzer._core import Stream, conn_key, open_capture
 from analyzer.cli import main
-from analyzer.model import Packet
-from analyzer.shards import TopicNames, auto_jobs, learnt_ids, resolve_misses, shard_of
+from analyzer.model import Packet, StreamData, StreamEnd, StreamGap
+from analyzer.shards import TopicNames, auto_jobs, learnt_ids, resolve_misses
 from tests.conftest import SAMPLES, SHARED_CAPTURES
-from tests.pcapgen import TcpFlow, encap, frame_bytes, kafka_request, kafka_response, write_pcap
+from tests.pcapgen import (
+    CoreRun,
+    RawPacket,
+    TcpFlow,
+    encap,
+    frame_bytes,
+    ip_packet,
+    kafka_request,
+    kafka_response,
+    stream_events,
+    write_pcap,
+)
 
 SAMPLE_FILES = sorted(p for p in SAMPLES.iterdir() if p.suffix in (".pcap", ".pcapng"))
 SHARED_FILES = sorted(SHARED_CAPTURES.rglob("*.pcap*")) if SHARED_CAPTURES.is_dir() else []
@@ -62,6 +74,20 @@ def _flows(n: int, tmp: Path) -> tuple[Path, list]:
     return path, pkts
 
 
+def shard_of(pkt: Packet, n: int) -> int:
+    """The share (0..n-1) that keeps ``pkt``: the one ``Stream(share=(k, n))`` of the core
+    that counts it when fed it alone (exactly one does)."""
+    kept = []
+    for k in range(n):
+        stream = Stream(share=(k, n))
+        stream.feed([tuple(pkt)])
+        assert stream.packets in (0, 1)
+        if stream.packets:
+            kept.append(k)
+    assert len(kept) == 1, (pkt, kept)
+    return kept[0]
+
+
 def test_both_directions_go_to_one_worker_and_work_is_spread(tmp_path: Path) -> None:
     _path, pkts = _flows(30, tmp_path)
     by_conn: dict[tuple, set[int]] = {}
@@ -73,7 +99,8 @@ def test_both_directions_go_to_one_worker_and_work_is_spread(tmp_path: Path) -> 
     assert all(len(s) == 1 for s in by_conn.values())          # one worker per connection
     counts = [sum(1 for s in by_conn.values() if k in s) for k in range(3)]
     assert min(counts) >= 3, counts                               # every worker gets a share
-    # the general path (IPv6, other link types) is symmetric too
+    # IPv6 and other link types are symmetric too (the share is of the addresses and ports,
+    # not of the link layer)
     v6 = TcpFlow(("fd00::1", 40000), ("fd00::2", 9092), ts=1.0)
     shards = set()
     for p in v6.handshake() + v6.send(0, b"x") + v6.send(1, b"y"):
@@ -81,28 +108,107 @@ def test_both_directions_go_to_one_worker_and_work_is_spread(tmp_path: Path) -> 
         shards.add(shard_of(Packet(1, p.ts, 1, data, orig), 5))
         raw = encap(data[14:], 101)          # raw IP
         shards.add(shard_of(Packet(1, p.ts, 101, raw, len(raw)), 5))
+        sll = encap(data[14:], 113)          # Linux cooked
+        shards.add(shard_of(Packet(1, p.ts, 113, sll, len(sll)), 5))
     assert len(shards) == 1
+    # what is no TCP segment goes to share 0
+    udp = bytearray(ip_packet(pkts[0]))
+    udp[9] = 17
+    arp = b"\xff" * 6 + b"\x02" * 6 + b"\x08\x06" + bytes(28)
+    for lt, data in ((1, encap(bytes(udp), 1)), (1, arp), (1, b"\x02" * 10), (147, bytes(60))):
+        assert conn_key(lt, data, len(data))[0] is None
+        assert all(shard_of(Packet(1, 1.0, lt, data, len(data)), n) == 0 for n in (2, 3, 5))
 
 
-@pytest.mark.parametrize("name", ["produce_fetch_rdkafka_zstd_ipv6.pcap", "produce_fetch_kafkapython_gzip_pcapng.pcapng", "group_rdkafka.pcap"])
-def test_reader_share_is_shard_of(name: str) -> None:
-    """A reader told to keep share k yields exactly the packets shard_of puts in k, in order."""
-    from analyzer.capture import open_capture
+def _mixed_capture(tmp: Path) -> Path:
+    """30 connections, an IPv6 one, port reuse on one 4-tuple, and packets that are no TCP
+    segment (UDP, ARP, a cut header)."""
+    _path, pkts = _flows(30, tmp)
+    out: list = list(pkts)
+    v6 = TcpFlow(("fd00::1", 40000), ("fd00::2", 9092), ts=1040.0)
+    out += v6.handshake() + v6.send(0, kafka_request(18, 0, 1)) + v6.send(1, kafka_response(1, b"\0" * 6))
+    for i in range(3):          # the same 4-tuple three times
+        flow = TcpFlow(("10.0.0.77", 45000), ("10.9.9.9", 9092), isn=(1000 + 99 * i, 5000 + 77 * i),
+                       ts=1050.0 + i)
+        out += flow.handshake() + flow.send(0, kafka_request(18, 0, i)) + flow.fin(0) + flow.fin(1)
+    udp = bytearray(encap(ip_packet(pkts[3]), 1))
+    udp[14 + 9] = 17
+    out.insert(5, RawPacket(pkts[4].ts, bytes(udp)))
+    out.insert(40, RawPacket(pkts[39].ts, b"\xff" * 6 + b"\x02" * 6 + b"\x08\x06" + bytes(28)))
+    out.insert(70, RawPacket(pkts[69].ts, encap(ip_packet(pkts[69]), 1)[:30]))
+    path = tmp / "mixed.pcap"
+    write_pcap(str(path), out)
+    return path
 
-    path = SAMPLES / name
+
+def _stories(run: CoreRun, events: list) -> dict[int, tuple]:
+    """Every connection (by id) with its fields and everything its events delivered."""
+    got: dict[int, list] = {c.id: [] for c in run.conns}
+    for ev in events:
+        if isinstance(ev, StreamData):
+            got[ev.conn.id].append(("data", ev.direction, ev.offset, ev.data, ev.ts, ev.index))
+        elif isinstance(ev, StreamGap):
+            got[ev.conn.id].append(("gap", ev.direction, ev.offset, ev.length, ev.reason, ev.index))
+        else:
+            assert isinstance(ev, StreamEnd)
+            got[ev.conn.id].append(("end", ev.direction, ev.reason, ev.index))
+    return {c.id: ((c.a, c.b, c.syn_seen, c.closed, c.closed_by, c.lost_from, c.first_ts, c.last_ts),
+                   tuple(got[c.id])) for c in run.conns}
+
+
+@pytest.mark.parametrize("name", ["mixed", "produce_fetch_rdkafka_zstd_ipv6.pcap",
+                                  "produce_fetch_kafkapython_gzip_pcapng.pcapng", "group_rdkafka.pcap"])
+def test_reader_share_is_shard_of(name: str, tmp_path: Path) -> None:
+    """A core Stream told to keep share k counts exactly the packets shard_of puts in k
+    (both directions and every reuse of a connection in one share, what is no TCP segment
+    in share 0), while every packet of the capture is read; the shares' connections put
+    together are the whole capture's, numbered by their first packet, with the same bytes,
+    gaps, ends, skips and counters."""
+    path = _mixed_capture(tmp_path) if name == "mixed" else SAMPLES / name
     if not path.exists():
         pytest.skip(f"{name} not in samples/")
     with open_capture(str(path)) as r:
         every = list(r)
+    assert every
+    share = [shard_of(p, 3) for p in every]
+    by_key: dict[tuple, set[int]] = {}
+    for p, k in zip(every, share, strict=True):
+        key, reason = conn_key(p.linktype, p.data, p.orig_len)
+        if key is None:
+            assert reason and k == 0, (p.index, reason, k)
+        else:
+            by_key.setdefault(key, set()).add(k)
+    assert by_key and all(len(ks) == 1 for ks in by_key.values())
+    whole_cap, whole, whole_events = stream_events(str(path), ids_from_index=True)
+    assert whole_cap.packets == whole.stream.packets == len(every)
+    stories = _stories(whole, whole_events)
+    got: dict[int, tuple] = {}
+    skips: dict[str, int] = {}
+    counters: dict[str, int] = {}
+    first_indexes: list[int] = []
     total = 0
     for k in range(3):
-        with open_capture(str(path)) as r:
-            r.keep_share(k, 3, shard_of)
-            kept = list(r)
-            assert r.packets == len(every)              # every packet is read and counted
-        assert kept == [p for p in every if shard_of(p, 3) == k]
-        total += len(kept)
+        cap, run, events = stream_events(str(path), share=(k, 3), ids_from_index=True)
+        assert cap.packets == len(every)                        # every packet is read
+        assert run.stream.packets == share.count(k)             # and its own counted
+        total += run.stream.packets
+        mine = _stories(run, events)
+        assert not set(mine) & set(got)
+        got.update(mine)
+        for what, n in run.stream.skips.items():
+            skips[what] = skips.get(what, 0) + n
+        for what, n in run.counters.items():
+            counters[what] = counters.get(what, 0) + n
+        first_indexes += run.stream.first_indexes
+        assert all(share[i - 1] == k for i in run.stream.first_indexes)
     assert total == len(every)
+    assert got == stories
+    assert skips == whole.stream.skips
+    assert counters == whole.counters
+    assert sorted(first_indexes) == whole.stream.first_indexes == sorted(stories)
+    if name == "mixed":
+        assert len(stories) == 30 + 1 + 3
+        assert sum(skips.values()) == 3 and whole.counters.get("port reuse") == 2
 
 
 def test_connection_numbers_match_one_process(tmp_path: Path) -> None:

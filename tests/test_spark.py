@@ -22,7 +22,7 @@ import pytest
 pyspark = pytest.importorskip("pyspark")
 pq = pytest.importorskip("pyarrow.parquet")
 
-from analyzer.capture import open_capture  # noqa: E402
+from analyzer._core import open_capture  # noqa: E402
 from analyzer.check import Checker  # noqa: E402
 from analyzer.options import fresh_context, options_from_kwargs  # noqa: E402
 from analyzer.output import exchange_to_json  # noqa: E402

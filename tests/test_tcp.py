@@ -1,4 +1,5 @@
-"""Link/IP/TCP parsing (analyzer.net) and TCP reassembly (analyzer.tcp), on crafted packets."""
+"""Link/IP/TCP parsing and TCP reassembly in the core (analyzer._core: parse_packet, Stream),
+on crafted packets."""
 from __future__ import annotations
 
 import random
@@ -7,13 +8,13 @@ from dataclasses import replace
 
 import pytest
 
-from analyzer.model import Endpoint, Packet, Segment, StreamData, StreamEnd, StreamGap
-from analyzer.net import SkipCounter, parse_packet
-from analyzer.tcp import Reassembler
+from analyzer._core import Stream, parse_packet
+from analyzer.model import Endpoint, StreamData, StreamEnd, StreamGap
 from tests.pcapgen import (
     ACK,
     PSH,
     SYN,
+    CoreRun,
     RawPacket,
     TcpFlow,
     TcpPacket,
@@ -49,6 +50,26 @@ def ends(events):
 
 # -- net -------------------------------------------------------------------------------
 
+def feed(pkts: list[tuple[int, float, int, bytes, int]], **kw: object) -> tuple[CoreRun, list]:
+    """Packets ``(index, ts, linktype, data, orig_len)`` through a core Stream one at a time,
+    then its finish: (the run: counters, notes, conns; the model's stream events)."""
+    s = Stream(**kw)
+    run = CoreRun(s)
+    events: list = []
+    for p in pkts:
+        events += run.model(s.feed([p]))
+    events += run.model(s.finish())
+    return run, events
+
+
+def skips_of(pkts: list[tuple[int, float, int, bytes, int]]) -> dict[str, int]:
+    """What a core Stream counts as skipped for these packets (each one is counted)."""
+    s = Stream()
+    s.feed(pkts)
+    assert s.packets == len(pkts)
+    return s.skips
+
+
 LINKS = [(1, {}), (0, {}), (0, {"null_big_endian": True}), (108, {}), (113, {}), (276, {}),
          (101, {}), (12, {}), (14, {}), (228, {}), (229, {})]
 
@@ -62,12 +83,15 @@ def test_every_link_type(v6, linktype, kw):
     dst = "fd00::2" if v6 else "10.1.2.4"
     p = TcpPacket(5.0, src, dst, 1234, 9092, PSH | ACK, 0xFFFFFFF0, 77, b"hello kafka")
     data = encap(ip_packet(p), linktype, **kw)
-    skips = SkipCounter()
-    seg = parse_packet(Packet(1, 5.0, linktype, data, len(data)), skips)
-    assert seg is not None, dict(skips)
-    assert seg.src == Endpoint(src, 1234) and seg.dst == Endpoint(dst, 9092)
-    assert (seg.seq, seg.ack, seg.flags, seg.payload, seg.missing) == (0xFFFFFFF0, 77, PSH | ACK, b"hello kafka", 0)
-    assert str(seg.src) == (f"[{src}]:1234" if v6 else f"{src}:1234")
+    seg = parse_packet(linktype, data, len(data))
+    assert not isinstance(seg, str), seg
+    assert seg == (src, 1234, dst, 9092, 0xFFFFFFF0, 77, PSH | ACK, b"hello kafka", 0)
+    run, ev = feed([(1, 5.0, linktype, data, len(data))])
+    assert run.stream.skips == {} and len(run.conns) == 1
+    conn = run.conns[0]
+    assert conn.a == Endpoint(src, 1234) and conn.b == Endpoint(dst, 9092)
+    assert str(conn.a) == (f"[{src}]:1234" if v6 else f"{src}:1234")
+    assert stream(ev) == b"hello kafka"
 
 
 @pytest.mark.parametrize("vlans", [(300,), (100, 200), (10, 20, 30)])
@@ -75,11 +99,11 @@ def test_vlan_tags(vlans):
     p = TcpPacket(1.0, "10.0.0.1", "10.0.0.2", 1, 9092, ACK, 1, 1, b"xyz", vlans=vlans)
     data = encap(ip_packet(p), 1, vlans)
     assert data[12:14] == (b"\x88\xa8" if len(vlans) > 1 else b"\x81\x00")
-    seg = parse_packet(Packet(1, 1.0, 1, data, len(data)))
-    assert seg is not None and seg.payload == b"xyz"
+    seg = parse_packet(1, data, len(data))
+    assert not isinstance(seg, str) and seg[7] == b"xyz"
     # 0x9100 outer tag (old QinQ)
     data2 = data[:12] + b"\x91\x00" + data[14:]
-    assert parse_packet(Packet(1, 1.0, 1, data2, len(data2))).payload == b"xyz"
+    assert parse_packet(1, data2, len(data2))[7] == b"xyz"
 
 
 def _ip6_with_ext(ext: bytes, first_nh: int, tcp_payload: bytes = b"data") -> bytes:
@@ -96,46 +120,45 @@ def test_ipv6_extension_headers_and_fragments():
     hop = bytes([60, 0]) + b"\x01\x04\0\0\0\0"           # hop-by-hop -> dest opts
     dest = bytes([6, 0]) + b"\x01\x04\0\0\0\0"           # dest opts -> TCP
     ip = _ip6_with_ext(hop + dest, 0)
-    seg = parse_packet(Packet(1, 1.0, 229, ip, len(ip)))
-    assert seg is not None and seg.payload == b"data" and seg.src.ip == "::1"
+    seg = parse_packet(229, ip, len(ip))
+    assert not isinstance(seg, str) and seg[7] == b"data" and seg[0] == "::1"
     # atomic fragment (offset 0, M=0) is a whole packet
     frag0 = struct.pack("!BBHI", 6, 0, 0, 99)
     ip = _ip6_with_ext(frag0, 44)
-    assert parse_packet(Packet(1, 1.0, 229, ip, len(ip))).payload == b"data"
-    skips = SkipCounter()
+    assert parse_packet(229, ip, len(ip))[7] == b"data"
     fragm = struct.pack("!BBHI", 6, 0, 1, 99)             # M=1
-    ip = _ip6_with_ext(fragm, 44)
-    assert parse_packet(Packet(1, 1.0, 229, ip, len(ip)), skips) is None
+    frag_ip = _ip6_with_ext(fragm, 44)
+    assert parse_packet(229, frag_ip, len(frag_ip)) == "IP fragment"
     routing = bytes([6, 0, 0, 0]) + b"\0" * 4
     ip = _ip6_with_ext(routing, 43)
-    assert parse_packet(Packet(2, 1.0, 229, ip, len(ip)), skips).payload == b"data"
+    assert parse_packet(229, ip, len(ip))[7] == b"data"
     udp = _ip6_with_ext(b"", 17)
-    assert parse_packet(Packet(3, 1.0, 229, udp, len(udp)), skips) is None
-    assert dict(skips) == {"IP fragment": 1, "not TCP": 1}
+    assert parse_packet(229, udp, len(udp)) == "not TCP"
+    assert skips_of([(1, 1.0, 229, frag_ip, len(frag_ip)), (2, 1.0, 229, ip, len(ip)),
+                     (3, 1.0, 229, udp, len(udp))]) == {"IP fragment": 1, "not TCP": 1}
 
 
 def test_skip_reasons():
-    skips = SkipCounter()
     tcp = TcpPacket(1.0, "10.0.0.1", "10.0.0.2", 1, 2, ACK, 1, 1, b"abc")
     ip = bytearray(ip_packet(tcp))
     arp = b"\xff" * 12 + b"\x08\x06" + b"\0" * 28
-    assert parse_packet(Packet(1, 1.0, 1, arp, len(arp)), skips) is None
     udp = bytearray(ip)
     udp[9] = 17
-    assert parse_packet(Packet(2, 1.0, 101, bytes(udp), len(udp)), skips) is None
     frag = bytearray(ip)
     frag[6:8] = b"\x20\x00"                                 # MF
-    assert parse_packet(Packet(3, 1.0, 101, bytes(frag), len(frag)), skips) is None
-    frag[6:8] = b"\x00\x10"                                 # offset 16
-    assert parse_packet(Packet(4, 1.0, 101, bytes(frag), len(frag)), skips) is None
-    assert parse_packet(Packet(5, 1.0, 101, bytes(ip[:30]), len(ip)), skips) is None
-    assert parse_packet(Packet(6, 1.0, 147, bytes(ip), len(ip)), skips) is None
-    assert parse_packet(Packet(7, 1.0, 1, b"\0" * 8, 8), skips) is None
+    frag2 = bytearray(ip)
+    frag2[6:8] = b"\x00\x10"                                # offset 16
     null_other = struct.pack("<I", 7) + bytes(ip)
-    assert parse_packet(Packet(8, 1.0, 0, null_other, len(null_other)), skips) is None
-    assert dict(skips) == {"not IP": 2, "not TCP": 1, "IP fragment": 2, "truncated header": 2,
-                           "unsupported link type 147": 1}
-    assert skips.total == 8
+    pkts = [(1, 1.0, 1, arp, len(arp)), (2, 1.0, 101, bytes(udp), len(udp)), (3, 1.0, 101, bytes(frag), len(frag)),
+            (4, 1.0, 101, bytes(frag2), len(frag2)), (5, 1.0, 101, bytes(ip[:30]), len(ip)),
+            (6, 1.0, 147, bytes(ip), len(ip)), (7, 1.0, 1, b"\0" * 8, 8), (8, 1.0, 0, null_other, len(null_other))]
+    assert [parse_packet(*p[2:]) for p in pkts] == [
+        "not IP", "not TCP", "IP fragment", "IP fragment", "truncated header", "unsupported link type 147",
+        "truncated header", "not IP"]
+    skips = skips_of(pkts)
+    assert skips == {"not IP": 2, "not TCP": 1, "IP fragment": 2, "truncated header": 2,
+                     "unsupported link type 147": 1}
+    assert sum(skips.values()) == 8
 
 
 def test_ipv4_options_padding_and_snaplen():
@@ -145,16 +168,16 @@ def test_ipv4_options_padding_and_snaplen():
     opt = bytearray(ip[:20]) + b"\x01\x01\x01\x00" + ip[20:]
     opt[0] = 0x46
     struct.pack_into("!H", opt, 2, len(opt))
-    seg = parse_packet(Packet(1, 1.0, 101, bytes(opt), len(opt)))
-    assert seg.payload == b"0123456789" and seg.missing == 0
+    seg = parse_packet(101, bytes(opt), len(opt))
+    assert seg[7:] == (b"0123456789", 0)
     # Ethernet padding / trailer bytes after the datagram are not payload
     eth = encap(ip, 1) + b"\0" * 16
-    seg = parse_packet(Packet(1, 1.0, 1, eth, len(eth)))
-    assert seg.payload == b"0123456789" and seg.missing == 0
+    seg = parse_packet(1, eth, len(eth))
+    assert seg[7:] == (b"0123456789", 0)
     # snaplen: 4 payload bytes captured, 6 missing
     cut = encap(ip, 1)[:14 + 20 + 20 + 4]
-    seg = parse_packet(Packet(1, 1.0, 1, cut, len(encap(ip, 1))))
-    assert seg.payload == b"0123" and seg.missing == 6
+    seg = parse_packet(1, cut, len(encap(ip, 1)))
+    assert seg[7:] == (b"0123", 6)
 
 
 # -- reassembly ------------------------------------------------------------------------
@@ -275,15 +298,22 @@ def test_buffer_bound_forces_gap_early(tmp_path):
 
 
 def test_pending_memory_bounded():
-    re = Reassembler(max_buffer=10_000)
-    src, dst = Endpoint("1.1.1.1", 1), Endpoint("2.2.2.2", 9092)
-    re.feed(Segment(src, dst, 100, 0, ACK, b"a", 0, 0.0, 1))
-    worst = 0
-    for i in range(1, 500):     # a hole at offset 1 that is never filled
-        re.feed(Segment(src, dst, 100 + 1 + i * 100, 0, ACK, b"b" * 100, 0, 0.0, i + 1))
-        st = re._open[0]
-        worst = max(worst, st.dirs[0].pending_bytes)
-    assert worst <= 10_000 + 100
+    """Bytes waiting behind a hole that is never filled stay within max_buffer (plus the
+    segment that trips it): the hole becomes a gap then, and what waited is delivered."""
+    def pkt(i: int, seq: int, payload: bytes) -> tuple:
+        data = ip_packet(TcpPacket(float(i), "1.1.1.1", "2.2.2.2", 1, 9092, ACK, seq, 0, payload))
+        return (i, float(i), 101, data, len(data))
+
+    pkts = [pkt(1, 100, b"a")]
+    for i in range(1, 500):     # a hole at offset 1 (100 bytes) that is never filled
+        pkts.append(pkt(i + 1, 100 + 1 + i * 100, b"b" * 100))
+    _run, ev = feed(pkts, max_buffer=10_000)
+    gaps = [e for e in ev if isinstance(e, StreamGap)]
+    assert [(g.offset, g.length, g.reason) for g in gaps][:1] == [(1, 100, "lost segment")]
+    # the gap came once 10_000 bytes waited: at the segment after the 100 that fit
+    waited = sum(100 for e in ev if isinstance(e, StreamData) and e.offset > 1 and e.index <= gaps[0].index)
+    assert gaps[0].index <= 2 + 101 and waited <= 10_000 + 100
+    assert stream(ev) == b"a" + b"?" * 100 + b"b" * 100 * 499
 
 
 def test_midstream_start(tmp_path):
@@ -386,12 +416,8 @@ def test_random_shuffles_reassemble_exactly():
             j = min(len(segs) - 1, i + rng.randrange(1, 5))
             segs[i], segs[j] = segs[j], segs[i]
         segs += [rng.choice(segs) for _ in range(5)]
-        re = Reassembler()
-        events = []
-        for p in hs + segs + f.fin(0) + f.fin(1):
-            seg = parse_packet(Packet(1, p.ts, 101, ip_packet(p), len(ip_packet(p))))
-            events += re.feed(seg)
-        events += re.finish()
+        pkts = [(i, p.ts, 101, ip_packet(p), len(ip_packet(p))) for i, p in enumerate(hs + segs + f.fin(0) + f.fin(1), 1)]
+        _run, events = feed(pkts)
         assert stream(events) == data, trial
         assert ends(events)[-1] == (0, None, "fin")
 
@@ -443,19 +469,13 @@ def test_fin_before_last_data_segment(tmp_path):
 
 
 def test_closed_by_records_the_side_that_closed_first() -> None:
-    from analyzer.model import Packet
-    from analyzer.net import parse_packet
-    from analyzer.tcp import Reassembler
-    from tests.pcapgen import TcpFlow, encap, ip_packet
-
     for closer, close in ((1, "fin"), (0, "rst")):
         f = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092))
         pkts = f.handshake() + f.send(0, b"\x00\x00\x00\x04abcd")
         pkts += (f.fin(closer) + f.fin(1 - closer)) if close == "fin" else f.rst(closer)
-        r = Reassembler()
-        conn = None
-        for i, p in enumerate(pkts, 1):
-            seg = parse_packet(Packet(i, p.ts, 1, encap(ip_packet(p), 1), 0))
-            for ev in r.feed(seg):
-                conn = ev.conn
-        assert conn is not None and conn.closed_by == closer and conn.closed == close
+        frames = [encap(ip_packet(p), 1) for p in pkts]
+        # (orig_len 0, as a record that never said its length)
+        run, events = feed([(i, p.ts, 1, d, 0) for i, (p, d) in enumerate(zip(pkts, frames, strict=True), 1)])
+        conn = events[-1].conn
+        assert conn is run.conns[0] and len(run.conns) == 1
+        assert conn.closed_by == closer and conn.closed == close

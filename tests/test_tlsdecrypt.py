@@ -14,13 +14,10 @@ from pathlib import Path
 import pytest
 from cryptography.exceptions import InvalidTag
 
-from analyzer.capture import open_capture
 from analyzer.errors import UserError
 from analyzer.model import StreamData
-from analyzer.net import parse_packet
-from analyzer.tcp import Reassembler
 from analyzer.tlsdecrypt import MAX_RECORD, TlsKeyLog, TlsStreamDecryptor
-from tests.pcapgen import TcpFlow, kafka_request, kafka_response, write_pcap
+from tests.pcapgen import TcpFlow, kafka_request, kafka_response, stream_events, write_pcap
 from tests.tlsgen import _self_signed, tls_kafka_pcap
 
 pytest.importorskip("cryptography")
@@ -116,15 +113,8 @@ def _decrypt(d: TlsStreamDecryptor, chunks: Chunks) -> tuple[bytes, bytes]:
 
 def _pcap_streams(path: Path) -> Chunks:
     """The in-order bytes of each direction, as the pipeline's stages deliver them."""
-    r = Reassembler()
-    out: Chunks = []
-    with open_capture(str(path)) as cap:
-        for p in cap:
-            seg = parse_packet(p)
-            if seg is not None:
-                out += [(e.direction, e.data) for e in r.feed(seg) if isinstance(e, StreamData)]
-    out += [(e.direction, e.data) for e in r.finish() if isinstance(e, StreamData)]
-    return out
+    _cap, _run, events = stream_events(str(path))
+    return [(e.direction, e.data) for e in events if isinstance(e, StreamData)]
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Run each cargo-fuzz target of the native core (core/fuzz) for SECONDS (default 45),
+# starting from a corpus of the repo's samples. A crash fails the run; its input is
+# left in core/fuzz/artifacts/ to become a unit test. cargo-fuzz is installed from
+# crates.io on first use; it needs nightly features, which RUSTC_BOOTSTRAP enables on
+# the stable toolchain.
+set -euo pipefail
+cd "$(dirname "$0")/../core"
+seconds="${1:-45}"
+if ! command -v cargo-fuzz >/dev/null 2>&1; then
+  echo "installing cargo-fuzz (once)"
+  cargo install -q --locked cargo-fuzz
+fi
+export RUSTC_BOOTSTRAP=1
+for target in capture stream; do
+  corpus="$(mktemp -d)"
+  cp ../samples/*.pcap ../samples/*.pcapng "$corpus"/
+  log="$(mktemp)"
+  status=0
+  cargo fuzz run -s none "$target" "$corpus" -- -max_total_time="$seconds" -max_len=65536 \
+      -rss_limit_mb=2048 >"$log" 2>&1 || status=$?
+  rm -rf "$corpus"
+  if [ "$status" -ne 0 ]; then
+    tail -30 "$log" >&2
+    echo "fuzz target $target failed (exit $status); a crashing input is in core/fuzz/artifacts/$target/" >&2
+    exit 1
+  fi
+  echo "fuzz target $target: $(grep -E '^Done [0-9]+ runs' "$log" || tail -1 "$log")"
+  rm -f "$log"
+done
