@@ -298,7 +298,8 @@ class _Pipeline(Protocol):
 
 @dataclass
 class LiveResult:
-    reason: str                 # "count" | "duration" | "interrupted" | "source ended"
+    reason: str                 # "count" | "duration" | "interrupted" (SIGINT) | "terminated" (SIGTERM)
+                                # | "output closed" (the reader of stdout went away) | "source ended"
     packets: int = 0
     exchanges: int = 0
     seconds: float = 0.0
@@ -399,7 +400,7 @@ class LiveSession:
         def handler(signum: int, frame: FrameType | None) -> None:
             if self._stop is not None and signum == signal.SIGINT:
                 raise KeyboardInterrupt          # a second Ctrl-C: stop now
-            self.stop("interrupted")
+            self.stop("interrupted" if signum == signal.SIGINT else "terminated")
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:
