@@ -93,7 +93,9 @@ def spark_command(captures: tuple[str, ...], out_dir: str, master: str, by: tupl
         StatusLine,
         make_session,
         run_spark,
+        session_log,
         spark_error_text,
+        stop_session,
     )
 
     chosen = set(rules) if rules else set(RULES)
@@ -120,21 +122,25 @@ def spark_command(captures: tuple[str, ...], out_dir: str, master: str, by: tupl
         raise UserError(str(e)) from None
 
     spark = None
+    ok = False
     try:
         try:
             spark = make_session(master, conf=spark_conf)
             with StatusLine(spark.sparkContext, enabled=not quiet) as status:
                 result = run_spark(spark, captures, out_dir, cfg, status)
+            ok = True
         except (SparkJobError, CaptureError) as e:
             raise UserError(str(e)) from None
         except KeyboardInterrupt:
             raise
         except Exception as e:  # noqa: BLE001 - Py4J/Spark errors become one line
-            raise UserError(f"spark job failed: {spark_error_text(e)}") from None
+            log = session_log(spark) if spark is not None else None
+            raise UserError(f"spark job failed: {spark_error_text(e)}"
+                            + (f" (Spark's log: {log})" if log else "")) from None
     finally:
         if spark is not None:
             try:
-                spark.stop()
+                stop_session(spark, keep_log=not ok)
             except Exception:  # noqa: BLE001, S110 - already failing or stopping
                 pass
     if not quiet:
