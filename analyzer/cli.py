@@ -126,6 +126,17 @@ def _matches(ex: Exchange, api: tuple[str, ...], client_id: str | None, conn: tu
     return True
 
 
+# the kinds of connection in the summary, each connection counted once (see Summary)
+CONNECTION_KINDS = (("kafka_connections", "kafka"), ("kafka_tls_connections", "kafka in decrypted TLS"),
+                    ("tls_connections", "TLS not decrypted"), ("other_connections", "not kafka"),
+                    ("empty_connections", "no payload"))
+
+
+def connection_kinds(d: dict[str, Any]) -> str:
+    """``kafka 3, no payload 1``: the kinds there are, each connection in one of them."""
+    return ", ".join(f"{name} {d[key]}" for key, name in CONNECTION_KINDS if d.get(key))
+
+
 def summary_text(summary: Any, ctx: Any) -> list[str]:
     d = summary.to_json(ctx)
     ex = d["exchanges"]
@@ -133,8 +144,7 @@ def summary_text(summary: Any, ctx: Any) -> list[str]:
         f"packets: {d['packets']}"
         + (f" (not analysed: {', '.join(f'{k} {v}' for k, v in sorted(d['packets_skipped'].items()))})"
            if d["packets_skipped"] else ""),
-        f"connections: {d['connections']} (kafka {d['kafka_connections']}, tls {d['tls_connections']}, "
-        f"other {d['other_connections']})",
+        f"connections: {d['connections']}" + (f" ({connection_kinds(d)})" if d["connections"] else ""),
         f"kafka frames: {d['request_frames']} requests, {d['response_frames']} responses"
         + (f", {d['truncated_frames']} truncated in the capture" if d["truncated_frames"] else ""),
         "exchanges: " + (", ".join(f"{k} {v}" for k, v in sorted(ex.items())) or "none"),

@@ -750,8 +750,8 @@ class _FileAcc:
 
 
 _COUNTERS = ("summary", "skipped", "bytes_skipped", "exchanges", "notes", "limits", "counters")
-_SUM_FIELDS = ("connections", "kafka_connections", "tls_connections", "other_connections", "request_frames",
-               "response_frames", "truncated_frames", "gaps", "gap_bytes")
+_SUM_FIELDS = ("connections", "kafka_connections", "kafka_tls_connections", "tls_connections", "other_connections",
+               "empty_connections", "request_frames", "response_frames", "truncated_frames", "gaps", "gap_bytes")
 
 
 def _new_checker(cfg: JobConfig) -> Checker:
