@@ -152,7 +152,7 @@ def tables(result: dict[str, Any]) -> list[TextTable]:
 
     thr = result["throughput"]
     if thr["topic_partitions"]:
-        t4 = TextTable(f"Throughput per topic-partition over {thr['duration_s']:.3f} s",
+        t4 = TextTable(f"Throughput per topic-partition over {fmt_span(thr['duration_s'])}",
                        ["topic", "partition", "produced recs", "produced", "recs/s", "fetched recs",
                         "fetched", "recs/s"],
                        [False, True, True, True, True, True, True, True])
@@ -194,12 +194,27 @@ def rate_lines(result: dict[str, Any], width: int = 60) -> list[str]:
         counts[row["t"] - t0] += row["requests"]
     per = max(1, math.ceil(len(counts) / width))
     folded = [sum(counts[i:i + per]) / per for i in range(0, len(counts), per)]
-    rate = thr["requests_per_s"]
-    head = (f"Requests: {thr['exchanges']} over {thr['duration_s']:.3f} s"
-            + (f", {rate:.1f}/s on average" if rate is not None else "")
-            + f"; peak {max(counts)}/s")
+    # the average and the peak count the same one-second buckets (clock seconds from the
+    # first to the last request), so the average never exceeds the peak; a capture shorter
+    # than a second is not extrapolated to a rate it never had
+    total = sum(counts)
+    head = f"Requests: {total} over {fmt_span(thr['duration_s'])}"
+    if len(counts) == 1:
+        head += ", all within one second"
+    else:
+        head += (f"; per second, over the {len(counts)} seconds they span: {total / len(counts):.1f} on average, "
+                 f"{max(counts)} at the busiest")
     unit = "1 s" if per == 1 else f"{per} s"
     return [head, f"per {unit}: {sparkline(folded)}"]
+
+
+def fmt_span(seconds: float) -> str:
+    """A duration as a person reads it: ``0.037 s`` is ``37.0 ms``, ``83.5 µs`` below that."""
+    if seconds >= 1:
+        return f"{seconds:.1f} s"
+    if seconds >= 0.001:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds * 1e6:.1f} µs"
 
 
 def histogram_lines(hists: dict[str, list[tuple[float, int]]], width: int = 40) -> list[str]:

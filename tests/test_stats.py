@@ -703,3 +703,17 @@ def test_sketch_keys_cached_same_as_computed() -> None:
     assert (sk._store.bins, sk._store.offset, sk._zero_count, sk._count, sk._sum) == \
         (ref._store.bins, ref._store.offset, ref._zero_count, ref._count, ref._sum)
     assert q.summary()["p99"] == Quantiles.from_state(q.to_state()).summary()["p99"]
+
+
+def test_cli_request_rates_can_be_compared() -> None:
+    """The average and the peak count the same one-second buckets: the average never exceeds
+    the peak, and a capture shorter than a second is not turned into a rate it never had."""
+    short = _run(["stats", str(_sample("admin_rdkafka.pcap"))]).stdout.splitlines()
+    assert "Requests: 11 over 8.7 ms, all within one second" in short
+    assert not any("/s on average" in line for line in short)
+    long = _run(["stats", str(_sample("group_rdkafka.pcap"))]).stdout.splitlines()
+    (line,) = [x for x in long if x.startswith("Requests:")]
+    assert line == "Requests: 64 over 5.1 s; per second, over the 6 seconds they span: 10.7 on average, 26 at the busiest"
+    doc = json.loads(_run(["stats", str(_sample("group_rdkafka.pcap")), "-f", "json"]).stdout)
+    per_second = [row["requests"] for row in doc["throughput"]["per_second"]]
+    assert sum(per_second) == 64 and max(per_second) == 26
