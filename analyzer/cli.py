@@ -149,11 +149,12 @@ def connection_kinds(d: dict[str, Any]) -> str:
 def summary_text(summary: Any, ctx: Any) -> list[str]:
     d = summary.to_json(ctx)
     ex = d["exchanges"]
+    kinds = connection_kinds(d)
     lines = [
         f"packets: {d['packets']}"
         + (f" (not analysed: {', '.join(f'{k} {v}' for k, v in sorted(d['packets_skipped'].items()))})"
            if d["packets_skipped"] else ""),
-        f"connections: {d['connections']}" + (f" ({connection_kinds(d)})" if d["connections"] else ""),
+        f"connections: {d['connections']}" + (f" ({kinds})" if kinds else ""),
         f"kafka frames: {d['request_frames']} requests, {d['response_frames']} responses"
         + (f", {d['truncated_frames']} truncated in the capture" if d["truncated_frames"] else ""),
         "exchanges: " + (", ".join(f"{k} {v}" for k, v in sorted(ex.items())) or "none"),

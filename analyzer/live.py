@@ -387,8 +387,11 @@ class LiveSession:
             self.source.close()
             if self.handle_signals:
                 self._restore_signals(old)
+        # the pipeline is finished in every case, so the summary accounts for every
+        # connection and request; after --count the exchanges this reports are not shown
+        ended = pipe.finish()
         if self._stop != "count":
-            self._emit(pipe.finish())
+            self._emit(ended)
         if sink is not None:
             sink.close()
         return LiveResult(self._stop or "interrupted", self._packets, self._exchanges, self.clock() - start,

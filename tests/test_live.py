@@ -97,13 +97,14 @@ def test_loop_feeds_every_packet_in_order_and_finishes() -> None:
     assert pipe.finished == 1 and res.packets == 25 and res.exchanges == 13
 
 
-def test_count_stops_after_n_exchanges_without_flushing() -> None:
+def test_count_stops_after_n_exchanges_without_showing_more() -> None:
     pipe = FakePipeline()
     got: list[Any] = []
     src = live.ReplaySource(_packets(100), per_read=50)
     res = live.LiveSession(pipe, src, got.append, count=3, handle_signals=False).run()
     assert res.reason == "count" and [e.index for e in got] == [2, 4, 6]
-    assert len(pipe.fed) == 6 and pipe.finished == 0 and src.closed
+    # finished (the summary counts every connection) without showing what finishing reported
+    assert len(pipe.fed) == 6 and pipe.finished == 1 and src.closed
 
 
 def test_duration_expire_and_tick_use_the_clock() -> None:
@@ -423,6 +424,7 @@ def test_every_way_of_stopping_prints_the_summary(tmp_path: Path, how: Any, args
     printed = [line for line in lines if "ApiVersions v0" in line]
     assert len(printed) == (2 if how == "count" else 3)
     assert all("client_id=kws-live-stop" in line for line in printed)
+    assert "  connections: 1 (kafka 1)" in lines
     assert "  exchanges: ok " + str(len(printed)) in lines
     if "--stats" in args:
         # the full stats report before the summary: the latency table's row
@@ -454,4 +456,4 @@ def test_reader_closing_the_pipe_stops_with_the_summary_on_stderr(tmp_path: Path
     assert rc == 0, text
     assert "Traceback" not in text
     assert "== live summary: stopped as the reader of the output went away; " in text
-    assert "  exchanges: ok 2" in text.splitlines()
+    assert "  exchanges: ok 2" in text.splitlines() and "  connections: 1 (kafka 1)" in text.splitlines()
