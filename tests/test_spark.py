@@ -330,6 +330,23 @@ def test_unreachable_master_is_named_within_seconds(tmp_path: Path) -> None:
                                      "answer (Connection refused); is it running and is the URL right?"]
 
 
+def test_master_check() -> None:
+    from analyzer.spark_job import SparkJobError, check_master
+
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+        up = srv.getsockname()[1]
+        down = _free_port()
+        check_master(f"spark://127.0.0.1:{up}")
+        check_master(f"spark://127.0.0.1:{down},127.0.0.1:{up}")     # one of several answering is enough
+        check_master("local[2]")                                       # not ours to check
+        with pytest.raises(SparkJobError, match=r"master at spark://127\.0\.0\.1:\d+ did not answer"):
+            check_master(f"spark://127.0.0.1:{down}")
+        with pytest.raises(SparkJobError, match="bad master URL"):
+            check_master("spark://127.0.0.1:port")
+
+
 def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "-m", "analyzer.cli", "spark", str(tmp_path / "missing.pcap"),
                         "--out", str(tmp_path / "o")], capture_output=True, text=True, timeout=60, cwd=ROOT)
