@@ -28,7 +28,7 @@ class Group(click.Group):
             sys.exit(0)
         except click.UsageError as e:
             cmd = e.ctx.command_path if e.ctx else PROG
-            click.echo(f"{PROG}: error: {e.format_message()} (see '{cmd} --help')", err=True)
+            click.echo(f"{PROG}: error: {usage_message(e.format_message(), cmd)}", err=True)
             sys.exit(2)
         except click.exceptions.Abort:
             click.echo(f"{PROG}: interrupted", err=True)
@@ -51,6 +51,15 @@ class Group(click.Group):
             return super().invoke(ctx)
         except BrokenPipeError:
             reader_gone()
+
+
+def usage_message(text: str, cmd: str) -> str:
+    """A usage error in our style, whoever wrote it (click or a command): lower-case, no
+    full stop, and one hint: its own ``(see ...)``, else the command's --help."""
+    text = text.strip().rstrip(".")
+    if text[:1].isupper() and text[1:2].islower():
+        text = text[0].lower() + text[1:]
+    return text if "(see " in text else f"{text} (see '{cmd} --help')"
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -125,15 +134,26 @@ def _matches(ex: Exchange, api: tuple[str, ...], client_id: str | None, conn: tu
     return True
 
 
+# the kinds of connection in the summary, each connection counted once (see Summary)
+CONNECTION_KINDS = (("kafka_connections", "kafka"), ("kafka_tls_connections", "kafka in decrypted TLS"),
+                    ("tls_connections", "TLS not decrypted"), ("other_connections", "not kafka"),
+                    ("empty_connections", "no payload"))
+
+
+def connection_kinds(d: dict[str, Any]) -> str:
+    """``kafka 3, no payload 1``: the kinds there are, each connection in one of them."""
+    return ", ".join(f"{name} {d[key]}" for key, name in CONNECTION_KINDS if d.get(key))
+
+
 def summary_text(summary: Any, ctx: Any) -> list[str]:
     d = summary.to_json(ctx)
     ex = d["exchanges"]
+    kinds = connection_kinds(d)
     lines = [
         f"packets: {d['packets']}"
         + (f" (not analysed: {', '.join(f'{k} {v}' for k, v in sorted(d['packets_skipped'].items()))})"
            if d["packets_skipped"] else ""),
-        f"connections: {d['connections']} (kafka {d['kafka_connections']}, tls {d['tls_connections']}, "
-        f"other {d['other_connections']})",
+        f"connections: {d['connections']}" + (f" ({kinds})" if kinds else ""),
         f"kafka frames: {d['request_frames']} requests, {d['response_frames']} responses"
         + (f", {d['truncated_frames']} truncated in the capture" if d["truncated_frames"] else ""),
         "exchanges: " + (", ".join(f"{k} {v}" for k, v in sorted(ex.items())) or "none"),

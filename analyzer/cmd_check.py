@@ -20,19 +20,20 @@ from analyzer.options import capture_options
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
-def _rule_list(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+def rule_list(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    """``--rule`` / ``--skip-rule`` of check and spark: names, repeatable or comma-separated."""
     names = tuple(n.strip() for v in value for n in v.split(",") if n.strip())
     unknown = [n for n in names if n not in RULES]
     if unknown:
-        raise click.BadParameter(f"unknown rule {', '.join(unknown)} (see --list-rules)")
+        raise click.BadParameter(f"unknown rule {', '.join(unknown)} (see 'kafkawire-sniff check --list-rules')")
     return names
 
 
 @click.command("check")
 @click.argument("captures", nargs=-1, type=click.Path())
-@click.option("--rule", "rules", multiple=True, callback=_rule_list, metavar="RULE",
+@click.option("--rule", "rules", multiple=True, callback=rule_list, metavar="RULE",
               help="Only this rule (repeatable, or comma-separated).")
-@click.option("--skip-rule", "skip_rules", multiple=True, callback=_rule_list, metavar="RULE",
+@click.option("--skip-rule", "skip_rules", multiple=True, callback=rule_list, metavar="RULE",
               help="Not this rule (repeatable, or comma-separated).")
 @click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="Output format.")
@@ -60,7 +61,7 @@ def check_command(captures: tuple[str, ...], rules: tuple[str, ...], skip_rules:
         _print_rules(fmt)
         return 0
     if not captures:
-        raise click.UsageError("missing argument 'CAPTURE...'")
+        raise click.UsageError("missing argument 'CAPTURES...'")
     chosen = set(rules) if rules else set(RULES)
     chosen -= set(skip_rules)
 

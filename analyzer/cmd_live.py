@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from analyzer.errors import UserError, stdout_console
+from analyzer.errors import UserError, stdout_console, stdout_to_devnull
 from analyzer.options import capture_options, options_from_kwargs
 
 
@@ -46,9 +46,10 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
                  max_value_bytes: int, no_summary: bool, **kw: Any) -> int:
     """Capture Kafka traffic live and print each exchange as soon as its response arrives.
 
-    Stops on Ctrl-C, --count or --duration, then prints the closing summary (and the
-    statistics with --stats). Requests still waiting at the end are reported as
-    unanswered, as `read` reports them at the end of the file --write saved.
+    Stops on Ctrl-C, SIGTERM, --count, --duration or when the reader of its output goes
+    away, then prints the closing summary (and the statistics with --stats). Exit status:
+    130 after Ctrl-C, 143 after SIGTERM, 0 otherwise. Requests still waiting at the end are
+    reported as unanswered, as `read` reports them at the end of the file --write saved.
     Capturing needs root or CAP_NET_RAW.
     """
     from analyzer import live
@@ -91,7 +92,14 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
     def on_exchange(ex: Any) -> None:
         if dash is not None:
             dash.add(ex)
-        printer(ex)
+        try:
+            printer(ex)
+        except BrokenPipeError:
+            # the reader went away (``live ... | head``): stop capturing, print nothing more
+            # on stdout, and still give the closing summary (on stderr)
+            stdout_to_devnull()
+            printer.fmt = "none"
+            session.stop("output closed")
 
     def on_tick(now: float) -> None:
         if dash is not None:
@@ -112,9 +120,15 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
             dash.packets = session.packets
             view.update(dash.renderable(), refresh=True)
             view.stop()
-    sys.stdout.flush()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        stdout_to_devnull()
+        result.reason = "output closed"
 
-    to_err = fmt == "ndjson"
+    # the closing report goes where the exchanges did not: stderr for ndjson or when
+    # the reader of stdout went away
+    to_err = fmt == "ndjson" or result.reason == "output closed"
     if dash is not None:
         from analyzer import stats_render as sr
 
@@ -123,17 +137,36 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
     if not no_summary:
         from analyzer.cli import summary_text
 
-        how = {"count": f"after {result.exchanges} exchanges", "duration": f"after {duration:g} s",
-               "interrupted": "interrupted", "source ended": "capture ended"}.get(result.reason, result.reason)
-        head = f"== live summary: stopped {how}; {result.packets} packets captured in {result.seconds:.1f} s"
+        head = (f"== live summary: stopped {stop_text(result.reason, result.exchanges, duration)}; "
+                f"{result.packets} packets captured in {result.seconds:.1f} s")
         if result.written is not None:
             head += f", {result.written} written to {write_path}"
         if result.dropped:
             head += f"; {result.dropped} DROPPED by the kernel (try a larger --buffer-size)"
-        click.echo(head, err=to_err)
-        for line in summary_text(pipeline.summary, pipeline.ctx):
-            click.echo("  " + line, err=to_err)
-    return 0
+        lines = [head] + ["  " + line for line in summary_text(pipeline.summary, pipeline.ctx)]
+        try:
+            for line in lines:
+                click.echo(line, err=to_err)
+        except BrokenPipeError:      # stdout's reader went away while the summary was printed
+            stdout_to_devnull()
+            for line in lines:
+                click.echo(line, err=True)
+    return EXIT_STATUS.get(result.reason, 0)
+
+
+# how each way of stopping ends the process (README, "live"): a signal as shells report
+# it (128 + the signal number), everything else 0
+EXIT_STATUS = {"interrupted": 130, "terminated": 143}
+
+
+def stop_text(reason: str, exchanges: int, duration: float | None) -> str:
+    """Why the capture stopped, for the summary's first line."""
+    if reason == "count":
+        return f"after {exchanges} exchanges"
+    if reason == "duration":
+        return f"after {duration:g} s"
+    return {"interrupted": "by Ctrl-C (SIGINT)", "terminated": "by SIGTERM", "source ended": "as the capture ended",
+            "output closed": "as the reader of the output went away"}.get(reason, reason)
 
 
 class _Printer:

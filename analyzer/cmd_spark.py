@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from analyzer.cmd_check import rule_list
 from analyzer.errors import UserError
 from analyzer.options import Size, capture_options, options_from_kwargs
 from analyzer.stats import GROUP_KEYS, parse_by
@@ -21,16 +22,6 @@ def _by_param(ctx: click.Context, param: click.Parameter, value: str) -> tuple[s
         return parse_by(value)
     except ValueError as e:
         raise click.BadParameter(str(e)) from None
-
-
-def _rule_list(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
-    from analyzer.check import RULES
-
-    names = tuple(n.strip() for v in value for n in v.split(",") if n.strip())
-    unknown = [n for n in names if n not in RULES]
-    if unknown:
-        raise click.BadParameter(f"unknown rule {', '.join(unknown)} (see 'kafkawire-sniff check --list-rules')")
-    return names
 
 
 def _conf(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> dict[str, str]:
@@ -55,10 +46,10 @@ def _conf(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) ->
 @click.option("--top", type=click.IntRange(min=0), default=0, show_default=True,
               help="As for 'stats': list the N slowest exchanges of all the captures (also in stats.json).")
 @click.option("--with-trees", is_flag=True, help="Also store the request/response field trees (JSON strings).")
-@click.option("--rule", "rules", multiple=True, callback=_rule_list, metavar="RULE",
+@click.option("--rule", "rules", multiple=True, callback=rule_list, metavar="RULE",
               help="Only this check rule (repeatable, or comma-separated).")
-@click.option("--skip-rule", "skip_rules", multiple=True, callback=_rule_list, metavar="RULE",
-              help="Not this check rule.")
+@click.option("--skip-rule", "skip_rules", multiple=True, callback=rule_list, metavar="RULE",
+              help="Not this check rule (repeatable, or comma-separated).")
 @click.option("--slow-ms", type=click.FloatRange(min=0), default=1000.0, show_default=True,
               help="As for 'check': report exchanges slower than this.")
 @click.option("--storm-rebalances", type=click.IntRange(min=1), default=5, show_default=True,
@@ -93,7 +84,9 @@ def spark_command(captures: tuple[str, ...], out_dir: str, master: str, by: tupl
         StatusLine,
         make_session,
         run_spark,
+        session_log,
         spark_error_text,
+        stop_session,
     )
 
     chosen = set(rules) if rules else set(RULES)
@@ -120,21 +113,25 @@ def spark_command(captures: tuple[str, ...], out_dir: str, master: str, by: tupl
         raise UserError(str(e)) from None
 
     spark = None
+    ok = False
     try:
         try:
             spark = make_session(master, conf=spark_conf)
             with StatusLine(spark.sparkContext, enabled=not quiet) as status:
                 result = run_spark(spark, captures, out_dir, cfg, status)
+            ok = True
         except (SparkJobError, CaptureError) as e:
             raise UserError(str(e)) from None
         except KeyboardInterrupt:
             raise
         except Exception as e:  # noqa: BLE001 - Py4J/Spark errors become one line
-            raise UserError(f"spark job failed: {spark_error_text(e)}") from None
+            log = session_log(spark) if spark is not None else None
+            raise UserError(f"spark job failed: {spark_error_text(e)}"
+                            + (f" (Spark's log: {log})" if log else "")) from None
     finally:
         if spark is not None:
             try:
-                spark.stop()
+                stop_session(spark, keep_log=not ok)
             except Exception:  # noqa: BLE001, S110 - already failing or stopping
                 pass
     if not quiet:

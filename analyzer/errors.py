@@ -30,14 +30,23 @@ def warn_damaged(path: str, warning: str | None) -> None:
         sys.stderr.flush()
 
 
-def reader_gone() -> NoReturn:
-    """The reader of our output went away (``... | head``): stop quietly with exit 0, as
-    other filters do; the final flush of stdout must not fail again."""
+def stdout_to_devnull() -> None:
+    """Point fd 1 at /dev/null once its reader went away: later writes and the final
+    flush of stdout must not fail again."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        fd = sys.stdout.fileno()
+        if devnull != fd:
+            os.dup2(devnull, fd)
+            os.close(devnull)
     except (OSError, ValueError):
         pass
+
+
+def reader_gone() -> NoReturn:
+    """The reader of our output went away (``... | head``): stop quietly with exit 0, as
+    other filters do."""
+    stdout_to_devnull()
     sys.exit(0)
 
 

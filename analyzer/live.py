@@ -298,7 +298,8 @@ class _Pipeline(Protocol):
 
 @dataclass
 class LiveResult:
-    reason: str                 # "count" | "duration" | "interrupted" | "source ended"
+    reason: str                 # "count" | "duration" | "interrupted" (SIGINT) | "terminated" (SIGTERM)
+                                # | "output closed" (the reader of stdout went away) | "source ended"
     packets: int = 0
     exchanges: int = 0
     seconds: float = 0.0
@@ -387,8 +388,11 @@ class LiveSession:
             self.source.close()
             if self.handle_signals:
                 self._restore_signals(old)
+        # the pipeline is finished in every case, so the summary accounts for every
+        # connection and request; after --count the exchanges this reports are not shown
+        ended = pipe.finish()
         if self._stop != "count":
-            self._emit(pipe.finish())
+            self._emit(ended)
         if sink is not None:
             sink.close()
         return LiveResult(self._stop or "interrupted", self._packets, self._exchanges, self.clock() - start,
@@ -400,7 +404,7 @@ class LiveSession:
         def handler(signum: int, frame: FrameType | None) -> None:
             if self._stop is not None and signum == signal.SIGINT:
                 raise KeyboardInterrupt          # a second Ctrl-C: stop now
-            self.stop("interrupted")
+            self.stop("interrupted" if signum == signal.SIGINT else "terminated")
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:

@@ -86,10 +86,13 @@ class Summary:
     """Counts that account for every packet, frame and skipped byte."""
     packets: int = 0
     packets_skipped: Counter = field(default_factory=Counter)      # reason -> packets
+    # every connection is one of these, counted when it ends (they add up to ``connections``)
     connections: int = 0
-    kafka_connections: int = 0
-    tls_connections: int = 0
-    other_connections: int = 0
+    kafka_connections: int = 0          # Kafka in clear text
+    kafka_tls_connections: int = 0      # Kafka inside TLS, decrypted with --tls-keylog
+    tls_connections: int = 0            # TLS not decrypted
+    other_connections: int = 0          # bytes that are not Kafka
+    empty_connections: int = 0          # no payload: a handshake, a lone ACK/FIN/RST
     request_frames: int = 0
     response_frames: int = 0
     exchanges: Counter = field(default_factory=Counter)            # status -> count
@@ -109,8 +112,10 @@ class Summary:
             "packets_skipped": dict(self.packets_skipped),
             "connections": self.connections,
             "kafka_connections": self.kafka_connections,
+            "kafka_tls_connections": self.kafka_tls_connections,
             "tls_connections": self.tls_connections,
             "other_connections": self.other_connections,
+            "empty_connections": self.empty_connections,
             "request_frames": self.request_frames,
             "response_frames": self.response_frames,
             "exchanges": dict(self.exchanges),
@@ -146,7 +151,8 @@ class _Pending(NamedTuple):
 class _ConnState:
     """Pairing state of one connection (made in ``Pipeline._event``)."""
     __slots__ = ("conn", "framers", "inflight", "reused", "fifo", "sasl_raw", "sasl_mechanism",
-                 "ignored", "first_data_seen", "last_cid", "sasl_tokens_left", "tls_info", "tls", "tls_offsets")
+                 "ignored", "first_data_seen", "last_cid", "sasl_tokens_left", "tls_info", "tls", "tls_offsets",
+                 "responses_only")
     conn: Conn
     framers: list[Framer | None]
     # correlation id -> the oldest request with it awaiting its response; later requests
@@ -164,6 +170,7 @@ class _ConnState:
     tls_info: dict[str, Any] | None
     tls: Any                                # TlsStreamDecryptor with --tls-keylog
     tls_offsets: list[int] | None           # plaintext stream offsets per direction
+    responses_only: bool                    # Kafka responses seen before any request (mid-stream)
 
 
 class Pipeline:
@@ -206,15 +213,14 @@ class Pipeline:
     def feed_capture(self, cap: Capture, tick: Callable[[], None] | None = None) -> Iterator[Exchange]:
         """Every packet of ``cap`` through the core, a batch at a time: the exchanges, in
         order, as ``feed_packets`` gives them. ``tick()`` is called after each batch. The
-        summary's packet counts are complete when the generator is done."""
+        summary counts a batch's packets before its exchanges are yielded."""
         stream = self.stream
-        try:
-            while (events := stream.feed_capture(cap, _BATCH)) is not None:
-                yield from self._exchanges(events)
-                if tick is not None:
-                    tick()
-        finally:
+        while (events := stream.feed_capture(cap, _BATCH)) is not None:
+            # (counted before the exchanges go: `read` shows times since the first packet)
             self._sync()
+            yield from self._exchanges(events)
+            if tick is not None:
+                tick()
 
     def _sync(self) -> None:
         """The summary's packet counts from the core's."""
@@ -304,7 +310,7 @@ class Pipeline:
             st.fifo = deque()
             st.first_data_seen = [False, False]
             st.reused = st.sasl_mechanism = st.ignored = st.last_cid = st.tls_info = st.tls = st.tls_offsets = None
-            st.sasl_raw = False
+            st.sasl_raw = st.responses_only = False
             st.sasl_tokens_left = -1
             self._conns[conn.id] = st
             self.summary.connections += 1
@@ -375,7 +381,6 @@ class Pipeline:
         if looks_like_tls(data):
             info = parse_hello(data)
             if st.tls_info is None:
-                self.summary.tls_connections += 1
                 entry: dict[str, Any] = {"conn": st.conn.id, "client": None, "broker": None}
                 self.summary.tls.append(entry)
                 st.tls_info = entry
@@ -624,7 +629,6 @@ class Pipeline:
                     else:
                         protocol = "kafka"
                 conn.protocol = protocol
-                self.summary.kafka_connections += 1
                 self._set_checks(st)
             if protocol == "kafka-legacy":
                 self._legacy_request(st, frame, out)
@@ -634,6 +638,8 @@ class Pipeline:
         if conn.protocol == "kafka-legacy":
             self._legacy_response(st, frame, out)
             return None
+        if conn.protocol is None:
+            st.responses_only = True
         return True
 
     def _sasl_token_request(self, st: _ConnState, frame: Frame) -> bool:
@@ -885,8 +891,22 @@ class Pipeline:
             st.inflight.clear()
             st.reused = None
             st.fifo.clear()
-        if st.ignored is not None and conn.protocol != "tls":
-            self.summary.other_connections += 1
+        self._count_conn(st)
+
+    def _count_conn(self, st: _ConnState) -> None:
+        """The one kind an ended connection counts as in the summary."""
+        s = self.summary
+        if st.conn.protocol in ("kafka", "kafka-legacy") or st.responses_only:
+            if st.tls_info is not None:
+                s.kafka_tls_connections += 1
+            else:
+                s.kafka_connections += 1
+        elif st.tls_info is not None:
+            s.tls_connections += 1
+        elif st.first_data_seen[0] or st.first_data_seen[1]:
+            s.other_connections += 1
+        else:
+            s.empty_connections += 1
 
 
 def _response_check(st: _ConnState, data: bytes) -> _Pending | bool:

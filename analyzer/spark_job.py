@@ -744,8 +744,8 @@ class _FileAcc:
 
 
 _COUNTERS = ("summary", "skipped", "bytes_skipped", "exchanges", "notes", "limits", "counters")
-_SUM_FIELDS = ("connections", "kafka_connections", "tls_connections", "other_connections", "request_frames",
-               "response_frames", "truncated_frames", "gaps", "gap_bytes")
+_SUM_FIELDS = ("connections", "kafka_connections", "kafka_tls_connections", "tls_connections", "other_connections",
+               "empty_connections", "request_frames", "response_frames", "truncated_frames", "gaps", "gap_bytes")
 
 
 def _new_checker(cfg: JobConfig) -> Checker:
@@ -1129,7 +1129,9 @@ def make_session(master: str = "local[*]", shuffle_partitions: int = 8,
                  conf: dict[str, str] | None = None) -> Any:
     """A quiet SparkSession (log4j at ERROR, no UI, no console progress bar).
 
-    Raises SparkJobError with a one-line reason when Spark cannot start."""
+    Raises SparkJobError with a one-line reason when Spark cannot start (a standalone
+    master that does not answer is named within seconds, before the JVM starts). Stop it
+    with ``stop_session``, which also removes what this made in the temporary directory."""
     import sys
 
     try:
@@ -1137,6 +1139,7 @@ def make_session(master: str = "local[*]", shuffle_partitions: int = 8,
     except ImportError:
         raise SparkJobError("the spark command needs PySpark (pip install 'kafkawire-sniff[spark]', "
                             "i.e. pyspark and pyarrow; and Java 17 or newer)") from None
+    check_master(master)
     log4j = os.path.join(_support_dir(), "log4j2.properties")
     with open(log4j, "w") as f:
         f.write(_LOG4J)
@@ -1166,8 +1169,9 @@ def make_session(master: str = "local[*]", shuffle_partitions: int = 8,
             os.dup2(log.fileno(), 2)
         spark = b.getOrCreate()
     except Exception as e:  # noqa: BLE001 - Java missing, bad master URL...
-        raise SparkJobError(f"cannot start Spark ({spark_error_text(e)}; Java 17+ must be installed: "
-                            f"java on PATH or JAVA_HOME; Spark's log: {log_path})") from None
+        java = "" if (os.environ.get("JAVA_HOME") or shutil.which("java")) else \
+            "; Java 17+ must be installed: java on PATH or JAVA_HOME"
+        raise SparkJobError(f"cannot start Spark ({spark_error_text(e)}{java}; Spark's log: {log_path})") from None
     finally:
         os.dup2(saved, 2)
         os.close(saved)
@@ -1175,7 +1179,60 @@ def make_session(master: str = "local[*]", shuffle_partitions: int = 8,
     # no code is shipped: the executors' Python (spark.pyspark.python) must have this
     # package installed, native core included (a compiled module cannot travel in a zip
     # of .py files); see the README's "Spark on a cluster"
+    _MADE[id(spark)] = [log_path]
     return spark
+
+
+# what make_session wrote in the temporary directory, per session: removed by stop_session
+_MADE: dict[int, list[str]] = {}
+
+
+def session_log(spark: Any) -> str | None:
+    """The file Spark's own log goes to for a session from ``make_session``."""
+    made = _MADE.get(id(spark))
+    return made[0] if made else None
+
+
+def stop_session(spark: Any, keep_log: bool = False) -> None:
+    """Stop a session from ``make_session`` and remove Spark's log (unless ``keep_log``: a
+    failed run names it)."""
+    try:
+        spark.stop()
+    finally:
+        made = _MADE.pop(id(spark), [])
+        for path in [] if keep_log else made:
+            try:
+                os.remove(path)
+            except OSError:
+                pass
+
+
+def check_master(master: str, timeout: float = 3.0) -> None:
+    """A standalone master (``spark://HOST:PORT``, or several comma-separated) must accept a
+    TCP connection within ``timeout`` s: Spark itself retries for over a minute and then
+    blames Java. Other masters (local, yarn, k8s) are left to Spark."""
+    import socket
+
+    if not master.startswith("spark://"):
+        return
+    why = []
+    for hp in master[len("spark://"):].split(","):
+        host, sep, port = hp.strip().rpartition(":")
+        if not sep:
+            host, port = port, "7077"
+        try:
+            addr = (host.strip("[]"), int(port))
+        except ValueError:
+            raise SparkJobError(f"bad master URL {master!r} (expected spark://HOST:PORT)") from None
+        try:
+            socket.create_connection(addr, timeout=timeout).close()
+            return
+        except OSError as e:
+            why.append(e.strerror or str(e) or type(e).__name__)
+    raise SparkJobError(f"the Spark master at {master} did not answer ({'; '.join(sorted(set(why)))}); "
+                        "is it running and is the URL right?")
+
+
 
 
 def spark_error_text(e: BaseException) -> str:

@@ -152,7 +152,7 @@ def tables(result: dict[str, Any]) -> list[TextTable]:
 
     thr = result["throughput"]
     if thr["topic_partitions"]:
-        t4 = TextTable(f"Throughput per topic-partition over {thr['duration_s']:.3f} s",
+        t4 = TextTable(f"Throughput per topic-partition over {fmt_span(thr['duration_s'])}",
                        ["topic", "partition", "produced recs", "produced", "recs/s", "fetched recs",
                         "fetched", "recs/s"],
                        [False, True, True, True, True, True, True, True])
@@ -194,12 +194,27 @@ def rate_lines(result: dict[str, Any], width: int = 60) -> list[str]:
         counts[row["t"] - t0] += row["requests"]
     per = max(1, math.ceil(len(counts) / width))
     folded = [sum(counts[i:i + per]) / per for i in range(0, len(counts), per)]
-    rate = thr["requests_per_s"]
-    head = (f"Requests: {thr['exchanges']} over {thr['duration_s']:.3f} s"
-            + (f", {rate:.1f}/s on average" if rate is not None else "")
-            + f"; peak {max(counts)}/s")
+    # the average and the peak count the same one-second buckets (clock seconds from the
+    # first to the last request), so the average never exceeds the peak; a capture shorter
+    # than a second is not extrapolated to a rate it never had
+    total = sum(counts)
+    head = f"Requests: {total} over {fmt_span(thr['duration_s'])}"
+    if len(counts) == 1:
+        head += ", all within one second"
+    else:
+        head += (f"; per second, over the {len(counts)} seconds they span: {total / len(counts):.1f} on average, "
+                 f"{max(counts)} at the busiest")
     unit = "1 s" if per == 1 else f"{per} s"
     return [head, f"per {unit}: {sparkline(folded)}"]
+
+
+def fmt_span(seconds: float) -> str:
+    """A duration as a person reads it: ``0.037 s`` is ``37.0 ms``, ``83.5 µs`` below that."""
+    if seconds >= 1:
+        return f"{seconds:.1f} s"
+    if seconds >= 0.001:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds * 1e6:.1f} µs"
 
 
 def histogram_lines(hists: dict[str, list[tuple[float, int]]], width: int = 40) -> list[str]:
@@ -291,6 +306,29 @@ def write_csv(result: dict[str, Any], fp: IO[str]) -> None:
 MAX_PLOT_APIS = 8
 
 
+def plot_highlights(result: dict[str, Any], series: dict[str, list[tuple[int, int, float, float]]]
+                    ) -> tuple[str | None, dict[str, int]]:
+    """The API with the slowest exchange, and the APIs with error responses (exchanges with
+    errors per API; known when the grouping includes ``api``)."""
+    worst = {api: max(x for _s, _n, _m, x in rows) for api, rows in series.items() if rows}
+    slowest = max(worst, key=lambda a: (worst[a], a)) if worst else None
+    erring: dict[str, int] = {}
+    if "api" in result["by"]:
+        for g in result["groups"]:
+            if g.get("error_exchanges"):
+                erring[g["api"]] = erring.get(g["api"], 0) + g["error_exchanges"]
+    return slowest, erring
+
+
+def plot_apis(counts: dict[str, int], slowest: str | None, erring: dict[str, int]) -> list[str]:
+    """The APIs drawn: the slowest and those with errors always, then the busiest up to
+    MAX_PLOT_APIS in all; busiest first."""
+    must = {a for a in [slowest, *erring] if a in counts}
+    rest = sorted((a for a in counts if a not in must), key=lambda a: (-counts[a], a))
+    chosen = must | set(rest[:max(0, MAX_PLOT_APIS - len(must))])
+    return sorted(chosen, key=lambda a: (-counts[a], a))
+
+
 def plot_png(result: dict[str, Any], hists: dict[str, list[tuple[float, int]]],
              series: dict[str, list[tuple[int, int, float, float]]],
              points: dict[str, list[tuple[float, float]]] | None = None, title: str = "") -> bytes:
@@ -298,9 +336,11 @@ def plot_png(result: dict[str, Any], hists: dict[str, list[tuple[float, int]]],
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
     counts = {api: sum(n for _e, n in b) for api, b in hists.items()}
-    apis = sorted(counts, key=lambda a: (-counts[a], a))[:MAX_PLOT_APIS]
+    slowest, erring = plot_highlights(result, series)
+    apis = plot_apis(counts, slowest, erring)
     ncols = 4 if len(apis) > 4 else max(1, len(apis))
     nrows_h = max(1, math.ceil(len(apis) / ncols))
     fig = plt.figure(figsize=(4 * ncols if ncols > 2 else 10, 4.2 + 2.6 * nrows_h), dpi=100, layout="constrained")
@@ -319,8 +359,14 @@ def plot_png(result: dict[str, Any], hists: dict[str, list[tuple[float, int]]],
             ax.plot(xs, [max(m, 1e-3) for _s, _n, m, _x in series[api]], color=colour[api], label=f"{api} mean")
             ax.plot(xs, [max(x, 1e-3) for _s, _n, _m, x in series[api]], color=colour[api], ls=":", alpha=0.7)
     ax.set_yscale("log")
+    # ticks as durations (100us, 2ms, 1.5s) at 1-2-5 steps, or decades over a wide range
+    lo, hi = ax.get_ylim()
+    decades = math.log10(hi / lo) if lo > 0 and hi > lo else 1.0
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0) if decades <= 4 else (1.0,)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: fmt_ms(float(f"{v:.3g}"))))
+    ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("seconds since first request")
-    ax.set_ylabel("latency (ms, log)")
+    ax.set_ylabel("latency (log scale)")
     what = "each exchange" if points else "per-second mean (solid) and max (dotted)"
     ax.set_title((title + ": " if title else "") + f"latency over time, {what}")
     ax.grid(True, which="both", alpha=0.3)
@@ -333,8 +379,15 @@ def plot_png(result: dict[str, Any], hists: dict[str, list[tuple[float, int]]],
         hx.bar(range(len(buckets)), [n for _e, n in buckets], color=colour[api], width=0.85)
         step = max(1, math.ceil(len(labels) / 6))
         hx.set_xticks(range(0, len(labels), step), labels[::step], fontsize="small", rotation=30)
-        hx.set_title(f"{api} ({counts[api]})", fontsize="medium")
+        notes = [str(counts[api])]
+        if api == slowest:
+            notes.append("slowest")
+        if erring.get(api):
+            notes.append(f"{erring[api]} with errors")
+        hx.set_title(f"{api} ({', '.join(notes)})", fontsize="medium",
+                     color="firebrick" if api == slowest or erring.get(api) else "black")
         hx.set_xlabel("latency bucket (>=, log scale)", fontsize="small")
+        hx.yaxis.set_major_locator(MaxNLocator(integer=True))      # exchanges are counted whole
         hx.tick_params(axis="y", labelsize="small")
     buf = io.BytesIO()
     fig.savefig(buf, format="png")

@@ -150,7 +150,7 @@ def main() -> None:
     print(f"one process: stats {stats_only:.1f} s, stats + check {single} (load {load()}), "
           f"{run.summary.packets} packets, {acc.exchanges} exchanges, {len(findings)} findings", flush=True)
 
-    from analyzer.spark_job import JobConfig, make_session, run_spark
+    from analyzer.spark_job import JobConfig, make_session, run_spark, stop_session
 
     results: dict[int, float] = {}
     for cores in (int(c) for c in args.cores.split(",")):
@@ -182,7 +182,7 @@ def main() -> None:
             same = json.dumps(json.loads(json.dumps(res.stats.result(), default=str)), sort_keys=True) == ref
             print(f"spark local[{cores}] stats only (lean decoding): {lite}, figures equal to stats: {same}",
                   flush=True)
-        spark.stop()
+        stop_session(spark)
     line = ", ".join(f"{c} core(s) {w / single.wall:.2f}" for c, w in results.items())
     print(f"ratio job time / one process (stats + check): {line}"
           + (f"; 2 cores vs 1 core speed-up {results[1] / results[2]:.2f}x" if {1, 2} <= set(results) else ""))

@@ -21,7 +21,10 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
 
-echo "installing kafkawire-sniff (editable, with the native core built by maturin) and the test extras"
+# This replaces any kafkawire-sniff installed in this Python with an editable install of
+# this checkout (the README says so too): say it before doing it.
+echo "installing this checkout ($(pwd)) in editable mode (the native core built by maturin) with its test, spark, plot and tls extras" \
+     "(pip install -e; it replaces any kafkawire-sniff installed in $(command -v python3))"
 python3 -m pip install -q --disable-pip-version-check -e '.[test,spark,plot,tls]'
 
 # the native core: format, lints, unit tests (without the Python binding, which links

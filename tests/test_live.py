@@ -98,15 +98,16 @@ def test_loop_feeds_every_packet_in_order_and_finishes() -> None:
     assert pipe.finished == 1 and res.packets == 25 and res.exchanges == 13
 
 
-def test_count_stops_after_n_exchanges_without_flushing() -> None:
+def test_count_stops_after_n_exchanges_without_showing_more() -> None:
     pipe = FakePipeline()
     got: list[Any] = []
     src = live.ReplaySource(_packets(100), per_read=50)
     res = live.LiveSession(pipe, src, got.append, count=3, handle_signals=False).run()
     assert res.reason == "count" and [e.index for e in got] == [2, 4, 6]
     # a read's packets cross into the core as one batch: the read that held the third
-    # exchange is fed whole, the next is never read; nothing is flushed
-    assert len(pipe.fed) == 50 and res.packets == 50 and pipe.finished == 0 and src.closed
+    # exchange is fed whole, the next is never read; the pipeline is finished (the summary
+    # counts every connection) without showing what finishing reported
+    assert len(pipe.fed) == 50 and res.packets == 50 and pipe.finished == 1 and src.closed
 
 
 def test_duration_expire_and_tick_use_the_clock() -> None:
@@ -146,7 +147,7 @@ def test_sigterm_stops_cleanly() -> None:
         res = session.run()
     finally:
         timer.cancel()
-    assert res.reason == "interrupted" and 0 < res.packets < 10_000 and pipe.finished == 1
+    assert res.reason == "terminated" and 0 < res.packets < 10_000 and pipe.finished == 1
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
@@ -323,3 +324,143 @@ def test_live_on_loopback_matches_read_of_its_pcap(tmp_path: Path) -> None:
     assert {e["api_name"] for e in printed} >= {"ApiVersions", "Metadata", "Produce", "Fetch"}
     assert all(e["status"] in ("ok", "unanswered") for e in printed)
     assert "packets captured" in (tmp_path / "live.err").read_text()
+
+
+# ---------------------------------------------------------------- every way of stopping, on loopback
+
+
+class _KafkaPair:
+    """A loopback Kafka conversation we control: a server answering ApiVersions v0 (crafted
+    frames) and a client that sends one request and waits for its answer per ``exchange()``."""
+
+    def __init__(self) -> None:
+        import socket
+        import struct
+
+        self._struct = struct
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(1)
+        self.port = self.server.getsockname()[1]
+        self.client = socket.create_connection(("127.0.0.1", self.port))
+        self.peer, _ = self.server.accept()
+        self.cid = 0
+
+    def exchange(self) -> None:
+        pk = self._struct.pack
+        self.cid += 1
+        client_id = b"kws-live-stop"
+        body = pk(">hhih", 18, 0, self.cid, len(client_id)) + client_id
+        self.client.sendall(pk(">i", len(body)) + body)
+        got = b""
+        while len(got) < 4 + len(body):
+            got += self.peer.recv(4096)
+        # ApiVersions v0 response: correlation id, error 0, one api key (18, 0..3)
+        resp = pk(">ihihhh", self.cid, 0, 1, 18, 0, 3)
+        self.peer.sendall(pk(">i", len(resp)) + resp)
+        want = 4 + len(resp)
+        got = b""
+        while len(got) < want:
+            got += self.client.recv(4096)
+
+    def close(self) -> None:
+        for s in (self.client, self.peer, self.server):
+            s.close()
+
+
+def _start_live(port: int, tmp_path: Path, *args: str, stdout: Any = None) -> tuple[subprocess.Popen[Any], Path]:
+    err = tmp_path / "live.err"
+    proc = subprocess.Popen([sys.executable, "-c", "from analyzer.cli import main; main()", "live", "-i", "lo",
+                             "-p", str(port), *args],
+                            stdout=stdout if stdout is not None else open(tmp_path / "live.out", "w"),  # noqa: SIM115
+                            stderr=open(err, "w"), cwd=REPO, start_new_session=True)  # noqa: SIM115
+    deadline = time.monotonic() + 20
+    while "capturing on" not in err.read_text():
+        assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
+        time.sleep(0.05)
+    time.sleep(0.3)         # the socket is open before the line is printed; give the loop a moment
+    return proc, err
+
+
+def _wait(proc: subprocess.Popen[Any], timeout: float = 20) -> int:
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(5)
+        raise
+
+
+@pytest.mark.parametrize(("how", "args", "status", "stopped"), [
+    (signal.SIGINT, ("-d", "60"), 130, "stopped by Ctrl-C (SIGINT)"),
+    (signal.SIGINT, ("-c", "50"), 130, "stopped by Ctrl-C (SIGINT)"),
+    (signal.SIGTERM, ("--stats", "-f", "summary"), 143, "stopped by SIGTERM"),
+    ("count", ("-c", "2"), 0, "stopped after 2 exchanges"),
+    ("duration", ("-d", "3"), 0, "stopped after 3 s"),
+])
+def test_every_way_of_stopping_prints_the_summary(tmp_path: Path, how: Any, args: tuple[str, ...], status: int,
+                                                  stopped: str) -> None:
+    why = lab.can_capture()
+    if why:
+        pytest.skip(why)
+    pair = _KafkaPair()
+    try:
+        proc, err = _start_live(pair.port, tmp_path, *args)
+        try:
+            for _ in range(3):
+                pair.exchange()
+            time.sleep(0.5)
+            if isinstance(how, signal.Signals):
+                os.kill(proc.pid, how)
+            rc = _wait(proc)
+        finally:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        pair.close()
+    out, text = (tmp_path / "live.out").read_text(), err.read_text()
+    assert rc == status, text
+    assert "Traceback" not in text and "Traceback" not in out
+    lines = out.splitlines()
+    head = next(line for line in lines if line.startswith("== live summary"))
+    assert head.startswith(f"== live summary: {stopped}; ")
+    printed = [line for line in lines if "ApiVersions v0" in line]
+    assert len(printed) == (2 if how == "count" else 3)
+    assert all("client_id=kws-live-stop" in line for line in printed)
+    assert "  connections: 1 (kafka 1)" in lines
+    assert "  exchanges: ok " + str(len(printed)) in lines
+    if "--stats" in args:
+        # the full stats report before the summary: the latency table's row
+        assert any(line.split()[:2] == ["ApiVersions", "3"] for line in lines)
+
+
+def test_reader_closing_the_pipe_stops_with_the_summary_on_stderr(tmp_path: Path) -> None:
+    why = lab.can_capture()
+    if why:
+        pytest.skip(why)
+    pair = _KafkaPair()
+    try:
+        proc, err = _start_live(pair.port, tmp_path, stdout=subprocess.PIPE)
+        try:
+            pair.exchange()
+            assert proc.stdout is not None
+            first = proc.stdout.readline()
+            proc.stdout.close()             # as `| head -1` does
+            for _ in range(3):
+                pair.exchange()
+            rc = _wait(proc)
+        finally:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        pair.close()
+    text = err.read_text()
+    assert b"ApiVersions v0" in first
+    assert rc == 0, text
+    assert "Traceback" not in text
+    assert "== live summary: stopped as the reader of the output went away; " in text
+    # the capture stopped at the read that met the closed pipe: what that read held is
+    # analysed (a read crosses into the core as one batch) and accounted for, nothing after
+    lines = text.splitlines()
+    assert "  connections: 1 (kafka 1)" in lines
+    assert any(line in lines for line in ("  exchanges: ok 2", "  exchanges: ok 3", "  exchanges: ok 4")), text

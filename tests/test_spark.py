@@ -27,7 +27,7 @@ from analyzer.check import Checker  # noqa: E402
 from analyzer.options import fresh_context, options_from_kwargs  # noqa: E402
 from analyzer.output import exchange_to_json  # noqa: E402
 from analyzer.pipeline import Run  # noqa: E402
-from analyzer.spark_job import JobConfig, make_session, run_local, run_spark  # noqa: E402
+from analyzer.spark_job import JobConfig, make_session, run_local, run_spark, stop_session  # noqa: E402
 from analyzer.stats import StatsAccumulator, keep_top_for  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -163,7 +163,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
 def spark(cluster: Cluster) -> Any:   # the cluster starts first, so its start overlaps these tests
     s = make_session("local[2]", shuffle_partitions=2)
     yield s
-    s.stop()
+    stop_session(s)
 
 
 # -- in-process runner: the job's own steps without Spark (fast) --------------------------------------
@@ -318,6 +318,35 @@ def test_hadoop_read_path(spark: Any, tmp_path: Path) -> None:
         assert findings_of(res) == ref_findings
 
 
+def test_unreachable_master_is_named_within_seconds(tmp_path: Path) -> None:
+    port = _free_port()         # nothing listens there
+    t0 = time.monotonic()
+    r = subprocess.run(["kafkawire-sniff", "spark", str(ROOT / "samples" / "group_rdkafka.pcap"), "--out",
+                        str(tmp_path / "o"), "--master", f"spark://127.0.0.1:{port}"],
+                       capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert time.monotonic() - t0 < 15
+    assert r.returncode == 1
+    assert r.stderr.splitlines() == [f"kafkawire-sniff: error: the Spark master at spark://127.0.0.1:{port} did not "
+                                     "answer (Connection refused); is it running and is the URL right?"]
+
+
+def test_master_check() -> None:
+    from analyzer.spark_job import SparkJobError, check_master
+
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+        up = srv.getsockname()[1]
+        down = _free_port()
+        check_master(f"spark://127.0.0.1:{up}")
+        check_master(f"spark://127.0.0.1:{down},127.0.0.1:{up}")     # one of several answering is enough
+        check_master("local[2]")                                       # not ours to check
+        with pytest.raises(SparkJobError, match=r"master at spark://127\.0\.0\.1:\d+ did not answer"):
+            check_master(f"spark://127.0.0.1:{down}")
+        with pytest.raises(SparkJobError, match="bad master URL"):
+            check_master("spark://127.0.0.1:port")
+
+
 def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "-m", "analyzer.cli", "spark", str(tmp_path / "missing.pcap"),
                         "--out", str(tmp_path / "o")], capture_output=True, text=True, timeout=60, cwd=ROOT)
@@ -331,12 +360,17 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
 def test_cli_top_lists_what_stats_lists(tmp_path: Path) -> None:
     """`spark --top N` prints the slowest exchanges of all its captures as `stats --top N` does
     (same table: capture, connection and frame numbers as `read` gives them) and keeps them
-    in stats.json."""
+    in stats.json. What the run made in the temporary directory (Spark's log; no code is
+    shipped: executors use the installed package) is gone after it; only the log4j
+    settings stay."""
     files = [str(ROOT / "samples" / "group_rdkafka.pcap"), str(ROOT / "samples" / "txn_rdkafka.pcap")]
     out = tmp_path / "o"
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
     r = subprocess.run(["kafkawire-sniff", "spark", "--top", "4", "-q", "--out", str(out), *files],
-                       capture_output=True, text=True, timeout=300, cwd=ROOT)
+                       capture_output=True, text=True, timeout=300, cwd=ROOT, env=dict(os.environ, TMPDIR=str(tmp)))
     assert r.returncode == 0, r.stderr[-2000:]
+    assert [p.name for p in tmp.rglob("*") if p.is_file()] == ["log4j2.properties"]
     s = subprocess.run(["kafkawire-sniff", "stats", "--top", "4", *files],
                        capture_output=True, text=True, timeout=120, cwd=ROOT)
     lines = s.stdout.splitlines()
@@ -355,7 +389,7 @@ def test_standalone_cluster(spark: Any, cluster: Cluster, tmp_path: Path) -> Non
     """The same job on a standalone master + worker (last: it replaces the module's local session;
     the driver JVM is reused, only the context changes)."""
     assert cluster.wait_ready(), "master/worker did not start:\n" + cluster.worker_log.read_text()[-2000:]
-    spark.stop()
+    stop_session(spark)
     remote = make_session(cluster.url, shuffle_partitions=2)
     try:
         assert remote.sparkContext.master == cluster.url
@@ -363,7 +397,7 @@ def test_standalone_cluster(spark: Any, cluster: Cluster, tmp_path: Path) -> Non
         files = SAMPLES[:6]
         res = run_spark(remote, files, str(out), JobConfig(by=("conn", "api"), partitions=2))
     finally:
-        remote.stop()
+        stop_session(remote)
     ref_stats, ref_findings, ref_rows = reference(files, ("conn", "api"))
     assert same_json(res.stats.result(), ref_stats)
     assert findings_of(res) == ref_findings

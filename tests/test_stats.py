@@ -703,3 +703,63 @@ def test_sketch_keys_cached_same_as_computed() -> None:
     assert (sk._store.bins, sk._store.offset, sk._zero_count, sk._count, sk._sum) == \
         (ref._store.bins, ref._store.offset, ref._zero_count, ref._count, ref._sum)
     assert q.summary()["p99"] == Quantiles.from_state(q.to_state()).summary()["p99"]
+
+
+def test_cli_request_rates_can_be_compared() -> None:
+    """The average and the peak count the same one-second buckets: the average never exceeds
+    the peak, and a capture shorter than a second is not turned into a rate it never had."""
+    short = _run(["stats", str(_sample("admin_rdkafka.pcap"))]).stdout.splitlines()
+    assert "Requests: 11 over 8.7 ms, all within one second" in short
+    assert not any("/s on average" in line for line in short)
+    long = _run(["stats", str(_sample("group_rdkafka.pcap"))]).stdout.splitlines()
+    (line,) = [x for x in long if x.startswith("Requests:")]
+    assert line == "Requests: 64 over 5.1 s; per second, over the 6 seconds they span: 10.7 on average, 26 at the busiest"
+    doc = json.loads(_run(["stats", str(_sample("group_rdkafka.pcap")), "-f", "json"]).stdout)
+    per_second = [row["requests"] for row in doc["throughput"]["per_second"]]
+    assert sum(per_second) == 64 and max(per_second) == 26
+
+
+def test_plot_always_draws_the_slowest_and_the_erring_apis() -> None:
+    """Ten APIs, the 8 busiest each seen 5+ times; the slowest (JoinGroup, once) and one with
+    an error (Metadata, once) are drawn all the same, in place of the least busy."""
+    from analyzer.stats_render import plot_apis, plot_highlights
+
+    exchanges = []
+    i = 0
+    for k, api in enumerate(["A1", "A2", "A3", "A4", "A5", "A6", "A7", "A8"]):
+        for _ in range(5 + k):
+            i += 1
+            exchanges.append(mk(api=api, lat=1.0 + k, t=i * 0.01, cid=i, frame=3 * i))
+    exchanges.append(mk(api="JoinGroup", lat=3000.0, t=1.0, cid=900, frame=2700))
+    exchanges.append(mk(api="Metadata", lat=0.5, t=1.1, cid=901, frame=2703, errors=["LEADER_NOT_AVAILABLE"]))
+    acc = StatsAccumulator(("api", "version"))
+    for ex in exchanges:
+        acc.add(ex)
+    res = acc.result()
+    counts = {api: sum(n for _e, n in b) for api, b in acc.histograms().items()}
+    slowest, erring = plot_highlights(res, acc.latency_series())
+    assert slowest == "JoinGroup" and erring == {"Metadata": 1}
+    assert plot_apis(counts, slowest, erring) == ["A8", "A7", "A6", "A5", "A4", "A3", "JoinGroup", "Metadata"]
+
+
+@pytest.mark.shared
+def test_plot_of_a_real_capture_keeps_its_slowest_api() -> None:
+    """group_rdkafka_tansu: JoinGroup (2 exchanges, the slowest: held for the rebalance) is not
+    among the 8 busiest of its 14 APIs."""
+    pytest.importorskip("matplotlib")
+    from analyzer.stats_render import plot_apis, plot_highlights, plot_png
+
+    cap = _shared("group_rdkafka_tansu.pcap")
+    acc = StatsAccumulator(("api", "version"))
+    from analyzer.pipeline import Options, Run
+
+    for ex in Run(str(cap), Options(decode="lite")):
+        acc.add(ex)
+    res, hists, series = acc.result(), acc.histograms(), acc.latency_series()
+    counts = {api: sum(n for _e, n in b) for api, b in hists.items()}
+    assert len(counts) == 14 and "JoinGroup" not in sorted(counts, key=lambda a: -counts[a])[:8]
+    slowest, erring = plot_highlights(res, series)
+    assert slowest == "JoinGroup" and erring == {"JoinGroup": 2}
+    drawn = plot_apis(counts, slowest, erring)
+    assert len(drawn) == 8 and "JoinGroup" in drawn
+    assert plot_png(res, hists, series)[:4] == b"\x89PNG"

@@ -60,3 +60,64 @@ def test_tls_keylog_decrypts_kafka(tmp_path: Path) -> None:
                        capture_output=True, text=True)
     assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1
     assert r.stderr.startswith("kafkawire-sniff: error:")
+
+
+# ---------------------------------------------------------------- each connection counted once
+
+
+def _summary_line(*args: str) -> str:
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "analyzer", "read", *args], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    (line,) = [x.strip() for x in r.stdout.splitlines() if x.strip().startswith("connections:")]
+    return line
+
+
+def test_each_connection_is_one_kind(tmp_path: Path) -> None:
+    from tests.pcapgen import TcpFlow, write_pcap
+
+    kafka = TcpFlow(("10.0.0.1", 40000), ("10.0.0.9", 9092))
+    pkts = kafka.handshake() + kafka.send(0, kafka_request(18, 0, 1, "c")) \
+        + kafka.send(1, kafka_response(1, struct.pack(">hi", 0, 0))) + kafka.fin(0) + kafka.fin(1)
+    http = TcpFlow(("10.0.0.2", 40001), ("10.0.0.9", 9092), ts=1_700_000_001.0)
+    pkts += http.handshake() + http.send(0, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n") + http.fin(0)
+    lone = TcpFlow(("10.0.0.3", 40002), ("10.0.0.9", 9092), ts=1_700_000_002.0)
+    pkts += lone.rst(0)                      # a one-packet stream: no payload
+    write_pcap(str(tmp_path / "mixed.pcap"), pkts)
+    assert _summary_line(str(tmp_path / "mixed.pcap")) == "connections: 3 (kafka 1, not kafka 1, no payload 1)"
+    r = Run(str(tmp_path / "mixed.pcap"), Options())
+    list(r)
+    d = r.summary.to_json()
+    assert (d["kafka_connections"], d["kafka_tls_connections"], d["tls_connections"], d["other_connections"],
+            d["empty_connections"]) == (1, 0, 0, 1, 1)
+
+
+def test_tls_connection_counted_once_decrypted_or_not(tmp_path: Path) -> None:
+    p, keylog = tmp_path / "tls.pcap", tmp_path / "keys.log"
+    tls_kafka_pcap(str(p), [kafka_request(18, 0, 1, "tls-client")], [kafka_response(1, struct.pack(">hi", 0, 0))],
+                   keylog=str(keylog))
+    assert _summary_line(str(p), "-p", "9093") == "connections: 1 (TLS not decrypted 1)"
+    assert _summary_line(str(p), "-p", "9093", "--tls-keylog", str(keylog)) == \
+        "connections: 1 (kafka in decrypted TLS 1)"
+
+
+def test_real_captures_connections_add_up() -> None:
+    """On every sample (and shared capture, when present) the kinds add up to the connections;
+    the rdkafka 0.9 sample has a connection with no payload (one ACK, of a connection made
+    before the capture started)."""
+    from tests.conftest import SAMPLES, SHARED_CAPTURES
+
+    paths = sorted(SAMPLES.glob("*.pcap*"))
+    if SHARED_CAPTURES.is_dir():
+        paths += sorted(SHARED_CAPTURES.rglob("*.pcap*"))
+    kinds = ("kafka_connections", "kafka_tls_connections", "tls_connections", "other_connections",
+             "empty_connections")
+    for path in paths:
+        r = Run(str(path), Options(decode="lite"))
+        for _ in r:
+            pass
+        d = r.summary.to_json()
+        assert sum(d[k] for k in kinds) == d["connections"], (path.name, d)
+    assert _summary_line(str(SAMPLES / "old_rdkafka_090_mock.pcap")) == "connections: 5 (kafka 4, no payload 1)"
