@@ -15,7 +15,7 @@ import click
 
 from analyzer.check import RULES, SEVERITIES, Checker, Finding, count_by_severity
 from analyzer.errors import warn_damaged
-from analyzer.options import capture_options
+from analyzer.options import capture_options, filter_option
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -44,10 +44,11 @@ def _rule_list(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
 @click.option("--storm-rebalances", type=click.IntRange(min=1), default=5, show_default=True,
               help="Report a rebalance storm above this many group generations per minute.")
 @click.option("--list-rules", is_flag=True, help="List the rules and exit.")
+@filter_option
 @capture_options
 def check_command(captures: tuple[str, ...], rules: tuple[str, ...], skip_rules: tuple[str, ...], fmt: str,
                   timeline_group: str | None, slow_ms: float, storm_rebalances: int, list_rules: bool,
-                  **kw: Any) -> int:
+                  display_filter: Any, **kw: Any) -> int:
     """Find client and broker bugs: unanswered requests, error codes, version misuse,
     producer sequence gaps, fetch-session and SASL misuse, rebalance storms...
 
@@ -70,7 +71,10 @@ def check_command(captures: tuple[str, ...], rules: tuple[str, ...], skip_rules:
     many = len(captures) > 1
     for path, run in iter_captures(captures, kw, progress=True):
         checker = Checker(chosen, slow_ms=slow_ms, storm_rebalances=storm_rebalances)
+        keep = display_filter.matcher(run.ctx) if display_filter is not None else None
         for ex in run:
+            if keep is not None and not keep(ex):
+                continue
             checker.add(ex)
         findings = checker.finish(capture_end=run.summary.last_ts)
         warn_damaged(path, run.summary.capture_warning)

@@ -68,6 +68,7 @@ which one process counts over the whole file and a task over its connections onl
 from __future__ import annotations
 
 import bisect
+import functools
 import glob
 import json
 import os
@@ -133,6 +134,7 @@ class JobConfig:
     rows: bool = True                     # make the exchanges/partitions rows (False: figures only)
     direct_max: int = -1                  # whole files up to this size skip the shuffle (-1: from input, cores)
     top: int = 0                          # the slowest exchanges listed (stats.json "top"), as `stats --top`
+    display_filter: str | None = None     # -Y: only the exchanges it selects make rows, figures, findings
 
 
 @dataclass(frozen=True)
@@ -759,6 +761,13 @@ def _new_checker(cfg: JobConfig) -> Checker:
                    storm_rebalances=cfg.storm_rebalances)
 
 
+@functools.lru_cache(maxsize=4)
+def _compiled(text: str) -> Any:
+    """The display filter of a task, compiled once per worker process."""
+    from analyzer.display_filter import compile_filter
+    return compile_filter(text)
+
+
 def process_group(gkey: tuple[Any, ...], name: str, packets: Iterable[tuple[Any, ...]], g: _FileAcc,
                   cfg: JobConfig, known: LearntTable | None) -> Iterator[tuple[Any, ...]]:
     """Run one Pipeline over the packets of one 4-tuple (sorted by number) into ``g``; yield table rows.
@@ -777,9 +786,12 @@ def process_group(gkey: tuple[Any, ...], name: str, packets: Iterable[tuple[Any,
     trees = cfg.with_trees
 
     make_rows = cfg.rows
+    keep = _compiled(cfg.display_filter).matcher(ctx) if cfg.display_filter else None
 
     def rows(out: list[Any]) -> Iterator[tuple[Any, ...]]:
         for ex in out:
+            if keep is not None and not keep(ex):
+                continue
             acc.add(ex)
             checker.add(ex)
             if not make_rows:
