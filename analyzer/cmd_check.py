@@ -91,7 +91,8 @@ def check_command(captures: tuple[str, ...], rules: tuple[str, ...], skip_rules:
             "captures": [{"capture": r["capture"], "exchanges": r["checker"].exchanges,
                           "checker": r["checker"].stats(),
                           "counts": count_by_severity(r["findings"]),
-                          "findings": [f.to_json() for f in r["findings"]]} for r in results],
+                          "findings": [dict(f.to_json(), show=show_command(r["capture"], f))
+                                       for f in r["findings"]]} for r in results],
             "counts": count_by_severity(all_findings),
             "rules": sorted(chosen),
         }
@@ -119,6 +120,13 @@ def _frames_text(f: Finding) -> str:
     return shown or "-"
 
 
+def show_command(capture: str, f: Finding) -> str | None:
+    """The ``read`` command that shows a finding's exchanges (None: the finding names no frame)."""
+    from analyzer.output import read_command
+
+    return read_command(capture, f.frames, f.exchanges) if f.frames else None
+
+
 def _print_text(results: list[dict[str, Any]]) -> None:
     from rich.markup import escape
 
@@ -137,6 +145,9 @@ def _print_text(results: list[dict[str, Any]]) -> None:
             for f in group:
                 con.print(f"  [{SEVERITY_STYLE[sev]}]{escape(f.rule)}[/{SEVERITY_STYLE[sev]}]  {escape(f.message)}")
                 con.print(f"      conn {escape(f.conn)}  frames {_frames_text(f)}", style="dim")
+                show = show_command(r["capture"], f)
+                if show:
+                    con.print(f"      show: {escape(show)}", style="dim")
         if not fs:
             con.print("  no findings")
 

@@ -146,9 +146,11 @@ def spark_command(captures: tuple[str, ...], out_dir: str, master: str, by: tupl
     if not quiet:
         _print_summary(result, out_dir)
     if top:
-        from analyzer.stats_render import top_table
+        from analyzer.spark_job import capture_names
+        from analyzer.stats_render import add_show, top_table
 
         slowest = result.stats.top(top)
+        add_show(slowest, capture_names(result.sources))
         if slowest:
             click.echo(top_table(slowest).plain())
     return 0

@@ -96,6 +96,8 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
     result = total.result(top=top)
     from analyzer import stats_render as sr
 
+    sr.add_show(result["top"], {(os.path.basename(c) if many else None): c for c in captures})
+
     if fmt == "json":
         sr.write_json(result, sys.stdout)
     elif fmt == "csv":

@@ -983,6 +983,12 @@ class JobResult:
             self.summary["topic_ids_inexact"] = n
 
 
+def capture_names(sources: list[Source]) -> dict[str | None, str]:
+    """What the slowest exchanges' ``capture`` (a base name, or None for a lone capture) stands for."""
+    many = len(sources) > 1
+    return {(os.path.basename(s.name.rstrip("/")) if many else None): s.name for s in sources}
+
+
 def remap_conn(conn_ids: dict[int, list[int]], fid: int, first_index: int) -> int:
     """The connection number `read` gives: the rank of its first packet in the file."""
     arr = conn_ids[fid]
@@ -1600,6 +1606,8 @@ def write_tables(spark: Any, out_dir: str, cfg: JobConfig, result: JobResult, re
     spark.createDataFrame(rows_of("p", p_cols), p_schema, verifySchema=False) \
         .write.mode("overwrite").parquet(_out_path(out_dir, "partitions"))
     sres = result.stats.result(top=cfg.top)
+    from analyzer.stats_render import add_show
+    add_show(sres["top"], capture_names(result.sources))
     cols, srows = stats_rows(sres)
     f_schema = T.StructType([
         T.StructField("capture", T.StringType()), T.StructField("rule", T.StringType()),
