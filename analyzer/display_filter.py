@@ -210,12 +210,12 @@ class Literal:
 
 
 def _unit_scale(field: str, kind: str, unit: str) -> float:
-    if kind == "time" or (kind == "tree" and field.endswith("_ms")):
+    if kind == "time" or (kind == "any" and field.endswith("_ms")):
         scale = _TIME_UNITS.get(unit.lower())
         if scale is not None:
             return scale
         raise FilterError(f"{field}: unknown time unit {unit!r} (use {', '.join(_TIME_UNITS)})")
-    if kind == "size" or (kind == "tree" and field.endswith("_bytes")):
+    if kind == "size" or (kind == "any" and field.endswith("_bytes")):
         scale = _SIZE_UNITS.get(unit.lower())
         if scale is not None:
             return scale
@@ -254,7 +254,7 @@ def _check_literal(field: str, kind: str, lit: Literal, op: str) -> None:
     """Values that can never match a field of a known kind are errors, not silent misses."""
     if kind in ("int", "time", "size") and lit.number is None and lit.low is None and op != "contains":
         raise FilterError(f"{field} is a number: {lit.text!r} is not one")
-    if lit.low is not None and kind not in ("int", "tree"):
+    if lit.low is not None and kind not in ("int", "any"):
         raise FilterError(f"{field}: a range {lit.text} applies to integer fields only")
     if field == "api_name" and op in ("==", "!=", "in") and lit.text not in API_NAMES \
             and not _UNKNOWN_API.match(lit.text):
@@ -522,8 +522,9 @@ class Node:
 @dataclass
 class FieldRef:
     name: str
-    kind: str                   # an _KINDS member, "short" or "tree"
+    kind: str                   # where the values come from: "exchange", "short" or "tree"
     cost: int
+    vtype: str                  # what they are: an _KINDS member, or "any" (a tree field)
 
     def values(self, s: Subject) -> list[Any] | tuple[Any, ...]:
         if self.kind == "short":
@@ -537,13 +538,13 @@ class FieldRef:
 
 def field_ref(name: str) -> FieldRef:
     if name in EXCHANGE_FIELDS:
-        return FieldRef(name, EXCHANGE_FIELDS[name][0], 0)
+        return FieldRef(name, "exchange", 0, EXCHANGE_FIELDS[name][0])
     if name in SHORTHANDS:
-        return FieldRef(name, "short", 1)
+        return FieldRef(name, "short", 1, SHORTHANDS[name])
     if "." in name:
         direction, rest = name.split(".", 1)
         if direction in ("request", "response") and _known_path(direction, rest):
-            return FieldRef(name, "tree", 1)
+            return FieldRef(name, "tree", 1, "any")
     raise _unknown_field(name)
 
 
@@ -612,29 +613,29 @@ class _Build(Transformer):
 
     def compare(self, name: Token, op: Token, value: Token) -> Node:
         ref = field_ref(str(name))
-        lit = _literal(value, ref.name, ref.kind)
+        lit = _literal(value, ref.name, ref.vtype)
         if lit.low is not None:
             raise FilterError(f"{ref.name}: a range {lit.text} goes in a set: {ref.name} in {{{lit.text}}}")
-        _check_literal(ref.name, ref.kind, lit, str(op))
-        if str(op) in _ORDER and ref.kind in ("str", "errors") and lit.number is not None and not lit.quoted:
+        _check_literal(ref.name, ref.vtype, lit, str(op))
+        if str(op) in _ORDER and ref.vtype in ("str", "errors") and lit.number is not None and not lit.quoted:
             raise FilterError(f"{ref.name} is text: compare it with ==, !=, contains or matches")
         return Compare(ref, str(op), [lit])
 
     def member(self, name: Token, *values: Token) -> Node:
         ref = field_ref(str(name))
-        lits = [_literal(v, ref.name, ref.kind) for v in values]
+        lits = [_literal(v, ref.name, ref.vtype) for v in values]
         for lit in lits:
-            _check_literal(ref.name, ref.kind, lit, "in")
+            _check_literal(ref.name, ref.vtype, lit, "in")
         return Compare(ref, "in", lits)
 
     def contains(self, name: Token, value: Token) -> Node:
         ref = field_ref(str(name))
-        lit = _literal(value, ref.name, ref.kind)
+        lit = _literal(value, ref.name, ref.vtype)
         return Compare(ref, "contains", [Literal(lit.text, True, None)])
 
     def matches(self, name: Token, value: Token) -> Node:
         ref = field_ref(str(name))
-        lit = _literal(value, ref.name, ref.kind)
+        lit = _literal(value, ref.name, ref.vtype)
         try:
             pattern = re.compile(lit.text, re.IGNORECASE)
         except re.error as e:
