@@ -447,7 +447,7 @@ _PARTITION_FIELDS = frozenset({"partition_index", "partition", "partition_id"})
 _PARTITION_ARRAYS = frozenset({"partitions", "partition_indexes"})
 _GROUP_FIELDS = frozenset({"group_id"})
 _GROUP_ARRAYS = frozenset({"group_ids", "groups", "groups_names"})
-_MEMBER_FIELDS = frozenset({"member_id", "group_instance_id"})
+_MEMBER_FIELDS = frozenset({"member_id", "group_instance_id", "leader"})   # leader: JoinGroup's, a member id
 _TXN_FIELDS = frozenset({"transactional_id", "v3_and_below_transactional_id"})
 _TXN_ARRAYS = frozenset({"transactional_ids"})
 _SKIP_TYPES = frozenset({"Record", "RecordHeader"})
@@ -471,6 +471,13 @@ def _collect_shorthands(ex: Exchange, trees: tuple[Field | None, Field | None],
         if f.type in _SKIP_TYPES:
             continue
         struct_type = f.type or ""
+        key_type = f.get("key_type") if f.children else None
+        if key_type in (0, 1):     # FindCoordinator: its key is a group id (0) or a transactional id (1)
+            keys = [f.get("key")]
+            arr = f.child("coordinator_keys")
+            if arr is not None:
+                keys.extend(e.value for e in arr.children or ())
+            (group if key_type == 0 else txn).extend(k for k in keys if isinstance(k, str))
         for c in _members(f):
             n, v = c.name, c.value
             plain_array = _is_array(c) and c.children and not any(e.children for e in c.children)

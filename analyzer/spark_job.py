@@ -927,6 +927,12 @@ def inexact_ids(table: dict[int, LearntTable]) -> int:
     return sum(1 for t in table.values() for ent in t.values() if not ent[2])
 
 
+def decode_again(cfg: JobConfig) -> bool:
+    """Whether connections that named topic ids learnt elsewhere are decoded again, not renamed
+    after the fact: the trees' notes, and what a display filter chose by topic, need the names."""
+    return cfg.with_trees or cfg.display_filter is not None
+
+
 def redo_groups(states: list[tuple[int, dict[str, Any]]],
                 table: dict[int, LearntTable], trees: bool = False
                 ) -> tuple[set[tuple[Any, ...]], list[int], dict[int, dict[str, str]]]:
@@ -1117,7 +1123,7 @@ def run_local(patterns: Iterable[str], cfg: JobConfig, partitions: int = 3, batc
 
     states, rows = one_pass(None, None)
     table = learnt_table(states)
-    redo, dropped, rename = redo_groups(states, table, cfg.with_trees)
+    redo, dropped, rename = redo_groups(states, table, decode_again(cfg))
     if redo:
         states = [st for i, st in enumerate(states) if i not in set(dropped)]
         rows = [r for r in rows if r[1] not in redo]
@@ -1426,7 +1432,7 @@ def run_spark(spark: Any, patterns: Iterable[str], out_dir: str | None, cfg: Job
     res1, ntasks = _spark_pass(sc, sources, reads, cfg, names, nparts, None, None)
     states = res1.filter(lambda r: r[0] == "s").map(lambda r: (r[1], r[2])).collect()
     table = learnt_table(states)
-    redo, dropped, rename = redo_groups(states, table, cfg.with_trees)
+    redo, dropped, rename = redo_groups(states, table, decode_again(cfg))
     res2 = None
     if redo:
         phase(f"second pass over {len(redo)} connection(s) (topic ids learnt on other connections)")
