@@ -453,6 +453,11 @@ _TXN_ARRAYS = frozenset({"transactional_ids"})
 _SKIP_TYPES = frozenset({"Record", "RecordHeader"})
 
 
+_NAMED = _TOPIC_FIELDS | _PARTITION_FIELDS | _GROUP_FIELDS | _MEMBER_FIELDS | _TXN_FIELDS | {
+    "name", "topic_id", "index", "producer_id"}
+_NAMED_ARRAYS = _TOPIC_ARRAYS | _PARTITION_ARRAYS | _GROUP_ARRAYS | _TXN_ARRAYS
+
+
 def _collect_shorthands(ex: Exchange, trees: tuple[Field | None, Field | None],
                         topic_names: dict[str, str]) -> dict[str, list[Any]]:
     """Every shorthand's values in one walk of both trees (records below their batch
@@ -468,53 +473,74 @@ def _collect_shorthands(ex: Exchange, trees: tuple[Field | None, Field | None],
     stack: list[Field] = [t for t in trees if t is not None]
     while stack:
         f = stack.pop()
-        if f.type in _SKIP_TYPES:
+        struct_type = f.type
+        if struct_type in _SKIP_TYPES:
             continue
-        struct_type = f.type or ""
-        key_type = f.get("key_type") if f.children else None
-        if key_type in (0, 1):     # FindCoordinator: its key is a group id (0) or a transactional id (1)
-            keys = [f.get("key")]
-            arr = f.child("coordinator_keys")
-            if arr is not None:
-                keys.extend(e.value for e in arr.children or ())
-            (group if key_type == 0 else txn).extend(k for k in keys if isinstance(k, str))
-        for c in _members(f):
-            n, v = c.name, c.value
-            plain_array = _is_array(c) and c.children and not any(e.children for e in c.children)
-            if plain_array:
-                vals = [e.value for e in c.children or ()]
-                if n in _TOPIC_ARRAYS:
-                    topic.extend(x for x in vals if isinstance(x, str))
-                elif n in _PARTITION_ARRAYS:
-                    part.extend(x for x in vals if isinstance(x, int))
-                elif n in _GROUP_ARRAYS:
-                    group.extend(x for x in vals if isinstance(x, str))
-                elif n in _TXN_ARRAYS:
-                    txn.extend(x for x in vals if isinstance(x, str))
+        children = f.children
+        if not children:
+            continue
+        for c in children:
+            ch = c.children
+            n = c.name
+            if ch:
+                if c.type == "tagged_fields":        # its fields are the struct's
+                    stack.append(_as_struct(f, ch))
+                    continue
+                if c.type == "array" and not ch[0].children:     # an array of plain values
+                    if n in _NAMED_ARRAYS:
+                        vals = [e.value for e in ch]
+                        if n in _TOPIC_ARRAYS:
+                            topic.extend(x for x in vals if isinstance(x, str))
+                        elif n in _PARTITION_ARRAYS:
+                            part.extend(x for x in vals if isinstance(x, int))
+                        elif n in _GROUP_ARRAYS:
+                            group.extend(x for x in vals if isinstance(x, str))
+                        else:
+                            txn.extend(x for x in vals if isinstance(x, str))
+                    continue
+                stack.append(c)
+                if n == "key_type" or n not in _NAMED:
+                    continue
+            elif n == "key_type":
+                v = c.value
+                if v == 0 or v == 1:    # FindCoordinator: its key is a group id (0) or a transactional id (1)
+                    keys = [f.get("key")]
+                    arr = f.child("coordinator_keys")
+                    if arr is not None:
+                        keys.extend(e.value for e in arr.children or ())
+                    (group if v == 0 else txn).extend(k for k in keys if isinstance(k, str))
                 continue
-            if v is not None:
-                if n in _TOPIC_FIELDS or (n == "name" and "Topic" in struct_type and "Config" not in struct_type):
-                    if isinstance(v, str):
-                        topic.append(v)
-                elif n == "topic_id" and isinstance(v, str):
-                    name = topic_names.get(v)
+            if n not in _NAMED:
+                continue
+            v = c.value
+            if v is None:
+                continue
+            if n in _TOPIC_FIELDS or (n == "name" and "Topic" in struct_type and "Config" not in struct_type):
+                if isinstance(v, str):
                     topic.append(v)
+            elif n == "topic_id":
+                if isinstance(v, str):
+                    topic.append(v)
+                    name = topic_names.get(v)
                     if name is not None:
                         topic.append(name)
-                elif n in _PARTITION_FIELDS or (n == "index" and "Partition" in struct_type):
-                    if isinstance(v, int) and not isinstance(v, bool):
-                        part.append(v)
-                elif n in _GROUP_FIELDS:
-                    group.append(v)
-                elif n in _MEMBER_FIELDS:
-                    member.append(v)
-                elif n in _TXN_FIELDS:
-                    txn.append(v)
-                elif n == "producer_id":
-                    pid.append(v)
-            if c.children:
-                stack.append(c)
+            elif n in _PARTITION_FIELDS or (n == "index" and "Partition" in struct_type):
+                if isinstance(v, int) and not isinstance(v, bool):
+                    part.append(v)
+            elif n in _GROUP_FIELDS:
+                group.append(v)
+            elif n in _MEMBER_FIELDS:
+                member.append(v)
+            elif n in _TXN_FIELDS:
+                txn.append(v)
+            elif n == "producer_id":
+                pid.append(v)
     return out
+
+
+def _as_struct(f: Field, members: list[Field]) -> Field:
+    """The tagged fields of struct ``f`` as a struct of the same type (walked like its own fields)."""
+    return Field(f.name, f.type, None, f.offset, 0, members)
 
 
 # -- the expression tree ------------------------------------------------------------------------
