@@ -77,14 +77,12 @@ class FilterError(ValueError):
 
 # -- the fields ------------------------------------------------------------------------
 
-# (kind, getter): kind says which values a comparison may take
-_KINDS = ("str", "int", "time", "size", "errors")
-
-
 def _one(v: Any) -> tuple[Any, ...]:
     return () if v is None else (v,)
 
 
+# name -> (value type, getter). The value type says which values a comparison may take:
+# "str", "int", "time" (ms: time units), "size" (bytes: size units), "errors" (error names)
 EXCHANGE_FIELDS: dict[str, tuple[str, Callable[[Exchange], tuple[Any, ...]]]] = {
     "api_name": ("str", lambda ex: (ex.api_name,)),
     "api_key": ("int", lambda ex: _one(ex.api_key)),
@@ -105,7 +103,7 @@ EXCHANGE_FIELDS: dict[str, tuple[str, Callable[[Exchange], tuple[Any, ...]]]] = 
     "error": ("errors", lambda ex: tuple(ex.error_codes)),
 }
 
-# shorthand -> (kind, what it collects): see _Shorthands
+# shorthand -> value type; what each collects: _collect_shorthands
 SHORTHANDS: dict[str, str] = {
     "topic": "str",
     "partition": "int",
@@ -557,7 +555,7 @@ class FieldRef:
     name: str
     kind: str                   # where the values come from: "exchange", "short" or "tree"
     cost: int
-    vtype: str                  # what they are: an _KINDS member, or "any" (a tree field)
+    vtype: str                  # what they are: an EXCHANGE_FIELDS value type, or "any" (a tree field)
 
     def values(self, s: Subject) -> list[Any] | tuple[Any, ...]:
         if self.kind == "short":
