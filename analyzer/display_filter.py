@@ -177,7 +177,21 @@ def all_field_names() -> list[str]:
     return names
 
 
+# tshark's Kafka dissector's names for what a filter here calls otherwise
+TSHARK_NAMES = {
+    "kafka.api_key": "api_key", "kafka.request_key": "api_key", "kafka.api_version": "api_version",
+    "kafka.request_version": "api_version", "kafka.correlation_id": "correlation_id",
+    "kafka.client_id": "client_id", "kafka.topic_name": "topic", "kafka.partition_id": "partition",
+    "kafka.error": "error", "kafka.consumer_group": "group", "kafka.member_id": "member",
+    "kafka.transactional_id": "transactional_id", "kafka.producer_id": "producer_id",
+    "kafka.response_frame": "response_frame", "kafka.request_frame": "request_frame",
+    "tcp.stream": "conn", "frame.number": "request_frame or response_frame (or read --frame N)",
+}
+
+
 def _unknown_field(name: str) -> FilterError:
+    if name in TSHARK_NAMES:
+        return FilterError(f"unknown field {name!r} (tshark's name: here it is {TSHARK_NAMES[name]})")
     if "." in name and name.split(".", 1)[0] in ("request", "response"):
         d, rest = name.split(".", 1)
         pool = [f"{d}.{p}" for p in _schema_paths()[d][0] if not p.startswith("body.")]
@@ -190,6 +204,10 @@ def _unknown_field(name: str) -> FilterError:
     else:
         pool = list(EXCHANGE_FIELDS) + list(SHORTHANDS)
         close = difflib.get_close_matches(name, pool, n=4, cutoff=0.6)
+        if "." not in name:     # a body field without its request./response. prefix
+            paths = sorted((f"{d}.{p}" for d, (ps, _o) in _schema_paths().items() for p in ps
+                            if not p.startswith("body.") and p.rsplit(".", 1)[-1] == name), key=len)
+            close += [p for p in paths if p not in close][:4 - min(len(close), 2)]
     hint = f"did you mean {' or '.join(close)}?" if close else \
         "fields: " + ", ".join(list(EXCHANGE_FIELDS) + list(SHORTHANDS)) + ", request.PATH, response.PATH"
     return FilterError(f"unknown field {name!r} ({hint})")

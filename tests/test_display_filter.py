@@ -118,6 +118,10 @@ def test_numbers_and_units(expr: str, n: float) -> None:
     ("(api_key == 1", "expected ')'"),
     ("api_key = 1", "syntax error at column 9: unexpected '='"),
     ("", "empty filter"),
+    ("kafka.topic_name == x", "unknown field 'kafka.topic_name' (tshark's name: here it is topic)"),
+    ("tcp.stream == 3", "here it is conn"),
+    ("max_wait_ms > 1", "unknown field 'max_wait_ms' (did you mean request.max_wait_ms?)"),
+    ("group_id == g", "did you mean group or "),
 ])
 def test_errors_name_the_problem(expr: str, message: str) -> None:
     with pytest.raises(FilterError) as e:
