@@ -11,7 +11,7 @@ import click
 from analyzer._core import CaptureError
 from analyzer.errors import UserError, fail, reader_gone, stdout_console
 from analyzer.model import Exchange
-from analyzer.options import capture_options, fresh_context, options_from_kwargs
+from analyzer.options import capture_options, filter_option, fresh_context, options_from_kwargs
 
 PROG = "kafkawire-sniff"
 
@@ -121,17 +121,50 @@ def iter_captures(paths: tuple[str, ...], kw: dict[str, Any], progress: bool = T
             close()
 
 
-def _matches(ex: Exchange, api: tuple[str, ...], client_id: str | None, conn: tuple[int, ...],
-             errors_only: bool) -> bool:
-    if api and ex.api_name.lower() not in api and str(ex.api_key) not in api:
-        return False
-    if client_id is not None and ex.client_id != client_id:
-        return False
-    if conn and ex.conn.id not in conn:
-        return False
-    if errors_only and not (ex.error_codes or ex.status != "ok"):
-        return False
-    return True
+def _api_filter(api: tuple[str, ...]) -> str | None:
+    """``--api`` names (any case) or keys as a filter; an unknown name is a usage error."""
+    from analyzer.display_filter import API_NAMES, quote
+
+    by_lower: dict[str, list[str]] = {}
+    for n in API_NAMES:
+        by_lower.setdefault(n.lower(), []).append(n)
+    keys: list[int] = []
+    names: list[str] = []
+    for a in api:
+        text = a.strip()
+        if text.lstrip("-").isdigit():
+            keys.append(int(text))
+        elif text.lower() in by_lower:
+            names.extend(by_lower[text.lower()])
+        else:
+            import difflib
+            close = difflib.get_close_matches(text, API_NAMES, n=3, cutoff=0.6)
+            hint = f"did you mean {' or '.join(close)}? " if close else ""
+            raise UserError(f"--api: unknown API {text!r} ({hint}valid: {', '.join(API_NAMES)}, or an API key)", 2)
+    parts = []
+    if names:
+        parts.append("api_name in {" + " ".join(quote(n) for n in dict.fromkeys(names)) + "}")
+    if keys:
+        parts.append("api_key in {" + " ".join(map(str, dict.fromkeys(keys))) + "}")
+    return " || ".join(parts) or None
+
+
+def read_selection(api: tuple[str, ...], client_id: str | None, conn: tuple[int, ...], errors_only: bool,
+                   display_filter: Any) -> Any:
+    """The one DisplayFilter of read's options (--api, --client-id, --conn, --errors-only, -Y), or None."""
+    from analyzer.display_filter import all_of, compile_filter, quote
+
+    parts = [_api_filter(api)]
+    if client_id is not None:
+        parts.append(f"client_id == {quote(client_id)}")
+    if conn:
+        parts.append("conn in {" + " ".join(map(str, conn)) + "}")
+    if errors_only:
+        parts.append("error || status != ok")
+    filters = [compile_filter(p) for p in parts if p is not None]
+    if display_filter is not None:
+        filters.append(display_filter)
+    return all_of(filters)
 
 
 # the kinds of connection in the summary, each connection counted once (see Summary)
@@ -189,14 +222,19 @@ def summary_text(summary: Any, ctx: Any) -> list[str]:
 @click.option("--client-id", help="Only exchanges from this client_id.")
 @click.option("--conn", multiple=True, type=int, help="Only this connection number; repeatable.")
 @click.option("--errors-only", is_flag=True, help="Only exchanges with error codes or a status other than ok.")
+@filter_option
+@click.option("--frame", "frames", multiple=True, type=click.IntRange(min=1), metavar="N",
+              help="Only the exchange(s) whose request or response includes packet N (as Wireshark "
+                   "numbers packets); repeatable.")
 @click.option("--max-value-bytes", type=click.IntRange(min=1), default=64, show_default=True,
               help="Cut longer values in tree output.")
 @click.option("--no-summary", is_flag=True, help="Do not print the closing summary.")
 @capture_options
 def read_cmd(captures: tuple[str, ...], fmt: str, api: tuple[str, ...], client_id: str | None,
-             conn: tuple[int, ...], errors_only: bool, max_value_bytes: int, no_summary: bool, **kw: Any) -> int:
+             conn: tuple[int, ...], errors_only: bool, display_filter: Any, frames: tuple[int, ...],
+             max_value_bytes: int, no_summary: bool, **kw: Any) -> int:
     """Decode captures: one line per exchange, field trees, or JSON."""
-    api_l = tuple(a.lower() for a in api)
+    selection = read_selection(api, client_id, conn, errors_only, display_filter)
     out = sys.stdout
     tty = _stdout_is_tty()
     console = None
@@ -208,10 +246,19 @@ def read_cmd(captures: tuple[str, ...], fmt: str, api: tuple[str, ...], client_i
         out.write("[")
     for path, run in iter_captures(captures, kw):
         t0: float | None = None
+        keep = selection.matcher(run.ctx) if selection is not None else None
+        at_frames = None
+        if frames:
+            from analyzer.display_filter import frame_selector
+            at_frames, notes = frame_selector(path, frames)
+            for note in notes:
+                click.echo(f"{PROG}: {path}: {note}", err=True)
         for ex in run:
             if t0 is None:
                 t0 = run.summary.first_ts
-            if not _matches(ex, api_l, client_id, conn, errors_only):
+            if at_frames is not None and not at_frames(ex):
+                continue
+            if keep is not None and not keep(ex):
                 continue
             if fmt == "summary":
                 from analyzer.output import summary_line

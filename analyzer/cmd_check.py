@@ -15,7 +15,7 @@ import click
 
 from analyzer.check import RULES, SEVERITIES, Checker, Finding, count_by_severity
 from analyzer.errors import warn_damaged
-from analyzer.options import capture_options
+from analyzer.options import capture_options, filter_option
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -45,10 +45,11 @@ def rule_list(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
 @click.option("--storm-rebalances", type=click.IntRange(min=1), default=5, show_default=True,
               help="Report a rebalance storm above this many group generations per minute.")
 @click.option("--list-rules", is_flag=True, help="List the rules and exit.")
+@filter_option
 @capture_options
 def check_command(captures: tuple[str, ...], rules: tuple[str, ...], skip_rules: tuple[str, ...], fmt: str,
                   timeline_group: str | None, slow_ms: float, storm_rebalances: int, list_rules: bool,
-                  **kw: Any) -> int:
+                  display_filter: Any, **kw: Any) -> int:
     """Find client and broker bugs: unanswered requests, error codes, version misuse,
     producer sequence gaps, fetch-session and SASL misuse, rebalance storms...
 
@@ -71,7 +72,10 @@ def check_command(captures: tuple[str, ...], rules: tuple[str, ...], skip_rules:
     many = len(captures) > 1
     for path, run in iter_captures(captures, kw, progress=True):
         checker = Checker(chosen, slow_ms=slow_ms, storm_rebalances=storm_rebalances)
+        keep = display_filter.matcher(run.ctx) if display_filter is not None else None
         for ex in run:
+            if keep is not None and not keep(ex):
+                continue
             checker.add(ex)
         findings = checker.finish(capture_end=run.summary.last_ts)
         warn_damaged(path, run.summary.capture_warning)
@@ -88,7 +92,8 @@ def check_command(captures: tuple[str, ...], rules: tuple[str, ...], skip_rules:
             "captures": [{"capture": r["capture"], "exchanges": r["checker"].exchanges,
                           "checker": r["checker"].stats(),
                           "counts": count_by_severity(r["findings"]),
-                          "findings": [f.to_json() for f in r["findings"]]} for r in results],
+                          "findings": [dict(f.to_json(), show=show_command(r["capture"], f))
+                                       for f in r["findings"]]} for r in results],
             "counts": count_by_severity(all_findings),
             "rules": sorted(chosen),
         }
@@ -116,6 +121,13 @@ def _frames_text(f: Finding) -> str:
     return shown or "-"
 
 
+def show_command(capture: str, f: Finding) -> str | None:
+    """The ``read`` command that shows a finding's exchanges (None: the finding names no frame)."""
+    from analyzer.output import read_command
+
+    return read_command(capture, f.frames, f.exchanges) if f.frames else None
+
+
 def _print_text(results: list[dict[str, Any]]) -> None:
     from rich.markup import escape
 
@@ -134,6 +146,9 @@ def _print_text(results: list[dict[str, Any]]) -> None:
             for f in group:
                 con.print(f"  [{SEVERITY_STYLE[sev]}]{escape(f.rule)}[/{SEVERITY_STYLE[sev]}]  {escape(f.message)}")
                 con.print(f"      conn {escape(f.conn)}  frames {_frames_text(f)}", style="dim")
+                show = show_command(r["capture"], f)
+                if show:
+                    con.print(f"      show: {escape(show)}", style="dim")
         if not fs:
             con.print("  no findings")
 

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from analyzer.errors import UserError, stdout_console, stdout_to_devnull
-from analyzer.options import capture_options, options_from_kwargs
+from analyzer.options import capture_options, filter_option, options_from_kwargs
 
 
 @click.command("live")
@@ -27,7 +27,7 @@ from analyzer.options import capture_options, options_from_kwargs
                    "top clients) and the full statistics at the end.")
 @click.option("-w", "--write", "write_path", type=click.Path(dir_okay=False), metavar="FILE.pcap",
               help="Also save the captured packets (pcap, nanosecond timestamps, the interface's link type).")
-@click.option("-c", "--count", type=click.IntRange(min=1), help="Stop after N exchanges.")
+@click.option("-c", "--count", type=click.IntRange(min=1), help="Stop after N exchanges (that -Y selects).")
 @click.option("-d", "--duration", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
               help="Stop after this many seconds.")
 @click.option("--timeout", "unanswered_timeout", type=click.FloatRange(min=0, min_open=True), default=30.0,
@@ -40,10 +40,11 @@ from analyzer.options import capture_options, options_from_kwargs
 @click.option("--max-value-bytes", type=click.IntRange(min=1), default=64, show_default=True,
               help="Cut longer values in tree output.")
 @click.option("--no-summary", is_flag=True, help="Do not print the closing summary.")
+@filter_option
 @capture_options
 def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats: bool, write_path: str | None,
                  count: int | None, duration: float | None, unanswered_timeout: float, snaplen: int, buffer_size: int,
-                 max_value_bytes: int, no_summary: bool, **kw: Any) -> int:
+                 max_value_bytes: int, no_summary: bool, display_filter: Any, **kw: Any) -> int:
     """Capture Kafka traffic live and print each exchange as soon as its response arrives.
 
     Stops on Ctrl-C, SIGTERM, --count, --duration or when the reader of its output goes
@@ -108,7 +109,8 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
             view.update(dash.renderable(now), refresh=True)
 
     session = live.LiveSession(pipeline, source, on_exchange, sink=sink, count=count, duration=duration,
-                               on_tick=on_tick)
+                               on_tick=on_tick,
+                               keep=display_filter.matcher(ctx) if display_filter is not None else None)
     click.echo(f"capturing on {iface} ({expr})" + (f", writing {write_path}" if write_path else "")
                + "; Ctrl-C to stop", err=True)
     if view is not None:

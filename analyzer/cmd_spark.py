@@ -13,7 +13,7 @@ import click
 
 from analyzer.cmd_check import rule_list
 from analyzer.errors import UserError
-from analyzer.options import Size, capture_options, options_from_kwargs
+from analyzer.options import Size, capture_options, filter_option, options_from_kwargs
 from analyzer.stats import GROUP_KEYS, parse_by
 
 
@@ -63,11 +63,12 @@ def _conf(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) ->
 @click.option("--conf", "spark_conf", multiple=True, callback=_conf, metavar="KEY=VALUE",
               help="Extra Spark configuration (repeatable), e.g. --conf spark.executor.memory=4g.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress line and no summary.")
+@filter_option
 @capture_options
 def spark_command(captures: tuple[str, ...], out_dir: str, master: str, by: tuple[str, ...], top: int, with_trees: bool,
                   rules: tuple[str, ...], skip_rules: tuple[str, ...], slow_ms: float, storm_rebalances: int,
                   split_size: int, pack_size: int, partitions: int | None, spark_conf: dict[str, str],
-                  quiet: bool, **kw: Any) -> int:
+                  quiet: bool, display_filter: Any, **kw: Any) -> int:
     """Analyse many and huge captures on Spark; write Parquet tables.
 
     Reads pcap/pcapng files (paths, globs, file:// or hdfs:// URIs), splits big files
@@ -91,10 +92,15 @@ def spark_command(captures: tuple[str, ...], out_dir: str, master: str, by: tupl
 
     chosen = set(rules) if rules else set(RULES)
     chosen -= set(skip_rules)
+    if display_filter is not None and "conn" in display_filter.fields:
+        # each task numbers the connections it reassembles: the capture's numbers come after
+        raise UserError("-Y: spark cannot filter on conn (connections are numbered after the job); "
+                        "use client or broker", 2)
     options, ctx = options_from_kwargs(kw)
     cfg = JobConfig(options=options, ctx=ctx, by=by, with_trees=with_trees, rules=frozenset(chosen),
                     slow_ms=slow_ms, storm_rebalances=storm_rebalances, split_size=split_size,
-                    pack_size=pack_size, partitions=partitions or 0, top=top)
+                    pack_size=pack_size, partitions=partitions or 0, top=top,
+                    display_filter=display_filter.text if display_filter is not None else None)
     if "://" not in out_dir:
         if os.path.exists(out_dir) and not os.path.isdir(out_dir):
             raise UserError(f"--out {out_dir}: exists and is not a directory")
@@ -137,9 +143,11 @@ def spark_command(captures: tuple[str, ...], out_dir: str, master: str, by: tupl
     if not quiet:
         _print_summary(result, out_dir)
     if top:
-        from analyzer.stats_render import top_table
+        from analyzer.spark_job import capture_names
+        from analyzer.stats_render import add_show, top_table
 
         slowest = result.stats.top(top)
+        add_show(slowest, capture_names(result.sources))
         if slowest:
             click.echo(top_table(slowest).plain())
     return 0

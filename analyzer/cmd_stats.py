@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from analyzer.errors import UserError, stdout_console, warn_damaged
-from analyzer.options import capture_options
+from analyzer.options import capture_options, filter_option
 from analyzer.stats import GROUP_KEYS, PointSample, StatsAccumulator, keep_top_for, parse_by
 
 
@@ -37,9 +37,10 @@ def _by_param(ctx: click.Context, param: click.Parameter, value: str) -> tuple[s
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, show_default=True,
               help="Worker processes per capture, each taking a share of the TCP connections "
                    "(0: one per CPU for captures of 8 MB or more, else 1).")
+@filter_option
 @capture_options
 def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt: str, histogram: bool,
-                  plot_path: str | None, jobs: int, **kw: Any) -> None:
+                  plot_path: str | None, jobs: int, display_filter: Any, **kw: Any) -> None:
     """Latency percentiles, errors, waits, throttling and throughput.
 
     Latency runs from the packet that completed the request to the packet that
@@ -65,7 +66,8 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
     from analyzer.cli import iter_captures
     from analyzer.shards import auto_jobs, run_stats_sharded
 
-    workers = jobs or auto_jobs(captures)
+    # the worker processes count every exchange: a filtered run reads each capture in one
+    workers = 1 if display_filter is not None else (jobs or auto_jobs(captures))
     for path, run in iter_captures(captures, kw, progress=True, decode=decode):
         source = os.path.basename(path) if many else None
         if workers > 1 and os.path.isfile(path):
@@ -81,7 +83,10 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
             # process gives the figures one process gives
         acc = StatsAccumulator(by, keep_top=total.keep_top)
         acc.source = source
+        keep = display_filter.matcher(run.ctx) if display_filter is not None else None
         for ex in run:
+            if keep is not None and not keep(ex):
+                continue
             acc.add(ex)
             if points is not None:
                 points.add(ex)
@@ -90,6 +95,8 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
 
     result = total.result(top=top)
     from analyzer import stats_render as sr
+
+    sr.add_show(result["top"], {(os.path.basename(c) if many else None): c for c in captures})
 
     if fmt == "json":
         sr.write_json(result, sys.stdout)

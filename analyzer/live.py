@@ -320,6 +320,7 @@ class LiveSession:
     tick_every: float = 1.0
     clock: Callable[[], float] = time.time
     handle_signals: bool = True         # SIGINT/SIGTERM stop the loop cleanly
+    keep: Callable[[Exchange], bool] | None = None      # only these exchanges are handed on and counted
     _stop: str | None = field(default=None, init=False)
     _packets: int = field(default=0, init=False)
     _exchanges: int = field(default=0, init=False)
@@ -333,7 +334,10 @@ class LiveSession:
             self._stop = reason
 
     def _emit(self, exchanges: list[Exchange]) -> None:
+        keep = self.keep
         for ex in exchanges:
+            if keep is not None and not keep(ex):
+                continue
             if self.count is not None and self._exchanges >= self.count:
                 self.stop("count")
                 return

@@ -113,3 +113,22 @@ def fresh_context(template: DecodeContext) -> DecodeContext:
         show_secrets=template.show_secrets,
         decode_records=template.decode_records,
     )
+
+
+def _compile_filter(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    if value is None:
+        return None
+    from analyzer.display_filter import FilterError, compile_filter
+    from analyzer.errors import UserError
+
+    try:
+        return compile_filter(value)
+    except FilterError as e:
+        raise UserError(f"-Y: {e}", 2) from None
+
+
+def filter_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``-Y/--filter EXPR``: the display filter (``analyzer.display_filter``), compiled."""
+    return click.option("-Y", "--filter", "display_filter", metavar="EXPR", callback=_compile_filter,
+                        help="Only exchanges this display filter selects, e.g. "
+                             "'api_name == JoinGroup && latency_ms > 250' (see the README).")(f)

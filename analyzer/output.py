@@ -184,3 +184,28 @@ def iso(ts: float | None) -> str:
     if ts is None:
         return "-"
     return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+# -- pointing at exchanges -----------------------------------------------------------
+
+SHOW_FRAMES_MAX = 4        # more frames than this: a filter on the request frames instead
+
+
+def read_command(capture: str, frames: list[int], exchanges: list[dict[str, Any]] | None = None) -> str:
+    """The ``kafkawire-sniff read`` command that shows the exchanges at ``frames`` (packet
+    numbers: a ``--frame`` each); for more than ``SHOW_FRAMES_MAX``, a filter on the request
+    frames (the response frames of those without one) of ``exchanges`` (``check.exchange_ref``
+    dicts) when they are given."""
+    import shlex
+
+    frames = sorted(dict.fromkeys(f for f in frames if f))
+    head = f"kafkawire-sniff read {shlex.quote(capture)}"
+    if len(frames) > SHOW_FRAMES_MAX and exchanges:
+        reqs = sorted({e["request_frame"] for e in exchanges if e.get("request_frame")})
+        resps = sorted({e["response_frame"] for e in exchanges
+                        if not e.get("request_frame") and e.get("response_frame")})
+        terms = [f"{k} in {{{' '.join(map(str, v))}}}" for k, v in (("request_frame", reqs),
+                                                                   ("response_frame", resps)) if v]
+        if terms:
+            return f"{head} -Y {shlex.quote(' || '.join(terms))} -f tree"
+    return head + "".join(f" --frame {f}" for f in frames) + " -f tree"

@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 import glob
 import json
 import os
@@ -133,6 +134,7 @@ class JobConfig:
     rows: bool = True                     # make the exchanges/partitions rows (False: figures only)
     direct_max: int = -1                  # whole files up to this size skip the shuffle (-1: from input, cores)
     top: int = 0                          # the slowest exchanges listed (stats.json "top"), as `stats --top`
+    display_filter: str | None = None     # -Y: only the exchanges it selects make rows, figures, findings
 
 
 @dataclass(frozen=True)
@@ -753,6 +755,13 @@ def _new_checker(cfg: JobConfig) -> Checker:
                    storm_rebalances=cfg.storm_rebalances)
 
 
+@functools.lru_cache(maxsize=4)
+def _compiled(text: str) -> Any:
+    """The display filter of a task, compiled once per worker process."""
+    from analyzer.display_filter import compile_filter
+    return compile_filter(text)
+
+
 def process_group(gkey: tuple[Any, ...], name: str, packets: Iterable[tuple[Any, ...]], g: _FileAcc,
                   cfg: JobConfig, known: LearntTable | None) -> Iterator[tuple[Any, ...]]:
     """Run one Pipeline over the packets of one 4-tuple (sorted by number) into ``g``; yield table rows.
@@ -771,9 +780,12 @@ def process_group(gkey: tuple[Any, ...], name: str, packets: Iterable[tuple[Any,
     trees = cfg.with_trees
 
     make_rows = cfg.rows
+    keep = _compiled(cfg.display_filter).matcher(ctx) if cfg.display_filter else None
 
     def rows(out: list[Any]) -> Iterator[tuple[Any, ...]]:
         for ex in out:
+            if keep is not None and not keep(ex):
+                continue
             acc.add(ex)
             checker.add(ex)
             if not make_rows:
@@ -897,6 +909,12 @@ def inexact_ids(table: dict[int, LearntTable]) -> int:
     return sum(1 for t in table.values() for ent in t.values() if not ent[2])
 
 
+def decode_again(cfg: JobConfig) -> bool:
+    """Whether connections that named topic ids learnt elsewhere are decoded again, not renamed
+    after the fact: the trees' notes, and what a display filter chose by topic, need the names."""
+    return cfg.with_trees or cfg.display_filter is not None
+
+
 def redo_groups(states: list[tuple[int, dict[str, Any]]],
                 table: dict[int, LearntTable], trees: bool = False
                 ) -> tuple[set[tuple[Any, ...]], list[int], dict[int, dict[str, str]]]:
@@ -951,6 +969,12 @@ class JobResult:
         """Note the topic ids that ``inexact_ids`` counts (in the summary, when there are any)."""
         if n:
             self.summary["topic_ids_inexact"] = n
+
+
+def capture_names(sources: list[Source]) -> dict[str | None, str]:
+    """What the slowest exchanges' ``capture`` (a base name, or None for a lone capture) stands for."""
+    many = len(sources) > 1
+    return {(os.path.basename(s.name.rstrip("/")) if many else None): s.name for s in sources}
 
 
 def remap_conn(conn_ids: dict[int, list[int]], fid: int, first_index: int) -> int:
@@ -1081,7 +1105,7 @@ def run_local(patterns: Iterable[str], cfg: JobConfig, partitions: int = 3, batc
 
     states, rows = one_pass(None, None)
     table = learnt_table(states)
-    redo, dropped, rename = redo_groups(states, table, cfg.with_trees)
+    redo, dropped, rename = redo_groups(states, table, decode_again(cfg))
     if redo:
         states = [st for i, st in enumerate(states) if i not in set(dropped)]
         rows = [r for r in rows if r[1] not in redo]
@@ -1433,7 +1457,7 @@ def run_spark(spark: Any, patterns: Iterable[str], out_dir: str | None, cfg: Job
     res1, ntasks = _spark_pass(sc, sources, reads, cfg, names, nparts, None, None)
     states = res1.filter(lambda r: r[0] == "s").map(lambda r: (r[1], r[2])).collect()
     table = learnt_table(states)
-    redo, dropped, rename = redo_groups(states, table, cfg.with_trees)
+    redo, dropped, rename = redo_groups(states, table, decode_again(cfg))
     res2 = None
     if redo:
         phase(f"second pass over {len(redo)} connection(s) (topic ids learnt on other connections)")
@@ -1613,6 +1637,8 @@ def write_tables(spark: Any, out_dir: str, cfg: JobConfig, result: JobResult, re
     spark.createDataFrame(rows_of("p", p_cols), p_schema, verifySchema=False) \
         .write.mode("overwrite").parquet(_out_path(out_dir, "partitions"))
     sres = result.stats.result(top=cfg.top)
+    from analyzer.stats_render import add_show
+    add_show(sres["top"], capture_names(result.sources))
     cols, srows = stats_rows(sres)
     f_schema = T.StructType([
         T.StructField("capture", T.StringType()), T.StructField("rule", T.StringType()),

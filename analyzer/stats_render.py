@@ -84,6 +84,7 @@ class TextTable:
         self.headers = list(headers)
         self.right = list(right)
         self.rows: list[list[str]] = []
+        self.notes: list[str] = []      # lines printed under the table
 
     def add(self, row: Sequence[str]) -> None:
         self.rows.append(list(row))
@@ -91,7 +92,8 @@ class TextTable:
     def rich(self) -> Table:
         from rich.table import Table
 
-        t = Table(title=self.title, title_justify="left", header_style="bold")
+        t = Table(title=self.title, title_justify="left", header_style="bold",
+                  caption="\n".join(self.notes) or None, caption_justify="left")
         for h, r in zip(self.headers, self.right, strict=True):
             t.add_column(h, justify="right" if r else "left", overflow="fold")
         for row in self.rows:
@@ -112,6 +114,7 @@ class TextTable:
 
         lines = [self.title, line(self.headers), line(["-" * w for w in widths])]
         lines.extend(line(r) for r in self.rows)
+        lines.extend(self.notes)
         return "\n".join(lines)
 
 
@@ -170,16 +173,30 @@ def top_table(top: Sequence[dict[str, Any]]) -> TextTable:
     when several were merged (connection and frame numbers are per capture)."""
     many = any("capture" in r for r in top)
     t = TextTable(f"Slowest {len(top)} exchanges",
-                  ["latency", "ttfb", "api", "v", "corr id"] + ["capture"] * many +
+                  ["#", "latency", "ttfb", "api", "v", "corr id"] + ["capture"] * many +
                   ["conn", "client", "broker", "req frame", "resp frame", "wait", "errors"],
-                  [True, True, False, True, True] + [False] * many +
+                  [True, True, True, False, True, True] + [False] * many +
                   [True, False, False, True, True, False, False])
-    for r in top:
-        t.add([fmt_num(r["latency_ms"]), fmt_num(r["ttfb_ms"]), r["api"], fmt_key(r["version"]),
+    for i, r in enumerate(top, 1):
+        t.add([str(i), fmt_num(r["latency_ms"]), fmt_num(r["ttfb_ms"]), r["api"], fmt_key(r["version"]),
                fmt_key(r["correlation_id"])] + [fmt_key(r.get("capture"))] * many +
               [fmt_key(r["conn"]), fmt_key(r["client"]), fmt_key(r["broker"]), fmt_key(r["request_frame"]),
                fmt_key(r["response_frame"]), r["wait"] or "-", ", ".join(r["error_codes"]) or "-"])
+        if r.get("show"):
+            t.notes.append(f"#{i}: {r['show']}")
     return t
+
+
+def add_show(top: Sequence[dict[str, Any]], capture_of: dict[str | None, str]) -> None:
+    """Give each slowest exchange the ``read`` command that shows it (``show``): its capture
+    is ``capture_of[record's capture]`` (the key None: the record of a lone capture)."""
+    from analyzer.output import read_command
+
+    for r in top:
+        cap = capture_of.get(r.get("capture"))
+        frame = r.get("request_frame") or r.get("response_frame")
+        if cap is not None and frame:
+            r["show"] = read_command(cap, [frame])
 
 
 def rate_lines(result: dict[str, Any], width: int = 60) -> list[str]:

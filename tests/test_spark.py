@@ -375,7 +375,8 @@ def test_cli_top_lists_what_stats_lists(tmp_path: Path) -> None:
                        capture_output=True, text=True, timeout=120, cwd=ROOT)
     lines = s.stdout.splitlines()
     i = lines.index("Slowest 4 exchanges")
-    assert r.stdout.splitlines() == lines[i:i + 7]
+    assert r.stdout.splitlines() == lines[i:i + 11]     # title, header, rule, 4 rows, 4 read commands
+    assert lines[i + 7].startswith(f"#1: kafkawire-sniff read {ROOT / 'samples'}/")
     assert "group_rdkafka.pcap" in r.stdout and "JoinGroup" in r.stdout
     ref = json.loads(subprocess.run(["kafkawire-sniff", "stats", "--top", "4", "-f", "json", *files],
                                     capture_output=True, text=True, timeout=120, cwd=ROOT).stdout)
