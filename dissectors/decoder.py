@@ -132,16 +132,17 @@ def run_plan(plan: Plan, buf: bytes, pos: int, end: int, out: list, st: State) -
         pos = op(buf, pos, end, out, st)
     if plan.flexible:
         if pos < end and buf[pos] == 0:  # the usual empty tagged-field section
+            out.append(Field("tagged_fields", "tagged_fields", 0, pos, 1))
             return pos + 1
-        pos = read_tagged(plan.tags, buf, pos, end, out, st, False)
+        pos = read_tagged(plan.tags, buf, pos, end, out, st, True)
     return pos
 
 
 def read_tagged(tags: dict[int, Op], buf: bytes, pos: int, end: int, out: list, st: State,
                 always: bool) -> int:
     """A tagged-field section; a ``tagged_fields`` Field is added when it holds any
-    (or always, when ``always``). Known tags decode by their FieldDef, unknown ones
-    are kept as raw ``tag_<n>`` bytes."""
+    (or always, when ``always``). Known tags decode by their FieldDef, with a ``tag <n>``
+    note first; unknown ones are kept as raw ``tag_<n>`` bytes."""
     start = pos
     if pos < end and buf[pos] < 0x80:
         n = buf[pos]
@@ -171,7 +172,11 @@ def read_tagged(tags: dict[int, Op], buf: bytes, pos: int, end: int, out: list, 
             f.note(f"unknown tagged field {tag}")
             children.append(f)
         else:
+            first = len(children)
             done = op(buf, pos, pos + size, children, st)
+            if len(children) > first:
+                f = children[first]
+                f.notes = [f"tag {tag}"] + (f.notes or [])
             if done != pos + size and children:
                 children[-1].note(f"tagged field {tag}: {pos + size - done} bytes left unread")
         pos += size
@@ -236,7 +241,7 @@ def _fixed_group(specs: list[tuple[str, str, Callable | None, str | None]]) -> O
             env[f"m{i}"] = table
             make = f"Field(n{i}, t{i}, v{i}, pos + {off}, {ln}, None, [m{i}[v{i}]])"
         elif meaning == "error_code" and conv is None:
-            make = (f"Field(n{i}, t{i}, v{i}, pos + {off}, {ln}, None, [errors[v{i}]] if v{i} else None, "
+            make = (f"Field(n{i}, t{i}, v{i}, pos + {off}, {ln}, None, [errors[v{i}]], "
                     f"{{'error_code': v{i}}} if v{i} else None)")
             ann = None
         else:
@@ -462,9 +467,10 @@ def _array_op(name: str, flexible: bool, nullable: bool, elem_type: str, elem_pl
                     q = o(buf, q, end, ech, st)
                 if eflex:
                     if q < end and buf[q] == 0:
+                        ech.append(Field("tagged_fields", "tagged_fields", 0, q, 1))
                         q += 1
                     else:
-                        q = read_tagged(etags, buf, q, end, ech, st, False)
+                        q = read_tagged(etags, buf, q, end, ech, st, True)
                 e.length = q - p
                 p = q
             st.depth -= 1
