@@ -730,7 +730,8 @@ class Checker:
                         ak, lo, hi = _int(k.get("api_key")), _int(k.get("min_version")), _int(k.get("max_version"))
                         if ak is not None and lo is not None and hi is not None:
                             adv[ak] = (lo, hi)
-                    if adv:
+                    # (a list the capture cut short is not the broker's whole answer)
+                    if adv and not (ex.response is not None and ex.response.truncated):
                         cs.advertised = adv
                         cs.advertised_frame = ex.response_frame or 0
                     if cs.fallback:   # a successful ApiVersions after an UNSUPPORTED_VERSION answer

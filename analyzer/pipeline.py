@@ -142,6 +142,7 @@ class Summary:
             d["tls"] = self.tls
         if ctx is not None:
             d["malformed_fields"] = ctx.malformed
+            d["cut_messages"] = ctx.cut
             d["crc_valid"] = ctx.crc_valid
             d["crc_invalid"] = ctx.crc_invalid
             d["limits_hit"] = dict(ctx.limits_hit)
@@ -883,10 +884,13 @@ class Pipeline:
                     if response is not None:
                         response_tree = digest.digest_response(response.data, api_key, api_version, ctx)  # type: ignore[arg-type]
                 else:
-                    request_tree = kafka.decode_request(request.data, ctx)   # type: ignore[union-attr]
+                    # (a frame cut by the capture is decoded as far as it goes: its declared size)
+                    request_tree = kafka.decode_request(request.data, ctx,   # type: ignore[union-attr]
+                                                        request.size if request.truncated else None)  # type: ignore[union-attr]
                     mid = ctx.malformed
                     if response is not None:
-                        response_tree = kafka.decode_response(response.data, api_key, api_version, ctx)  # type: ignore[arg-type]
+                        response_tree = kafka.decode_response(response.data, api_key, api_version, ctx,  # type: ignore[arg-type]
+                                                              response.size if response.truncated else None)
                 # (only _count_bad marks a tree: what it marks here is known without reading it)
                 if mid != before:
                     _count_bad(request_tree, mid - before)   # type: ignore[arg-type]

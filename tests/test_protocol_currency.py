@@ -3,12 +3,16 @@ key or version we do not know, frames cut by the capture's snaplen, and the sche
 against Kafka's own message definitions."""
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 from typing import Any
 
 from analyzer import pipeline
+from analyzer.cli import summary_text
+from dissectors import kafka
+from dissectors.context import DecodeContext
 from dissectors.field import Field
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, shared_captures
 
 # ---------------------------------------------------------------------------- helpers
 
@@ -60,3 +64,102 @@ def test_crc_in_hex_beside_the_verdict_on_real_batches() -> None:
     assert crcs
     for f in crcs:
         assert f.notes == [f"crc valid (0x{f.value:08x})"]
+
+
+# ------------------------------------------------------------------ frames cut by the snaplen
+
+
+def test_snaplen_96_api_versions_shows_the_captured_entries() -> None:
+    exs, summary = exchanges(shared_captures() / "snap96_rdkafka_tansu.pcap")
+    ex = next(e for e in exs if e.api_key == 18)
+    assert (ex.response.size, len(ex.response.data), ex.response.truncated) == (283, 26, True)
+    resp = ex.response_tree
+    assert resp.notes == ["cut by the capture: 26 of 283 bytes captured, decoded as far as they go"]
+    keys = at(resp, "body/api_keys")
+    # the count is the wire's (36 entries), checked against the declared 279 body bytes, and
+    # the entries the 26 captured bytes hold are shown: two whole, the third cut after max_version's start
+    assert keys.value == 36 and not resp.any_malformed()
+    assert [[(c.name, c.value) for c in e.children] for e in keys.children] == [
+        [("api_key", 12), ("min_version", 0), ("max_version", 4), ("tagged_fields", 0)],
+        [("api_key", 8), ("min_version", 0), ("max_version", 9), ("tagged_fields", 0)],
+        [("api_key", 15), ("min_version", 0)]]
+    assert keys.children[2].child("api_key").notes == ["DescribeGroups"]
+    # the request: its client_software_name as far as it was captured
+    req = ex.request_tree
+    assert req.notes == ["cut by the capture: 26 of 64 bytes captured, decoded as far as they go"]
+    assert at(req, "body/client_software_name").value == "conflue"
+    # one note on each cut tree, and the exchanges stay ok
+    assert all(e.status == "ok" for e in exs)
+    assert sum(1 for e in exs for t in (e.request_tree, e.response_tree)
+               if t is not None and t.notes and t.notes[0].startswith("cut by the capture")) == 41
+    assert summary.truncated_frames == 41
+
+
+def test_snaplen_96_summary_counts_cuts_not_malformed() -> None:
+    run = pipeline.Run(str(shared_captures() / "snap96_rdkafka_tansu.pcap"))
+    list(run)
+    d = run.summary.to_json(run.ctx)
+    assert (d["cut_messages"], d["malformed_fields"], d["truncated_frames"]) == (41, 0, 41)
+    text = "\n".join(summary_text(run.summary, run.ctx))
+    assert "cut by the capture: 41 messages, decoded as far as their captured bytes go" in text
+    assert "malformed" not in text
+
+
+def _cut(frame: bytes, keep: int) -> tuple[bytes, int]:
+    """A frame (without its size prefix) cut after ``keep`` bytes, and its declared size."""
+    return frame[:keep], len(frame)
+
+
+def test_crafted_api_versions_v2_response_cut_keeps_whole_entries_and_the_partial_one() -> None:
+    entries = [(0, 0, 9), (1, 0, 13), (3, 0, 12), (18, 0, 3)]
+    body = struct.pack(">hi", 0, len(entries)) + b"".join(struct.pack(">hhh", *e) for e in entries)
+    frame = struct.pack(">i", 5) + body + struct.pack(">i", 0)
+    data, size = _cut(frame, 4 + 6 + 6 * 2 + 3)
+    ctx = DecodeContext()
+    tree = kafka.decode_response(data, 18, 2, ctx, size)
+    keys = at(tree, "body/api_keys")
+    assert keys.value == 4 and [e.get("api_key") for e in keys.children] == [0, 1, 3]
+    assert [c.name for c in keys.children[2].children] == ["api_key"]
+    assert (ctx.malformed, ctx.cut) == (0, 1) and tree.notes[0].startswith("cut by the capture: 25 of 38")
+    # the same bytes as a whole frame are malformed: the count exceeds the bytes there are
+    ctx = DecodeContext()
+    tree = kafka.decode_response(data, 18, 2, ctx)
+    assert ctx.malformed == 1 and [n for f in tree.walk() for n in f.notes or () if n.startswith("malformed")] == [
+        "malformed: array count 4 exceeds the 15 bytes left"]
+    # a count beyond even the declared size stays malformed in a cut frame
+    bad = struct.pack(">i", 5) + struct.pack(">hi", 0, 1000) + struct.pack(">hhh", 0, 0, 9)
+    ctx = DecodeContext()
+    tree = kafka.decode_response(bad, 18, 2, ctx, len(bad) + 10)
+    assert ctx.malformed == 1 and ctx.cut == 1
+
+
+def test_crafted_cut_strings_bytes_records_and_header() -> None:
+    # a Produce v3 request cut inside its records: topic names whole, records what was captured
+    from tests.pcapgen import kafka_request
+    batch = _record_batch()
+    part = struct.pack(">i", 0) + struct.pack(">i", len(batch)) + batch
+    topic = struct.pack(">h", 6) + b"orders" + struct.pack(">i", 1) + part
+    body = struct.pack(">hhii", -1, 1, 1000, 1) + topic
+    frame = kafka_request(0, 3, 9, "producer-1", body)[4:]
+    ctx = DecodeContext()
+    data, size = _cut(frame, len(frame) - 20)
+    tree = kafka.decode_request(data, ctx, size)
+    t0 = at(tree, "body/topic_data").children[0]
+    assert t0.get("name") == "orders" and (ctx.malformed, ctx.cut) == (0, 1)
+    rec = t0.child("partition_data").children[0].child("records")
+    assert rec.offset + rec.length == len(data)
+    # cut inside the client_id: the part captured, no malformed note
+    ctx = DecodeContext()
+    data, size = _cut(frame, 14)
+    tree = kafka.decode_request(data, ctx, size)
+    assert at(tree, "header/client_id").value == "prod" and (ctx.malformed, ctx.cut) == (0, 1)
+    # cut inside a string of the body
+    ctx = DecodeContext()
+    data, size = _cut(frame, 20 + 2 + 2 + 4 + 4 + 2 + 3)     # header, transactional_id ... 'ord'
+    tree = kafka.decode_request(data, ctx, size)
+    assert at(tree, "body/topic_data").children[0].get("name") == "ord" and ctx.malformed == 0
+
+
+def _record_batch() -> bytes:
+    from tests.test_records import build
+    return build(2, 0, n=3)
