@@ -66,6 +66,7 @@ from dissectors.header import (
     read_uvarint,
     request_header,
     response_correlation_id,
+    sane_request,
 )
 from dissectors.schema import api_name
 from dissectors.summary import partitions_of
@@ -551,6 +552,7 @@ class Pipeline:
             # positional (plausible, max_frame_size, min_frame_size, peek): two per connection
             fr = st.framers[d] = Framer(conn, d, self._plausible_for(st, d), self.options.max_frame_size,
                                         0 if st.sasl_raw else 2, 64)
+            fr.sane = partial(_sane_request_check, st, d)
         if kind is StreamData:
             # (a direction's first bytes too: a new framer cuts them straight, see Framer._at)
             frames: list[Frame] = []
@@ -758,6 +760,10 @@ class Pipeline:
         h = peeked
         if h.__class__ is not RequestHeader:     # not parsed by the framer's check
             h = parse_request_header(frame.data, partial=frame.truncated)
+            if h is None:
+                # an API or version newer than the schema (framed by the framer's looser
+                # check): its header as far as it parses
+                h = sane_request(frame.data, frame.size)
             if h is None:
                 tree = Field("request", "Request", None, 0, len(frame.data))
                 tree.mark_malformed(f"not a request header ({len(frame.data)} bytes)", self.ctx)
@@ -1098,6 +1104,16 @@ def _response_check(st: _ConnState, data: bytes) -> _Pending | bool:
     # while no request was seen yet, or when its id is close to the ones in use
     last = st.last_cid
     return last is None or abs(cid - last) <= 4096
+
+
+def _sane_request_check(st: _ConnState, d: int, data: bytes, size: int) -> bool:
+    """The framer's looser check of a frame at a known boundary (Framer.sane): on the client
+    side of a 0.8+ (or not yet decided) connection outside raw SASL, a request header of
+    any API key and version, so that one newer than the schema is framed and paired."""
+    conn = st.conn
+    if st.sasl_raw or conn.client_dir != d or conn.protocol not in (None, "kafka"):
+        return False
+    return sane_request(data, size) is not None
 
 
 def _undecided_request(data: bytes) -> RequestHeader | bool:

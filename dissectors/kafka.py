@@ -19,6 +19,7 @@ from dissectors.decoder import State, decode_body, is_cut, read_tagged
 from dissectors.decoder import _Bad as _DecodeStop
 from dissectors.errors import error_name
 from dissectors.field import ErrorsRoot, Field
+from dissectors.header import MAX_NEWER_PLAUSIBLE
 from dissectors.schema import APIS, ApiDef, api_name, is_flexible
 
 _HDR = struct.Struct(">hhi")
@@ -31,14 +32,38 @@ _LEARN_FROM = frozenset({3, 19, 75})
 _LAST_NON_FLEXIBLE_KEY = 67
 
 
-def _clamp(api: ApiDef, version: int) -> tuple[int, str | None]:
-    """The version to decode with, and the note that says why it differs."""
+# a version at most this far above the newest known is decoded with the newest layout (when
+# it fits); further above, the body is kept as raw bytes (as header.py's plausibility window)
+NEWER_VERSIONS_TRIED = MAX_NEWER_PLAUSIBLE
+
+
+def _clamp(api: ApiDef, version: int) -> tuple[int | None, str | None]:
+    """The version to decode with (None: none, keep the body raw), and the note that says
+    why it differs."""
     if version > api.max_version:
+        if version - api.max_version > NEWER_VERSIONS_TRIED:
+            return None, (f"version {version} is beyond the newest we know ({api.max_version}): "
+                          "body kept as raw bytes")
         return api.max_version, (f"version {version} is newer than the newest known ({api.max_version}): "
                                  f"decoded as v{api.max_version}")
     if version < api.min_version:
         return max(version, 0), f"version {version} is older than the oldest known ({api.min_version})"
     return version, None
+
+
+def _raw_body(buf: bytes, pos: int, n: int, note: str) -> Field:
+    body = Field("body", "bytes", buf[pos:], pos, n - pos)
+    body.note(note)
+    return body
+
+
+def _newer_fits(api: ApiDef, used: int, request: bool, buf: bytes, pos: int, n: int, ctx: DecodeContext,
+                st: State) -> bool:
+    """Does a version newer than the newest known decode with the newest layout (``used``)
+    without a malformed field or trailing bytes? (A trial, on a scratch context.)"""
+    trial = DecodeContext(max_array_len=ctx.max_array_len, max_depth=ctx.max_depth, decode_records=False)
+    probe = decode_body(api, used, request, buf, pos, n, trial, State(trial, api.key, st.slack, st.cap_end))
+    return not trial.malformed and not trial.trailing and not probe.any_malformed()
 
 
 def _request_header_version(api: ApiDef | None, api_key: int, api_version: int) -> int:
@@ -105,13 +130,22 @@ def decode_request(data: bytes, ctx: DecodeContext, size: int | None = None) -> 
         header.add(Field("client_id", "string", cid, 8, pos - 8))
     if hv == 2:
         hst = State(ctx, api_key, slack, n)
+        kept = len(header.children)
         try:
             pos = read_tagged({}, buf, pos, n, header.children, hst, True)  # type: ignore[arg-type]
         except _DecodeStop as e:
-            header.length = n
-            if not is_cut(e, hst):
-                e.out.append(Field(e.name, e.typ, None, e.offset, n - e.offset).mark_malformed(e.reason, ctx))
-            return root
+            if not is_cut(e, hst) and (api is None or api_version > api.max_version):
+                # the header version of an API or version we do not know is a guess: without
+                # a tagged-field section that parses, it is taken as v1
+                del header.children[kept:]
+                header.type = "RequestHeader v1"
+                header.note("no tagged-field section after the client_id: header taken as v1")
+                hv = 1
+            else:
+                header.length = n
+                if not is_cut(e, hst):
+                    e.out.append(Field(e.name, e.typ, None, e.offset, n - e.offset).mark_malformed(e.reason, ctx))
+                return root
     header.length = pos
     if api is None:
         body = Field("body", "bytes", buf[pos:], pos, n - pos)
@@ -121,6 +155,14 @@ def decode_request(data: bytes, ctx: DecodeContext, size: int | None = None) -> 
         return root
     used, why = _clamp(api, api_version)
     st = State(ctx, api_key, slack, n)
+    if used is None:
+        root.add(_raw_body(buf, pos, n, why))   # type: ignore[arg-type]
+        return root
+    if used < api_version and not _newer_fits(api, used, True, buf, pos, n, ctx, st):
+        root.add(_raw_body(buf, pos, n, f"version {api_version} is newer than the newest known "
+                                        f"({api.max_version}) and the v{used} layout does not fit: "
+                                        "body kept as raw bytes"))
+        return root
     body = decode_body(api, used, True, buf, pos, n, ctx, st)
     root.add(body)
     if why:
@@ -208,6 +250,15 @@ def decode_response(data: bytes, api_key: int, api_version: int, ctx: DecodeCont
         return root
     used, why = _clamp(api, api_version)
     st = State(ctx, api_key, slack, n)
+    if used is None:
+        root.add(_raw_body(buf, pos, n, why))   # type: ignore[arg-type]
+        return root
+    if used < api_version and not (api_key == 18 and n - pos >= 2 and _I16.unpack_from(buf, pos)[0] == 35) \
+            and not _newer_fits(api, used, False, buf, pos, n, ctx, st):
+        root.add(_raw_body(buf, pos, n, f"version {api_version} is newer than the newest known "
+                                        f"({api.max_version}) and the v{used} layout does not fit: "
+                                        "body kept as raw bytes"))
+        return root
     if api_key == 18 and used > 0:
         body = _api_versions_response(api, used, buf, pos, n, ctx, st)
     else:

@@ -13,6 +13,7 @@ from dissectors import kafka
 from dissectors.context import DecodeContext
 from dissectors.field import Field
 from tests.conftest import SAMPLES, shared_captures
+from tests.pcapgen import TcpFlow, kafka_frame, kafka_request, kafka_response, write_pcap
 
 # ---------------------------------------------------------------------------- helpers
 
@@ -135,7 +136,6 @@ def test_crafted_api_versions_v2_response_cut_keeps_whole_entries_and_the_partia
 
 def test_crafted_cut_strings_bytes_records_and_header() -> None:
     # a Produce v3 request cut inside its records: topic names whole, records what was captured
-    from tests.pcapgen import kafka_request
     batch = _record_batch()
     part = struct.pack(">i", 0) + struct.pack(">i", len(batch)) + batch
     topic = struct.pack(">h", 6) + b"orders" + struct.pack(">i", 1) + part
@@ -163,3 +163,103 @@ def test_crafted_cut_strings_bytes_records_and_header() -> None:
 def _record_batch() -> bytes:
     from tests.test_records import build
     return build(2, 0, n=3)
+
+
+# ---------------------------------------------- frames whose API key or version we do not know
+
+
+def _flexible_request(api_key: int, version: int, corr: int, client_id: str, body: bytes) -> bytes:
+    """A request frame with header v2 (client_id, then an empty tagged-field section)."""
+    cid = client_id.encode()
+    return kafka_frame(struct.pack(">hhih", api_key, version, corr, len(cid)) + cid + b"\x00" + body)
+
+
+def _metadata_v1(corr: int) -> tuple[bytes, bytes]:
+    req = kafka_request(3, 1, corr, "cli", struct.pack(">i", 0))
+    resp = kafka_response(corr, struct.pack(">iii", 0, 7, 0))   # no brokers, controller 7, no topics
+    return req, resp
+
+
+def _unknown_capture(path: Path, syn: bool = True) -> None:
+    flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092), ts=1000.0)
+    pkts = flow.handshake() if syn else []
+    unknown = _flexible_request(10000, 0, 2, "cli", b"\x01\x02\x03hello")
+    md1, md1r = _metadata_v1(1)
+    # the unknown API key first, glued to a Metadata request in one segment, its answer with it
+    pkts += flow.send(0, unknown + md1)
+    pkts += flow.send(1, kafka_response(2, b"\x00\x23\x00") + md1r)
+    # ControlledShutdown v1000 spread over two segments, a Metadata request behind it
+    shutdown = _flexible_request(7, 1000, 3, "cli", struct.pack(">iq", 2, 5) + b"\x00")
+    md4, md4r = _metadata_v1(4)
+    pkts += flow.send(0, shutdown + md4, sizes=[20])
+    pkts += flow.send(1, kafka_response(3, b"\x00\x00\x23\x01\x00") + md4r)
+    pkts += flow.fin(0) + flow.fin(1)
+    write_pcap(str(path), pkts)
+
+
+def test_unknown_api_key_and_far_version_are_one_frame_each_and_paired(tmp_path: Path) -> None:
+    """Before: the API key 10000 request was skipped as "bytes before first frame" and its
+    answer an orphan; ControlledShutdown v1000 knocked framing out of sync, its tail read as a
+    Metadata v3 request that was never answered."""
+    path = tmp_path / "unknown.pcap"
+    _unknown_capture(path)
+    exs, summary = exchanges(path)
+    assert [(e.status, e.api_name, e.api_key, e.api_version, e.correlation_id) for e in exs] == [
+        ("ok", "Unknown(10000)", 10000, 0, 2), ("ok", "Metadata", 3, 1, 1),
+        ("ok", "ControlledShutdown", 7, 1000, 3), ("ok", "Metadata", 3, 1, 4)]
+    assert not summary.bytes_skipped and summary.request_frames == summary.response_frames == 4
+    unknown, shutdown = exs[0], exs[2]
+    body = at(unknown.request_tree, "body")
+    assert (body.type, body.value, body.offset) == ("bytes", b"\x01\x02\x03hello", 14)
+    assert body.notes == ["unknown API key 10000: body kept as raw bytes (header assumed flexible)"]
+    assert at(unknown.response_tree, "body").notes == ["unknown API key 10000: body kept as raw bytes"]
+    body = at(shutdown.request_tree, "body")
+    assert body.type == "bytes" and body.notes == [
+        "version 1000 is beyond the newest we know (3): body kept as raw bytes"]
+    assert at(shutdown.response_tree, "body").value == b"\x00\x23\x01\x00" and shutdown.error_codes == []
+    # check names them
+    from analyzer.check import Checker
+    ck = Checker()
+    for e in exs:
+        ck.add(e)
+    found = [(f.rule, f.severity, f.message) for f in ck.finish() if f.rule == "unknown-api"]
+    assert found == [
+        ("unknown-api", "warning", "1 request(s) with unknown API key 10000: framed and paired, body not judged"),
+        ("unknown-api", "warning", "1 request(s) with ControlledShutdown v1000, newer than the newest known (v3): "
+                                   "framed and paired, body not judged")]
+
+
+def test_without_the_handshake_the_first_boundary_is_unknown(tmp_path: Path) -> None:
+    # mid-stream the first byte is no known boundary: the unknown request is still passed over
+    # (the stricter rules of a desynchronised stream), and its answer is an orphan
+    path = tmp_path / "midstream.pcap"
+    _unknown_capture(path, syn=False)
+    exs, summary = exchanges(path)
+    assert [(e.status, e.api_name, e.correlation_id) for e in exs][:2] == [
+        ("orphan_response", "Unknown", 2), ("ok", "Metadata", 1)]
+    assert summary.bytes_skipped["before first frame"] == 26
+    # nor is the end of the frame the scan guessed (the Metadata request): ControlledShutdown
+    # v1000 there is passed over as well; the boundaries after a frame cut in sync are known
+    assert ("ok", "ControlledShutdown", 3) not in [(e.status, e.api_name, e.correlation_id) for e in exs]
+
+
+def test_a_version_just_above_the_newest_is_decoded_with_the_newest_layout() -> None:
+    # Heartbeat's newest known version is 4; a v5 whose body fits v4's layout is decoded so
+    v4_body = b"\x04grp" + struct.pack(">i", 9) + b"\x04mem" + b"\x00" + b"\x00"   # compact strings
+    frame = _flexible_request(12, 5, 1, "cli", v4_body)[4:]
+    ctx = DecodeContext()
+    tree = kafka.decode_request(frame, ctx)
+    body = at(tree, "body")
+    assert body.type == "HeartbeatRequest v4" and body.get("group_id") == "grp" and body.get("generation_id") == 9
+    assert body.notes == ["version 5 is newer than the newest known (4): decoded as v4"]
+    # one that does not fit it (three bytes more) is kept raw, with a note saying why
+    frame = _flexible_request(12, 5, 1, "cli", v4_body[:-1] + b"abc" + b"\x00")[4:]
+    tree = kafka.decode_request(frame, ctx)
+    body = at(tree, "body")
+    assert body.type == "bytes" and body.value == v4_body[:-1] + b"abc\x00"
+    assert body.notes == ["version 5 is newer than the newest known (4) and the v4 layout does not fit: "
+                          "body kept as raw bytes"]
+    assert ctx.malformed == 0 and ctx.trailing == 0
+    # the response the same way: v4's layout fits (throttle_time_ms, error_code, tags)
+    tree = kafka.decode_response(struct.pack(">i", 1) + b"\x00" + struct.pack(">ih", 0, 27) + b"\x00", 12, 5, ctx)
+    assert at(tree, "body").get("error_code") == 27 and kafka.error_codes(tree) == ["REBALANCE_IN_PROGRESS"]
