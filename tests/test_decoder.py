@@ -286,7 +286,8 @@ def test_request_header_tree_and_body() -> None:
 
 def test_request_newer_version_decoded_as_newest_with_note() -> None:
     api = APIS[18]
-    data = _req_header(18, api.max_version + 1, 1, b"c", True) + b"\x02a\x02b\x00"
+    # (a body in the newest layout, v5's: software name and version, a null cluster id, node id -1)
+    data = _req_header(18, api.max_version + 1, 1, b"c", True) + b"\x02a\x02b\x00" + struct.pack(">i", -1) + b"\x00"
     t = kafka.decode_request(data, DecodeContext())
     body = t.child("body")
     assert body.type == f"ApiVersionsRequest v{api.max_version}"

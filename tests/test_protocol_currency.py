@@ -263,3 +263,66 @@ def test_a_version_just_above_the_newest_is_decoded_with_the_newest_layout() -> 
     # the response the same way: v4's layout fits (throttle_time_ms, error_code, tags)
     tree = kafka.decode_response(struct.pack(">i", 1) + b"\x00" + struct.pack(">ih", 0, 27) + b"\x00", 12, 5, ctx)
     assert at(tree, "body").get("error_code") == 27 and kafka.error_codes(tree) == ["REBALANCE_IN_PROGRESS"]
+
+
+# ------------------------------------------------------------------------- Kafka 4.4's versions
+
+TOPIC_ID = bytes(range(1, 17))
+
+
+def _body(tree: Field) -> list[tuple[str, Any]]:
+    return [(c.name, c.value) for c in at(tree, "body").children]
+
+
+def test_api_versions_v5_request_names_cluster_and_node() -> None:
+    # KIP-1242: read as v4 the ClusterId's length (0x0a) was taken for a tagged-field count
+    body = b"\x0dkafka-python\x073.0.12" + b"\x0aclusterid" + struct.pack(">i", 3) + b"\x00"
+    ctx = DecodeContext()
+    tree = kafka.decode_request(_flexible_request(18, 5, 1, "cli", body)[4:], ctx)
+    assert _body(tree) == [("client_software_name", "kafka-python"), ("client_software_version", "3.0.12"),
+                           ("cluster_id", "clusterid"), ("node_id", 3), ("tagged_fields", 0)]
+    assert at(tree, "body").notes is None and ctx.malformed == 0
+    # unknown to the client: a null cluster id, node -1
+    tree = kafka.decode_request(_flexible_request(18, 5, 1, "cli", b"\x02a\x02b\x00" + struct.pack(">i", -1)
+                                                  + b"\x00")[4:], ctx)
+    assert _body(tree)[2:4] == [("cluster_id", None), ("node_id", -1)] and ctx.malformed == 0
+
+
+def test_txn_offset_commit_v6_names_topics_by_id_and_the_renamed_epoch() -> None:
+    # KIP-1319 (the frames as Kafka's trunk schema encodes them)
+    head = b"\x02t\x02g" + struct.pack(">qhi", 1, 2, 3) + b"\x02m\x00" + b"\x02"
+    partition = b"\x02" + struct.pack(">iqi", 0, 5, -1) + b"\x01" + b"\x00" + b"\x00" + b"\x00"
+    ctx = DecodeContext(topic_names={"01020304-0506-0708-090a-0b0c0d0e0f10": "orders"})
+    tree = kafka.decode_request(_flexible_request(28, 6, 1, "cli", head + TOPIC_ID + partition)[4:], ctx)
+    body = at(tree, "body")
+    assert body.get("generation_id_or_member_epoch") == 3 and body.get("member_id") == "m"
+    topic = body.child("topics").children[0]
+    assert [c.name for c in topic.children] == ["topic_id", "partitions", "tagged_fields"]
+    assert topic.get("topic_id") == "01020304-0506-0708-090a-0b0c0d0e0f10"
+    assert topic.child("partitions").children[0].get("committed_offset") == 5 and ctx.malformed == 0
+    # v5 still names the topic
+    tree = kafka.decode_request(_flexible_request(28, 5, 1, "cli", head + b"\x07orders" + partition)[4:], ctx)
+    assert at(tree, "body").child("topics").children[0].get("name") == "orders" and ctx.malformed == 0
+    # the response the same way
+    resp = struct.pack(">i", 1) + b"\x00" + struct.pack(">i", 0) + b"\x02" + TOPIC_ID + b"\x02" + \
+        struct.pack(">ih", 0, 0) + b"\x00\x00\x00"
+    tree = kafka.decode_response(resp, 28, 6, ctx)
+    topic = at(tree, "body").child("topics").children[0]
+    assert topic.get("topic_id") == "01020304-0506-0708-090a-0b0c0d0e0f10" and ctx.malformed == 0
+    assert topic.child("partitions").children[0].child("error_code").notes == ["NONE"]
+
+
+def test_streams_group_heartbeat_v1_response_and_v0_legacy_lag() -> None:
+    # KIP-1331 (the frames as Kafka's trunk schema encodes them)
+    head = struct.pack(">ih", 0, 0) + b"\x00" + b"\x02m" + struct.pack(">ii", 1, 2)
+    v1 = head + struct.pack(">iq", 3, 1000) + b"\x00\x00\x00\x00" + b"\x01" + struct.pack(">i", 4) + b"\x00\x00"
+    v0 = head + struct.pack(">ii", 1000, 3) + b"\x00\x00\x00\x00" + struct.pack(">i", 4) + b"\x00\x00"
+    ctx = DecodeContext()
+    b1 = dict(_body(kafka.decode_response(struct.pack(">i", 1) + b"\x00" + v1, 88, 1, ctx)))
+    assert (b1["task_offset_interval_ms"], b1["acceptable_recovery_lag"], b1["topology_description_required"],
+            b1["endpoint_information_epoch"]) == (3, 1000, True, 4)
+    assert "acceptable_recovery_lag_legacy" not in b1
+    b0 = dict(_body(kafka.decode_response(struct.pack(">i", 1) + b"\x00" + v0, 88, 0, ctx)))
+    assert (b0["acceptable_recovery_lag_legacy"], b0["task_offset_interval_ms"]) == (1000, 3)
+    assert "acceptable_recovery_lag" not in b0 and "topology_description_required" not in b0
+    assert ctx.malformed == 0 and ctx.trailing == 0
