@@ -885,10 +885,19 @@ class Pipeline:
                 ctx = self.ctx
                 before = ctx.malformed
                 if mode == "lite":
-                    request_tree = digest.digest_request(request.data, header[4], ctx)   # type: ignore[union-attr]
+                    # (a frame cut by the capture gets the full decoder, which knows its declared
+                    # size: decoded as far as it goes, a cut rather than malformed; such frames are few)
+                    if request.truncated:   # type: ignore[union-attr]
+                        request_tree = kafka.decode_request(request.data, ctx, request.size)  # type: ignore[union-attr]
+                    else:
+                        request_tree = digest.digest_request(request.data, header[4], ctx)   # type: ignore[union-attr]
                     mid = ctx.malformed
                     if response is not None:
-                        response_tree = digest.digest_response(response.data, api_key, api_version, ctx)  # type: ignore[arg-type]
+                        if response.truncated:
+                            response_tree = kafka.decode_response(response.data, api_key, api_version, ctx,  # type: ignore[arg-type]
+                                                                  response.size)
+                        else:
+                            response_tree = digest.digest_response(response.data, api_key, api_version, ctx)  # type: ignore[arg-type]
                 else:
                     # (a frame cut by the capture is decoded as far as it goes: its declared size)
                     request_tree = kafka.decode_request(request.data, ctx,   # type: ignore[union-attr]
