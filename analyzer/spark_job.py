@@ -828,7 +828,7 @@ def process_group(gkey: tuple[Any, ...], name: str, packets: Iterable[tuple[Any,
     c["bytes_skipped"].update(s.bytes_skipped)
     c["exchanges"].update(s.exchanges)
     c["notes"].update(s.notes)
-    c["counters"].update({"malformed_fields": ctx.malformed, "crc_valid": ctx.crc_valid,
+    c["counters"].update({"malformed_fields": ctx.malformed, "cut_messages": ctx.cut, "crc_valid": ctx.crc_valid,
                           "crc_invalid": ctx.crc_invalid})
     c["limits"].update(ctx.limits_hit)
     # connection keys (by conn, slowest exchanges): this pipeline's ids -> first packet numbers
@@ -1023,6 +1023,7 @@ def gather(states: Iterable[tuple[int, dict[str, Any]]], sources: list[Source], 
             **{f: c["summary"].get(f, 0) for f in _SUM_FIELDS}, "exchanges": dict(c["exchanges"]),
             "bytes_skipped": dict(c["bytes_skipped"]), "notes": dict(c["notes"]), "first_time": first_ts,
             "last_time": last_ts, "malformed_fields": c["counters"].get("malformed_fields", 0),
+            "cut_messages": c["counters"].get("cut_messages", 0),
             "crc_valid": c["counters"].get("crc_valid", 0), "crc_invalid": c["counters"].get("crc_invalid", 0),
             "limits_hit": dict(c["limits"]), "findings": len(fs)}
         if warnings:
