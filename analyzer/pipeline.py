@@ -68,6 +68,7 @@ from dissectors.header import (
     response_correlation_id,
     sane_request,
 )
+from dissectors.schema import APIS as _APIS
 from dissectors.schema import api_name
 from dissectors.summary import partitions_of
 from dissectors.tls import looks_like_tls, parse_hello
@@ -885,15 +886,23 @@ class Pipeline:
                 ctx = self.ctx
                 before = ctx.malformed
                 if mode == "lite":
-                    # (a frame cut by the capture gets the full decoder, which knows its declared
-                    # size: decoded as far as it goes, a cut rather than malformed; such frames are few)
-                    if request.truncated:   # type: ignore[union-attr]
-                        request_tree = kafka.decode_request(request.data, ctx, request.size)  # type: ignore[union-attr]
+                    # (a frame cut by the capture, or of an API or version newer than the table,
+                    # gets the full decoder, which knows its declared size and keeps a body it
+                    # cannot read raw: a cut rather than malformed, no error codes read from a
+                    # layout that is not its own; such exchanges are few)
+                    api = _APIS.get(api_key)    # type: ignore[arg-type]
+                    full = api is None or api_version > api.max_version   # type: ignore[operator]
+                    if full or request.truncated:   # type: ignore[union-attr]
+                        request_tree = kafka.decode_request(request.data, ctx,   # type: ignore[union-attr]
+                                                            request.size if request.truncated else None)  # type: ignore[union-attr]
                     else:
                         request_tree = digest.digest_request(request.data, header[4], ctx)   # type: ignore[union-attr]
                     mid = ctx.malformed
                     if response is not None:
-                        if response.truncated:
+                        if full:
+                            response_tree = kafka.decode_response(response.data, api_key, api_version, ctx,  # type: ignore[arg-type]
+                                                                  response.size if response.truncated else None)
+                        elif response.truncated:
                             response_tree = kafka.decode_response(response.data, api_key, api_version, ctx,  # type: ignore[arg-type]
                                                                   response.size)
                         else:

@@ -232,6 +232,17 @@ def test_unknown_api_key_and_far_version_are_one_frame_each_and_paired(tmp_path:
                                    "framed and paired, body not judged")]
 
 
+def test_stats_lean_decoding_keeps_such_bodies_raw_too(tmp_path: Path) -> None:
+    # (the lean digest would read v1000's body with v3's layout: an error code 8960 that is not)
+    path = tmp_path / "unknown.pcap"
+    _unknown_capture(path)
+    run = pipeline.Run(str(path), pipeline.Options(decode="lite"))
+    exs = list(run)
+    shutdown = next(e for e in exs if e.api_key == 7)
+    assert shutdown.error_codes == [] and at(shutdown.response_tree, "body").type == "bytes"
+    assert run.ctx.malformed == 0 and [e.status for e in exs] == ["ok"] * 4
+
+
 def test_without_the_handshake_the_first_boundary_is_unknown(tmp_path: Path) -> None:
     # mid-stream the first byte is no known boundary: the unknown request is still passed over
     # (the stricter rules of a desynchronised stream), and its answer is an orphan
