@@ -60,6 +60,7 @@ from dissectors import digest, kafka, legacy
 from dissectors.context import DecodeContext
 from dissectors.field import Field
 from dissectors.header import (
+    MAX_PLAUSIBLE_API_KEY,
     RequestHeader,
     parse_request_header,
     plausible_request,
@@ -553,7 +554,7 @@ class Pipeline:
             # positional (plausible, max_frame_size, min_frame_size, peek): two per connection
             fr = st.framers[d] = Framer(conn, d, self._plausible_for(st, d), self.options.max_frame_size,
                                         0 if st.sasl_raw else 2, 64)
-            fr.sane = partial(_sane_request_check, st, d)
+            fr.sane = partial(_sane_request_check, st, d, self._ports)
         if kind is StreamData:
             # (a direction's first bytes too: a new framer cuts them straight, see Framer._at)
             frames: list[Frame] = []
@@ -1124,14 +1125,22 @@ def _response_check(st: _ConnState, data: bytes) -> _Pending | bool:
     return last is None or abs(cid - last) <= 4096
 
 
-def _sane_request_check(st: _ConnState, d: int, data: bytes, size: int) -> bool:
+def _sane_request_check(st: _ConnState, d: int, ports: frozenset[int], data: bytes, size: int) -> bool:
     """The framer's looser check of a frame at a known boundary (Framer.sane): on the client
-    side of a 0.8+ (or not yet decided) connection outside raw SASL, a request header of
-    any API key and version, so that one newer than the schema is framed and paired."""
+    side of a 0.8+ connection outside raw SASL, a request header of any API key and version,
+    so that one newer than the schema is framed and paired. A connection's first request
+    (its protocol not decided yet) to a port that is no ``--port`` needs an API key in the
+    plausible range (0-127) too, lest some other length-prefixed protocol pass for Kafka."""
     conn = st.conn
-    if st.sasl_raw or conn.client_dir != d or conn.protocol not in (None, "kafka"):
+    if st.sasl_raw or conn.client_dir != d:
         return False
-    return sane_request(data, size) is not None
+    protocol = conn.protocol
+    if protocol != "kafka" and protocol is not None:
+        return False
+    h = sane_request(data, size)
+    if h is None:
+        return False
+    return protocol is not None or conn.endpoint(1 - d).port in ports or h.api_key <= MAX_PLAUSIBLE_API_KEY
 
 
 def _undecided_request(data: bytes) -> RequestHeader | bool:

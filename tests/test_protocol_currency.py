@@ -183,8 +183,8 @@ def _metadata_v1(corr: int) -> tuple[bytes, bytes]:
     return req, resp
 
 
-def _unknown_capture(path: Path, syn: bool = True) -> None:
-    flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092), ts=1000.0)
+def _unknown_capture(path: Path, syn: bool = True, port: int = 9092) -> None:
+    flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", port), ts=1000.0)
     pkts = flow.handshake() if syn else []
     unknown = _flexible_request(10000, 0, 2, "cli", b"\x01\x02\x03hello")
     md1, md1r = _metadata_v1(1)
@@ -230,6 +230,19 @@ def test_unknown_api_key_and_far_version_are_one_frame_each_and_paired(tmp_path:
         ("unknown-api", "warning", "1 request(s) with unknown API key 10000: framed and paired, body not judged"),
         ("unknown-api", "warning", "1 request(s) with ControlledShutdown v1000, newer than the newest known (v3): "
                                    "framed and paired, body not judged")]
+
+
+def test_a_first_request_beyond_key_127_counts_only_on_a_kafka_port(tmp_path: Path) -> None:
+    # on a port found by autodetection, a connection's first request needs a plausible API key
+    # (0-127), lest another length-prefixed protocol pass for Kafka; on a --port any key
+    path = tmp_path / "elsewhere.pcap"
+    _unknown_capture(path, port=19092)
+    exs, summary = exchanges(path)
+    assert [(e.status, e.api_name, e.correlation_id) for e in exs][:2] == [
+        ("orphan_response", "Unknown", 2), ("ok", "Metadata", 1)]
+    assert summary.bytes_skipped["before first frame"] == 26
+    exs, summary = exchanges(path, (19092,))
+    assert [e.status for e in exs] == ["ok"] * 4 and not summary.bytes_skipped
 
 
 def test_stats_lean_decoding_keeps_such_bodies_raw_too(tmp_path: Path) -> None:
