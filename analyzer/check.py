@@ -118,6 +118,9 @@ RULES: dict[str, Rule] = {r.id: r for r in (
          "ApiVersions answered UNSUPPORTED_VERSION and the client retried lower (info), or did not (warning)"),
     Rule("kafka4-removed", "warning", "connection",
          "API version removed in Kafka 4.0 (KIP-896): the client breaks on upgrade"),
+    Rule("unknown-api", "warning", "connection",
+         "request whose API key, or version, is newer than the schema knows: framed and paired, "
+         "its body not judged (raw bytes, or the newest layout when it fits)"),
     Rule("producer-sequence", "error", "global",
          "idempotent producer base_sequence gap, reordering or re-send of an acknowledged batch, "
          "per producer id, epoch and partition"),
@@ -720,6 +723,17 @@ class Checker:
         assert key is not None
         if ver is None:
             return
+        api = APIS.get(key)
+        if api is None or ver > api.max_version:
+            if "unknown-api" in on:
+                what = (f"unknown API key {key}" if api is None
+                        else f"{ex.api_name} v{ver}, newer than the newest known (v{api.max_version})")
+                self._bucket("unknown-api", "warning", cs.name, (key, ver),
+                             "{count} request(s) with {what}: framed and paired, body not judged",
+                             {"what": what, "api_key": key, "api_version": ver}).add(
+                    [ex.request_frame] if ex.request_frame else [], ex)
+            if api is None:
+                return
         if key == API_VERSIONS:
             body = _body(ex.response_tree)
             if body is not None:
@@ -730,7 +744,8 @@ class Checker:
                         ak, lo, hi = _int(k.get("api_key")), _int(k.get("min_version")), _int(k.get("max_version"))
                         if ak is not None and lo is not None and hi is not None:
                             adv[ak] = (lo, hi)
-                    if adv:
+                    # (a list the capture cut short is not the broker's whole answer)
+                    if adv and not (ex.response is not None and ex.response.truncated):
                         cs.advertised = adv
                         cs.advertised_frame = ex.response_frame or 0
                     if cs.fallback:   # a successful ApiVersions after an UNSUPPORTED_VERSION answer
@@ -754,16 +769,14 @@ class Checker:
                              {"api_name": ex.api_name, "api_version": ver, "advertised": adv_s,
                               "advertised_frame": cs.advertised_frame}).add(
                     [f for f in (cs.advertised_frame, ex.request_frame) if f], ex)
-        if "kafka4-removed" in on:
-            api = APIS.get(key)
-            if api is not None:
-                k4 = api.kafka4_versions
-                if k4 is None or not k4[0] <= ver <= k4[1]:
-                    still = f"4.0 serves v{k4[0]}-v{k4[1]}" if k4 else "4.0 removed the API"
-                    b = self._bucket("kafka4-removed", "warning", cs.name, (key, ver),
-                                     "{count} {api_name} v{api_version} request(s): Kafka {kafka4} (KIP-896)",
-                                     {"api_name": ex.api_name, "api_version": ver, "kafka4": still})
-                    b.add([ex.request_frame] if ex.request_frame else [], ex)
+        if "kafka4-removed" in on and ver <= api.max_version:
+            k4 = api.kafka4_versions
+            if k4 is None or not k4[0] <= ver <= k4[1]:
+                still = f"4.0 serves v{k4[0]}-v{k4[1]}" if k4 else "4.0 removed the API"
+                b = self._bucket("kafka4-removed", "warning", cs.name, (key, ver),
+                                 "{count} {api_name} v{api_version} request(s): Kafka {kafka4} (KIP-896)",
+                                 {"api_name": ex.api_name, "api_version": ver, "kafka4": still})
+                b.add([ex.request_frame] if ex.request_frame else [], ex)
 
     # -- rules: response contents -----------------------------------------------
     def _response_checks(self, ex: Exchange, cs: _ConnState) -> None:

@@ -197,6 +197,8 @@ def summary_text(summary: Any, ctx: Any) -> list[str]:
         lines.append(f"gaps in TCP streams: {d['gaps']} ({d['gap_bytes']} bytes not captured)")
     if d.get("crc_valid") or d.get("crc_invalid"):
         lines.append(f"CRC: {d['crc_valid']} valid, {d['crc_invalid']} INVALID")
+    if d.get("cut_messages"):
+        lines.append(f"cut by the capture: {d['cut_messages']} messages, decoded as far as their captured bytes go")
     if d.get("malformed_fields"):
         lines.append(f"malformed fields: {d['malformed_fields']}")
     if d.get("limits_hit"):

@@ -19,7 +19,13 @@ frame should start is counted in ``framer.over_max_frames``, the limit being hit
 exception keeps a damaged header from desynchronising the stream: at a boundary that
 follows a frame in sync, a frame whose size is within the limits and which ends exactly
 where a TCP segment ends is kept although ``plausible`` rejects it (counted in
-``framer.damaged_frames``). Bytes skipped are counted by reason:
+``framer.damaged_frames``). And a frame at a known boundary of a stream in sync whose size
+is within the limits and whose header ``sane`` (an optional second check, looser than
+``plausible``: for requests, any API key and version) accepts is one frame too, wherever
+it ends (counted in ``framer.unknown_frames``): an API or version newer than the caller
+knows does not knock the stream out of sync. A known boundary is the first byte of a
+connection whose handshake was captured, or the end of a frame cut in sync (not the end
+of a frame a scan guessed). Bytes skipped are counted by reason:
 
 - ``"before first frame"``: before the first frame of a stream that starts mid-frame;
 - ``"desync"``: skipped after an implausible size/header;
@@ -62,6 +68,7 @@ _size = struct.Struct(">I").unpack_from
 _new = tuple.__new__       # Frame is a NamedTuple: built without a Python-level __new__
 
 Plausible = Callable[[bytes], bool]
+Sane = Callable[[bytes, int], bool]     # (a frame's first bytes, its size): see _damaged
 _PARTIAL = 16        # header bytes enough to reject a scan candidate before its whole peek is in
 
 
@@ -86,6 +93,9 @@ class Framer:
     truncated_frames = 0
     over_max_frames = 0             # size prefixes above max_frame_size met at a frame boundary
     damaged_frames = 0              # frames kept although their header was rejected (see _damaged)
+    unknown_frames = 0              # frames kept at a known boundary by the ``sane`` check (see _damaged)
+    sane: Sane | None = None        # the looser check of a frame at a known boundary (see _damaged)
+    _guess_end = -1                 # stream offset where the last frame a scan guessed ends
     finished = False
     _off: int | None = None         # stream offset of buf[0]; None before any event
     _synced = True                  # buf[0] is a frame boundary
@@ -198,6 +208,8 @@ class Framer:
         self.frames += 1
         if truncated:
             self.truncated_frames += 1
+        if self._guess:
+            self._guess_end = start + 4 + size
         self._reason = "desync"
         self._guess = False
         return _new(Frame, (self.conn, self.direction, data, size, fi, li, fts, lts, start, truncated, None))
@@ -310,23 +322,33 @@ class Framer:
 
     def _damaged(self, buf: bytes | bytearray, pos: int, n: int) -> int:
         """A size prefix at a frame boundary whose header was rejected: its size if the frame
-        still counts as one (damaged, not a desync), else -1.
+        still counts as one (damaged or unknown, not a desync), else -1.
 
         It counts when ``pos`` is a known boundary (this direction already had frames, or
         it is the first byte of a connection whose handshake was captured and which the
         other direction showed to be Kafka), the size is within the limits and the frame
         ends exactly where the captured bytes end (the end of a TCP segment): a damaged
         header then costs only its own frame instead of a scan that can misframe the
-        frames after it."""
+        frames after it. It counts too, wherever it ends, when ``sane`` accepts its header
+        at a boundary known without a guess: the first byte of a connection whose handshake
+        was captured, or the end of a frame cut in sync (an API key or version newer than
+        ``plausible`` knows)."""
         size = _size(buf, pos)[0]
         if size > self.max_frame_size:
             self.over_max_frames += 1
             return -1
+        if size < self._min:
+            return -1
         conn = self.conn
-        known = self.frames > 0 or (conn.syn_seen and conn.protocol in ("kafka", "kafka-legacy")
-                                    and self._off + pos == 0)  # type: ignore[operator]
-        if known and self._min <= size and pos + 4 + size == n:
+        at = self._off + pos    # type: ignore[operator]
+        first = conn.syn_seen and at == 0
+        if (self.frames > 0 or (first and conn.protocol in ("kafka", "kafka-legacy"))) and pos + 4 + size == n:
             self.damaged_frames += 1
+            return size
+        sane = self.sane
+        if sane is not None and (first or (self.frames > 0 and at != self._guess_end)) and \
+                sane(bytes(buf[pos + 4:pos + 4 + min(size, self.peek, n - pos - 4)]), size):
+            self.unknown_frames += 1
             return size
         return -1
 

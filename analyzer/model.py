@@ -25,8 +25,8 @@ class Packet(NamedTuple):
     orig_len: int       # length on the wire
 
 
-# a packet as the capture reader's records() gives it: a plain tuple laid out as Packet (and
-# read by position), cheaper to make; a Packet is one too
+# a packet handed to the core (Pipeline.feed_packets): a plain tuple laid out as Packet, read
+# by position; a Packet is one too
 PacketRecord = tuple[int, float, int, bytes, int]
 
 

@@ -39,20 +39,22 @@ from analyzer.model import (
     Frame,
     PacketRecord,
     StreamData,
-    StreamEnd,
     StreamGap,
 )
 from dissectors import digest, kafka, legacy
 from dissectors.context import DecodeContext
 from dissectors.field import Field
 from dissectors.header import (
+    MAX_PLAUSIBLE_API_KEY,
     RequestHeader,
     parse_request_header,
     plausible_request,
     read_uvarint,
     request_header,
     response_correlation_id,
+    sane_request,
 )
+from dissectors.schema import APIS as _APIS
 from dissectors.schema import api_name
 from dissectors.summary import partitions_of
 from dissectors.tls import looks_like_tls, parse_hello
@@ -133,6 +135,7 @@ class Summary:
             d["tls"] = self.tls
         if ctx is not None:
             d["malformed_fields"] = ctx.malformed
+            d["cut_messages"] = ctx.cut
             d["crc_valid"] = ctx.crc_valid
             d["crc_invalid"] = ctx.crc_invalid
             d["limits_hit"] = dict(ctx.limits_hit)
@@ -149,7 +152,7 @@ class _Pending(NamedTuple):
 
 
 class _ConnState:
-    """Pairing state of one connection (made in ``Pipeline._event``)."""
+    """Pairing state of one connection (made in ``Pipeline._state``)."""
     __slots__ = ("conn", "framers", "inflight", "reused", "fifo", "sasl_raw", "sasl_mechanism",
                  "ignored", "first_data_seen", "last_cid", "sasl_tokens_left", "tls_info", "tls", "tls_offsets",
                  "responses_only")
@@ -246,7 +249,7 @@ class Pipeline:
                 self.packet_now = now
                 if now < END_OF_CAPTURE:
                     conn.last_ts = now_ts
-                self._event(_new(StreamData, (conn, d, off, data, ts, index)), out)
+                self._data(conn, d, off, data, ts, index, out)
             elif kind == 3:         # a new connection
                 _k, cid, a_ip, a_port, b_ip, b_port, ts = ev
                 conns[cid] = Conn(cid, _new(Endpoint, (a_ip, a_port)), _new(Endpoint, (b_ip, b_port)),
@@ -257,15 +260,15 @@ class Pipeline:
                 _k, _cid, conn.syn_seen, conn.closed, conn.closed_by, conn.lost_from, conn.last_ts = ev
                 continue
             elif kind == 1:         # bytes never captured
-                conn = conns[ev[1]]
-                self.packet_now = now = ev[8]
+                _k, cid, d, off, length, ts, index, reason, now, now_ts = ev
+                conn = conns[cid]
+                self.packet_now = now
                 if now < END_OF_CAPTURE:
-                    conn.last_ts = ev[9]
-                self._event(StreamGap(conn, *ev[2:8]), out)
+                    conn.last_ts = now_ts
+                self._gap(StreamGap(conn, d, off, length, ts, index, reason), out)
             else:                   # a direction or the connection ended
-                self.packet_now = ev[6]
-                conn = conns[ev[1]] if ev[2] is not None else conns.pop(ev[1])
-                self._event(StreamEnd(conn, *ev[2:6]), out)
+                _k, cid, d, reason, ts, index, self.packet_now = ev
+                self._end(conns[cid] if d is not None else conns.pop(cid), d, reason, out)
             if out:
                 yield from out
                 out.clear()
@@ -295,86 +298,102 @@ class Pipeline:
         return out
 
     # -- stream events --------------------------------------------------------
-    def _event(self, ev: StreamData | StreamGap | StreamEnd, out: list[Exchange]) -> None:
-        # read by position (conn, direction first in every event): cheaper than by name
-        conn = ev[0]
-        d = ev[1]
+    def _state(self, conn: Conn) -> _ConnState:
+        """The pairing state of a connection, made at its first event."""
         st = self._conns.get(conn.id)
-        if st is None:
-            # the connection's first event: its pairing state, one per connection (the slots
-            # stored here cost less than a class call with __init__)
-            st = _obj_new(_ConnState)
-            st.conn = conn
-            st.framers = [None, None]
-            st.inflight = {}
-            st.fifo = deque()
-            st.first_data_seen = [False, False]
-            st.reused = st.sasl_mechanism = st.ignored = st.last_cid = st.tls_info = st.tls = st.tls_offsets = None
-            st.sasl_raw = st.responses_only = False
-            st.sasl_tokens_left = -1
-            self._conns[conn.id] = st
-            self.summary.connections += 1
-            if conn.syn_seen:
+        if st is not None:
+            return st
+        # one per connection (the slots stored here cost less than a class call with __init__)
+        st = _obj_new(_ConnState)
+        st.conn = conn
+        st.framers = [None, None]
+        st.inflight = {}
+        st.fifo = deque()
+        st.first_data_seen = [False, False]
+        st.reused = st.sasl_mechanism = st.ignored = st.last_cid = st.tls_info = st.tls = st.tls_offsets = None
+        st.sasl_raw = st.responses_only = False
+        st.sasl_tokens_left = -1
+        self._conns[conn.id] = st
+        self.summary.connections += 1
+        if conn.syn_seen:
+            conn.client_dir = 0
+        else:
+            ports = self._ports
+            if conn.b.port in ports and conn.a.port not in ports:
                 conn.client_dir = 0
-            else:
-                ports = self._ports
-                if conn.b.port in ports and conn.a.port not in ports:
-                    conn.client_dir = 0
-                elif conn.a.port in ports and conn.b.port not in ports:
-                    conn.client_dir = 1
-        kind = ev.__class__
-        if kind is StreamEnd:
-            if d is None:
-                self._close(st, ev[2], out)
-                del self._conns[conn.id]
-            else:
-                fr = st.framers[d]
-                # a direction mostly ends at a frame boundary with nothing held or skipped:
-                # then there is nothing to finish (no more bytes come for it; _close drops it)
-                if fr is not None and (fr.buf or fr.skipped or fr.over_max_frames) and st.ignored is None:
-                    for frame in fr.finish():
-                        self._frame(st, frame, out)
-                    if fr.skipped or fr.over_max_frames:
-                        self._collect_skipped(fr)
-            return
-        if st.ignored is not None:
-            if kind is StreamData:
-                if not st.first_data_seen[d]:
-                    st.first_data_seen[d] = True
-                    if conn.protocol == "tls":
-                        self._classify_first_bytes(st, d, ev[3])
-                self.summary.bytes_skipped[st.ignored] += len(ev[3])
-            return
-        if kind is StreamGap:
-            self.summary.gaps += 1
-            self.summary.gap_bytes += ev.length
-        elif not st.first_data_seen[d]:
-            st.first_data_seen[d] = True
-            # (a TLS record header has its major version, 3, second: Kafka bytes seldom do)
-            if ev[3][1:2] == b"\x03" and not self._classify_first_bytes(st, d, ev[3]):
-                self.summary.bytes_skipped[st.ignored or "not kafka"] += len(ev[3])
-                self._drop_framers(st)
-                return
-        if st.tls is not None:
-            ev = self._decrypt(st, ev)
-            if ev is None:
-                return
+            elif conn.a.port in ports and conn.b.port not in ports:
+                conn.client_dir = 1
+        return st
+
+    def _framer(self, st: _ConnState, d: int) -> Framer:
         fr = st.framers[d]
         if fr is None:
             # positional (plausible, max_frame_size, min_frame_size, peek): two per connection
-            fr = st.framers[d] = Framer(conn, d, self._plausible_for(st, d), self.options.max_frame_size,
+            fr = st.framers[d] = Framer(st.conn, d, self._plausible_for(st, d), self.options.max_frame_size,
                                         0 if st.sasl_raw else 2, 64)
-        if kind is StreamData:
-            # (a direction's first bytes too: a new framer cuts them straight, see Framer._at)
-            frames: list[Frame] = []
-            f = fr.feed_data(ev[2], ev[3], ev[4], ev[5], frames)
-            if f is not None:
-                self._frame(st, f, out)
+            fr.sane = partial(_sane_request_check, st, d, self._ports)
+        return fr
+
+    def _data(self, conn: Conn, d: int, off: int, data: bytes, ts: float, index: int,
+              out: list[Exchange]) -> None:
+        """Stream bytes of direction ``d`` at stream offset ``off`` (packet ``index``)."""
+        st = self._state(conn)
+        if st.ignored is not None:
+            if not st.first_data_seen[d]:
+                st.first_data_seen[d] = True
+                if conn.protocol == "tls":
+                    self._classify_first_bytes(st, d, data)
+            self.summary.bytes_skipped[st.ignored] += len(data)
+            return
+        if not st.first_data_seen[d]:
+            st.first_data_seen[d] = True
+            # (a TLS record header has its major version, 3, second: Kafka bytes seldom do)
+            if data[1:2] == b"\x03" and not self._classify_first_bytes(st, d, data):
+                self.summary.bytes_skipped[st.ignored or "not kafka"] += len(data)
+                self._drop_framers(st)
                 return
-        else:
-            frames = fr.feed(ev)
+        if st.tls is not None:
+            plain = self._decrypt(st, StreamData(conn, d, off, data, ts, index))
+            if plain is None:
+                return
+            off, data = plain.offset, plain.data
+        # (a direction's first bytes too: a new framer cuts them straight, see Framer._at)
+        frames: list[Frame] = []
+        f = self._framer(st, d).feed_data(off, data, ts, index, frames)
+        if f is not None:
+            self._frame(st, f, out)
+            return
         for frame in frames:
             self._frame(st, frame, out)
+
+    def _gap(self, ev: StreamGap, out: list[Exchange]) -> None:
+        """Bytes of a direction the capture does not have."""
+        st = self._state(ev.conn)
+        if st.ignored is not None:
+            return
+        self.summary.gaps += 1
+        self.summary.gap_bytes += ev.length
+        if st.tls is not None:
+            self._decrypt(st, ev)       # (the decryptor notes the gap; no plaintext comes of it)
+            return
+        for frame in self._framer(st, ev.direction).feed(ev):
+            self._frame(st, frame, out)
+
+    def _end(self, conn: Conn, d: int | None, reason: str, out: list[Exchange]) -> None:
+        """Direction ``d`` (None: the whole connection) ended."""
+        st = self._state(conn)
+        if d is None:
+            self._close(st, reason, out)
+            del self._conns[conn.id]
+            return
+        fr = st.framers[d]
+        # a direction mostly ends at a frame boundary with nothing held or skipped: then
+        # there is nothing to finish (no more bytes come for it; _close drops it)
+        if fr is not None and (fr.buf or fr.skipped or fr.over_max_frames) and st.ignored is None:
+            for frame in fr.finish():
+                self._frame(st, frame, out)
+            if fr.skipped or fr.over_max_frames:
+                self._collect_skipped(fr)
 
     def _classify_first_bytes(self, st: _ConnState, d: int, data: bytes) -> bool:
         """Spot TLS and obviously non-Kafka traffic from the first bytes of a direction."""
@@ -571,6 +590,10 @@ class Pipeline:
         if h.__class__ is not RequestHeader:     # not parsed by the framer's check
             h = parse_request_header(frame.data, partial=frame.truncated)
             if h is None:
+                # an API or version newer than the schema (framed by the framer's looser
+                # check): its header as far as it parses
+                h = sane_request(frame.data, frame.size)
+            if h is None:
                 tree = Field("request", "Request", None, 0, len(frame.data))
                 tree.mark_malformed(f"not a request header ({len(frame.data)} bytes)", self.ctx)
                 self._new_exchange(
@@ -692,15 +715,35 @@ class Pipeline:
                 ctx = self.ctx
                 before = ctx.malformed
                 if mode == "lite":
-                    request_tree = digest.digest_request(request.data, header[4], ctx)   # type: ignore[union-attr]
+                    # (a frame cut by the capture, or of an API or version newer than the table,
+                    # gets the full decoder, which knows its declared size and keeps a body it
+                    # cannot read raw: a cut rather than malformed, no error codes read from a
+                    # layout that is not its own; such exchanges are few)
+                    api = _APIS.get(api_key)    # type: ignore[arg-type]
+                    full = api is None or api_version > api.max_version   # type: ignore[operator]
+                    if full or request.truncated:   # type: ignore[union-attr]
+                        request_tree = kafka.decode_request(request.data, ctx,   # type: ignore[union-attr]
+                                                            request.size if request.truncated else None)  # type: ignore[union-attr]
+                    else:
+                        request_tree = digest.digest_request(request.data, header[4], ctx)   # type: ignore[union-attr]
                     mid = ctx.malformed
                     if response is not None:
-                        response_tree = digest.digest_response(response.data, api_key, api_version, ctx)  # type: ignore[arg-type]
+                        if full:
+                            response_tree = kafka.decode_response(response.data, api_key, api_version, ctx,  # type: ignore[arg-type]
+                                                                  response.size if response.truncated else None)
+                        elif response.truncated:
+                            response_tree = kafka.decode_response(response.data, api_key, api_version, ctx,  # type: ignore[arg-type]
+                                                                  response.size)
+                        else:
+                            response_tree = digest.digest_response(response.data, api_key, api_version, ctx)  # type: ignore[arg-type]
                 else:
-                    request_tree = kafka.decode_request(request.data, ctx)   # type: ignore[union-attr]
+                    # (a frame cut by the capture is decoded as far as it goes: its declared size)
+                    request_tree = kafka.decode_request(request.data, ctx,   # type: ignore[union-attr]
+                                                        request.size if request.truncated else None)  # type: ignore[union-attr]
                     mid = ctx.malformed
                     if response is not None:
-                        response_tree = kafka.decode_response(response.data, api_key, api_version, ctx)  # type: ignore[arg-type]
+                        response_tree = kafka.decode_response(response.data, api_key, api_version, ctx,  # type: ignore[arg-type]
+                                                              response.size if response.truncated else None)
                 # (only _count_bad marks a tree: what it marks here is known without reading it)
                 if mid != before:
                     _count_bad(request_tree, mid - before)   # type: ignore[arg-type]
@@ -922,6 +965,24 @@ def _response_check(st: _ConnState, data: bytes) -> _Pending | bool:
     # while no request was seen yet, or when its id is close to the ones in use
     last = st.last_cid
     return last is None or abs(cid - last) <= 4096
+
+
+def _sane_request_check(st: _ConnState, d: int, ports: frozenset[int], data: bytes, size: int) -> bool:
+    """The framer's looser check of a frame at a known boundary (Framer.sane): on the client
+    side of a 0.8+ connection outside raw SASL, a request header of any API key and version,
+    so that one newer than the schema is framed and paired. A connection's first request
+    (its protocol not decided yet) to a port that is no ``--port`` needs an API key in the
+    plausible range (0-127) too, lest some other length-prefixed protocol pass for Kafka."""
+    conn = st.conn
+    if st.sasl_raw or conn.client_dir != d:
+        return False
+    protocol = conn.protocol
+    if protocol != "kafka" and protocol is not None:
+        return False
+    h = sane_request(data, size)
+    if h is None:
+        return False
+    return protocol is not None or conn.endpoint(1 - d).port in ports or h.api_key <= MAX_PLAUSIBLE_API_KEY
 
 
 def _undecided_request(data: bytes) -> RequestHeader | bool:

@@ -12,7 +12,7 @@ What one process shares across connections is restored when merging:
 
 - connection numbers: a worker numbers a connection by its first packet
   (``Options.conn_ids_from_index``); the parent ranks those first packets over all
-  workers, which gives the numbers one ``Reassembler`` gives (order of first packet);
+  workers, which gives the numbers one process gives (order of first packet);
 - topic ids (Fetch v13+ names topics by id; one process resolves an id with the name
   learnt from a Metadata response seen earlier on any connection): a worker's
   ``TopicNames`` records what it learns (as runs: an entry per id and name, however many

@@ -30,17 +30,17 @@ exchanges). What this module adds is only the cutting and the gluing:
    connection of the range, keyed by the number of its first packet), and
    ``repartitionAndSortWithinPartitions`` sends each connection to one task, its batches
    in packet order. The shuffle thus carries a few records per connection, not one per
-   packet. Port reuse is then handled by the ``Reassembler`` inside the task, since the
+   packet. Port reuse is then handled by the core's reassembly inside the task, since the
    packets keep their order.
 4. process (``process_partition``): one ``Pipeline`` per 4-tuple, fed through
-   ``Pipeline.feed_all`` (the fused path `read` uses); every exchange goes to a row for
+   ``Pipeline.feed_packets`` in batches (the core's stages, as `read` runs them); every exchange goes to a row for
    the ``exchanges``/``partitions`` tables, to the task's ``StatsAccumulator`` and to its
    ``Checker`` (one of each per file). When only the figures are asked for (no rule, no
    rows), the lean decoder `stats` uses is chosen (``lite_if_enough``).
 5. gather (driver): stats states are merged (``StatsAccumulator.merge``), checkers
    are merged and finished once per file (the global rules see every connection),
    and connection numbers are renumbered in order of first packet per file, as the
-   ``Reassembler`` numbers them in one process.
+   core numbers them in one process.
 
 Topic ids. A Fetch (v13+) names topics by id; one process resolves an id with the
 name learnt from a Metadata (or CreateTopics, DescribeTopicPartitions) response seen
@@ -62,7 +62,7 @@ by the shuffle.
 
 Known differences from one process, all rare: a pcapng simple packet block (no
 timestamp) at the very start of a range takes time 0 instead of the previous
-packet's; the Reassembler forgets closed connections after 10000 newer ones closed,
+packet's; the core's reassembly forgets closed connections after 10000 newer ones closed,
 which one process counts over the whole file and a task over its connections only.
 """
 from __future__ import annotations
@@ -824,7 +824,7 @@ def process_group(gkey: tuple[Any, ...], name: str, packets: Iterable[tuple[Any,
     c["bytes_skipped"].update(s.bytes_skipped)
     c["exchanges"].update(s.exchanges)
     c["notes"].update(s.notes)
-    c["counters"].update({"malformed_fields": ctx.malformed, "crc_valid": ctx.crc_valid,
+    c["counters"].update({"malformed_fields": ctx.malformed, "cut_messages": ctx.cut, "crc_valid": ctx.crc_valid,
                           "crc_invalid": ctx.crc_invalid})
     c["limits"].update(ctx.limits_hit)
     g.misses = [dict(names.misses)] if names.misses else []
@@ -1029,6 +1029,7 @@ def gather(states: Iterable[tuple[int, dict[str, Any]]], sources: list[Source], 
             **{f: c["summary"].get(f, 0) for f in _SUM_FIELDS}, "exchanges": dict(c["exchanges"]),
             "bytes_skipped": dict(c["bytes_skipped"]), "notes": dict(c["notes"]), "first_time": first_ts,
             "last_time": last_ts, "malformed_fields": c["counters"].get("malformed_fields", 0),
+            "cut_messages": c["counters"].get("cut_messages", 0),
             "crc_valid": c["counters"].get("crc_valid", 0), "crc_invalid": c["counters"].get("crc_invalid", 0),
             "limits_hit": dict(c["limits"]), "findings": len(fs)}
         if warnings:

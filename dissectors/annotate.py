@@ -28,6 +28,14 @@ def iso_ms(ms: int) -> str:
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
 
 
+def crc_verdict(stored: int, computed: int) -> str:
+    """The note of a CRC field: the verdict beside the stored value in hex (and the computed
+    one when they differ), as ``crc valid (0x1a2b3c4d)``."""
+    if stored == computed:
+        return f"crc valid (0x{stored:08x})"
+    return f"crc INVALID (0x{stored:08x}), computed 0x{computed:08x}"
+
+
 def redacted(n: int) -> str:
     return f"<redacted {n} bytes>"
 
@@ -55,13 +63,14 @@ def _enum(table: NoteTable) -> Annotator:
     return ann
 
 
-# error codes: a note (and the ``extra`` kafka.error_codes collects) only when non-zero
+# error codes: named for zero too (``NONE``, as tshark's "No Error (0)"); the ``extra``
+# kafka.error_codes collects only when non-zero
 ERROR_NOTES = NoteTable(ERRORS, error_name)
 
 
 def _error_code(f: Field, st: Any, siblings: list) -> None:
+    f.note(ERROR_NOTES[f.value])
     if f.value:
-        f.note(ERROR_NOTES[f.value])
         f.extra = {"error_code": f.value}  # what kafka.error_codes collects
 
 

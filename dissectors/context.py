@@ -27,6 +27,7 @@ class DecodeContext:
     crc_invalid: int = 0
     crc_valid: int = 0
     trailing: int = 0          # messages followed by bytes their schema does not describe
+    cut: int = 0               # messages cut short by the capture, decoded as far as they go
     limits_hit: dict[str, int] = field(default_factory=dict)
     # the digest's bodies already decoded in this run, by their bytes (dissectors.digest):
     # made on first use, never compared, copied or pickled. Its trees were made under the

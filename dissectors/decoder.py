@@ -12,6 +12,12 @@ field decoded before it.
 
 Offsets are absolute indexes into ``buf``; callers pass the frame after its 4-byte
 size prefix, so offsets are relative to the frame start.
+
+A frame cut short by the capture (snaplen) is decoded as far as its captured bytes go:
+``State.slack`` is how many of its declared bytes are missing after ``State.cap_end`` (the
+captured end). Counts and lengths are checked against the declared size, so arrays,
+strings, bytes and records show what was captured; running out of bytes at the captured
+end stops decoding without a ``malformed:`` note (the caller notes the cut once).
 """
 from __future__ import annotations
 
@@ -30,21 +36,26 @@ Op = Callable[[bytes, int, int, list, "State"], int]
 class State:
     """What one message's decoding shares between its ops."""
 
-    __slots__ = ("ctx", "api_key", "depth", "deferred")
+    __slots__ = ("ctx", "api_key", "depth", "deferred", "slack", "cap_end")
 
-    def __init__(self, ctx: DecodeContext, api_key: int | None = None) -> None:
+    def __init__(self, ctx: DecodeContext, api_key: int | None = None, slack: int = 0,
+                 cap_end: int = -1) -> None:
         self.ctx = ctx
         self.api_key = api_key
         self.depth = 0
+        # a frame cut by the capture: its bytes missing after cap_end (0: a whole frame)
+        self.slack = slack
+        self.cap_end = cap_end
         # (field, meaning) pairs whose nested payloads the caller decodes afterwards
         self.deferred: list[tuple[Field, str]] = []
 
 
 class _Bad(Exception):
-    """Bad protocol bytes: where decoding stops."""
+    """Bad protocol bytes: where decoding stops. ``at_end``: the bytes ran out at that
+    end (a cut, not bad bytes, when it is the captured end of a frame cut by the capture)."""
 
     def __init__(self, reason: str, name: str, typ: str, offset: int, out: list,
-                 limit: str | None = None) -> None:
+                 limit: str | None = None, at_end: int | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
         self.name = name
@@ -52,6 +63,17 @@ class _Bad(Exception):
         self.offset = offset
         self.out = out
         self.limit = limit
+        self.at_end = at_end
+
+
+def _room(st: State, end: int) -> int:
+    """Bytes the capture cut off after ``end`` (0 unless ``end`` is a cut frame's captured end)."""
+    return st.slack if end == st.cap_end else 0
+
+
+def is_cut(e: _Bad, st: State) -> bool:
+    """Did decoding stop because a frame cut by the capture ran out of captured bytes?"""
+    return st.slack > 0 and e.at_end is not None and e.at_end == st.cap_end
 
 
 # ---------------------------------------------------------------------------
@@ -83,7 +105,8 @@ def _uvar(buf: bytes, pos: int, end: int, name: str, typ: str, out: list, max_by
     try:
         return read_uvarint(buf, pos, end, max_bytes)
     except ValueError as e:
-        raise _Bad(str(e), name, typ, pos, out) from None
+        raise _Bad(str(e), name, typ, pos, out,
+                   at_end=end if str(e).startswith("varint runs past") else None) from None
 
 
 def _zigzag(n: int) -> int:
@@ -132,16 +155,17 @@ def run_plan(plan: Plan, buf: bytes, pos: int, end: int, out: list, st: State) -
         pos = op(buf, pos, end, out, st)
     if plan.flexible:
         if pos < end and buf[pos] == 0:  # the usual empty tagged-field section
+            out.append(Field("tagged_fields", "tagged_fields", 0, pos, 1))
             return pos + 1
-        pos = read_tagged(plan.tags, buf, pos, end, out, st, False)
+        pos = read_tagged(plan.tags, buf, pos, end, out, st, True)
     return pos
 
 
 def read_tagged(tags: dict[int, Op], buf: bytes, pos: int, end: int, out: list, st: State,
                 always: bool) -> int:
     """A tagged-field section; a ``tagged_fields`` Field is added when it holds any
-    (or always, when ``always``). Known tags decode by their FieldDef, unknown ones
-    are kept as raw ``tag_<n>`` bytes."""
+    (or always, when ``always``). Known tags decode by their FieldDef, with a ``tag <n>``
+    note first; unknown ones are kept as raw ``tag_<n>`` bytes."""
     start = pos
     if pos < end and buf[pos] < 0x80:
         n = buf[pos]
@@ -155,7 +179,7 @@ def read_tagged(tags: dict[int, Op], buf: bytes, pos: int, end: int, out: list, 
     children: list[Field] = []
     container = Field("tagged_fields", "tagged_fields", n, start, 0, children)
     out.append(container)
-    if n > end - pos:
+    if n > end - pos + _room(st, end):
         raise _Bad(f"tagged field count {n} exceeds the {end - pos} bytes left",
                    "tagged_fields", "tagged_fields", start, out)
     for _ in range(n):
@@ -164,14 +188,19 @@ def read_tagged(tags: dict[int, Op], buf: bytes, pos: int, end: int, out: list, 
         size, pos = _uvar(buf, pos, end, f"tag_{tag}", "bytes", children)
         if size > end - pos:
             raise _Bad(f"tagged field {tag} size {size} exceeds the {end - pos} bytes left",
-                       f"tag_{tag}", "bytes", tstart, children)
+                       f"tag_{tag}", "bytes", tstart, children,
+                       at_end=end if size <= end - pos + _room(st, end) else None)
         op = tags.get(tag)
         if op is None:
             f = Field(f"tag_{tag}", "bytes", buf[pos:pos + size], pos, size)
             f.note(f"unknown tagged field {tag}")
             children.append(f)
         else:
+            first = len(children)
             done = op(buf, pos, pos + size, children, st)
+            if len(children) > first:
+                f = children[first]
+                f.notes = [f"tag {tag}"] + (f.notes or [])
             if done != pos + size and children:
                 children[-1].note(f"tagged field {tag}: {pos + size - done} bytes left unread")
         pos += size
@@ -236,7 +265,7 @@ def _fixed_group(specs: list[tuple[str, str, Callable | None, str | None]]) -> O
             env[f"m{i}"] = table
             make = f"Field(n{i}, t{i}, v{i}, pos + {off}, {ln}, None, [m{i}[v{i}]])"
         elif meaning == "error_code" and conv is None:
-            make = (f"Field(n{i}, t{i}, v{i}, pos + {off}, {ln}, None, [errors[v{i}]] if v{i} else None, "
+            make = (f"Field(n{i}, t{i}, v{i}, pos + {off}, {ln}, None, [errors[v{i}]], "
                     f"{{'error_code': v{i}}} if v{i} else None)")
             ann = None
         else:
@@ -257,13 +286,18 @@ def _fixed_group(specs: list[tuple[str, str, Callable | None, str | None]]) -> O
 
 
 def _short(rows: tuple, buf: bytes, pos: int, end: int, out: list) -> None:
-    """Decode what fits of a fixed run, then raise at the first field that does not."""
-    for name, typ, off, ln, conv, _ann in rows:
+    """Decode what fits of a fixed run (with the notes looked up from the value), then raise
+    at the first field that does not."""
+    for name, typ, off, ln, conv, meaning in rows:
         p = pos + off
         if p + ln > end:
-            raise _Bad(f"{typ} needs {ln} bytes, {max(0, end - p)} left", name, typ, p, out)
+            raise _Bad(f"{typ} needs {ln} bytes, {max(0, end - p)} left", name, typ, p, out, at_end=end)
         v = _SINGLE[typ].unpack_from(buf, p)[0]
-        out.append(Field(name, typ, v if conv is None else conv(v), p, ln))
+        f = Field(name, typ, v if conv is None else conv(v), p, ln)
+        table = annotate.ERROR_NOTES if meaning == "error_code" else annotate.note_table(meaning)
+        if table is not None and conv is None:
+            f.note(table[v])
+        out.append(f)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -295,7 +329,8 @@ def _len_prefix(flexible: bool, wide: bool) -> Callable[[bytes, int, int, str, s
 
     def rd(buf: bytes, pos: int, end: int, name: str, typ: str, out: list) -> tuple[int, int]:
         if pos + size > end:
-            raise _Bad(f"{typ} length needs {size} bytes, {max(0, end - pos)} left", name, typ, pos, out)
+            raise _Bad(f"{typ} length needs {size} bytes, {max(0, end - pos)} left", name, typ, pos, out,
+                       at_end=end)
         n = unpack_from(buf, pos)[0]
         if n < -1:
             raise _Bad(f"{typ} length {n} is negative", name, typ, pos, out)
@@ -320,6 +355,10 @@ def _string_op(name: str, flexible: bool, nullable: bool, ann: Callable | None) 
                 f.note("null in a non-nullable string")
         else:
             if n > end - p:
+                if n <= end - p + _room(st, end):
+                    # cut by the capture: the part that was captured
+                    out.append(Field(name, "string", _text(buf[p:end])[0], pos, end - pos))
+                    raise _Bad("string cut by the capture", name, "string", pos, out, at_end=end)
                 raise _Bad(f"string length {n} exceeds the {end - p} bytes left", name, "string", pos, out)
             raw = buf[p:p + n]
             try:
@@ -355,6 +394,9 @@ def _bytes_op(name: str, flexible: bool, nullable: bool, ann: Callable | None,
             out.append(f)
             return p
         if n > end - p:
+            if n <= end - p + _room(st, end):
+                out.append(Field(name, "bytes", buf[p:end], pos, end - pos))
+                raise _Bad("bytes cut by the capture", name, "bytes", pos, out, at_end=end)
             raise _Bad(f"bytes length {n} exceeds the {end - p} bytes left", name, "bytes", pos, out)
         f = Field(name, "bytes", buf[p:p + n], pos, p + n - pos)
         out.append(f)
@@ -399,6 +441,17 @@ def _records_op(name: str, flexible: bool) -> Op:
             out.append(f if f is not None else Field(name, "records", None, pos, p - pos))
             return p
         if n > end - p:
+            if n <= end - p + _room(st, end):
+                # cut by the capture: the batches captured (the last one partial)
+                f = None
+                if fn is not None:
+                    try:
+                        f = fn(buf, p, end, st.ctx, name)
+                        f.offset, f.length = pos, end - pos
+                    except Exception:
+                        f = None
+                out.append(f if f is not None else Field(name, "bytes", buf[p:end], pos, end - pos))
+                raise _Bad("records cut by the capture", name, "records", pos, out, at_end=end)
             raise _Bad(f"records length {n} exceeds the {end - p} bytes left", name, "records", pos, out)
         if fn is None:
             f = Field(name, "bytes", buf[p:p + n], pos, p + n - pos)
@@ -429,7 +482,7 @@ def _array_op(name: str, flexible: bool, nullable: bool, elem_type: str, elem_pl
             st.ctx.hit_limit("max_array_len")
             raise _Bad(f"array count {n} exceeds max_array_len {st.ctx.max_array_len}",
                        name, "array", pos, out, limit="max_array_len")
-        if n * elem_min > end - p:
+        if n * elem_min > end - p + _room(st, end):
             raise _Bad(f"array count {n} exceeds the {end - p} bytes left", name, "array", pos, out)
         return n, p
 
@@ -462,9 +515,10 @@ def _array_op(name: str, flexible: bool, nullable: bool, elem_type: str, elem_pl
                     q = o(buf, q, end, ech, st)
                 if eflex:
                     if q < end and buf[q] == 0:
+                        ech.append(Field("tagged_fields", "tagged_fields", 0, q, 1))
                         q += 1
                     else:
-                        q = read_tagged(etags, buf, q, end, ech, st, False)
+                        q = read_tagged(etags, buf, q, end, ech, st, True)
                 e.length = q - p
                 p = q
             st.depth -= 1
@@ -481,13 +535,19 @@ def _array_op(name: str, flexible: bool, nullable: bool, elem_type: str, elem_pl
                     f.note("null in a non-nullable array")
                 out.append(f)
                 return p
+            count = n
+            cut = p + n * esize > end
+            if cut:       # cut by the capture (head checked the count against the declared size)
+                n = (end - p) // esize
             vals = struct.unpack_from(f">{n}{fast_fmt}", buf, p)
             if n <= 4096:
                 children = [Field(_IDX[i], elem_type, v, p + i * esize, esize) for i, v in enumerate(vals)]
             else:
                 children = [Field(_idx(i), elem_type, v, p + i * esize, esize) for i, v in enumerate(vals)]
             q = p + n * esize
-            out.append(Field(name, "array", n, pos, q - pos, children))
+            out.append(Field(name, "array", count, pos, q - pos, children))
+            if cut:
+                raise _Bad("array cut by the capture", name, "array", q, out, at_end=end)
             return q
         return op
 
@@ -519,7 +579,7 @@ def _struct_op(name: str, plan: Plan, nullable: bool) -> Op:
         p = pos
         if nullable:
             if p >= end:
-                raise _Bad("struct presence byte missing", name, tname, pos, out)
+                raise _Bad("struct presence byte missing", name, tname, pos, out, at_end=end)
             marker = buf[p]
             p += 1
             if marker == 0xFF:
@@ -671,6 +731,11 @@ def _decode_plan(plan: Plan, buf: bytes, start: int, end: int, st: State, name: 
     try:
         pos = run_plan(plan, buf, start, end, children, st)
     except _Bad as e:
+        if is_cut(e, st):
+            # the capture cut the frame here: what was captured is decoded, nothing is bad
+            for c in children:
+                _fix_lengths(c)
+            return root, end
         bad = Field(e.name, e.typ, None, e.offset, max(0, end - e.offset))
         bad.mark_malformed(e.reason, st.ctx)
         e.out.append(bad)

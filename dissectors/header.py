@@ -23,6 +23,8 @@ _I32 = struct.Struct(">i")
 # api_keys we accept as plausible even if the schema table lacks them
 MAX_PLAUSIBLE_API_KEY = 127
 MAX_PLAUSIBLE_VERSION = 40
+# a known API's version at most this far above the newest the schema knows is plausible
+MAX_NEWER_PLAUSIBLE = 8
 
 
 class RequestHeader(NamedTuple):
@@ -200,7 +202,7 @@ def _api_plausible(api_key: int, api_version: int) -> bool:
         elif not 0 <= api_version <= MAX_PLAUSIBLE_VERSION:
             ok = False
         else:
-            ok = api is None or api_version <= api.max_version + 8
+            ok = api is None or api_version <= api.max_version + MAX_NEWER_PLAUSIBLE
         if len(_API_OK) >= 4096:
             _API_OK.clear()
         _API_OK[k] = ok
@@ -219,6 +221,23 @@ def _checked_version(api_key: int, api_version: int) -> int:
         _CHECKED.clear()
     _CHECKED[api_key << 16 | api_version] = hv
     return hv
+
+
+def sane_request(data: bytes, size: int) -> RequestHeader | None:
+    """A request header of any API key and version (the first bytes of a frame of ``size``
+    bytes, ``data`` maybe fewer): what a frame at a known boundary of a stream in sync must
+    start with to count as one although ``plausible_request`` rejects its key or version
+    (an API or version newer than the schema). A key and version that are not negative
+    and a client_id that is null, or fits the frame and is printable as far as it goes; its
+    tagged-field section (a guess for such a version) is taken as far as it parses. Else None."""
+    if len(data) >= 10 and _I16.unpack_from(data, 8)[0] > size - 10:
+        return None
+    h = request_header(data, True, False)
+    if h is None or h.__class__ is not RequestHeader:
+        return None
+    if h.api_key < 0 or h.api_version < 0 or (h.client_id and not h.client_id.isprintable()):
+        return None
+    return h    # type: ignore[return-value]
 
 
 def plausible_request(data: bytes, prefix: bool = False) -> RequestHeader | bool:

@@ -15,10 +15,11 @@ from typing import Any
 from dissectors import consumer, sasl
 from dissectors.annotate import redacted, topic_note
 from dissectors.context import DecodeContext
-from dissectors.decoder import State, decode_body, read_tagged
+from dissectors.decoder import State, decode_body, is_cut, read_tagged
 from dissectors.decoder import _Bad as _DecodeStop
 from dissectors.errors import error_name
 from dissectors.field import ErrorsRoot, Field
+from dissectors.header import MAX_NEWER_PLAUSIBLE
 from dissectors.schema import APIS, ApiDef, api_name, is_flexible
 
 _HDR = struct.Struct(">hhi")
@@ -31,14 +32,38 @@ _LEARN_FROM = frozenset({3, 19, 75})
 _LAST_NON_FLEXIBLE_KEY = 67
 
 
-def _clamp(api: ApiDef, version: int) -> tuple[int, str | None]:
-    """The version to decode with, and the note that says why it differs."""
+# a version at most this far above the newest known is decoded with the newest layout (when
+# it fits); further above, the body is kept as raw bytes (as header.py's plausibility window)
+NEWER_VERSIONS_TRIED = MAX_NEWER_PLAUSIBLE
+
+
+def _clamp(api: ApiDef, version: int) -> tuple[int | None, str | None]:
+    """The version to decode with (None: none, keep the body raw), and the note that says
+    why it differs."""
     if version > api.max_version:
+        if version - api.max_version > NEWER_VERSIONS_TRIED:
+            return None, (f"version {version} is beyond the newest we know ({api.max_version}): "
+                          "body kept as raw bytes")
         return api.max_version, (f"version {version} is newer than the newest known ({api.max_version}): "
                                  f"decoded as v{api.max_version}")
     if version < api.min_version:
         return max(version, 0), f"version {version} is older than the oldest known ({api.min_version})"
     return version, None
+
+
+def _raw_body(buf: bytes, pos: int, n: int, note: str) -> Field:
+    body = Field("body", "bytes", buf[pos:], pos, n - pos)
+    body.note(note)
+    return body
+
+
+def _newer_fits(api: ApiDef, used: int, request: bool, buf: bytes, pos: int, n: int, ctx: DecodeContext,
+                st: State) -> bool:
+    """Does a version newer than the newest known decode with the newest layout (``used``)
+    without a malformed field or trailing bytes? (A trial, on a scratch context.)"""
+    trial = DecodeContext(max_array_len=ctx.max_array_len, max_depth=ctx.max_depth, decode_records=False)
+    probe = decode_body(api, used, request, buf, pos, n, trial, State(trial, api.key, st.slack, st.cap_end))
+    return not trial.malformed and not trial.trailing and not probe.any_malformed()
 
 
 def _request_header_version(api: ApiDef | None, api_key: int, api_version: int) -> int:
@@ -49,15 +74,30 @@ def _request_header_version(api: ApiDef | None, api_key: int, api_version: int) 
     return 2 if is_flexible(api, min(api_version, api.max_version)) else 1
 
 
-def decode_request(data: bytes, ctx: DecodeContext) -> Field:
-    """A request frame (after the size prefix) as a Field tree rooted at ``request``."""
+def _cut_note(root: Field, n: int, size: int | None, ctx: DecodeContext) -> int:
+    """A frame the capture cut short (``size`` declared, ``n`` bytes captured): its one note,
+    counted in ``ctx.cut``; returns how many bytes are missing (0 for a whole frame)."""
+    if size is None or size <= n:
+        return 0
+    root.note(f"cut by the capture: {n} of {size} bytes captured, decoded as far as they go")
+    ctx.cut += 1
+    return size - n
+
+
+def decode_request(data: bytes, ctx: DecodeContext, size: int | None = None) -> Field:
+    """A request frame (after the size prefix) as a Field tree rooted at ``request``.
+
+    ``size``: the frame's declared size when the capture cut it short (``data`` holds the
+    captured bytes): it is decoded as far as they go, with one note saying so."""
     buf = bytes(data)
     n = len(buf)
     root = Field("request", "Request", None, 0, n, [])
     header = root.add(Field("header", "RequestHeader", None, 0, 0, []))
+    slack = _cut_note(root, n, size, ctx)
     if n < 8:
         header.length = n
-        header.mark_malformed(f"request header needs 8 bytes, {n} present", ctx)
+        if not slack:
+            header.mark_malformed(f"request header needs 8 bytes, {n} present", ctx)
         return root
     api_key, api_version, correlation_id = _HDR.unpack_from(buf, 0)
     api = APIS.get(api_key)
@@ -71,25 +111,41 @@ def decode_request(data: bytes, ctx: DecodeContext) -> Field:
     if hv >= 1:
         if n < 10:
             header.length = n
-            header.add(Field("client_id", "string", None, 8, n - 8)).mark_malformed(
-                "client_id length cut short", ctx)
+            f = header.add(Field("client_id", "string", None, 8, n - 8))
+            if not slack:
+                f.mark_malformed("client_id length cut short", ctx)
             return root
         (slen,) = _I16.unpack_from(buf, 8)
         if slen < -1 or slen > n - 10:
             header.length = n
-            header.add(Field("client_id", "string", None, 8, n - 8)).mark_malformed(
-                f"client_id length {slen} exceeds the {n - 10} bytes left", ctx)
+            if slack and -1 <= slen <= n - 10 + slack:
+                # cut by the capture: the part of the client_id that was captured
+                header.add(Field("client_id", "string", buf[10:].decode("utf-8", "replace"), 8, n - 8))
+            else:
+                header.add(Field("client_id", "string", None, 8, n - 8)).mark_malformed(
+                    f"client_id length {slen} exceeds the {n - 10} bytes left", ctx)
             return root
         cid = None if slen < 0 else buf[10:10 + slen].decode("utf-8", "replace")
         pos = 10 + max(slen, 0)
         header.add(Field("client_id", "string", cid, 8, pos - 8))
     if hv == 2:
+        hst = State(ctx, api_key, slack, n)
+        kept = len(header.children)
         try:
-            pos = read_tagged({}, buf, pos, n, header.children, State(ctx, api_key), True)  # type: ignore[arg-type]
+            pos = read_tagged({}, buf, pos, n, header.children, hst, True)  # type: ignore[arg-type]
         except _DecodeStop as e:
-            header.length = n
-            e.out.append(Field(e.name, e.typ, None, e.offset, n - e.offset).mark_malformed(e.reason, ctx))
-            return root
+            if not is_cut(e, hst) and (api is None or api_version > api.max_version):
+                # the header version of an API or version we do not know is a guess: without
+                # a tagged-field section that parses, it is taken as v1
+                del header.children[kept:]
+                header.type = "RequestHeader v1"
+                header.note("no tagged-field section after the client_id: header taken as v1")
+                hv = 1
+            else:
+                header.length = n
+                if not is_cut(e, hst):
+                    e.out.append(Field(e.name, e.typ, None, e.offset, n - e.offset).mark_malformed(e.reason, ctx))
+                return root
     header.length = pos
     if api is None:
         body = Field("body", "bytes", buf[pos:], pos, n - pos)
@@ -98,7 +154,15 @@ def decode_request(data: bytes, ctx: DecodeContext) -> Field:
         root.add(body)
         return root
     used, why = _clamp(api, api_version)
-    st = State(ctx, api_key)
+    st = State(ctx, api_key, slack, n)
+    if used is None:
+        root.add(_raw_body(buf, pos, n, why))   # type: ignore[arg-type]
+        return root
+    if used < api_version and not _newer_fits(api, used, True, buf, pos, n, ctx, st):
+        root.add(_raw_body(buf, pos, n, f"version {api_version} is newer than the newest known "
+                                        f"({api.max_version}) and the v{used} layout does not fit: "
+                                        "body kept as raw bytes"))
+        return root
     body = decode_body(api, used, True, buf, pos, n, ctx, st)
     root.add(body)
     if why:
@@ -108,12 +172,14 @@ def decode_request(data: bytes, ctx: DecodeContext) -> Field:
 
 
 def response_header(buf: bytes, api_key: int, api_version: int, ctx: DecodeContext,
-                    read_tags: Any, with_correlation_id: bool = True) -> tuple[Field, ApiDef | None, int | None]:
+                    read_tags: Any, with_correlation_id: bool = True,
+                    slack: int = 0) -> tuple[Field, ApiDef | None, int | None]:
     """The root "response" Field with its header decoded.
 
     Returns (root, api, position of the body), the position None when the header is bad
-    (marked malformed). ``read_tags(buf, pos, end, out) -> pos`` reads the tagged-field
-    section of a v1 header (the full decoder and the digest bring their own).
+    (marked malformed) or, in a frame the capture cut short (``slack`` bytes missing), cut.
+    ``read_tags(buf, pos, end, out) -> pos`` reads the tagged-field section of a v1 header
+    (the full decoder and the digest bring their own).
     """
     n = len(buf)
     api = APIS.get(api_key)
@@ -125,7 +191,8 @@ def response_header(buf: bytes, api_key: int, api_version: int, ctx: DecodeConte
     root = Field("response", root_type, None, 0, n, [header])
     if n < 4:
         header.length = n
-        header.mark_malformed(f"response header needs 4 bytes, {n} present", ctx)
+        if not slack:
+            header.mark_malformed(f"response header needs 4 bytes, {n} present", ctx)
         return root, api, None
     if with_correlation_id:
         header.add(Field("correlation_id", "int32", _I32.unpack_from(buf, 0)[0], 0, 4))
@@ -135,7 +202,8 @@ def response_header(buf: bytes, api_key: int, api_version: int, ctx: DecodeConte
             pos = read_tags(buf, pos, n, header.children)
         except _DecodeStop as e:
             header.length = n
-            e.out.append(Field(e.name, e.typ, None, e.offset, n - e.offset).mark_malformed(e.reason, ctx))
+            if not (slack and e.at_end == n):
+                e.out.append(Field(e.name, e.typ, None, e.offset, n - e.offset).mark_malformed(e.reason, ctx))
             return root, api, None
     header.length = pos
     return root, api, pos
@@ -161,13 +229,18 @@ def _response_head(api: ApiDef | None, api_key: int, api_version: int) -> tuple[
     return head
 
 
-def decode_response(data: bytes, api_key: int, api_version: int, ctx: DecodeContext) -> Field:
-    """A response frame (after the size prefix) to a request of ``api_key`` v``api_version``."""
+def decode_response(data: bytes, api_key: int, api_version: int, ctx: DecodeContext,
+                    size: int | None = None) -> Field:
+    """A response frame (after the size prefix) to a request of ``api_key`` v``api_version``
+    (``size``: see decode_request)."""
     buf = bytes(data)
     n = len(buf)
+    slack = 0 if size is None or size <= n else size - n
     root, api, pos = response_header(
         buf, api_key, api_version, ctx,
-        lambda b, p, end, out: read_tagged({}, b, p, end, out, State(ctx, api_key), True))  # type: ignore[arg-type]
+        lambda b, p, end, out: read_tagged({}, b, p, end, out, State(ctx, api_key, slack, n), True),  # type: ignore[arg-type]
+        slack=slack)
+    _cut_note(root, n, size, ctx)
     if pos is None:
         return root
     if api is None:
@@ -176,7 +249,16 @@ def decode_response(data: bytes, api_key: int, api_version: int, ctx: DecodeCont
         root.add(body)
         return root
     used, why = _clamp(api, api_version)
-    st = State(ctx, api_key)
+    st = State(ctx, api_key, slack, n)
+    if used is None:
+        root.add(_raw_body(buf, pos, n, why))   # type: ignore[arg-type]
+        return root
+    if used < api_version and not (api_key == 18 and n - pos >= 2 and _I16.unpack_from(buf, pos)[0] == 35) \
+            and not _newer_fits(api, used, False, buf, pos, n, ctx, st):
+        root.add(_raw_body(buf, pos, n, f"version {api_version} is newer than the newest known "
+                                        f"({api.max_version}) and the v{used} layout does not fit: "
+                                        "body kept as raw bytes"))
+        return root
     if api_key == 18 and used > 0:
         body = _api_versions_response(api, used, buf, pos, n, ctx, st)
     else:
@@ -196,10 +278,10 @@ def _api_versions_response(api: ApiDef, version: int, buf: bytes, pos: int, n: i
     error UNSUPPORTED_VERSION in the v0 layout; decode it so when the v<N> layout fails."""
     if n - pos >= 2 and _I16.unpack_from(buf, pos)[0] == 35:
         trial = DecodeContext(max_array_len=ctx.max_array_len, max_depth=ctx.max_depth)
-        probe = decode_body(api, version, False, buf, pos, n, trial, State(trial, 18))
+        probe = decode_body(api, version, False, buf, pos, n, trial, State(trial, 18, st.slack, st.cap_end))
         if probe.any_malformed() or trial.trailing:
             trial0 = DecodeContext(max_array_len=ctx.max_array_len, max_depth=ctx.max_depth)
-            probe0 = decode_body(api, 0, False, buf, pos, n, trial0, State(trial0, 18))
+            probe0 = decode_body(api, 0, False, buf, pos, n, trial0, State(trial0, 18, st.slack, st.cap_end))
             if not probe0.any_malformed() and not trial0.trailing:
                 body = decode_body(api, 0, False, buf, pos, n, ctx, st)
                 body.note(f"UNSUPPORTED_VERSION answer in the v0 layout (requested v{version})")

@@ -95,6 +95,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
+from dissectors.annotate import crc_verdict
 from dissectors.context import DecodeContext
 from dissectors.field import Field
 
@@ -278,12 +279,11 @@ def _decode_message(data: bytes, pos: int, length: int, ctx: DecodeContext, inde
     payload = data[pstart:end]
     computed = legacy_crc(payload)
     crc = m.add(Field("crc", "uint32", stored, crc_pos, 4))
+    crc.note(crc_verdict(stored, computed))
     if computed == stored:
-        crc.note("crc valid")
         ctx.crc_valid += 1
         summary.crc_good += 1
     else:
-        crc.note(f"crc INVALID, computed 0x{computed:08x}")
         ctx.crc_invalid += 1
         summary.crc_bad += 1
     pf = m.add(Field("payload", "bytes", payload, pstart, end - pstart))

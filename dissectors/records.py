@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 
 from crc32c import crc32c
 
+from .annotate import crc_verdict
 from .compression import decompress_detail
 from .context import DecodeContext
 from .field import Field
@@ -107,11 +108,10 @@ def iso_ms(ms: int) -> str:
 
 
 def _crc_note(field: Field, stored: int, computed: int, state: _State) -> None:
+    field.note(crc_verdict(stored, computed))
     if stored == computed:
-        field.note("crc valid")
         state.ctx.crc_valid += 1
     else:
-        field.note(f"crc INVALID, computed 0x{computed:08x}")
         state.ctx.crc_invalid += 1
         state.crc_ok = False
 
@@ -743,7 +743,7 @@ def _summary_set(buf: bytes, pos: int, end: int, ctx: DecodeContext, top: Field,
                     ctx.crc_valid += 1
                 else:
                     ctx.crc_invalid += 1
-                    top.note(f"[{index}]: crc INVALID, computed 0x{computed:08x}")
+                    top.note(f"[{index}]: {crc_verdict(crc, computed)}")
                 c = attrs & 7
                 if c != cid:
                     cid = c if cid < 0 else _MIXED
@@ -781,7 +781,7 @@ def _summary_message(buf: bytes, pos: int, msg_end: int, magic: int, ctx: Decode
         ctx.crc_valid += 1
     else:
         ctx.crc_invalid += 1
-        top.note(f"[{index}]: crc INVALID, computed 0x{computed:08x}")
+        top.note(f"[{index}]: {crc_verdict(crc, computed)}")
     p = pos + 18 if magic == 0 else pos + 26
     n = 0
     for part in ("key", "value"):

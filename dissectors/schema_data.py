@@ -556,9 +556,11 @@ APIS[17] = ApiDef(17, "SaslHandshake", 0, 1, None, request=(
     F("mechanisms", "array", (0, ANY), element="string"),
 ), kafka4_versions=(0, 1), listeners=("broker", "controller"))
 
-APIS[18] = ApiDef(18, "ApiVersions", 0, 4, 3, request=(
+APIS[18] = ApiDef(18, "ApiVersions", 0, 5, 3, request=(
     F("client_software_name", "string", (3, ANY)),
     F("client_software_version", "string", (3, ANY)),
+    F("cluster_id", "string", (5, ANY), nullable=(5, ANY)),
+    F("node_id", "int32", (5, ANY)),
 ), response=(
     F("error_code", "int16", (0, ANY), meaning="error_code"),
     F("api_keys", "array", (0, ANY), struct="ApiVersion", element="struct", fields=(
@@ -579,7 +581,7 @@ APIS[18] = ApiDef(18, "ApiVersions", 0, 4, 3, request=(
         F("min_version_level", "int16", (3, ANY)),
     )),
     F("zk_migration_ready", "bool", (3, ANY), tag=3, tagged=(3, ANY)),
-), kafka4_versions=(0, 4), listeners=("broker", "controller"))
+), kafka4_versions=(0, 5), listeners=("broker", "controller"))
 
 APIS[19] = ApiDef(19, "CreateTopics", 0, 7, 5, request=(
     F("topics", "array", (0, ANY), struct="CreatableTopic", element="struct", fields=(
@@ -781,16 +783,17 @@ APIS[27] = ApiDef(27, "WriteTxnMarkers", 0, 2, 1, request=(
     )),
 ), kafka4_versions=(1, 2), listeners=("broker",))
 
-APIS[28] = ApiDef(28, "TxnOffsetCommit", 0, 5, 3, request=(
+APIS[28] = ApiDef(28, "TxnOffsetCommit", 0, 6, 3, request=(
     F("transactional_id", "string", (0, ANY)),
     F("group_id", "string", (0, ANY)),
     F("producer_id", "int64", (0, ANY)),
     F("producer_epoch", "int16", (0, ANY)),
-    F("generation_id", "int32", (3, ANY)),
+    F("generation_id_or_member_epoch", "int32", (3, ANY)),
     F("member_id", "string", (3, ANY)),
     F("group_instance_id", "string", (3, ANY), nullable=(3, ANY)),
     F("topics", "array", (0, ANY), struct="TxnOffsetCommitRequestTopic", element="struct", fields=(
-        F("name", "string", (0, ANY)),
+        F("topic_id", "uuid", (6, ANY), meaning="topic_id"),
+        F("name", "string", (0, 5)),
         F("partitions", "array", (0, ANY), struct="TxnOffsetCommitRequestPartition", element="struct", fields=(
             F("partition_index", "int32", (0, ANY)),
             F("committed_offset", "int64", (0, ANY)),
@@ -801,13 +804,14 @@ APIS[28] = ApiDef(28, "TxnOffsetCommit", 0, 5, 3, request=(
 ), response=(
     F("throttle_time_ms", "int32", (0, ANY)),
     F("topics", "array", (0, ANY), struct="TxnOffsetCommitResponseTopic", element="struct", fields=(
-        F("name", "string", (0, ANY)),
+        F("topic_id", "uuid", (6, ANY), meaning="topic_id"),
+        F("name", "string", (0, 5)),
         F("partitions", "array", (0, ANY), struct="TxnOffsetCommitResponsePartition", element="struct", fields=(
             F("partition_index", "int32", (0, ANY)),
             F("error_code", "int16", (0, ANY), meaning="error_code"),
         )),
     )),
-), kafka4_versions=(0, 5), listeners=("broker",))
+), kafka4_versions=(0, 6), listeners=("broker",))
 
 APIS[29] = ApiDef(29, "DescribeAcls", 0, 3, 2, request=(
     F("resource_type_filter", "int8", (0, ANY), meaning="resource_type"),
@@ -1027,7 +1031,7 @@ APIS[38] = ApiDef(38, "CreateDelegationToken", 0, 3, 2, request=(
     F("token_id", "string", (0, ANY)),
     F("hmac", "bytes", (0, ANY), meaning="secret"),
     F("throttle_time_ms", "int32", (0, ANY)),
-), kafka4_versions=(1, 3), listeners=("broker",))
+), kafka4_versions=(1, 3), listeners=("broker", "controller"))
 
 APIS[39] = ApiDef(39, "RenewDelegationToken", 0, 2, 2, request=(
     F("hmac", "bytes", (0, ANY), meaning="secret"),
@@ -1036,7 +1040,7 @@ APIS[39] = ApiDef(39, "RenewDelegationToken", 0, 2, 2, request=(
     F("error_code", "int16", (0, ANY), meaning="error_code"),
     F("expiry_timestamp_ms", "int64", (0, ANY), meaning="timestamp_ms"),
     F("throttle_time_ms", "int32", (0, ANY)),
-), kafka4_versions=(1, 2), listeners=("broker",))
+), kafka4_versions=(1, 2), listeners=("broker", "controller"))
 
 APIS[40] = ApiDef(40, "ExpireDelegationToken", 0, 2, 2, request=(
     F("hmac", "bytes", (0, ANY), meaning="secret"),
@@ -1045,7 +1049,7 @@ APIS[40] = ApiDef(40, "ExpireDelegationToken", 0, 2, 2, request=(
     F("error_code", "int16", (0, ANY), meaning="error_code"),
     F("expiry_timestamp_ms", "int64", (0, ANY), meaning="timestamp_ms"),
     F("throttle_time_ms", "int32", (0, ANY)),
-), kafka4_versions=(1, 2), listeners=("broker",))
+), kafka4_versions=(1, 2), listeners=("broker", "controller"))
 
 APIS[41] = ApiDef(41, "DescribeDelegationToken", 0, 3, 2, request=(
     F("owners", "array", (0, ANY), nullable=(0, ANY), struct="DescribeDelegationTokenOwner", element="struct", fields=(
@@ -1070,7 +1074,7 @@ APIS[41] = ApiDef(41, "DescribeDelegationToken", 0, 3, 2, request=(
         )),
     )),
     F("throttle_time_ms", "int32", (0, ANY)),
-), kafka4_versions=(1, 3), listeners=("broker",))
+), kafka4_versions=(1, 3), listeners=("broker", "controller"))
 
 APIS[42] = ApiDef(42, "DeleteGroups", 0, 2, 2, request=(
     F("groups_names", "array", (0, ANY), element="string"),
@@ -2197,7 +2201,7 @@ APIS[87] = ApiDef(87, "ReadShareGroupStateSummary", 0, 1, 0, request=(
     )),
 ), kafka4_versions=(0, 1), listeners=("broker",))
 
-APIS[88] = ApiDef(88, "StreamsGroupHeartbeat", 0, 0, 0, request=(
+APIS[88] = ApiDef(88, "StreamsGroupHeartbeat", 0, 1, 0, request=(
     F("group_id", "string", (0, ANY)),
     F("member_id", "string", (0, ANY)),
     F("member_epoch", "int32", (0, ANY)),
@@ -2276,8 +2280,9 @@ APIS[88] = ApiDef(88, "StreamsGroupHeartbeat", 0, 0, 0, request=(
     F("member_id", "string", (0, ANY)),
     F("member_epoch", "int32", (0, ANY)),
     F("heartbeat_interval_ms", "int32", (0, ANY)),
-    F("acceptable_recovery_lag", "int32", (0, ANY)),
+    F("acceptable_recovery_lag_legacy", "int32", (0, 0)),
     F("task_offset_interval_ms", "int32", (0, ANY)),
+    F("acceptable_recovery_lag", "int64", (1, ANY)),
     F("status", "array", (0, ANY), nullable=(0, ANY), struct="Status", element="struct", fields=(
         F("status_code", "int8", (0, ANY)),
         F("status_detail", "string", (0, ANY)),
@@ -2294,6 +2299,7 @@ APIS[88] = ApiDef(88, "StreamsGroupHeartbeat", 0, 0, 0, request=(
         F("subtopology_id", "string", (0, ANY)),
         F("partitions", "array", (0, ANY), element="int32"),
     )),
+    F("topology_description_required", "bool", (1, ANY)),
     F("endpoint_information_epoch", "int32", (0, ANY)),
     F("partitions_by_user_endpoint", "array", (0, ANY), nullable=(0, ANY), struct="EndpointToPartitions", element="struct", fields=(
         F("user_endpoint", "struct", (0, ANY), struct="Endpoint", fields=(
@@ -2309,7 +2315,7 @@ APIS[88] = ApiDef(88, "StreamsGroupHeartbeat", 0, 0, 0, request=(
             F("partitions", "array", (0, ANY), element="int32"),
         )),
     )),
-), kafka4_versions=(0, 0), listeners=("broker",))
+), kafka4_versions=(0, 1), listeners=("broker",))
 
 APIS[89] = ApiDef(89, "StreamsGroupDescribe", 0, 0, 0, request=(
     F("group_ids", "array", (0, ANY), element="string"),

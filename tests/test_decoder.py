@@ -97,7 +97,8 @@ def test_strings_normal_null_and_nullable(flexible: bool) -> None:
     fields = (F("a", "string"), F("b", "string", nullable=(0, ANY)), F("c", "string"))
     data = s("héllo".encode()) + s(None) + s(b"") + (b"\x00" if flexible else b"")
     root, pos, ctx = dec(fields, data, flexible=flexible)
-    assert [c.value for c in root.children] == ["héllo", None, ""]
+    # (a flexible struct shows its tagged-field section, empty here)
+    assert [c.value for c in root.children] == ["héllo", None, ""] + ([0] if flexible else [])
     assert root.children[0].length == (7 if flexible else 8)
     assert pos == len(data) and ctx.malformed == 0
     # null in a non-nullable string is noted, not fatal
@@ -134,7 +135,7 @@ def test_bytes_forms(flexible: bool) -> None:
     fields = (F("a", "bytes"), F("b", "bytes", nullable=(0, ANY)))
     root, pos, _ = dec(fields, b(b"\x00\x01\x02") + b(None) + (b"\x00" if flexible else b""), flexible=flexible)
     assert root.children[0].value == b"\x00\x01\x02" and root.children[1].value is None
-    assert len(root.children) == 2
+    assert len(root.children) == (3 if flexible else 2)
     root, _, ctx = dec(fields, (uvarint(10_000) if flexible else struct.pack(">i", 10_000)) + b"xx",
                        flexible=flexible)
     assert ctx.malformed == 1 and "bytes length" in malformed_notes(root)[0]
@@ -192,8 +193,11 @@ def test_nested_and_nullable_structs_and_depth_limit() -> None:
               F("m", "struct", struct="Inner", fields=inner, nullable=(0, ANY)))
     data = b"\x07\x00" + b"\xff" + b"\x01\x09\x00" + b"\x00"
     root, pos, ctx = dec(fields, data, flexible=True)
-    s, n, m = root.children
+    s, n, m, tags = root.children
     assert (s.type, s.get("x"), s.offset, s.length) == ("Inner", 7, 0, 2)
+    # every struct of a flexible version shows its (empty) tagged-field section
+    assert [(c.name, c.value, c.offset, c.length) for c in s.children] == [("x", 7, 0, 1), ("tagged_fields", 0, 1, 1)]
+    assert (tags.name, tags.value, tags.offset) == ("tagged_fields", 0, 6)
     assert n.value is None and n.children is None and n.length == 1
     assert m.get("x") == 9 and m.length == 3 and pos == len(data)
     deep: tuple[FieldDef, ...] = (F("x", "int8"),)
@@ -213,15 +217,17 @@ def test_tagged_fields_known_unknown_and_bad() -> None:
     a, tags = root.children
     assert (tags.name, tags.value, tags.offset, tags.length) == ("tagged_fields", 3, 1, len(data) - 1)
     t0, t1, t2 = tags.children
-    assert (t0.name, t0.value, t0.offset) == ("t0", 42, 4)
+    assert (t0.name, t0.value, t0.offset, t0.notes) == ("t0", 42, 4, ["tag 0"])
     assert (t1.name, t1.type, t1.value) == ("tag_1", "bytes", b"\xab\xcd")
-    assert t2.value == "hi" and pos == len(data) and ctx.malformed == 0
+    assert (t2.value, t2.notes) == ("hi", ["tag 2"]) and pos == len(data) and ctx.malformed == 0
+    assert t1.notes == ["unknown tagged field 1"]
     # tagged fields are not read in non-flexible versions, where they do not exist
     root, pos, _ = dec(fields, b"\x05", flexible=False)
     assert [c.name for c in root.children] == ["a"] and pos == 1
-    # no tagged_fields Field when the section is empty
+    # an empty section is shown too: one byte, no fields
     root, _, _ = dec(fields, b"\x05\x00", flexible=True)
-    assert [c.name for c in root.children] == ["a"]
+    assert [(c.name, c.value, c.offset, c.length) for c in root.children] == [("a", 5, 0, 1),
+                                                                              ("tagged_fields", 0, 1, 1)]
     # a tag whose size runs past the end
     root, _, ctx = dec(fields, b"\x05\x01\x07\x50xx", flexible=True)
     assert malformed_notes(root) == ["malformed: tagged field 7 size 80 exceeds the 2 bytes left"]
@@ -280,7 +286,8 @@ def test_request_header_tree_and_body() -> None:
 
 def test_request_newer_version_decoded_as_newest_with_note() -> None:
     api = APIS[18]
-    data = _req_header(18, api.max_version + 1, 1, b"c", True) + b"\x02a\x02b\x00"
+    # (a body in the newest layout, v5's: software name and version, a null cluster id, node id -1)
+    data = _req_header(18, api.max_version + 1, 1, b"c", True) + b"\x02a\x02b\x00" + struct.pack(">i", -1) + b"\x00"
     t = kafka.decode_request(data, DecodeContext())
     body = t.child("body")
     assert body.type == f"ApiVersionsRequest v{api.max_version}"

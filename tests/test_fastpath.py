@@ -64,13 +64,14 @@ def _run(path: str, batch: int, max_closed: int | None = None, **opts: Any) -> d
         o = pipe.options
         pipe.stream = Stream(ports=list(o.ports), autodetect=o.autodetect, max_closed=max_closed)
     conns: dict[int, Conn] = {}
-    event = pipe._event
+    state = pipe._state
 
-    def recording_event(ev: Any, out: list[Any]) -> None:
-        conns.setdefault(ev[0].id, ev[0])       # every connection has events (its end at least)
-        event(ev, out)
+    def recording_state(conn: Conn) -> Any:
+        # every connection has events (at least its end): the Conn objects the pipeline made
+        conns.setdefault(conn.id, conn)
+        return state(conn)
 
-    pipe._event = recording_event  # type: ignore[method-assign]
+    pipe._state = recording_state  # type: ignore[method-assign]
     exs: list[Any] = []
     with open_capture(path) as r:
         if not batch:

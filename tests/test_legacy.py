@@ -125,8 +125,8 @@ def test_produce_magic0_every_field() -> None:
         ("request/body/messages/[1]/payload", "bytes", b"", 41, 0),
     ]
     assert notes(tree, "header/request_type") == ["PRODUCE"]
-    assert notes(tree, "body/messages/[0]/crc") == ["crc valid"]
-    assert notes(tree, "body/messages/[1]/crc") == ["crc valid"]      # CRC-32 of nothing is 0
+    assert notes(tree, "body/messages/[0]/crc") == [f"crc valid (0x{crc(b'hello'):08x})"]
+    assert notes(tree, "body/messages/[1]/crc") == ["crc valid (0x00000000)"]      # CRC-32 of nothing is 0
     assert notes(tree, "body/messages/[0]/magic") == ["magic 0: no compression attribute"]
     assert notes(tree, "body/messages") == ["2 records in 2 messages, none"]
     assert not tree.any_malformed()
@@ -277,7 +277,7 @@ def test_multiproduce_request_every_field() -> None:
         ("request/body/topic_partitions/[1]/messages/[0]/payload", "bytes", b"p1", 47, 2),
     ]
     bad_crc = tree.child("body").child("topic_partitions").children[1].child("messages").children[0].child("crc")
-    assert bad_crc.notes == [f"crc INVALID, computed 0x{crc(b'p1'):08x}"]
+    assert bad_crc.notes == [f"crc INVALID (0x01020304), computed 0x{crc(b'p1'):08x}"]
     assert (ctx.crc_valid, ctx.crc_invalid) == (1, 1)
     assert not tree.any_malformed()            # a bad CRC is reported, not a parse failure
     assert legacy_partitions(tree, True) == [
@@ -411,7 +411,7 @@ def test_bad_crc_in_compressed_inner_message() -> None:
     wrapper = w.compressed_message([w.message(b"ok", magic=1), w.message(b"bad", magic=1, crc=7)], "gzip")
     tree = resp(w.fetch_response(0, wrapper), 1, None, ctx)
     inner = tree.child("body").child("messages").children[0].child("messages")
-    assert inner.children[1].child("crc").notes == [f"crc INVALID, computed 0x{crc(b'bad'):08x}"]
+    assert inner.children[1].child("crc").notes == [f"crc INVALID (0x00000007), computed 0x{crc(b'bad'):08x}"]
     assert (ctx.crc_valid, ctx.crc_invalid) == (2, 1)
     assert legacy_partitions(tree, False)[0]["crc_ok"] is False
     assert legacy_partitions(tree, False)[0]["records"] == 2
@@ -636,7 +636,7 @@ def test_seed_003_hex_dump_modern_decoder() -> None:
     assert [(c.name, c.value, c.offset) for c in msg.children] == [
         ("offset", 0, 41), ("message_size", 25, 49), ("crc", 0x73ACF77C, 53), ("magic", 0, 57),
         ("attributes", 0, 58), ("key_length", -1, 59), ("value_length", 11, 63), ("value", b"hello world", 67)]
-    assert msg.child("crc").notes == ["crc valid"]
+    assert msg.child("crc").notes == ["crc valid (0x73acf77c)"]
     assert (ctx.crc_valid, ctx.crc_invalid, ctx.malformed) == (1, 0, 0)
     assert not tree.any_malformed()
 

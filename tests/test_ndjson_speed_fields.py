@@ -75,7 +75,7 @@ def test_fixed_group_inline_notes_equal_annotator_calls() -> None:
         ("acks", -1, 4, 2, ["all"], None),
         ("ts", -1, 6, 8, ["none"], None),
         ("plain", 42, 14, 4, None, None),
-        ("ok", 0, 18, 2, None, None),
+        ("ok", 0, 18, 2, ["NONE"], None),     # zero is named too; only non-zero codes are collected
     ]
 
 

@@ -116,7 +116,8 @@ def test_v2_tree_fields() -> None:
     assert names == ["base_offset", "batch_length", "partition_leader_epoch", "magic", "crc", "attributes",
                      "last_offset_delta", "base_timestamp", "max_timestamp", "producer_id", "producer_epoch",
                      "base_sequence", "records_count", "records"]
-    assert batch.child("crc").notes == ["crc valid"]
+    crc = batch.child("crc")
+    assert crc.notes == [f"crc valid (0x{crc.value:08x})"] and crc.value == crc32c(raw[21:])
     assert batch.child("base_timestamp").notes == ["2023-11-14T22:13:20.000Z"]
     assert batch.get("max_timestamp") == T0 + 14
     attrs = batch.child("attributes")
@@ -195,7 +196,8 @@ def test_corrupted_crc_v2_and_legacy() -> None:
     ctx = DecodeContext()
     f = decode(bytes(raw), ctx)
     want = crc32c(bytes(raw[21:]))
-    assert f.children[0].child("crc").notes == [f"crc INVALID, computed 0x{want:08x}"]
+    stored = struct.unpack(">I", raw[17:21])[0]
+    assert f.children[0].child("crc").notes == [f"crc INVALID (0x{stored:08x}), computed 0x{want:08x}"]
     assert (ctx.crc_invalid, ctx.crc_valid) == (1, 0) and f.extra["crc_ok"] is False
     assert f.value == 3  # still decoded
     raw = bytearray(build(1, 0, n=3))
@@ -204,7 +206,7 @@ def test_corrupted_crc_v2_and_legacy() -> None:
     f = decode(bytes(raw), ctx)
     assert (ctx.crc_invalid, ctx.crc_valid) == (1, 2) and f.extra["crc_ok"] is False
     last = f.children[-1]
-    assert last.child("crc").notes[0].startswith("crc INVALID, computed 0x")
+    assert last.child("crc").notes[0].startswith(f"crc INVALID (0x{last.get('crc'):08x}), computed 0x")
     # an inner message corrupted inside a compressed wrapper (wrapper CRC recomputed)
     inner = bytearray(build(1, 0, n=3))
     inner[-1] ^= 0x40
@@ -732,7 +734,8 @@ def test_lean_marks_on_the_records_field() -> None:
     bad_crc[-1] ^= 1
     f, ctx = lean(bytes(bad_crc) + b)
     assert f.value == 10 and f.extra["crc_ok"] is False and (ctx.crc_valid, ctx.crc_invalid) == (1, 1)
-    assert f.notes[0].startswith("[0]: crc INVALID, computed 0x") and ctx.malformed == 0
+    stored = struct.unpack(">I", bad_crc[17:21])[0]
+    assert f.notes[0].startswith(f"[0]: crc INVALID (0x{stored:08x}), computed 0x") and ctx.malformed == 0
     f, ctx = lean(a + b + b[:30])
     assert f.value == 10 and f.extra["truncated"] is True and ctx.malformed == 0 and f.notes is None
     f, ctx = lean(a + b, max_array_len=5)

@@ -46,7 +46,9 @@ KIO_SKIP = {
 NAME_ALIASES = {("type_", "type"), ("id_", "id"), ("is_k_raft_controller", "is_kraft_controller"),
                 ("k_raft_version_feature", "kraft_version_feature"), ("candidate_epoch", "replica_epoch"),
                 ("candidate_id", "replica_id"), ("candidate_directory_id", "replica_directory_id"),
-                ("client_metrics_resources", "config_resources"), ("name", "resource_name")}
+                ("client_metrics_resources", "config_resources"), ("name", "resource_name"),
+                ("generation_id", "generation_id_or_member_epoch"),                # Kafka 4.4's renames
+                ("acceptable_recovery_lag", "acceptable_recovery_lag_legacy")}
 
 
 def _ctx() -> DecodeContext:
@@ -308,9 +310,10 @@ def _kp_norm(v: Any, field: Any) -> Any:
 
 
 def _kp_names_match(kp_name: str, ours: str) -> bool:
-    # kafka-python renames the authorized-operations bitfields and splits "2PC" oddly
+    # kafka-python renames the authorized-operations bitfields and splits "2PC" oddly; its
+    # definitions predate Kafka 4.4's rename of TxnOffsetCommit's generation id
     return (kp_name == ours or (kp_name == "authorized_operations" and ours.endswith("_authorized_operations"))
-            or (kp_name, ours) == ("enable2_pc", "enable_2pc"))
+            or (kp_name, ours) in (("enable2_pc", "enable_2pc"), ("generation_id", "generation_id_or_member_epoch")))
 
 
 def _kp_compare(struct_field: Any, values: dict, children: list[Field] | None, version: int,

@@ -4,8 +4,8 @@ This script is run by hand, once (and again only when we deliberately refresh th
 table); its output is committed and then owned like any other source file. Nothing
 at run time imports this script, kio or kafka-python.
 
-Where the facts come from
--------------------------
+Where the facts come from (what the table really matches)
+---------------------------------------------------------
 * kio 0.6.2 (PyPI): Python classes generated from Apache Kafka 3.9.0's message
   definitions, one module per (API, version). It still holds every version that
   Kafka 4.0 removed (KIP-896) and the ZooKeeper-era APIs 4-7.
@@ -13,11 +13,37 @@ Where the facts come from
   the newest versions and API keys up to 92 added). For a version both sets hold,
   the newer set wins.
 * kafka-python 3.0.12 (PyPI) ships Kafka 4.x's JSON message definitions for 52 client
-  APIs (kafka/protocol/schemas/resources/*.json). They are used to check the field
-  names, types, nullability and tags taken from kio, and for the ``listeners``.
+  APIs (kafka/protocol/schemas/resources/*.json; ApiVersions 0-4, TxnOffsetCommit 0-5).
+  They are used to check the field names, types, nullability and tags taken from kio,
+  and for the ``listeners``.
+* ``EXTRA_DEFINITIONS`` below: API keys 93 and 94, transcribed from apache/kafka trunk's
+  message definitions (clients/src/main/resources/common/message, read through the
+  search tool), without Kafka's "about" texts.
+* ``KAFKA_4_4`` below: Kafka 4.4's new versions and renames (apache/kafka trunk, August
+  2026), applied as edits to the newest version we have of each message: ApiVersions v5
+  (KIP-1242: ClusterId, NodeId), TxnOffsetCommit v6 (KIP-1319: topics by TopicId, both
+  directions), StreamsGroupHeartbeat v1 (KIP-1331: the response's int64
+  AcceptableRecoveryLag after TaskOffsetIntervalMs, TopologyDescriptionRequired after the
+  task assignments; the request unchanged), the renames TxnOffsetCommit v3+
+  ``GenerationIdOrMemberEpoch`` and StreamsGroupHeartbeat v0's response
+  ``AcceptableRecoveryLagLegacy``, and the delegation-token APIs (38-41) served by
+  controllers too since 4.0. The trunk JSON files themselves were not readable here; the
+  layouts come from byte-exact frames encoded from the trunk schema and from code
+  generated from it, as found with the search tool. DeleteGroups v3 (ErrorMessage) and
+  StreamsGroupDescribe v1 (IncludeTopologyDescription; TopologyDescription,
+  TopologyDescriptionStatus, AssignorName) are not in the table: where Kafka puts their
+  new fields could not be confirmed, and a guessed layout would misdecode. A newer
+  version is shown with the newest known layout when it fits, else as raw bytes.
 * Optional extra Kafka JSON definitions (``--json DIR``, files named like
   ``FooRequest.json`` / ``FooResponse.json``, with Kafka's // comments): versions they
   define replace the kio ones (used for API keys kio does not know, e.g. 93).
+
+``facts`` writes what tests/test_protocol_currency.py compares the table with
+(tests/data/kafka_messages.json): from a directory of Kafka JSON definitions (kafka-python's
+bundled set by default, or a checkout's clients/src/main/resources/common/message), with
+``KAFKA_4_4`` applied on top, each message's fields as version-ranged nodes (names, types,
+nullability, tags; no texts). Refreshed from a newer Kafka, a version the table lacks is a
+failing test.
 
 kio renames the fields it types as durations or datetimes (``ThrottleTimeMs`` becomes
 ``throttle_time``); we restore Kafka's names (``throttle_time_ms``), which the check
@@ -29,6 +55,7 @@ How to re-run
 -------------
     python tools/gen_schema.py fetch /tmp/gen_schema        # pip download + unpack the three wheels
     python tools/gen_schema.py generate /tmp/gen_schema [--json DIR] [-o dissectors/schema_data.py]
+    python tools/gen_schema.py facts /tmp/gen_schema [--json DIR] [-o tests/data/kafka_messages.json]
 
 ``generate`` dumps each kio tree (in a subprocess, with the unpacked wheel on
 sys.path) to WORKDIR/kio-<version>.json, merges the per-version field lists into
@@ -38,6 +65,7 @@ the input lists, and writes the module.
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import glob
 import importlib
@@ -69,7 +97,8 @@ NULLABLE_KINDS = {"string", "bytes", "records", "array", "struct"}
 # listeners of the APIs the kafka-python JSON set does not cover (Kafka's "listeners")
 LISTENERS: dict[int, tuple[str, ...]] = {
     4: ("zkBroker",), 5: ("zkBroker",), 6: ("zkBroker",), 7: ("zkBroker", "controller"),
-    38: ("broker",), 39: ("broker",), 40: ("broker",), 41: ("broker",),
+    38: ("broker", "controller"), 39: ("broker", "controller"), 40: ("broker", "controller"),
+    41: ("broker", "controller"),       # delegation tokens: controllers serve them too since 4.0
     52: ("controller",), 53: ("controller",), 54: ("controller",),
     56: ("controller",), 58: ("controller",), 59: ("controller",),
     62: ("controller",), 63: ("controller",), 64: ("broker", "controller"),
@@ -150,6 +179,80 @@ EXTRA_DEFINITIONS: list[dict[str, Any]] = [{"apiKey": 93,
   "fields": [{"name": "ThrottleTimeMs", "type": "int32", "versions": "0+"},
              {"name": "ErrorCode", "type": "int16", "versions": "0+"},
              {"name": "ErrorMessage", "type": "string", "versions": "0+", "nullableVersions": "0+"}]}]
+
+
+# ------------------------------------------------------------------------- Kafka 4.4
+
+PerVersion = dict[int, dict[str, tuple[bool, list[dict[str, Any]]]]]
+
+
+def _vf(name: str, typ: str, nullable: bool = False) -> dict[str, Any]:
+    return {"name": name, "type": typ, "element": None, "struct": None, "fields": [], "nullable": nullable,
+            "tag": None, "hint": None}
+
+
+def _renamed(vfs: list[dict[str, Any]], old: str, new: str) -> list[dict[str, Any]]:
+    return [dict(f, name=new) if f["name"] == old else f for f in vfs]
+
+
+def _inserted_after(vfs: list[dict[str, Any]], after: str, new: dict[str, Any]) -> list[dict[str, Any]]:
+    i = next(i for i, f in enumerate(vfs) if f["name"] == after)
+    return vfs[:i + 1] + [new] + vfs[i + 1:]
+
+
+def _topic_by_id(vfs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``topics``' elements identified by ``topic_id`` (uuid) instead of ``name``."""
+    out = []
+    for f in vfs:
+        if f["name"] == "topics":
+            f = dict(f, fields=[_vf("topic_id", "uuid") if c["name"] == "name" else c for c in f["fields"]])
+        out.append(f)
+    return out
+
+
+def _next_version(pv: PerVersion, request: Any, response: Any) -> None:
+    """Add the version after the newest in ``pv``: each direction's newest field list
+    passed through its edit function."""
+    v = max(pv)
+    flex_q, req = pv[v]["request"]
+    flex_s, resp = pv[v]["response"]
+    pv[v + 1] = {"request": (flex_q, request(copy.deepcopy(req))),
+                 "response": (flex_s, response(copy.deepcopy(resp)))}
+
+
+def _same(vfs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return vfs
+
+
+def _api_versions_v5(pv: PerVersion) -> None:
+    # KIP-1242: the client names the cluster and node it means to reach (both may be
+    # unknown: a null ClusterId, NodeId -1); the response is v4's
+    _next_version(pv, lambda q: q + [_vf("cluster_id", "string", nullable=True), _vf("node_id", "int32")], _same)
+
+
+def _txn_offset_commit_v6(pv: PerVersion) -> None:
+    # the rename of v3+'s generation id (a member epoch for the new consumer protocol)
+    for dirs in pv.values():
+        flex, req = dirs["request"]
+        dirs["request"] = (flex, _renamed(req, "generation_id", "generation_id_or_member_epoch"))
+    # KIP-1319: v6 names topics by id, in the request and in the response
+    _next_version(pv, _topic_by_id, _topic_by_id)
+
+
+def _streams_group_heartbeat_v1(pv: PerVersion) -> None:
+    flex, resp = pv[0]["response"]
+    pv[0]["response"] = (flex, _renamed(resp, "acceptable_recovery_lag", "acceptable_recovery_lag_legacy"))
+
+    def response(vfs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        vfs = [f for f in vfs if f["name"] != "acceptable_recovery_lag_legacy"]
+        vfs = _inserted_after(vfs, "task_offset_interval_ms", _vf("acceptable_recovery_lag", "int64"))
+        return _inserted_after(vfs, "warmup_tasks", _vf("topology_description_required", "bool"))
+    # KIP-1331: the request is v0's (bumped so that the v1 response is negotiated)
+    _next_version(pv, _same, response)
+
+
+# api_key -> the edit that brings what we have of it to Kafka 4.4 (see the module docstring)
+KAFKA_4_4: dict[int, Any] = {18: _api_versions_v5, 28: _txn_offset_commit_v6, 88: _streams_group_heartbeat_v1}
 
 
 # ---------------------------------------------------------------------------- fetch
@@ -552,6 +655,8 @@ def cmd_generate(workdir: Path, json_dirs: list[str], out_path: Path) -> None:
                     problems.append(f"{name} v{v} {direction}: differs from the JSON definition")
                 if ours is not None and ours[0] != inr(v, vrange(j.get("flexibleVersions"))):
                     problems.append(f"{name} v{v} {direction}: flexible differs")
+        if key in KAFKA_4_4:
+            KAFKA_4_4[key](per_version)
         versions = sorted(per_version)
         lo, hi = versions[0], versions[-1]
         if versions != list(range(lo, hi + 1)):
@@ -573,7 +678,7 @@ def cmd_generate(workdir: Path, json_dirs: list[str], out_path: Path) -> None:
             trees[d] = nodes
         if str(key) in kio_new:
             nv = sorted(int(x) for x in kio_new[str(key)]["versions"])
-            k4: tuple[int, int] | None = (nv[0], nv[-1])
+            k4: tuple[int, int] | None = (nv[0], hi if key in KAFKA_4_4 else nv[-1])
         elif key in extra:
             k4 = (lo, hi)
         else:
@@ -613,6 +718,70 @@ def cmd_generate(workdir: Path, json_dirs: list[str], out_path: Path) -> None:
     print(f"wrote {out_path}: {len(keys)} APIs")
 
 
+# ------------------------------------------------------------------------ facts
+
+def fact_nodes(nodes: list[Node]) -> list[Any]:
+    """Merged nodes as compact JSON: [name, type, element, versions, nullable versions, tag,
+    tagged versions, children], each version range [lo, hi] or null."""
+    def rng(vs: list[int], what: str) -> list[int] | None:
+        r = contiguous(vs, what)
+        return None if r is None else [r[0], r[1]]
+    return [[n.name, n.type, n.element, rng(n.versions, n.name), rng(n.nullable, n.name + " nullable"),
+             n.tag if n.tagged else None, rng(n.tagged, n.name + " tagged"), fact_nodes(n.children)]
+            for n in nodes]
+
+
+def cmd_facts(workdir: Path, json_dirs: list[str], out_path: Path) -> None:
+    """What Kafka's JSON message definitions say, for the test that compares the table with
+    them: the versions Kafka has of each message and their fields (see the module docstring)."""
+    kp_dir = workdir / "kafka-python" / "ex" / "kafka" / "protocol" / "schemas" / "resources"
+    defs = load_json_dir(str(kp_dir))
+    sources = [f"kafka-python {KAFKA_PYTHON}'s bundled Kafka definitions"]
+    for d in json_dirs:
+        for k, v in load_json_dir(d).items():
+            defs.setdefault(k, {}).update(v)
+        sources.append(f"the Kafka definitions in {Path(d).name}")
+    facts: dict[str, Any] = {}
+    for key, dirs in sorted(defs.items()):
+        if set(dirs) != {"request", "response"}:
+            continue
+        vr = vrange(dirs["request"]["validVersions"])
+        assert vr is not None
+        pv: PerVersion = {}
+        for v in range(vr[0], vr[1] + 1):
+            pv[v] = {}
+            for direction, j in dirs.items():
+                common = {c["name"]: c["fields"] for c in j.get("commonStructs", [])}
+                pv[v][direction] = (inr(v, vrange(j.get("flexibleVersions"))), vf_from_json(j["fields"], v, common))
+        if key in KAFKA_4_4:
+            KAFKA_4_4[key](pv)
+        versions = sorted(pv)
+        flex = [v for v in versions if pv[v]["request"][0]]
+        entry: dict[str, Any] = {"name": dirs["request"]["name"].removesuffix("Request"),
+                                 "versions": [versions[0], versions[-1]], "flexible_from": min(flex) if flex else None,
+                                 "listeners": dirs["request"].get("listeners", [])}
+        for direction in ("request", "response"):
+            nodes: list[Node] = []
+            for v in versions:
+                merge_version(nodes, pv[v][direction][1], v)
+            entry[direction] = fact_nodes(nodes)
+        facts[str(key)] = entry
+    doc = {"about": "Kafka's message definitions as facts (tools/gen_schema.py facts): "
+                    + ", ".join(sources) + ", with KAFKA_4_4 applied; per API key the versions Kafka has, "
+                    "the first flexible one, the listeners and the fields as [name, type, element, "
+                    "versions, nullable versions, tag, tagged versions, children]",
+           "apis": facts}
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    # one API a line: a refresh reads as a diff of the APIs that changed
+    lines = [f'{{"about": {json.dumps(doc["about"])},', ' "apis": {']
+    items = list(facts.items())
+    for i, (k, e) in enumerate(items):
+        lines.append(f'  "{k}": {json.dumps(e, separators=(",", ":"))}' + ("," if i < len(items) - 1 else ""))
+    lines.append("}}")
+    out_path.write_text("\n".join(lines) + "\n")
+    print(f"wrote {out_path}: {len(facts)} APIs")
+
+
 def _sig_plain(vfs: list[dict[str, Any]]) -> list[Any]:
     return [(f["name"], f["type"], f["element"], f["nullable"], f["tag"], _sig_plain(f["fields"]))
             for f in vfs]
@@ -630,9 +799,15 @@ def main() -> None:
     g.add_argument("workdir", type=Path)
     g.add_argument("--json", action="append", default=[], help="extra dir of Kafka JSON definitions")
     g.add_argument("-o", "--out", type=Path, default=ROOT / "dissectors" / "schema_data.py")
+    fa = sp.add_parser("facts")
+    fa.add_argument("workdir", type=Path)
+    fa.add_argument("--json", action="append", default=[], help="dir of Kafka JSON definitions (wins)")
+    fa.add_argument("-o", "--out", type=Path, default=ROOT / "tests" / "data" / "kafka_messages.json")
     a = ap.parse_args()
     if a.cmd == "fetch":
         cmd_fetch(a.workdir)
+    elif a.cmd == "facts":
+        cmd_facts(a.workdir, a.json, a.out)
     else:
         cmd_generate(a.workdir, a.json, a.out)
 
