@@ -402,7 +402,9 @@ def _is_array(f: Field) -> bool:
     if f.type in ("array", "records"):
         return True
     ch = f.children
-    return bool(ch) and ch[0].name.startswith("[")
+    if not ch:
+        return False
+    return ch[0].name.startswith("[")
 
 
 def _members(f: Field) -> Iterator[Field]:

@@ -9,10 +9,12 @@ orjson, and the non-standard ``NaN``/``Infinity`` with the json module.
 from __future__ import annotations
 
 import json
+from types import ModuleType
 from typing import Any
 
 from dissectors.field import Field
 
+_orjson: ModuleType | None     # None: orjson not installed
 try:
     import orjson as _orjson
 except ImportError:  # pragma: no cover - optional speedup

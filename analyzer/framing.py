@@ -5,7 +5,8 @@ takes that direction's ``StreamData`` / ``StreamGap`` events in order (``feed``)
 returns the ``Frame`` records they complete; ``finish()`` (or feeding a ``StreamEnd``)
 turns a partial frame into a ``Frame`` with ``truncated=True``.
 
-``plausible(header: bytes) -> bool`` is the caller's judgement of a frame header: it gets
+``plausible(header: bytes) -> Peeked`` is the caller's judgement of a frame header (false:
+implausible; true, or a truthy value it parsed, such as a request header: see ``Peeked``): it gets
 the first bytes of the frame AFTER the size prefix, ``min(size, peek)`` of them (``peek``
 defaults to 16), or fewer when a gap cuts the frame short. The caller knows whether this
 direction carries requests or responses. It is asked for every frame.
@@ -58,8 +59,13 @@ import struct
 from bisect import bisect_right
 from collections.abc import Callable
 from functools import lru_cache
+from typing import TYPE_CHECKING, TypeAlias
 
 from analyzer.model import Conn, Frame, StreamData, StreamEnd, StreamEvent, StreamGap
+
+if TYPE_CHECKING:
+    from analyzer.pipeline import _Pending
+    from dissectors.header import RequestHeader
 
 __all__ = ["Framer", "Framers", "DEFAULT_MAX_FRAME_SIZE"]
 
@@ -67,7 +73,11 @@ DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024
 _size = struct.Struct(">I").unpack_from
 _new = tuple.__new__       # Frame is a NamedTuple: built without a Python-level __new__
 
-Plausible = Callable[[bytes], bool]
+# What a plausibility check returns for a frame's first bytes: whether they are plausible,
+# or (truthy) what it parsed from them on the way, which the frame keeps as Frame.peeked:
+# the pipeline's checks return a request header, or the request a response answers
+Peeked: TypeAlias = "RequestHeader | _Pending | bool"
+Plausible: TypeAlias = "Callable[[bytes], Peeked]"
 Sane = Callable[[bytes, int], bool]     # (a frame's first bytes, its size): see _damaged
 _PARTIAL = 16        # header bytes enough to reject a scan candidate before its whole peek is in
 
@@ -176,11 +186,13 @@ class Framer:
             self.buf.clear()
         else:
             del self.buf[:n]
-        self._off += n   # type: ignore[operator]
+        assert self._off is not None        # bytes were buffered: an event set it
+        self._off += n
         marks = self._marks
         # keep the mark that covers the new start
         i = bisect_right(marks, self._off, key=lambda m: m[0]) - 1
         if i > 0:
+            assert isinstance(marks, list)  # bytes were buffered: a list (see _marks)
             del marks[:i]
         self._decided = -1
 
@@ -221,6 +233,7 @@ class Framer:
         buf = self.buf
         pos = 0
         n = len(buf)
+        assert self._off is not None        # bytes were buffered: an event set it
         while True:
             avail = n - pos
             if self._synced:
@@ -255,7 +268,7 @@ class Framer:
                     self._consume_at(pos)
                     self._decided = size
                     return
-                start = self._off + pos   # type: ignore[operator]
+                start = self._off + pos
                 out.append(self._emit(start, size, bytes(buf[pos + 4:end]), False))
                 pos = end
             else:
@@ -305,9 +318,10 @@ class Framer:
         if len(marks) < 2 or plausible is None:
             return j
         base = self._off
+        assert base is not None             # bytes were buffered: an event set it
         stop = j + 4 + size
         for m in marks:
-            b = m[0] - base    # type: ignore[operator]
+            b = m[0] - base
             if b == j or b >= stop:
                 return j       # the candidate starts a packet, or no packet starts inside it
             if j < b and b + 4 <= n:
@@ -340,7 +354,8 @@ class Framer:
         if size < self._min:
             return -1
         conn = self.conn
-        at = self._off + pos    # type: ignore[operator]
+        assert self._off is not None        # bytes were buffered: an event set it
+        at = self._off + pos
         first = conn.syn_seen and at == 0
         if (self.frames > 0 or (first and conn.protocol in ("kafka", "kafka-legacy"))) and pos + 4 + size == n:
             self.damaged_frames += 1
@@ -380,7 +395,8 @@ class Framer:
         # frame returns before any list is touched
         n = len(data)
         pos = 0
-        seen = plausible = self.plausible       # (seen: None without a check)
+        plausible = self.plausible
+        seen: Peeked | None = None              # (None without a check)
         while n - pos >= 4:
             size = _size(data, pos)[0]
             end = pos + 4 + size
@@ -471,7 +487,9 @@ class Framer:
             if not self.buf:
                 self._off = off
                 self._marks = []
-            self._marks.append((off, ev.index, ev.ts))
+            marks = self._marks
+            assert isinstance(marks, list)      # set above, or bytes are buffered (see _marks)
+            marks.append((off, ev.index, ev.ts))
             self.buf += data
             self._run(out)
         else:
@@ -506,7 +524,8 @@ class Framer:
             r = self._decided if self._decided >= 0 else self._check(buf, 0, len(buf), True)
             if r is not None and r >= 0:
                 size = r
-                start = self._off   # type: ignore[assignment]
+                start = self._off
+                assert start is not None    # bytes were buffered: an event set it
                 data = bytes(buf[4:4 + size])
                 frame_end = start + 4 + size
                 last = self._where(start + 3 + len(data)) if data else self._where(start)
@@ -556,7 +575,8 @@ class Framer:
             if self._synced and len(buf) >= 4:
                 r = self._decided if self._decided >= 0 else self._check(buf, 0, len(buf), True)
                 if r is not None and r >= 0:
-                    out.append(self._emit(self._off, r, bytes(buf[4:4 + r]), True))  # type: ignore[arg-type]
+                    assert self._off is not None    # bytes were buffered: an event set it
+                    out.append(self._emit(self._off, r, bytes(buf[4:4 + r]), True))
                     buf.clear()
             if buf:
                 self._skip("end of stream", len(buf))
@@ -604,7 +624,7 @@ class Framers:
         self.truncated_frames += fr.truncated_frames
 
     def feed(self, ev: StreamEvent) -> list[Frame]:
-        if type(ev) is StreamEnd:
+        if isinstance(ev, StreamEnd):
             out: list[Frame] = []
             dirs = (0, 1) if ev.direction is None else (ev.direction,)
             for d in dirs:

@@ -1,7 +1,8 @@
 """Live capture: packets from an interface, fed to the Pipeline as they arrive.
 
     PacketSource.read(timeout) -> [(ts, data, orig_len)]  (scapy PF_PACKET socket, raw bytes)
-        -> analyzer.model.Packet -> Pipeline.feed -> Exchange -> callback (printed at once)
+        -> a batch of packet records (analyzer.model.PacketRecord) -> Pipeline.feed_packets
+        -> Exchange -> callback (printed at once)
         -> optional PcapSink (the raw packets, the interface's link type)
 
 ``LiveSession.run`` is the loop: bounded waits (so --duration, Ctrl-C and the
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, BinaryIO, Protocol
 
-from analyzer.model import Exchange, Packet
+from analyzer.model import Exchange, PacketRecord
 
 SNAPLEN = 262144
 BUFFER_BYTES = 32 * 1024 * 1024   # kernel receive buffer: loopback packets reach 64 KiB each
@@ -291,7 +292,8 @@ class PcapSink:
 
 
 class _Pipeline(Protocol):
-    def feed(self, packet: Packet) -> list[Exchange]: ...
+    """What LiveSession asks of its pipeline (analyzer.pipeline.Pipeline)."""
+    def feed_packets(self, packets: list[PacketRecord]) -> Iterable[Exchange]: ...
     def expire(self, now: float) -> list[Exchange]: ...
     def finish(self) -> list[Exchange]: ...
 
@@ -333,19 +335,22 @@ class LiveSession:
         if self._stop is None:
             self._stop = reason
 
-    def _emit(self, exchanges: list[Exchange]) -> None:
+    def _emit(self, exchanges: Iterable[Exchange]) -> None:
+        """Show the exchanges (those the filter keeps), up to ``count``. The iterable is
+        always consumed to its end: the pipeline hands a batch's exchanges out as it
+        analyses the batch, and what comes after the count is still analysed (the summary
+        accounts for it) without being shown."""
         keep = self.keep
         for ex in exchanges:
             if keep is not None and not keep(ex):
                 continue
             if self.count is not None and self._exchanges >= self.count:
                 self.stop("count")
-                return
+                continue
             self._exchanges += 1
             self.on_exchange(ex)
             if self.count is not None and self._exchanges >= self.count:
                 self.stop("count")
-                return
 
     def run(self) -> LiveResult:
         old: dict[int, Any] = {}

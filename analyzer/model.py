@@ -16,9 +16,15 @@ from typing import Any, NamedTuple
 
 from dissectors.field import Field
 
+# Typing note: several records below have a public field named ``index`` (the packet
+# number), which shadows ``tuple.index``. The code is right (a NamedTuple field may take
+# any name that does not start with an underscore), but mypy reports every NamedTuple field
+# named like a tuple method as an incompatible override of it; each such line carries a
+# ``# type: ignore[assignment]`` for that reason alone.
+
 
 class Packet(NamedTuple):
-    index: int          # 1-based packet number in the capture
+    index: int  # type: ignore[assignment]  # shadows tuple.index (typing note above); 1-based packet number in the capture
     ts: float           # epoch seconds
     linktype: int       # pcap LINKTYPE_* of the packet's interface
     data: bytes         # captured bytes (may be shorter than orig_len: snaplen)
@@ -48,7 +54,7 @@ class Segment(NamedTuple):
     payload: bytes      # captured payload bytes
     missing: int        # payload bytes on the wire but not captured (snaplen)
     ts: float
-    index: int          # packet number
+    index: int  # type: ignore[assignment]  # shadows tuple.index (typing note above); packet number
 
 
 TCP_FIN, TCP_SYN, TCP_RST, TCP_PSH, TCP_ACK = 1, 2, 4, 8, 16
@@ -97,7 +103,7 @@ class StreamData(NamedTuple):
     offset: int         # stream offset of data[0] (bytes since the first byte seen)
     data: bytes
     ts: float           # time of the packet that delivered these bytes
-    index: int          # its packet number
+    index: int  # type: ignore[assignment]  # shadows tuple.index (typing note above); its packet number
 
 
 class StreamGap(NamedTuple):
@@ -107,7 +113,7 @@ class StreamGap(NamedTuple):
     offset: int
     length: int
     ts: float
-    index: int
+    index: int  # type: ignore[assignment]  # shadows tuple.index (typing note above)
     reason: str         # "lost segment" | "snaplen" | "memory bound" ...
 
 
@@ -117,7 +123,7 @@ class StreamEnd(NamedTuple):
     direction: int | None   # None: the whole connection
     reason: str             # "fin" | "rst" | "reused" | "end of capture"
     ts: float
-    index: int
+    index: int  # type: ignore[assignment]  # shadows tuple.index (typing note above)
 
 
 StreamEvent = StreamData | StreamGap | StreamEnd

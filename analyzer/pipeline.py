@@ -279,6 +279,7 @@ class Pipeline:
         out: list[Exchange] = []
         if timeout is None:
             return out
+        p: _Pending | None
         for st in list(self._conns.values()):
             for cid, p in list(st.inflight.items()):
                 while p is not None and now - p.frame.last_ts > timeout:
@@ -438,6 +439,7 @@ class Pipeline:
         else:
             plain = tls.feed(d, ev.data, from_client)
         entry = st.tls_info
+        assert entry is not None        # set with st.tls (_classify_first_bytes)
         entry["decryption"] = tls.status
         if tls.version:
             entry["version"] = tls.version
@@ -556,11 +558,14 @@ class Pipeline:
                 self._sasl_token_response(st, frame, out)
                 return
             inflight = st.inflight
+            cid: int | None                 # None: a response too short to carry one
             if peeked.__class__ is _Pending and not st.reused:
                 # the framer's check found the request waiting for this response (the common
                 # case); None if an earlier response of this segment took it (ids reused while
                 # in flight, rare, keep their order through _pop_pending)
-                p = inflight.pop(cid := peeked[1][2], None)
+                held = peeked[1]
+                assert held is not None     # a request in inflight is a 0.8+ one: its header parsed
+                p = inflight.pop(cid := held[2], None)
             else:
                 cid = response_correlation_id(frame.data)
                 p = self._pop_pending(st, cid)      # None (too short) is no key either
@@ -572,6 +577,7 @@ class Pipeline:
                     note="response whose request was not captured")
                 return
             req, h = p[0], p[1]
+            assert h is not None            # a request in inflight is a 0.8+ one: its header parsed
             if inflight and min(x.frame.last_index for x in inflight.values()) < req.last_index:
                 self.summary.notes["responses out of request order"] += 1
             api_key = h[0]
@@ -746,7 +752,7 @@ class Pipeline:
                                                               response.size if response.truncated else None)
                 # (only _count_bad marks a tree: what it marks here is known without reading it)
                 if mid != before:
-                    _count_bad(request_tree, mid - before)   # type: ignore[arg-type]
+                    _count_bad(request_tree, mid - before)
                     if status == "ok" and out is not None and not request.truncated:   # type: ignore[union-attr]
                         status = "malformed"
                 if ctx.malformed != mid:
@@ -798,16 +804,18 @@ class Pipeline:
     @staticmethod
     def _pop_pending(st: _ConnState, cid: int | None) -> _Pending | None:
         """The oldest request with correlation id ``cid`` awaiting its response, taken out."""
+        if cid is None:         # (a response too short to carry an id: None is no key)
+            return None
         inflight = st.inflight
-        p = inflight.get(cid)   # type: ignore[arg-type]
+        p = inflight.get(cid)
         if p is not None:
-            later = st.reused.get(cid) if st.reused else None   # type: ignore[arg-type]
-            if later:
+            reused = st.reused
+            if reused and (later := reused.get(cid)):
                 inflight[cid] = later.popleft()     # the next one keeps the id's place
                 if not later:
-                    del st.reused[cid]              # type: ignore[union-attr,arg-type]
+                    del reused[cid]
             else:
-                del inflight[cid]   # type: ignore[arg-type]
+                del inflight[cid]
         return p
 
     @staticmethod

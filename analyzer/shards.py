@@ -34,6 +34,7 @@ import os
 import signal
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as wait_for
 from typing import Any
 
@@ -56,7 +57,7 @@ LearntTable = dict[str, tuple[list[int], list[str], bool]]
 
 # -- topic ids across connections ----------------------------------------------------------------
 
-class TopicNames(dict):  # type: ignore[type-arg]
+class TopicNames(dict):
     """``DecodeContext.topic_names`` for a share of a capture's connections.
 
     Records what it learns (packet number, topic id, name) and, per topic id, the first
@@ -305,6 +306,7 @@ def run_stats_sharded(path: str, options: Options, ctx: DecodeContext, by: tuple
             if progress is not None and shared is not None:
                 progress(min(shared[:]), size)
             for r in ready:
+                assert isinstance(r, Connection)    # wait() returns some of the pipes it was given
                 k = waiting.pop(r)
                 try:
                     status, payload = r.recv()

@@ -86,7 +86,7 @@ from typing import Any
 
 from analyzer._core import CaptureError, conn_key, open_capture
 from analyzer.check import Checker, Finding
-from analyzer.model import Packet
+from analyzer.model import Exchange, Packet
 from analyzer.options import fresh_context
 from analyzer.pipeline import Options, Pipeline
 from analyzer.shards import LearntTable, TopicNames, learnt_ids, rename_topics, resolve_misses
@@ -170,10 +170,10 @@ def _sniff(path: str, name: str) -> dict[str, Any]:
     if head[:2] == b"\x1f\x8b":
         kind: dict[str, Any] = {"kind": "gzip"}
     elif head[:4] in _PCAP_MAGICS:
-        e, _ns = _PCAP_MAGICS[head[:4]]
-        snaplen = struct.unpack_from(e + "I", head, 16)[0] if len(head) >= 20 else 0
-        first = struct.unpack_from(e + "I", head, 24)[0] if len(head) >= 28 else 0
-        kind = {"kind": "pcap", "endian": e, "first_sec": first, "snaplen": snaplen}
+        endian, _ns = _PCAP_MAGICS[head[:4]]
+        snaplen = struct.unpack_from(endian + "I", head, 16)[0] if len(head) >= 20 else 0
+        first = struct.unpack_from(endian + "I", head, 24)[0] if len(head) >= 28 else 0
+        kind = {"kind": "pcap", "endian": endian, "first_sec": first, "snaplen": snaplen}
     elif head[:4] == b"\x0a\x0d\x0d\x0a":
         bom = head[8:12]
         kind = {"kind": "pcapng", "endian": ">" if bom == b"\x1a\x2b\x3c\x4d" else "<"}
@@ -588,6 +588,7 @@ def read_split(src: Source, rs: ReadSplit, content: bytes | None = None,
     for pkt in tally:
         k, skipped = conn_key(pkt.linktype, pkt.data, pkt.orig_len)
         if k is None:
+            assert skipped is not None      # the core gives the reason when there is no key
             skips[skipped] = skips.get(skipped, 0) + 1
             continue
         if keys is not None and (fid, *k) not in keys:
@@ -650,7 +651,7 @@ def read_batches(src: Source, rs: ReadSplit, content: bytes | None = None,
 
     def seal(k: tuple[Any, ...], b: list[Any]) -> Keyed:
         blob = b"".join(b[5])
-        return (*k, first.pop(k)), (b[0], b[1], b[2], b[3], b[4], blob)   # type: ignore[return-value]
+        return (*k, first.pop(k)), (b[0], b[1], b[2], b[3], b[4], blob)
 
     for key, v in read_split(src, rs, content, keys):
         k = key[:5]
@@ -782,7 +783,7 @@ def process_group(gkey: tuple[Any, ...], name: str, packets: Iterable[tuple[Any,
     make_rows = cfg.rows
     keep = _compiled(cfg.display_filter).matcher(ctx) if cfg.display_filter else None
 
-    def rows(out: list[Any]) -> Iterator[tuple[Any, ...]]:
+    def rows(out: Iterable[Exchange]) -> Iterator[tuple[Any, ...]]:
         for ex in out:
             if keep is not None and not keep(ex):
                 continue
@@ -1002,7 +1003,7 @@ def gather(states: Iterable[tuple[int, dict[str, Any]]], sources: list[Source], 
         acc = StatsAccumulator(cfg.by, keep_top=total.keep_top)
         for st in sts:
             acc.merge(rename_topics(StatsAccumulator.from_state(st["stats"]), st.get("rename") or {}))
-        acc.renumber_conns(lambda first, fid=src.file_id: remap_conn(conn_ids, fid, first),
+        acc.renumber_conns(functools.partial(remap_conn, conn_ids, src.file_id),
                            os.path.basename(src.name.rstrip("/")) if many else None)
         total.merge(acc)
         checker = _new_checker(cfg)

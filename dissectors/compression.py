@@ -48,9 +48,10 @@ def decompress(codec: str, data: bytes, limit: int) -> tuple[bytes, str | None]:
     return out, note
 
 
-def decompress_detail(codec: str, data: bytes, limit: int) -> tuple[bytes, str | None, list[str]]:
+def decompress_detail(codec: str, data: bytes | memoryview, limit: int) -> tuple[bytes, str | None, list[str]]:
     """Like :func:`decompress`, plus a list of informational notes about the
-    input that are not failures (for example the old lz4 header checksum)."""
+    input that are not failures (for example the old lz4 header checksum). ``data`` may
+    be a memoryview (a slice of the frame, not copied until a codec needs bytes)."""
     info: list[str] = []
     if limit < 0:
         limit = 0
@@ -78,7 +79,7 @@ def _why(exc: BaseException) -> str:
 
 
 # -- gzip ---------------------------------------------------------------------
-def _gzip(data: bytes, limit: int) -> tuple[bytes, str | None]:
+def _gzip(data: bytes | memoryview, limit: int) -> tuple[bytes, str | None]:
     parts: list[bytes] = []
     total = 0
     rest = bytes(data)
@@ -141,7 +142,7 @@ def _snappy_raw(block: bytes, budget: int) -> tuple[bytes | None, str | None]:
         return None, f"bad snappy data: {_why(exc)}"
 
 
-def _snappy(data: bytes, limit: int, info: list[str]) -> tuple[bytes, str | None]:
+def _snappy(data: bytes | memoryview, limit: int, info: list[str]) -> tuple[bytes, str | None]:
     data = bytes(data)
     if data.startswith(_XERIAL_MAGIC):
         return _snappy_xerial(data, limit, info)
@@ -277,7 +278,7 @@ def _lz4_fix_header(frame: bytes) -> tuple[bytes, bool] | None:
     return None
 
 
-def _lz4(data: bytes, limit: int, info: list[str]) -> tuple[bytes, str | None]:
+def _lz4(data: bytes | memoryview, limit: int, info: list[str]) -> tuple[bytes, str | None]:
     rest = bytes(data)
     parts: list[bytes] = []
     total = 0
@@ -319,7 +320,7 @@ def _lz4(data: bytes, limit: int, info: list[str]) -> tuple[bytes, str | None]:
 
 
 # -- zstd -----------------------------------------------------------------------
-def _zstd(data: bytes, limit: int) -> tuple[bytes, str | None]:
+def _zstd(data: bytes | memoryview, limit: int) -> tuple[bytes, str | None]:
     if not data:
         return b"", "bad zstd data: empty input"
     problem = _zstd_structure(data)
@@ -354,7 +355,7 @@ _FCS_SIZE = (0, 2, 4, 8)
 _DID_SIZE = (0, 1, 2, 4)
 
 
-def _zstd_structure(data: bytes) -> str | None:
+def _zstd_structure(data: bytes | memoryview) -> str | None:
     """Walk the frames and block headers (no decompression) so that a frame
     cut short is reported: the stream reader alone returns partial output."""
     n = len(data)

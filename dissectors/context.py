@@ -33,9 +33,9 @@ class DecodeContext:
     # made on first use, never compared, copied or pickled. Its trees were made under the
     # limits and decode_records above: whoever changes those once decoding has begun sets
     # it to None
-    digest_memo: dict | None = field(default=None, repr=False, compare=False)  # type: ignore[type-arg]
+    digest_memo: dict | None = field(default=None, repr=False, compare=False)
 
-    def __getstate__(self) -> dict:  # type: ignore[type-arg]
+    def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["digest_memo"] = None
         return state

@@ -282,7 +282,7 @@ def _fixed_group(specs: list[tuple[str, str, Callable | None, str | None]]) -> O
         lines.append(f"    out.extend(({', '.join(plain)},))")
     lines.append(f"    return pos + {size}")
     exec(compile("\n".join(lines), f"<fixed group {'/'.join(r[0] for r in rows_t)}>", "exec"), env)
-    return env["op"]  # type: ignore[no-any-return]
+    return env["op"]
 
 
 def _short(rows: tuple, buf: bytes, pos: int, end: int, out: list) -> None:
@@ -327,7 +327,7 @@ def _len_prefix(flexible: bool, wide: bool) -> Callable[[bytes, int, int, str, s
     size = fmt.size
     unpack_from = fmt.unpack_from
 
-    def rd(buf: bytes, pos: int, end: int, name: str, typ: str, out: list) -> tuple[int, int]:
+    def rd_fixed(buf: bytes, pos: int, end: int, name: str, typ: str, out: list) -> tuple[int, int]:
         if pos + size > end:
             raise _Bad(f"{typ} length needs {size} bytes, {max(0, end - pos)} left", name, typ, pos, out,
                        at_end=end)
@@ -335,7 +335,7 @@ def _len_prefix(flexible: bool, wide: bool) -> Callable[[bytes, int, int, str, s
         if n < -1:
             raise _Bad(f"{typ} length {n} is negative", name, typ, pos, out)
         return n, pos + size
-    return rd
+    return rd_fixed
 
 
 def _string_op(name: str, flexible: bool, nullable: bool, ann: Callable | None) -> Op:
@@ -553,7 +553,7 @@ def _array_op(name: str, flexible: bool, nullable: bool, elem_type: str, elem_pl
 
     assert elem_op is not None
 
-    def op(buf: bytes, pos: int, end: int, out: list, st: State) -> int:
+    def op_each(buf: bytes, pos: int, end: int, out: list, st: State) -> int:
         n, p = head(buf, pos, end, out, st)
         if n < 0:
             f = Field(name, "array", None, pos, p - pos)
@@ -569,7 +569,7 @@ def _array_op(name: str, flexible: bool, nullable: bool, elem_type: str, elem_pl
             children[-1].name = _idx(i)
         arr.length = p - pos
         return p
-    return op
+    return op_each
 
 
 def _struct_op(name: str, plan: Plan, nullable: bool) -> Op:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from dissectors.context import DecodeContext
@@ -383,7 +384,7 @@ def _array_op(fd: FieldDef, flexible: bool, nullable: bool, elem: _Plan | None, 
     fixed = _FIXED.get(fd.element or "")
     esize = fixed[1] if fixed is not None else -1
 
-    def op(buf: bytes, pos: int, end: int, out: list) -> int:
+    def op_each(buf: bytes, pos: int, end: int, out: list) -> int:
         n, p = head(buf, pos, end, out)
         if n <= 0:
             return p
@@ -392,7 +393,7 @@ def _array_op(fd: FieldDef, flexible: bool, nullable: bool, elem: _Plan | None, 
         for _ in range(n):
             p = elem_op(buf, p, end, out)
         return p
-    return op
+    return op_each
 
 
 def _struct_op(fd: FieldDef, plan: _Plan, nullable: bool, keep: bool) -> Op:
@@ -646,7 +647,7 @@ class _Source:
                 if fd.type in _FIXED and not _kept(fd, companions):
                     fns[fd.tag] = _FIXED[fd.type][1]    # nothing kept: its size is all to check
                 else:           # as _compile: one function per tag, companions kept as there
-                    fns[fd.tag] = self.function("tag", lambda fd=fd: self.tag_field(fd, companions))
+                    fns[fd.tag] = self.function("tag", partial(self.tag_field, fd, companions))
             tags = self.const("tags", fns)
             self.tag_tables.append(tags)
             # (usually the tag section is one zero byte)
@@ -970,7 +971,7 @@ def _generate(fields: tuple[FieldDef, ...], version: int, flexible: bool, type_n
     # the tag tables name functions that exist only now
     for table in src.tag_tables:
         src.env[table] = {tag: fn if fn.__class__ is int else src.env[fn] for tag, fn in src.env[table].items()}
-    return src.env["decode"]  # type: ignore[no-any-return]
+    return src.env["decode"]
 
 
 def _gen_tagged(fns: dict[int, Callable | int], buf: bytes, pos: int, end: int, out: list, ctx: DecodeContext,
@@ -1000,7 +1001,7 @@ def _gen_tagged(fns: dict[int, Callable | int], buf: bytes, pos: int, end: int, 
             raise _Fallback
         fn = fns.get(tag)
         if fn is not None:
-            if fn.__class__ is not int:
+            if not isinstance(fn, int):
                 fn(buf, pos, pos + size, kept, ctx, limit)
             elif size < fn:
                 raise _Fallback
@@ -1151,7 +1152,7 @@ def _root(name: str, bd: _BodyDef, buf: bytes, start: int, n: int, ctx: DecodeCo
                 root = hit[2]
                 if then == _LEARN:
                     learn_topic_ids(root.children[0], ctx, annotate=False)
-                return root     # type: ignore[no-any-return]
+                return root
         else:
             body_bytes = None
         counts = (ctx.malformed, ctx.crc_valid, ctx.crc_invalid, ctx.trailing, _limits(ctx))
@@ -1190,7 +1191,7 @@ def _limits(ctx: DecodeContext) -> int:
     return sum(ctx.limits_hit.values()) if ctx.limits_hit else 0
 
 
-def _remember(memo: dict[bytes, tuple], body_bytes: bytes, bd: _BodyDef, start: int, root: Field,  # type: ignore[type-arg]
+def _remember(memo: dict[bytes, tuple], body_bytes: bytes, bd: _BodyDef, start: int, root: Field,
               counts: tuple[int, int, int, int, int], ctx: DecodeContext) -> None:
     malformed, valid, invalid, trailing, limits = counts
     if ctx.malformed != malformed or _limits(ctx) != limits or root.children[0].extra is not None:   # type: ignore[index]
@@ -1201,7 +1202,7 @@ def _remember(memo: dict[bytes, tuple], body_bytes: bytes, bd: _BodyDef, start: 
     memo[body_bytes] = (bd, start, root, adds if any(adds) else None)
 
 
-def _replay(hit: tuple, ctx: DecodeContext) -> None:  # type: ignore[type-arg]
+def _replay(hit: tuple, ctx: DecodeContext) -> None:
     valid, invalid, trailing = hit[3]
     ctx.crc_valid += valid
     ctx.crc_invalid += invalid

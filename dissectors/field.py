@@ -155,6 +155,7 @@ class ErrorsRoot(Field):
     codes of its tree in wire order (what ``kafka.error_codes`` gives), collected while
     the tree was decoded so that reading them walks nothing (the digest's roots)."""
     __slots__ = ("error_codes",)
+    error_codes: list[str]
 
 
 # value types that are their own JSON form (json_value returns them unchanged)

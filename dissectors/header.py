@@ -12,7 +12,7 @@ always use v0.
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from typing import Literal, NamedTuple, overload
 
 from dissectors.schema import APIS, request_header_version, response_header_version
 
@@ -96,9 +96,15 @@ def parse_request_header(data: bytes, partial: bool = False) -> RequestHeader | 
     of the whole frame too: nothing past ``header_len`` is read, and more bytes only
     widen the bounds checked. So a header parsed from a framer's peek can be kept.
     """
-    return request_header(data, partial, False)    # type: ignore[return-value]
+    return request_header(data, partial, False)
 
 
+# with ``check`` (the default) the result is a header or a verdict, never None; without it a
+# header or None, never a bool: the overloads say so to the type checker
+@overload
+def request_header(data: bytes, partial: bool = True, check: Literal[True] = True) -> RequestHeader | bool: ...
+@overload
+def request_header(data: bytes, partial: bool, check: Literal[False]) -> RequestHeader | None: ...
 def request_header(data: bytes, partial: bool = True, check: bool = True) -> RequestHeader | bool | None:
     """``parse_request_header(data, partial)`` without ``check``; with it (the defaults: the
     framer's check of a peek, called as ``request_header(data)``, no call of its own),
@@ -237,7 +243,7 @@ def sane_request(data: bytes, size: int) -> RequestHeader | None:
         return None
     if h.api_key < 0 or h.api_version < 0 or (h.client_id and not h.client_id.isprintable()):
         return None
-    return h    # type: ignore[return-value]
+    return h
 
 
 def plausible_request(data: bytes, prefix: bool = False) -> RequestHeader | bool:
@@ -252,4 +258,4 @@ def plausible_request(data: bytes, prefix: bool = False) -> RequestHeader | bool
     it is ``parse_request_header`` of the whole frame as well, which the caller need
     not repeat. A header judged on a cut client_id gives True; an implausible one False.
     """
-    return request_header(data, prefix, True)    # type: ignore[return-value]
+    return request_header(data, prefix, True)

@@ -130,14 +130,16 @@ def decode_request(data: bytes, ctx: DecodeContext, size: int | None = None) -> 
         header.add(Field("client_id", "string", cid, 8, pos - 8))
     if hv == 2:
         hst = State(ctx, api_key, slack, n)
-        kept = len(header.children)
+        hkids = header.children
+        assert hkids is not None        # the header is made with a list of children above
+        kept = len(hkids)
         try:
-            pos = read_tagged({}, buf, pos, n, header.children, hst, True)  # type: ignore[arg-type]
+            pos = read_tagged({}, buf, pos, n, hkids, hst, True)
         except _DecodeStop as e:
             if not is_cut(e, hst) and (api is None or api_version > api.max_version):
                 # the header version of an API or version we do not know is a guess: without
                 # a tagged-field section that parses, it is taken as v1
-                del header.children[kept:]
+                del hkids[kept:]
                 header.type = "RequestHeader v1"
                 header.note("no tagged-field section after the client_id: header taken as v1")
                 hv = 1
@@ -238,7 +240,7 @@ def decode_response(data: bytes, api_key: int, api_version: int, ctx: DecodeCont
     slack = 0 if size is None or size <= n else size - n
     root, api, pos = response_header(
         buf, api_key, api_version, ctx,
-        lambda b, p, end, out: read_tagged({}, b, p, end, out, State(ctx, api_key, slack, n), True),  # type: ignore[arg-type]
+        lambda b, p, end, out: read_tagged({}, b, p, end, out, State(ctx, api_key, slack, n), True),
         slack=slack)
     _cut_note(root, n, size, ctx)
     if pos is None:
@@ -356,7 +358,7 @@ def error_codes(tree: Field) -> list[str]:
     """Names of the non-zero error codes anywhere in a tree, in wire order: from a digest
     root the list it carries (collected while decoding: that list itself, no copy)."""
     if tree.__class__ is ErrorsRoot:
-        return tree.error_codes  # type: ignore[attr-defined, no-any-return]
+        return tree.error_codes
     out: list[str] = []
     _collect_errors((tree,), out)
     return out

