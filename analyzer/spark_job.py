@@ -1595,7 +1595,14 @@ def write_tables(spark: Any, out_dir: str, cfg: JobConfig, result: JobResult, re
         T.StructField("conn", T.StringType()), T.StructField("frames", T.ArrayType(T.LongType())),
         T.StructField("exchanges", T.StringType()), T.StructField("details", T.StringType())])
     frows = finding_rows(result.findings, result.sources)
-    for name, rows, schema in (("stats", srows, _stats_schema(cols)), ("findings", frows, f_schema)):
+    lag_schema = T.StructType([T.StructField(c, t) for c, t in (
+        ("client_id", T.StringType()), ("group", T.StringType()), ("topic", T.StringType()),
+        ("partition", T.IntegerType()), ("isolation", T.StringType()), ("samples", T.LongType()),
+        ("last", T.LongType()), ("max", T.LongType()), ("mean", T.DoubleType()), ("max_time", T.DoubleType()),
+        ("last_time", T.DoubleType()), ("stable_last", T.LongType()), ("stable_max", T.LongType()))])
+    lrows = [tuple(r[f.name] for f in lag_schema.fields) for r in sres["consumer_lag"]]
+    for name, rows, schema in (("stats", srows, _stats_schema(cols)), ("findings", frows, f_schema),
+                               ("consumer_lag", lrows, lag_schema)):
         if "://" not in out_dir and _write_small_parquet(os.path.join(out_dir, name), rows, schema):
             continue
         spark.createDataFrame(rows, schema).coalesce(1).write.mode("overwrite").parquet(_out_path(out_dir, name))

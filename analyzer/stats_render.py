@@ -162,7 +162,29 @@ def tables(result: dict[str, Any]) -> list[TextTable]:
                     str(tp["fetched_records"]), fmt_bytes(tp["fetched_bytes"]),
                     fmt_num(tp["fetched_records_per_s"])])
         out.append(t4)
+    lag = lag_table(result)
+    if lag is not None:
+        out.append(lag)
     return out
+
+
+def lag_table(result: dict[str, Any]) -> TextTable | None:
+    """Consumer lag per group (or client id) and topic-partition, in records; the time of
+    the max is counted from the first request of the capture."""
+    rows = result.get("consumer_lag") or []
+    if not rows:
+        return None
+    t0 = result["throughput"]["first_time"] or 0.0
+    t = TextTable("Consumer lag (records: high watermark - fetch offset; committed: last stable offset)",
+                  ["group / client id", "topic", "partition", "last", "max", "mean", "max at", "samples",
+                   "committed last", "committed max"],
+                  [False, False, True, True, True, True, True, True, True, True])
+    for r in rows:
+        who = f"{r['group']} / {r['client_id']}" if r["group"] else fmt_key(r["client_id"])
+        t.add([who, fmt_key(r["topic"]), fmt_key(r["partition"]), str(r["last"]), str(r["max"]),
+               fmt_num(r["mean"]), f"+{r['max_time'] - t0:.3f}s", str(r["samples"]),
+               fmt_key(r["stable_last"]), fmt_key(r["stable_max"])])
+    return t
 
 
 def top_table(top: Sequence[dict[str, Any]]) -> TextTable:
@@ -255,9 +277,17 @@ def write_json(result: dict[str, Any], fp: IO[str]) -> None:
 _CSV_JOINED = ("errors", "waits")
 
 
-def csv_rows(result: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
+CSV_SECTIONS = ("groups", "consumer_lag")
+
+
+def csv_rows(result: dict[str, Any], section: str = "groups") -> tuple[list[str], list[dict[str, Any]]]:
     """One flat row per group: nested figures become ``latency_ms_p99`` etc.,
-    name->count maps become ``NAME=n;NAME=n``."""
+    name->count maps become ``NAME=n;NAME=n``. ``section`` "consumer_lag": the
+    ``consumer_lag`` objects, one row each, as they are."""
+    if section == "consumer_lag":
+        lag = result.get("consumer_lag") or []
+        header = list(lag[0]) if lag else ["client_id", "group", "topic", "partition", "last", "max"]
+        return header, [dict(r) for r in lag]
     rows: list[dict[str, Any]] = []
     header: list[str] = []
     for g in result["groups"]:
@@ -278,8 +308,8 @@ def csv_rows(result: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
     return header, rows
 
 
-def write_csv(result: dict[str, Any], fp: IO[str]) -> None:
-    header, rows = csv_rows(result)
+def write_csv(result: dict[str, Any], fp: IO[str], section: str = "groups") -> None:
+    header, rows = csv_rows(result, section)
     w = csv.DictWriter(fp, fieldnames=header, lineterminator="\n")
     w.writeheader()
     for row in rows:
@@ -291,10 +321,16 @@ def write_csv(result: dict[str, Any], fp: IO[str]) -> None:
 MAX_PLOT_APIS = 8
 
 
+MAX_PLOT_LAGS = 10
+
+
 def plot_png(result: dict[str, Any], hists: dict[str, list[tuple[float, int]]],
              series: dict[str, list[tuple[int, int, float, float]]],
-             points: dict[str, list[tuple[float, float]]] | None = None, title: str = "") -> bytes:
-    """A PNG: latency over time per API (log y) above one log-scale histogram per API."""
+             points: dict[str, list[tuple[float, float]]] | None = None, title: str = "",
+             lag: dict[str, list[tuple[int, int]]] | None = None) -> bytes:
+    """A PNG: latency over time per API (log y) above one log-scale histogram per API; with
+    ``lag`` (``ConsumerLag.series``), consumer lag over time below them (the partitions with
+    the highest lag, at most ``MAX_PLOT_LAGS``)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -303,8 +339,12 @@ def plot_png(result: dict[str, Any], hists: dict[str, list[tuple[float, int]]],
     apis = sorted(counts, key=lambda a: (-counts[a], a))[:MAX_PLOT_APIS]
     ncols = 4 if len(apis) > 4 else max(1, len(apis))
     nrows_h = max(1, math.ceil(len(apis) / ncols))
-    fig = plt.figure(figsize=(4 * ncols if ncols > 2 else 10, 4.2 + 2.6 * nrows_h), dpi=100, layout="constrained")
-    gs = fig.add_gridspec(1 + nrows_h, ncols, height_ratios=[1.6] + [1] * nrows_h)
+    lags = sorted((lag or {}).items(), key=lambda kv: (-max((v for _b, v in kv[1]), default=0), kv[0]))
+    lags = [kv for kv in lags if kv[1]][:MAX_PLOT_LAGS]
+    extra = 1 if lags else 0
+    fig = plt.figure(figsize=(4 * ncols if ncols > 2 else 10, 4.2 + 2.6 * nrows_h + 3.2 * extra), dpi=100,
+                     layout="constrained")
+    gs = fig.add_gridspec(1 + nrows_h + extra, ncols, height_ratios=[1.6] + [1] * nrows_h + [1.3] * extra)
     ax = fig.add_subplot(gs[0, :])
     t0 = result["throughput"]["first_time"] or 0.0
     cmap = plt.get_cmap("tab10")
@@ -336,6 +376,15 @@ def plot_png(result: dict[str, Any], hists: dict[str, list[tuple[float, int]]],
         hx.set_title(f"{api} ({counts[api]})", fontsize="medium")
         hx.set_xlabel("latency bucket (>=, log scale)", fontsize="small")
         hx.tick_params(axis="y", labelsize="small")
+    if lags:
+        lx = fig.add_subplot(gs[1 + nrows_h, :])
+        for name, pts in lags:
+            lx.step([b - t0 for b, _v in pts], [v for _b, v in pts], where="post", label=name)
+        lx.set_xlabel("seconds since first request")
+        lx.set_ylabel("lag (records)")
+        lx.set_title("consumer lag over time (max per second: high watermark - fetch offset)")
+        lx.grid(True, alpha=0.3)
+        lx.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     plt.close(fig)
@@ -366,12 +415,13 @@ def html_page(png: bytes, result: dict[str, Any], title: str) -> str:
 
 def write_plot(path: str, result: dict[str, Any], hists: dict[str, list[tuple[float, int]]],
                series: dict[str, list[tuple[int, int, float, float]]],
-               points: dict[str, list[tuple[float, float]]] | None = None, title: str = "") -> None:
+               points: dict[str, list[tuple[float, float]]] | None = None, title: str = "",
+               lag: dict[str, list[tuple[int, int]]] | None = None) -> None:
     """Write ``path``: .png or .html (.htm); raises ValueError for other suffixes."""
     low = path.lower()
     if not (low.endswith(".png") or low.endswith(".html") or low.endswith(".htm")):
         raise ValueError(f"--plot writes .png or .html files, not {path!r}")
-    png = plot_png(result, hists, series, points, title)
+    png = plot_png(result, hists, series, points, title, lag)
     if low.endswith(".png"):
         with open(path, "wb") as f:
             f.write(png)
