@@ -25,6 +25,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, NamedTuple
 
+from analyzer.insights import produce_partitions as _produce_partitions
+from analyzer.insights import topic_name as _topic_name
 from analyzer.model import Conn, Exchange
 from dissectors.field import MALFORMED, Field
 from dissectors.field import body_of as _body
@@ -313,16 +315,6 @@ class _Batch(NamedTuple):
 
 # -- tree helpers -------------------------------------------------------------------
 
-def _topic_name(t: Field) -> str:
-    name = t.get("name")
-    if name is None:
-        name = t.get("topic")
-    if name is None:
-        tid = t.get("topic_id")
-        name = str(tid) if tid is not None else "?"
-    return str(name)
-
-
 def _records_batches(records: Field | None) -> list[dict[str, Any]]:
     """Batch summaries of a records field: extra["batches"] when the record decoder wrote it."""
     if records is None:
@@ -341,17 +333,6 @@ def _records_batches(records: Field | None) -> list[dict[str, Any]]:
             found.append({"producer_id": f.get("producer_id"), "producer_epoch": f.get("producer_epoch"),
                           "base_sequence": f.get("base_sequence"), "record_count": count})
     return found
-
-
-def _produce_partitions(body: Field | None) -> Iterator[tuple[str, int, Field | None]]:
-    """(topic, partition, records field) of a Produce request body."""
-    for t in _elements(body.child("topic_data") if body is not None else None):
-        topic = _topic_name(t)
-        for p in _elements(t.child("partition_data")):
-            idx = p.get("index")
-            if idx is None:
-                idx = p.get("partition_index", p.get("partition"))
-            yield topic, _int(idx) if _int(idx) is not None else -1, p.child("records")
 
 
 def _produce_errors(body: Field | None) -> dict[tuple[str, int], int]:

@@ -56,7 +56,7 @@ from typing import Any
 from ddsketch import DDSketch
 from ddsketch.mapping import LogarithmicMapping
 
-from analyzer.insights import GROUP_MEMBER_APIS, ConsumerLag
+from analyzer.insights import GROUP_MEMBER_APIS, ConsumerLag, ProducerStories
 from analyzer.model import Exchange
 from dissectors.field import body_of as _body
 from dissectors.field import int_value as _int
@@ -607,8 +607,8 @@ def _top_sort_key(rec: dict[str, Any]) -> tuple[Any, ...]:
 # exchanges whose latency can be a deliberate wait (see wait_kind)
 _WAIT_APIS = frozenset({"Fetch", "JoinGroup", "Produce", "SyncGroup"})
 _NO_CONN: tuple[None, None, None, None] = (None, None, None, None)
-# API keys the consumer-lag figures read (Fetch, and the requests that name a client's group)
-_LAG_KEYS = frozenset({1}) | GROUP_MEMBER_APIS
+# API keys the stories read (analyzer.insights): Produce, Fetch, the requests that name a group
+_STORY_KEYS = frozenset({0, 1}) | GROUP_MEMBER_APIS
 # the figures of a per_second row, in order
 _PER_SECOND = ("requests", "produced_records", "produced_bytes", "fetched_records", "fetched_bytes")
 
@@ -666,8 +666,9 @@ class StatsAccumulator:
         self._sec_nones = False
         # latency histogram per api: api -> {bucket: n}
         self.hist: dict[str, dict[int, int]] = {}
-        # consumer lag per client id and topic-partition (analyzer.insights)
+        # consumer lag per client id and topic-partition, producers (analyzer.insights)
         self.lag = ConsumerLag()
+        self.producers = ProducerStories()
 
     # -- feeding ------------------------------------------------------------------
     def add_all(self, exchanges: Iterable[Exchange]) -> StatsAccumulator:
@@ -683,8 +684,11 @@ class StatsAccumulator:
         self.exchanges += 1
         req, resp = ex.request, ex.response
         api = ex.api_name
-        if ex.api_key in _LAG_KEYS:
-            self.lag.add(ex)
+        if ex.api_key in _STORY_KEYS:
+            if ex.api_key == 0:
+                self.producers.add(ex)
+            else:
+                self.lag.add(ex)
         # as Exchange.latency_ms / ttfb_ms / request_time / response_time, without the properties
         if req is not None and resp is not None:
             t0: float | None = req.last_ts
@@ -990,6 +994,7 @@ class StatsAccumulator:
         for _lat, _s, rec in other._top:
             self._push_top(rec)
         self.lag.merge(other.lag)
+        self.producers.merge(other.producers)
         return self
 
     # -- state for shipping -------------------------------------------------------
@@ -1010,6 +1015,7 @@ class StatsAccumulator:
             "api_second": [[sec, api, a] for sec, apis in self.api_second.items() for api, a in apis.items()],
             "hist": {api: [[b, n] for b, n in h.items()] for api, h in self.hist.items()},
             "consumer_lag": self.lag.to_state(),
+            "producers": self.producers.to_state(),
         }
 
     @classmethod
@@ -1029,6 +1035,7 @@ class StatsAccumulator:
             acc.api_second.setdefault(int(sec), {})[api] = list(a)
         acc.hist = {api: {int(b): n for b, n in h} for api, h in st["hist"].items()}
         acc.lag = ConsumerLag.from_state(st["consumer_lag"])
+        acc.producers = ProducerStories.from_state(st["producers"])
         return acc
 
     # -- reading ------------------------------------------------------------------
@@ -1119,6 +1126,7 @@ class StatsAccumulator:
             "top": self.top(top) if top > 0 else [],
             "throughput": self.throughput(),
             "consumer_lag": self.lag.result(),
+            "producers": self.producers.result(),
             "accuracy": self.accuracy(),
         }
 

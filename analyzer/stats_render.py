@@ -165,7 +165,32 @@ def tables(result: dict[str, Any]) -> list[TextTable]:
     lag = lag_table(result)
     if lag is not None:
         out.append(lag)
+    prod = producer_table(result)
+    if prod is not None:
+        out.append(prod)
     return out
+
+
+def producer_table(result: dict[str, Any]) -> TextTable | None:
+    """Producers per client id and producer id: batching, compression, linger, acks, retries."""
+    rows = result.get("producers") or []
+    if not rows:
+        return None
+    t = TextTable("Producers (record batches v2; bytes per batch after -> before compression)",
+                  ["client id", "producer id", "transactional id", "acks", "batches", "recs/batch", "bytes/batch",
+                   "compression", "linger ms mean", "linger ms max", "retries"],
+                  [False, True, False, False, True, True, True, False, True, True, True])
+    for r in rows:
+        before = r["bytes_before_per_batch"]
+        size = fmt_bytes(round(r["bytes_per_batch"])) + (f" -> {fmt_bytes(round(before))}" if before is not None
+                                                         and before != r["bytes_per_batch"] else "")
+        comp = ", ".join(f"{c} {v['ratio']:.2f}x" if v["ratio"] is not None else c
+                         for c, v in r["compression"].items())
+        lin = r["linger_ms"]
+        t.add([fmt_key(r["client_id"]), str(r["producer_id"]), fmt_key(r["transactional_id"]),
+               fmt_counts(r["acks"]), str(r["batches"]), fmt_num(r["records_per_batch"]), size, comp,
+               fmt_num(lin["mean"]), fmt_key(lin["max"]), fmt_key(r["retries"])])
+    return t
 
 
 def lag_table(result: dict[str, Any]) -> TextTable | None:
@@ -277,17 +302,34 @@ def write_json(result: dict[str, Any], fp: IO[str]) -> None:
 _CSV_JOINED = ("errors", "waits")
 
 
-CSV_SECTIONS = ("groups", "consumer_lag")
+CSV_SECTIONS = ("groups", "consumer_lag", "producers")
 
 
 def csv_rows(result: dict[str, Any], section: str = "groups") -> tuple[list[str], list[dict[str, Any]]]:
     """One flat row per group: nested figures become ``latency_ms_p99`` etc.,
     name->count maps become ``NAME=n;NAME=n``. ``section`` "consumer_lag": the
-    ``consumer_lag`` objects, one row each, as they are."""
+    ``consumer_lag`` objects, one row each, as they are; "producers": one row per producer,
+    ``compression`` as ``codec_ratio`` etc. columns over every codec seen, ``acks`` joined."""
     if section == "consumer_lag":
         lag = result.get("consumer_lag") or []
         header = list(lag[0]) if lag else ["client_id", "group", "topic", "partition", "last", "max"]
         return header, [dict(r) for r in lag]
+    if section == "producers":
+        prods = result.get("producers") or []
+        codecs = sorted({c for r in prods for c in r["compression"]})
+        rows = []
+        for r in prods:
+            row = {k: v for k, v in r.items() if k not in ("compression", "acks", "linger_ms", "producer_epochs")}
+            row["producer_epochs"] = ";".join(map(str, r["producer_epochs"]))
+            row["acks"] = ";".join(f"{n}={c}" for n, c in r["acks"].items())
+            row["linger_ms_mean"], row["linger_ms_max"] = r["linger_ms"]["mean"], r["linger_ms"]["max"]
+            for c in codecs:
+                v = r["compression"].get(c) or {}
+                for f in ("batches", "bytes", "bytes_before", "ratio"):
+                    row[f"{c}_{f}"] = v.get(f)
+            rows.append(row)
+        header = list(rows[0]) if rows else ["client_id", "producer_id", "batches"]
+        return header, rows
     rows: list[dict[str, Any]] = []
     header: list[str] = []
     for g in result["groups"]:

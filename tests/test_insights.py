@@ -213,3 +213,120 @@ def test_real_consumer_started_before_the_capture() -> None:
     for ex in Run(str(SHARED / "public" / "deepflow__01-fetch-v12-ok.pcap"), Options(decode="lite"), DecodeContext()):
         lag.add(ex)
     assert [(r["topic"], r["partition"], r["samples"]) for r in lag.result()] == []
+
+
+# -- producers -------------------------------------------------------------------------------
+
+T0 = 1_700_000_000_000
+
+
+def _batch(codec: int, n: int, pid: int = -1, epoch: int = -1, seq: int = -1, txn: bool = False) -> bytes:
+    """A v2 batch built by kafka-python (an independent implementation): records 7 ms apart."""
+    from kafka.record.memory_records import MemoryRecordsBuilder
+
+    b = MemoryRecordsBuilder(2, codec, 1 << 20, transactional=txn, producer_id=pid, producer_epoch=epoch,
+                             base_sequence=seq)
+    for i in range(n):
+        assert b.append(T0 + i * 7, b"k%d" % i, b"value %d " % i + b"x" * 200, []) is not None
+    b.close()
+    return bytes(b.buffer())
+
+
+def _produce(w: Wire, batches: list[tuple[int, bytes]], acks: int = -1, txn: str | None = None,
+             client_id: str = "p1"):
+    """A Produce v9 exchange whose request data holds ``batches`` ((partition, batch bytes) each, of
+    topic "t") at the offsets its records fields name."""
+    from dissectors.field import Field
+
+    data = b"\x00" * 16
+    parts = []
+    for p, raw in batches:
+        parts.append({"index": p, "records": Field("records", "records", None, len(data), len(raw))})
+        data += raw
+    ex = w.ex(0, 9, {"transactional_id": txn, "acks": acks, "timeout_ms": 30000,
+                     "topic_data": [{"name": "t", "partition_data": parts}]},
+              {"responses": [], "throttle_time_ms": 0})
+    ex.request = ex.request._replace(data=data)
+    ex.client_id = client_id
+    return ex
+
+
+def test_producer_batches_compression_linger_retries() -> None:
+    from analyzer.insights import ProducerStories
+
+    pytest.importorskip("xxhash")
+    w = Wire()
+    g5, n3, g2 = _batch(1, 5, 7, 0, 0, txn=True), _batch(0, 3, 7, 0, 0, txn=True), _batch(1, 2, 7, 0, 5, txn=True)
+    exs = [_produce(w, [(0, g5), (1, n3)], txn="tx"),
+           # partition 0's first batch again (a retry), then the next one
+           _produce(w, [(0, g5), (0, g2)], txn="tx"),
+           _produce(w, [(0, _batch(2, 4))], acks=1, client_id="p2")]
+    ps = ProducerStories()
+    for ex in exs:
+        ps.add(ex)
+    p1, p2 = ps.result()
+    before = {"g5": len(_batch(0, 5, 7, 0, 0, txn=True)), "g2": len(_batch(0, 2, 7, 0, 5, txn=True))}
+    assert (p1["client_id"], p1["producer_id"], p1["idempotent"], p1["transactional_id"]) == ("p1", 7, True, "tx")
+    assert (p1["requests"], p1["batches"], p1["records"], p1["transactional_batches"]) == (2, 4, 15, 4)
+    assert (p1["records_per_batch"], p1["max_records_per_batch"], p1["acks"]) == (3.75, 5, {"all": 2})
+    assert p1["retries"] == 1 and p1["retries_exact"] is True and p1["producer_epochs"] == [0]
+    gz = p1["compression"]["gzip"]
+    assert (gz["batches"], gz["bytes"], gz["bytes_before"]) == (3, 2 * len(g5) + len(g2),
+                                                                 2 * before["g5"] + before["g2"])
+    assert gz["ratio"] == round(gz["bytes_before"] / gz["bytes"], 3) and gz["ratio"] > 2
+    assert p1["compression"]["none"] == {"batches": 1, "bytes": len(n3), "bytes_before": len(n3), "ratio": 1.0}
+    assert p1["linger_ms"] == {"mean": 19.25, "max": 28}          # 28, 14, 28, 7 ms
+    assert p1["bytes_per_batch"] == round((2 * len(g5) + len(g2) + len(n3)) / 4, 1)
+    assert (p2["producer_id"], p2["idempotent"], p2["retries"], p2["acks"]) == (-1, False, None, {"1": 1})
+    assert list(p2["compression"]) == ["snappy"] and p2["linger_ms"]["max"] == 21
+    # state round trip and merging in pieces give the same figures
+    a, b = ProducerStories(), ProducerStories()
+    a.add(exs[0])
+    b.add(exs[1])
+    b.add(exs[2])
+    merged = ProducerStories.from_state(json.loads(json.dumps(b.to_state()))).merge(
+        ProducerStories.from_state(json.loads(json.dumps(a.to_state()))))
+    assert merged.result() == ps.result()
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/captures not present")
+def test_real_transactional_and_idempotent_producers() -> None:
+    import re
+
+    from analyzer.insights import ProducerStories, produce_partitions
+    from analyzer.pipeline import Options, Run
+    from dissectors.field import body_of
+
+    path = str(SHARED / "txn_rdkafka_tansu.pcap")
+    ps = {}
+    truth: dict[str, list[int]] = {}
+    for mode in ("lite", "full"):
+        stories = ProducerStories()
+        for ex in Run(path, Options(decode=mode), DecodeContext()):
+            stories.add(ex)
+            if mode == "full" and ex.api_key == 0:
+                # the full decoder's own reading: batch lengths and its decompression notes
+                for _t, _p, rec in produce_partitions(body_of(ex.request_tree)):
+                    for batch in rec.children or ():
+                        size = batch.get("batch_length") + 12
+                        note = [n for n in batch.child("records").notes or () if n.startswith("decompressed")]
+                        after = int(re.search(r"-> (\d+) bytes", note[0]).group(1)) + 61 if note else size
+                        row = truth.setdefault(ex.client_id, [0, 0, 0])
+                        row[0] += 1
+                        row[1] += size
+                        row[2] += after
+        ps[mode] = stories.result()
+    assert ps["lite"] == ps["full"]
+    got = {r["client_id"]: r for r in ps["lite"]}
+    assert sorted(got) == sorted(truth) == ["lab-rdkafka-producer", "lab-rdkafka-txn", "lab-rdkafka-txn-input"]
+    for cid, (n, after, before) in truth.items():
+        r = got[cid]
+        comp = sum(v["bytes"] for v in r["compression"].values())
+        comp_before = sum(v["bytes_before"] for v in r["compression"].values())
+        assert (r["batches"], comp, comp_before) == (n, after, before), cid
+    txn, idem, plain = got["lab-rdkafka-txn"], got["lab-rdkafka-producer"], got["lab-rdkafka-txn-input"]
+    assert (txn["transactional_id"], txn["transactional_batches"], txn["batches"], txn["records"]) == \
+        ("lab-txn-70", 6, 6, 40)
+    assert (idem["idempotent"], idem["transactional_id"], idem["records"], idem["retries"]) == (True, None, 20, 0)
+    assert (plain["producer_id"], plain["idempotent"], plain["records"]) == (-1, False, 3)
+    assert list(txn["compression"]) == ["lz4"] and txn["acks"] == {"all": 6}
