@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, NamedTuple
 
+from analyzer.insights import group_event, group_stories, rejoins_same_generation
 from analyzer.insights import produce_partitions as _produce_partitions
 from analyzer.insights import topic_name as _topic_name
 from analyzer.model import Conn, Exchange
@@ -136,7 +137,9 @@ RULES: dict[str, Rule] = {r.id: r for r in (
     Rule("fetch-session", "error", "connection",
          "fetch session (KIP-227) misuse: epoch not incrementing, session id 0 with epoch > 0, "
          "FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH"),
-    Rule("rebalance-storm", "warning", "global", "more than --storm-rebalances group generations per minute"),
+    Rule("rebalance-storm", "warning", "global",
+         "more than --storm-rebalances group generations per minute, or JoinGroups by members that get back "
+         "the generation they had (rejoining without the generation moving)"),
     Rule("sasl-before-auth", "error", "connection",
          "non-SASL request sent before SaslAuthenticate succeeded on a connection that did SaslHandshake"),
     Rule("sasl-mechanism", "error", "connection",
@@ -411,24 +414,6 @@ def _records_trouble(records: Field | None) -> tuple[bool, str | None]:
                 elif undecodable is None and any(w in low for w in _UNDECODABLE_WORDS):
                     undecodable = n
     return crc_bad, undecodable
-
-
-def _assignment(f: Field | None) -> dict[str, list[int]] | None:
-    """Topic -> partitions of a decoded consumer-protocol Assignment (or KIP-848 assignment)."""
-    if f is None:
-        return None
-    out: dict[str, list[int]] = {}
-    for n in f.walk():
-        topic = n.get("topic")
-        if topic is None:
-            topic = n.get("topic_id")
-        parts = n.child("partitions")
-        if topic is not None and parts is not None:
-            out.setdefault(str(topic), []).extend(
-                c.value for c in parts.children or () if _int(c.value) is not None)
-    if not out and isinstance(f.value, (bytes, bytearray)):
-        return {"<bytes>": [len(f.value)]}
-    return out
 
 
 # -- the checker --------------------------------------------------------------------
@@ -1030,94 +1015,69 @@ class Checker:
         if len(self._group_events) >= MAX_GROUP_EVENTS:
             self._group_events_dropped += 1
             return
-        q, r = _body(ex.request_tree), _body(ex.response_tree)
-        if q is None:
-            return
-        key = ex.api_key
-        ev: dict[str, Any] = {
-            "time": ex.request_time or 0.0, "api_name": ex.api_name, "api_version": ex.api_version,
-            "conn": cs.name, "request_frame": ex.request_frame, "response_frame": ex.response_frame,
-            "correlation_id": ex.correlation_id, "group_id": q.get("group_id"),
-            "member_id": q.get("member_id"), "generation_id": None, "error": None,
-        }
-        code = _int(r.get("error_code")) if r is not None else None
-        if code:
-            ev["error"] = ex.error_codes[0] if ex.error_codes else ERROR_NAMES.get(code, f"error {code}")
-        if ex.response is None:
-            ev["error"] = ev["error"] or "no response"
-        if key == JOIN_GROUP:
-            ev["protocols"] = [p.get("name") for p in _elements(q.child("protocols"))]
-            if r is not None:
-                ev["generation_id"] = _int(r.get("generation_id"))
-                ev["protocol_name"] = r.get("protocol_name")
-                ev["leader"] = r.get("leader")
-                if r.get("member_id"):
-                    ev["assigned_member_id"] = r.get("member_id")
-                members = r.child("members")
-                if members is not None and members.children:
-                    ev["members"] = [m.get("member_id") for m in members.children]
-        elif key == SYNC_GROUP:
-            ev["generation_id"] = _int(q.get("generation_id"))
-            plan = {str(a.get("member_id")): _assignment(a.child("assignment"))
-                    for a in _elements(q.child("assignments"))}
-            if plan:
-                ev["assignments"] = plan
-            if r is not None:
-                ev["assignment"] = _assignment(r.child("assignment"))
-        elif key in (HEARTBEAT, OFFSET_COMMIT):
-            gen = q.get("generation_id")
-            if gen is None:
-                gen = q.get("generation_id_or_member_epoch")
-            ev["generation_id"] = _int(gen)
-            if key == OFFSET_COMMIT:
-                ev["offsets"] = {f"{_topic_name(t)}-{p.get('partition_index')}": p.get("committed_offset")
-                                 for t in _elements(q.child("topics")) for p in _elements(t.child("partitions"))}
-        elif key == LEAVE_GROUP:
-            members = q.child("members")
-            if members is not None and members.children:
-                ev["members"] = [m.get("member_id") for m in members.children]
-        elif key == CONSUMER_GROUP_HEARTBEAT:
-            ev["member_epoch"] = _int(q.get("member_epoch"))
-            if r is not None:
-                ev["assigned_member_id"] = r.get("member_id")
-                ev["generation_id"] = _int(r.get("member_epoch"))
-                asg = r.child("assignment")
-                if asg is not None and asg.children:
-                    ev["assignment"] = _assignment(asg)
-        self._group_events.append(ev)
+        ev = group_event(ex, cs.name)
+        if ev is not None:
+            self._group_events.append(ev)
 
     def _storms(self) -> list[Finding]:
+        """Groups with more than storm_rebalances generations within the window, or more
+        than storm_rebalances JoinGroups by members answered with the generation they
+        already had (rejoining without the generation moving)."""
         out: list[Finding] = []
         by_group: dict[str, dict[int, dict[str, Any]]] = {}
-        for e in self._group_events:
+        joins: dict[str, list[dict[str, Any]]] = {}
+        for e in sorted(self._group_events, key=lambda e: (e["time"], e["request_frame"] or 0, e["conn"])):
+            if e.get("group_id") is None:
+                continue
+            if e["api_name"] == "JoinGroup":
+                joins.setdefault(e["group_id"], []).append(e)
             gen = e.get("generation_id")
             if e["api_name"] not in ("JoinGroup", "ConsumerGroupHeartbeat") or e.get("error") or gen is None \
-                    or gen < 0 or e.get("group_id") is None:
+                    or gen < 0:
                 continue
             gens = by_group.setdefault(e["group_id"], {})
             if gen not in gens or e["time"] < gens[gen]["time"]:
                 gens[gen] = e
         for group, gens in by_group.items():
             evs = sorted(gens.values(), key=lambda e: e["time"])
-            times = [e["time"] for e in evs]
-            worst, worst_i = 0, 0
-            for i, t in enumerate(times):
-                j = bisect.bisect_right(times, t + self.storm_window_s)
-                if j - i > worst:
-                    worst, worst_i = j - i, i
-            if worst > self.storm_rebalances:
-                sel = evs[worst_i:worst_i + worst]
-                conns = sorted({e["conn"] for e in sel})
-                out.append(Finding(
-                    "rebalance-storm", "warning",
-                    f"group {group}: {worst} generations within {self.storm_window_s:g} s "
-                    f"(generation {sel[0]['generation_id']} to {sel[-1]['generation_id']})",
-                    ", ".join(conns), sorted(e["request_frame"] for e in sel if e["request_frame"])[:MAX_LIST],
-                    [{k: e[k] for k in ("api_name", "api_version", "correlation_id", "request_frame",
-                                        "response_frame")} for e in sel][:MAX_LIST],
-                    {"group_id": group, "generations": worst, "window_s": self.storm_window_s,
-                     "total_generations": len(evs)}))
+            sel = self._densest(evs)
+            if len(sel) > self.storm_rebalances:
+                out.append(self._storm(group, sel, f"group {group}: {len(sel)} generations within "
+                                                   f"{self.storm_window_s:g} s (generation "
+                                                   f"{sel[0]['generation_id']} to {sel[-1]['generation_id']})",
+                                       {"generations": len(sel), "total_generations": len(evs)}))
+        for group, js in joins.items():
+            sel = self._densest(rejoins_same_generation(js))
+            if len(sel) > self.storm_rebalances:
+                out.append(self._storm(group, sel, f"group {group}: {len(sel)} JoinGroups within "
+                                                   f"{self.storm_window_s:g} s by members that got back the "
+                                                   f"generation they had ({sel[0]['generation_id']}): rejoining "
+                                                   "without the generation moving",
+                                       {"rejoins": len(sel), "kind": "rejoin"}))
         return out
+
+    def _densest(self, evs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The most events (in time order) within one storm window."""
+        times = [e["time"] for e in evs]
+        worst, worst_i = 0, 0
+        for i, t in enumerate(times):
+            j = bisect.bisect_right(times, t + self.storm_window_s)
+            if j - i > worst:
+                worst, worst_i = j - i, i
+        return evs[worst_i:worst_i + worst]
+
+    def _storm(self, group: str, sel: list[dict[str, Any]], message: str, details: dict[str, Any]) -> Finding:
+        conns = sorted({e["conn"] for e in sel})
+        return Finding(
+            "rebalance-storm", "warning", message, ", ".join(conns),
+            sorted(e["request_frame"] for e in sel if e["request_frame"])[:MAX_LIST],
+            [{k: e[k] for k in ("api_name", "api_version", "correlation_id", "request_frame",
+                                "response_frame")} for e in sel][:MAX_LIST],
+            {"group_id": group, "window_s": self.storm_window_s, **details})
+
+    def stories(self) -> list[dict[str, Any]]:
+        """Each group's story (analyzer.insights.group_stories) from the events seen."""
+        return group_stories(self._group_events)
 
     # -- end of connection ------------------------------------------------------------
     def _conn_end(self, cs: _ConnState, capture_end: float) -> list[Finding]:

@@ -31,10 +31,10 @@ def _by_param(ctx: click.Context, param: click.Parameter, value: str) -> tuple[s
               help="Also list the N slowest exchanges (frame numbers and connection, for 'read').")
 @click.option("-f", "--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table",
               show_default=True, help="Output format.")
-@click.option("--section", type=click.Choice(["groups", "consumer_lag", "producers"]), default="groups",
-              show_default=True,
+@click.option("--section", type=click.Choice(["groups", "consumer_lag", "producers", "consumer_groups"]),
+              default="groups", show_default=True,
               help="Which table -f csv writes: the groups, consumer lag per client id and topic-partition, "
-                   "or producers per client id and producer id.")
+                   "producers per client id and producer id, or consumer-group generations.")
 @click.option("--histogram", is_flag=True, help="Draw a log-scale latency histogram per API.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
               help="Write a picture: latency over time and histograms (.png, or a self-contained .html).")

@@ -47,7 +47,8 @@ from typing import Any
 
 from analyzer.model import Conn, Exchange
 from dissectors.context import DecodeContext
-from dissectors.field import Field
+from dissectors.errors import error_name
+from dissectors.field import ErrorsRoot, Field
 from dissectors.field import body_of as _body
 from dissectors.field import int_value as _int
 from dissectors.records import batch_summaries
@@ -588,3 +589,277 @@ class ProducerStories:
                 "retries_exact": self.untracked == 0 if pid >= 0 else None,
             })
         return out
+
+
+# -- groups --------------------------------------------------------------------------------
+
+OFFSET_COMMIT, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, CONSUMER_GROUP_HEARTBEAT = 8, 11, 12, 13, 14, 68
+MAX_GROUP_EVENTS = 200_000      # group events kept in all
+
+
+def full_trees(ex: Exchange) -> tuple[Field | None, Field | None]:
+    """The exchange's request and response trees with every field: its own, or decoded again
+    when they are digests (``stats``; dissectors.digest), records left as summaries."""
+    q, r = ex.request_tree, ex.response_tree
+    if (q is None or q.__class__ is not ErrorsRoot) and (r is None or r.__class__ is not ErrorsRoot):
+        return q, r
+    from dissectors.kafka import decode_request, decode_response
+
+    ctx = DecodeContext(decode_records=False)
+    if q is not None and q.__class__ is ErrorsRoot and ex.request is not None:
+        q = decode_request(ex.request.data, ctx)
+    if r is not None and r.__class__ is ErrorsRoot and ex.response is not None \
+            and ex.api_key is not None and ex.api_version is not None:
+        r = decode_response(ex.response.data, ex.api_key, ex.api_version, ctx)
+    return q, r
+
+
+def assignment(f: Field | None) -> dict[str, list[int]] | None:
+    """Topic -> partitions of a decoded consumer-protocol Assignment (or KIP-848 assignment)."""
+    if f is None:
+        return None
+    out: dict[str, list[int]] = {}
+    for n in f.walk():
+        topic = n.get("topic")
+        if topic is None:
+            topic = n.get("topic_id")
+        parts = n.child("partitions")
+        if topic is not None and parts is not None:
+            out.setdefault(str(topic), []).extend(
+                c.value for c in parts.children or () if _int(c.value) is not None)
+    if not out and isinstance(f.value, (bytes, bytearray)):
+        return {"<bytes>": [len(f.value)]}
+    return out
+
+
+def group_event(ex: Exchange, conn_name: str) -> dict[str, Any] | None:
+    """One JoinGroup/SyncGroup/Heartbeat/LeaveGroup/OffsetCommit/ConsumerGroupHeartbeat exchange
+    as a group-story event (plain, JSON-safe): time, frames, group, member, generation (member
+    epoch for ConsumerGroupHeartbeat), error, and per API protocols, leader, members,
+    assignments, offsets. None for other APIs or a request without a body."""
+    key = ex.api_key
+    if key not in GROUP_MEMBER_APIS:
+        return None
+    qt, rt = full_trees(ex)
+    q, r = _body(qt), _body(rt)
+    if q is None:
+        return None
+    ev: dict[str, Any] = {
+        "time": ex.request_time or 0.0, "api_name": ex.api_name, "api_version": ex.api_version,
+        "conn": conn_name, "request_frame": ex.request_frame, "response_frame": ex.response_frame,
+        "correlation_id": ex.correlation_id, "group_id": q.get("group_id"),
+        "member_id": q.get("member_id"), "generation_id": None, "error": None,
+        "response_time": ex.response_time,
+    }
+    code = _int(r.get("error_code")) if r is not None else None
+    if code:
+        ev["error"] = ex.error_codes[0] if ex.error_codes else error_name(code)
+    if ex.response is None:
+        ev["error"] = ev["error"] or "no response"
+    if key == JOIN_GROUP:
+        ev["protocols"] = [p.get("name") for p in _kids(q.child("protocols"))]
+        if r is not None:
+            ev["generation_id"] = _int(r.get("generation_id"))
+            ev["protocol_name"] = r.get("protocol_name")
+            ev["leader"] = r.get("leader")
+            if r.get("member_id"):
+                ev["assigned_member_id"] = r.get("member_id")
+            members = r.child("members")
+            if members is not None and members.children:
+                ev["members"] = [m.get("member_id") for m in members.children]
+    elif key == SYNC_GROUP:
+        ev["generation_id"] = _int(q.get("generation_id"))
+        plan = {str(a.get("member_id")): assignment(a.child("assignment"))
+                for a in _kids(q.child("assignments"))}
+        if plan:
+            ev["assignments"] = plan
+        if r is not None:
+            ev["assignment"] = assignment(r.child("assignment"))
+    elif key in (HEARTBEAT, OFFSET_COMMIT):
+        gen = q.get("generation_id")
+        if gen is None:
+            gen = q.get("generation_id_or_member_epoch")
+        ev["generation_id"] = _int(gen)
+        if key == OFFSET_COMMIT:
+            ev["offsets"] = {f"{topic_name(t)}-{p.get('partition_index')}": p.get("committed_offset")
+                             for t in _kids(q.child("topics")) for p in _kids(t.child("partitions"))}
+    elif key == LEAVE_GROUP:
+        members = q.child("members")
+        if members is not None and members.children:
+            ev["members"] = [m.get("member_id") for m in members.children]
+    elif key == CONSUMER_GROUP_HEARTBEAT:
+        ev["member_epoch"] = _int(q.get("member_epoch"))
+        if r is not None:
+            ev["assigned_member_id"] = r.get("member_id")
+            ev["generation_id"] = _int(r.get("member_epoch"))
+            asg = r.child("assignment")
+            if asg is not None and asg.children:
+                ev["assignment"] = assignment(asg)
+    return ev
+
+
+def _order(e: dict[str, Any]) -> tuple[Any, ...]:
+    return (e["time"], e["request_frame"] or 0, e["conn"], e["correlation_id"] or 0)
+
+
+def group_stories(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each group's story from its events (``group_event``), by group id:
+
+    - ``generations`` (classic protocol): per generation the members (the JoinGroup answers'
+      member list, else the members that joined into it), protocol, leader, when its rebalance
+      started (the first JoinGroup after the previous generation's last SyncGroup answer) and
+      ended (the last SyncGroup answer of the generation), ``rebalance_ms`` between the two,
+      and ``triggers``: what started it, as far as the capture shows: ``new member`` (a
+      JoinGroup with no member id), ``MEMBER_ID_REQUIRED``, ``REBALANCE_IN_PROGRESS on
+      heartbeat`` (member), ``LeaveGroup`` (members), ``session timeout`` (a member of the
+      previous generation gone without a LeaveGroup), ``first seen`` (the capture starts
+      within or before it);
+    - ``rejoins_same_generation``: JoinGroups by a known member answered with the generation it
+      already had (a member rejoining without the generation moving);
+    - ``members_kip848``: ConsumerGroupHeartbeat members with their first and last member
+      epoch, the number of assignments handed to them and the last one.
+    """
+    by_group: dict[str, list[dict[str, Any]]] = {}
+    for e in events:
+        g = e.get("group_id")
+        if isinstance(g, str):
+            by_group.setdefault(g, []).append(e)
+    out = []
+    for group in sorted(by_group):
+        evs = sorted(by_group[group], key=_order)
+        out.append(_story(group, evs))
+    return out
+
+
+def _story(group: str, evs: list[dict[str, Any]]) -> dict[str, Any]:
+    gens: dict[int, dict[str, Any]] = {}
+    joins = [e for e in evs if e["api_name"] == "JoinGroup"]
+    for e in joins:
+        gen = e.get("generation_id")
+        if e.get("error") or gen is None or gen < 0:
+            continue
+        g = gens.get(gen)
+        if g is None:
+            g = gens[gen] = {"generation": gen, "protocol": None, "leader": None, "members": [],
+                             "joined": [], "first_answer": e.get("response_time") or e["time"]}
+        if e.get("protocol_name"):
+            g["protocol"] = e["protocol_name"]
+        if e.get("leader"):
+            g["leader"] = e["leader"]
+        if e.get("members"):
+            g["members"] = list(e["members"])
+        who = e.get("assigned_member_id") or e.get("member_id")
+        if who and who not in g["joined"]:
+            g["joined"].append(who)
+    syncs = [e for e in evs if e["api_name"] == "SyncGroup" and e.get("response_frame") is not None
+             and not e.get("error")]
+    generations = []
+    prev: dict[str, Any] | None = None
+    prev_end: float | None = None
+    for gen in sorted(gens, key=lambda k: gens[k]["first_answer"]):
+        g = gens[gen]
+        members = sorted(g["members"] or g["joined"])
+        first_answer = g["first_answer"]
+        window = [e for e in evs if (prev_end is None or e["time"] > prev_end) and e["time"] <= first_answer]
+        start_join = [e for e in window if e["api_name"] == "JoinGroup"]
+        start = start_join[0]["time"] if start_join else None
+        ends = [e.get("response_time") or e["time"] for e in syncs if e.get("generation_id") == gen]
+        end = max(ends) if ends else None
+        triggers: list[str] = []
+        if any(e["api_name"] == "JoinGroup" and not e.get("member_id") for e in window):
+            triggers.append("new member")
+        if any(e.get("error") == "MEMBER_ID_REQUIRED" for e in window):
+            triggers.append("MEMBER_ID_REQUIRED")
+        hb = sorted({str(e.get("member_id")) for e in window
+                     if e["api_name"] == "Heartbeat" and e.get("error") == "REBALANCE_IN_PROGRESS"})
+        if hb:
+            triggers.append("REBALANCE_IN_PROGRESS on heartbeat (" + ", ".join(hb) + ")")
+        left = sorted({str(m) for e in window if e["api_name"] == "LeaveGroup"
+                       for m in (e.get("members") or [e.get("member_id")]) if m})
+        if left:
+            triggers.append("LeaveGroup (" + ", ".join(left) + ")")
+        if prev is not None:
+            gone = sorted(set(prev["members"]) - set(members) - set(left))
+            if gone:
+                triggers.append("session timeout (" + ", ".join(gone) + " gone without LeaveGroup)")
+        if prev is None and not triggers:
+            triggers.append("first seen")
+        generations.append({
+            "generation": gen, "protocol": g["protocol"], "leader": g["leader"], "members": members,
+            "rebalance_start": start, "rebalance_end": end,
+            "rebalance_ms": round((end - start) * 1000.0, 3) if start is not None and end is not None else None,
+            "triggers": triggers,
+        })
+        prev, prev_end = generations[-1], end if end is not None else first_answer
+    rejoins = len(rejoins_same_generation(joins))
+    kip848: dict[str, dict[str, Any]] = {}
+    for e in evs:
+        if e["api_name"] != "ConsumerGroupHeartbeat" or e.get("error"):
+            continue
+        m = e.get("assigned_member_id") or e.get("member_id")
+        ep = e.get("generation_id")
+        if not m or ep is None:
+            continue
+        k = kip848.setdefault(m, {"member_id": m, "first_epoch": ep, "last_epoch": ep, "assignments": 0,
+                                  "assignment": None})
+        k["last_epoch"] = ep
+        if e.get("assignment") is not None:
+            k["assignments"] += 1
+            k["assignment"] = e["assignment"]
+    return {"group_id": group, "exchanges": len(evs), "joins": len(joins), "generations": generations,
+            "rejoins_same_generation": rejoins, "members_kip848": [kip848[m] for m in sorted(kip848)]}
+
+
+def rejoins_same_generation(joins: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The JoinGroup events (in time order) of a known member (its request names it) answered
+    with the generation it already had: a rejoin that did not move the generation."""
+    had: dict[str, int] = {}
+    out = []
+    for e in joins:
+        gen, m = e.get("generation_id"), e.get("member_id")
+        if e["api_name"] != "JoinGroup" or e.get("error") or gen is None or gen < 0:
+            continue
+        if m and had.get(m) == gen:
+            out.append(e)
+        who = e.get("assigned_member_id") or m
+        if who:
+            had[who] = gen
+    return out
+
+
+class GroupStories:
+    """Group events (``group_event``) of every exchange fed to ``add``; mergeable; ``result``
+    tells each group's story (``group_stories``)."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.dropped = 0
+
+    def add(self, ex: Exchange) -> None:
+        if ex.api_key not in GROUP_MEMBER_APIS or ex.protocol != "kafka":
+            return
+        if len(self.events) >= MAX_GROUP_EVENTS:
+            self.dropped += 1
+            return
+        ev = group_event(ex, str(ex.conn))
+        if ev is not None:
+            ev.pop("offsets", None)         # the story does not tell offsets: state stays small
+            self.events.append(ev)
+
+    def merge(self, other: GroupStories) -> GroupStories:
+        self.events.extend(other.events)
+        self.dropped += other.dropped
+        return self
+
+    def to_state(self) -> dict[str, Any]:
+        return {"events": self.events, "dropped": self.dropped}
+
+    @classmethod
+    def from_state(cls, st: dict[str, Any]) -> GroupStories:
+        out = cls()
+        out.events = list(st["events"])
+        out.dropped = st["dropped"]
+        return out
+
+    def result(self) -> list[dict[str, Any]]:
+        return group_stories(self.events)

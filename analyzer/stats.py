@@ -56,7 +56,7 @@ from typing import Any
 from ddsketch import DDSketch
 from ddsketch.mapping import LogarithmicMapping
 
-from analyzer.insights import GROUP_MEMBER_APIS, ConsumerLag, ProducerStories
+from analyzer.insights import GROUP_MEMBER_APIS, ConsumerLag, GroupStories, ProducerStories
 from analyzer.model import Exchange
 from dissectors.field import body_of as _body
 from dissectors.field import int_value as _int
@@ -669,6 +669,7 @@ class StatsAccumulator:
         # consumer lag per client id and topic-partition, producers (analyzer.insights)
         self.lag = ConsumerLag()
         self.producers = ProducerStories()
+        self.group_stories = GroupStories()
 
     # -- feeding ------------------------------------------------------------------
     def add_all(self, exchanges: Iterable[Exchange]) -> StatsAccumulator:
@@ -689,6 +690,8 @@ class StatsAccumulator:
                 self.producers.add(ex)
             else:
                 self.lag.add(ex)
+                if ex.api_key != 1:
+                    self.group_stories.add(ex)
         # as Exchange.latency_ms / ttfb_ms / request_time / response_time, without the properties
         if req is not None and resp is not None:
             t0: float | None = req.last_ts
@@ -995,6 +998,7 @@ class StatsAccumulator:
             self._push_top(rec)
         self.lag.merge(other.lag)
         self.producers.merge(other.producers)
+        self.group_stories.merge(other.group_stories)
         return self
 
     # -- state for shipping -------------------------------------------------------
@@ -1016,6 +1020,7 @@ class StatsAccumulator:
             "hist": {api: [[b, n] for b, n in h.items()] for api, h in self.hist.items()},
             "consumer_lag": self.lag.to_state(),
             "producers": self.producers.to_state(),
+            "group_stories": self.group_stories.to_state(),
         }
 
     @classmethod
@@ -1036,6 +1041,7 @@ class StatsAccumulator:
         acc.hist = {api: {int(b): n for b, n in h} for api, h in st["hist"].items()}
         acc.lag = ConsumerLag.from_state(st["consumer_lag"])
         acc.producers = ProducerStories.from_state(st["producers"])
+        acc.group_stories = GroupStories.from_state(st["group_stories"])
         return acc
 
     # -- reading ------------------------------------------------------------------
@@ -1127,6 +1133,7 @@ class StatsAccumulator:
             "throughput": self.throughput(),
             "consumer_lag": self.lag.result(),
             "producers": self.producers.result(),
+            "consumer_groups": self.group_stories.result(),
             "accuracy": self.accuracy(),
         }
 

@@ -168,7 +168,43 @@ def tables(result: dict[str, Any]) -> list[TextTable]:
     prod = producer_table(result)
     if prod is not None:
         out.append(prod)
+    grp = group_table(result)
+    if grp is not None:
+        out.append(grp)
     return out
+
+
+def _short(member: Any, width: int = 24) -> str:
+    m = fmt_key(member)
+    return m if len(m) <= width else m[:width - 3] + "..."
+
+
+def group_table(result: dict[str, Any]) -> TextTable | None:
+    """Consumer groups: one row per generation (classic protocol), what started its rebalance
+    and how long it took; KIP-848 members with their epochs."""
+    groups = result.get("consumer_groups") or []
+    if not groups:
+        return None
+    t0 = result["throughput"]["first_time"] or 0.0
+    t = TextTable("Consumer groups (a rebalance: first JoinGroup of a generation -> last SyncGroup answer)",
+                  ["group", "generation", "protocol", "leader", "members", "rebalance start", "rebalance ms",
+                   "started by"],
+                  [False, True, False, False, True, True, True, False])
+    for g in groups:
+        for gen in g["generations"]:
+            start = gen["rebalance_start"]
+            t.add([g["group_id"], str(gen["generation"]), fmt_key(gen["protocol"]), _short(gen["leader"]),
+                   str(len(gen["members"])), f"+{start - t0:.3f}s" if start is not None else "-",
+                   fmt_num(gen["rebalance_ms"]), "; ".join(gen["triggers"]) or "-"])
+        if g["rejoins_same_generation"]:
+            t.add([g["group_id"], "-", "-", "-", "-", "-", "-",
+                   f"{g['rejoins_same_generation']} rejoin(s) without the generation moving"])
+        for m in g["members_kip848"]:
+            t.add([g["group_id"], f"epoch {m['first_epoch']}-{m['last_epoch']}", "consumer (KIP-848)",
+                   _short(m["member_id"]), "-", "-", "-", f"{m['assignments']} assignment(s)"])
+        if not g["generations"] and not g["members_kip848"]:
+            t.add([g["group_id"], "-", "-", "-", "-", "-", "-", f"{g['exchanges']} exchange(s), no generation seen"])
+    return t
 
 
 def producer_table(result: dict[str, Any]) -> TextTable | None:
@@ -302,7 +338,7 @@ def write_json(result: dict[str, Any], fp: IO[str]) -> None:
 _CSV_JOINED = ("errors", "waits")
 
 
-CSV_SECTIONS = ("groups", "consumer_lag", "producers")
+CSV_SECTIONS = ("groups", "consumer_lag", "producers", "consumer_groups")
 
 
 def csv_rows(result: dict[str, Any], section: str = "groups") -> tuple[list[str], list[dict[str, Any]]]:
@@ -314,6 +350,12 @@ def csv_rows(result: dict[str, Any], section: str = "groups") -> tuple[list[str]
         lag = result.get("consumer_lag") or []
         header = list(lag[0]) if lag else ["client_id", "group", "topic", "partition", "last", "max"]
         return header, [dict(r) for r in lag]
+    if section == "consumer_groups":
+        rows = [{"group_id": g["group_id"], **{k: (";".join(map(str, v)) if isinstance(v, list) else v)
+                                               for k, v in gen.items()}}
+                for g in result.get("consumer_groups") or [] for gen in g["generations"]]
+        header = list(rows[0]) if rows else ["group_id", "generation"]
+        return header, rows
     if section == "producers":
         prods = result.get("producers") or []
         codecs = sorted({c for r in prods for c in r["compression"]})

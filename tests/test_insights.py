@@ -330,3 +330,121 @@ def test_real_transactional_and_idempotent_producers() -> None:
     assert (idem["idempotent"], idem["transactional_id"], idem["records"], idem["retries"]) == (True, None, 20, 0)
     assert (plain["producer_id"], plain["idempotent"], plain["records"]) == (-1, False, 3)
     assert list(txn["compression"]) == ["lz4"] and txn["acks"] == {"all": 6}
+
+
+# -- groups ----------------------------------------------------------------------------------
+
+def _join(w: Wire, member: str, gen: int, members: list[str] | None = None, error: int = 0, latency_ms: float = 2.0,
+          assigned: str | None = None):
+    resp = {"throttle_time_ms": 0, "error_code": error, "generation_id": gen if not error else -1,
+            "protocol_type": "consumer", "protocol_name": "range", "leader": "m-a" if not error else "",
+            "member_id": assigned or member, "members": [{"member_id": m} for m in members or []]}
+    return w.ex(11, 7, {"group_id": "g1", "session_timeout_ms": 10000, "rebalance_timeout_ms": 30000,
+                        "member_id": member, "protocol_type": "consumer",
+                        "protocols": [{"name": "range", "metadata": b""}]}, resp,
+                error_codes=["MEMBER_ID_REQUIRED"] if error == 79 else [], latency_ms=latency_ms)
+
+
+def _sync(w: Wire, member: str, gen: int, latency_ms: float = 2.0):
+    return w.ex(14, 5, {"group_id": "g1", "generation_id": gen, "member_id": member, "assignments": []},
+                {"throttle_time_ms": 0, "error_code": 0, "assignment": b""}, latency_ms=latency_ms)
+
+
+def test_group_story_generations_triggers_and_rebalance_time() -> None:
+    from analyzer.check import Checker
+    from analyzer.insights import GroupStories
+    from tests.checkgen import completion_order
+
+    w = Wire(step_ms=150)
+    exs = [
+        # generation 1: m-a joins anew (MEMBER_ID_REQUIRED, then with its id), alone
+        _join(w, "", -1, error=79, assigned="m-a"),
+        _join(w, "m-a", 1, ["m-a"], latency_ms=50),
+        _sync(w, "m-a", 1, latency_ms=20),
+    ]
+    # generation 2: m-b arrives on its own connection and is held 400 ms; meanwhile m-a hears
+    # REBALANCE_IN_PROGRESS on its heartbeat and rejoins
+    w2 = Wire(conn_id=1, t0=w.t, step_ms=100, frame=1000)
+    exs.append(_join(w2, "m-b", 2, latency_ms=400))
+    exs.append(w.ex(12, 4, {"group_id": "g1", "generation_id": 1, "member_id": "m-a"},
+                    {"throttle_time_ms": 0, "error_code": 27}, error_codes=["REBALANCE_IN_PROGRESS"]))
+    exs.append(_join(w, "m-a", 2, ["m-a", "m-b"], latency_ms=100))
+    w2.t = w.t
+    exs += [_sync(w, "m-a", 2), _sync(w2, "m-b", 2, latency_ms=300)]
+    w.t = w2.t
+    # generation 3: m-b leaves
+    exs.append(w.ex(13, 4, {"group_id": "g1", "members": [{"member_id": "m-b"}]}, {"error_code": 0}))
+    exs.append(_join(w, "m-a", 3, ["m-a"]))
+    exs.append(_sync(w, "m-a", 3))
+    # m-a rejoins twice getting generation 3 back: no new generation
+    exs += [_join(w, "m-a", 3, ["m-a"]), _join(w, "m-a", 3, ["m-a"])]
+    assert exs[3].request_time < exs[4].request_time < exs[3].response_time
+    gs = GroupStories()
+    for ex in completion_order(exs):
+        gs.add(ex)
+    (story,) = gs.result()
+    g1, g2, g3 = story["generations"]
+    assert (g1["generation"], g1["members"], g1["leader"], g1["protocol"]) == (1, ["m-a"], "m-a", "range")
+    assert g1["triggers"] == ["new member", "MEMBER_ID_REQUIRED"]
+    # first JoinGroup (request of exs[0]) to the SyncGroup answer of generation 1
+    assert g1["rebalance_start"] == exs[0].request_time and g1["rebalance_end"] == exs[2].response_time
+    assert g1["rebalance_ms"] == round((exs[2].response_time - exs[0].request_time) * 1000, 3)
+    assert g2["members"] == ["m-a", "m-b"] and g2["rebalance_start"] == exs[3].request_time
+    assert g2["rebalance_end"] == exs[7].response_time       # the last SyncGroup answer
+    assert g2["triggers"] == ["REBALANCE_IN_PROGRESS on heartbeat (m-a)"]
+    assert g3["triggers"] == ["LeaveGroup (m-b)"] and g3["members"] == ["m-a"]
+    assert story["rejoins_same_generation"] == 2 and story["joins"] == 7
+    # the same story through check --timeline's checker, and from a state round trip
+    c = Checker().add_all(completion_order(exs))
+    assert c.stories() == gs.result() == GroupStories.from_state(json.loads(json.dumps(gs.to_state()))).result()
+    # rejoining without the generation moving is a storm past the threshold
+    from analyzer.check import Checker as C2
+    storms = [f for f in C2(storm_rebalances=1).add_all(completion_order(exs)).finish()
+              if f.rule == "rebalance-storm"]
+    assert [f.details.get("kind") for f in storms] == [None, "rejoin"]
+    assert storms[1].details["rejoins"] == 2 and storms[1].frames == [exs[-2].request_frame, exs[-1].request_frame]
+
+
+def test_group_story_session_timeout_and_kip848() -> None:
+    from analyzer.insights import GroupStories
+
+    w = Wire(step_ms=100)
+    exs = [_join(w, "m-a", 1, ["m-a", "m-b"]), _sync(w, "m-a", 1), _sync(w, "m-b", 1),
+           # m-b vanishes without LeaveGroup: generation 2 has m-a alone
+           _join(w, "m-a", 2, ["m-a"]), _sync(w, "m-a", 2)]
+    for epoch, asg in ((0, None), (1, [{"topic_id": "t", "partitions": [0, 1]}]), (1, None), (2, [])):
+        resp = {"throttle_time_ms": 0, "error_code": 0, "member_id": "k-1", "member_epoch": epoch,
+                "heartbeat_interval_ms": 5000}
+        if asg is not None:
+            resp["assignment"] = {"topic_partitions": asg}
+        exs.append(w.ex(68, 0, {"group_id": "g2", "member_id": "", "member_epoch": epoch}, resp))
+    gs = GroupStories()
+    for ex in exs:
+        gs.add(ex)
+    s1, s2 = gs.result()
+    assert [g["triggers"] for g in s1["generations"]] == [["first seen"], ["session timeout (m-b gone without LeaveGroup)"]]
+    assert s2["generations"] == [] and s2["members_kip848"] == [
+        {"member_id": "k-1", "first_epoch": 0, "last_epoch": 2, "assignments": 2, "assignment": {}}]
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/captures not present")
+def test_real_group_rebalances() -> None:
+    import subprocess
+    import sys
+
+    path = str(SHARED / "group_kafkajs_tansu.pcap")
+    res = json.loads(subprocess.run([sys.executable, "-m", "analyzer", "stats", "-f", "json", path],
+                                    capture_output=True, text=True, check=True).stdout)
+    (story,) = res["consumer_groups"]
+    g0, g1 = story["generations"]
+    # kafkajs: a first member alone (generation 0), then a second one joins (generation 1) while
+    # the first hears REBALANCE_IN_PROGRESS on its heartbeats; both rebalances last about as long
+    # as the broker's initial rebalance delay (3 s, then 4 s with the second member)
+    assert (g0["generation"], len(g0["members"]), g0["protocol"]) == (0, 1, "RoundRobinAssigner")
+    assert (g1["generation"], len(g1["members"])) == (1, 2) and g1["leader"] == g0["leader"]
+    assert g0["triggers"] == ["new member", "MEMBER_ID_REQUIRED"]
+    assert g1["triggers"][-1].startswith("REBALANCE_IN_PROGRESS on heartbeat (lab-kafkajs-group-efc5911d")
+    assert (g0["rebalance_ms"], g1["rebalance_ms"]) == (3008.547, 4008.634)
+    out = subprocess.run([sys.executable, "-m", "analyzer", "check", "--timeline", story["group_id"], path],
+                         capture_output=True, text=True, check=True).stdout
+    assert "generation 1: 2 member(s)" in out and "rebalance 4009 ms" in out
