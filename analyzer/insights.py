@@ -57,6 +57,7 @@ from dissectors.records import batch_summaries
 GROUP_MEMBER_APIS = frozenset({8, 11, 12, 13, 14, 68})
 MAX_SERIES = 2048           # per-key buckets of the lag series before seconds are folded
 MAX_SESSION_PARTITIONS = 100_000    # partitions followed per connection
+MAX_SESSIONS = 65_536               # connections whose fetch session is followed
 MAX_TRACKED_BATCHES = 200_000       # idempotent batches remembered for retries
 MAX_DECOMPRESSED = 64 * 1024 * 1024     # per Produce request, to size batches before compression
 ACKS = {-1: "all", 0: "0", 1: "1"}
@@ -230,6 +231,8 @@ class ConsumerLag:
         conn = ex.conn
         s = self._sessions.get(conn)
         if s is None:
+            if len(self._sessions) >= MAX_SESSIONS:
+                del self._sessions[next(iter(self._sessions))]     # the oldest: memory stays flat
             s = self._sessions[conn] = _Session()
         sid = _int(q.get("session_id")) or 0
         epoch = _int(q.get("session_epoch"))

@@ -783,9 +783,14 @@ def test_cli_timeline(monkeypatch):
     assert r.exit_code == 0, r.output
     lines = r.output.splitlines()
     assert lines[0] == "group g1: 6 exchanges"
-    assert "JoinGroup v5" in lines[1] and "gen=1" in lines[1] and "members=m-a,m-b" in lines[1]
-    assert "plan=m-a:t[0]; m-b:t[1]" in lines[2]
+    # the story first: one line per generation
+    assert lines[1].startswith("  generation 1: 2 member(s) (m-a, m-b), protocol range, leader m-a; rebalance ")
+    assert lines[2].endswith("started by session timeout (m-b gone without LeaveGroup)")
+    assert "JoinGroup v5" in lines[3] and "gen=1" in lines[3] and "members=m-a,m-b" in lines[3]
+    assert "plan=m-a:t[0]; m-b:t[1]" in lines[4]
     r = _cli(monkeypatch, {"g.pcap": exs}, "g.pcap", "--timeline", "g1", "-f", "json")
+    story = json.loads(r.output)["story"]
+    assert [(g["generation"], g["members"]) for g in story["generations"]] == [(1, ["m-a", "m-b"]), (2, ["m-a"])]
     ev = json.loads(r.output)["events"]
     assert [e["generation_id"] for e in ev] == [1, 1, 1, 2, 2, 2]
     r = _cli(monkeypatch, {"g.pcap": exs}, "g.pcap", "--timeline", "zzz")
