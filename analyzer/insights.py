@@ -89,20 +89,23 @@ def produce_partitions(body: Field | None) -> Iterator[tuple[str, int, Field | N
             yield topic, _int(idx) if _int(idx) is not None else -1, p.child("records")
 
 
-def _topic_key(t: Field) -> str | None:
-    name = t.get("topic")
-    if name is None:
-        name = t.get("name")
-    if name is None:
-        name = t.get("topic_id")
+def _named(f: Field) -> dict[str, Field]:
+    """A struct's children by name, read in one pass (a Field.get per name scans them each)."""
+    return {c.name: c for c in f.children or ()}
+
+
+def _value(d: dict[str, Field], *names: str) -> Any:
+    """The value of the first of ``names`` present in ``d`` (None if none is)."""
+    for n in names:
+        c = d.get(n)
+        if c is not None:
+            return c.value
+    return None
+
+
+def _topic_key(t: dict[str, Field]) -> str | None:
+    name = _value(t, "topic", "name", "topic_id")
     return str(name) if name is not None else None
-
-
-def _part_index(p: Field) -> int | None:
-    idx = p.get("partition")
-    if idx is None:
-        idx = p.get("partition_index")
-    return _int(idx)
 
 
 class _Session:
@@ -224,30 +227,38 @@ class ConsumerLag:
                 self.members[k] = self.members.get(k, 0) + 1
 
     def _fetch(self, ex: Exchange) -> None:
-        q = _body(ex.request_tree)
-        r = _body(ex.response_tree)
-        if q is None or r is None or ex.response is None or ex.request is None or ex.request.truncated:
+        qf = _body(ex.request_tree)
+        rf = _body(ex.response_tree)
+        if qf is None or rf is None or ex.response is None or ex.request is None or ex.request.truncated:
             return
+        q, r = _named(qf), _named(rf)
         conn = ex.conn
         s = self._sessions.get(conn)
         if s is None:
             if len(self._sessions) >= MAX_SESSIONS:
                 del self._sessions[next(iter(self._sessions))]     # the oldest: memory stays flat
             s = self._sessions[conn] = _Session()
-        sid = _int(q.get("session_id")) or 0
-        epoch = _int(q.get("session_epoch"))
+        sid = _int(_value(q, "session_id")) or 0
+        epoch = _int(_value(q, "session_epoch"))
         incremental = epoch is not None and epoch > 0 and sid != 0 and sid == s.sid
         if not incremental:
             s.parts = {}
-        if _int(q.get("isolation_level")) == 1:
+        if _value(q, "isolation_level") == 1:
             self.read_committed.add(ex.client_id)
         parts = s.parts
-        for t in _kids(q.child("topics")):
-            tk = _topic_key(t)
+        for t in _kids(q.get("topics")):
+            td = _named(t)
+            tk = _topic_key(td)
             if tk is None:
                 continue
-            for p in _kids(t.child("partitions")):
-                idx, off = _part_index(p), _int(p.get("fetch_offset"))
+            for p in _kids(td.get("partitions")):
+                idx = off = None
+                for c in p.children or ():          # one pass: once per partition of every Fetch
+                    n = c.name
+                    if n == "partition" or n == "partition_index":
+                        idx = c.value
+                    elif n == "fetch_offset":
+                        off = c.value
                 if idx is None or off is None:
                     continue
                 st = parts.get((tk, idx))
@@ -258,32 +269,42 @@ class ConsumerLag:
                 else:
                     st[0] = off
         if incremental:
-            for tk, idx in self._forgotten(ex, q):
+            for tk, idx in self._forgotten(ex, qf):
                 parts.pop((tk, idx), None)
-        if _int(r.get("error_code")):       # a session error: the session is gone
+        if _int(_value(r, "error_code")):       # a session error: the session is gone
             s.sid, s.parts = 0, {}
             return
-        new_sid = _int(r.get("session_id")) or 0
+        new_sid = _int(_value(r, "session_id")) or 0
         s.sid = new_sid if epoch is not None and epoch >= 0 else 0
         # the answer's partitions, in wire order, as ex.partitions lists them (names resolved)
         named = ex.partitions
         t_resp = ex.response.last_ts
         sampled: set[tuple[str, int]] = set()
         i = 0
-        for t in _kids(r.child("responses")):
-            tk = _topic_key(t)
-            for p in _kids(t.child("partitions")):
-                pd = named[i] if i < len(named) else None
+        for t in _kids(r.get("responses")):
+            td = _named(t)
+            tk = _topic_key(td)
+            for p in _kids(td.get("partitions")):
+                pn = named[i] if i < len(named) else None
                 i += 1
-                idx = _part_index(p)
+                idx = hw = lso = err = None
+                for c in p.children or ():          # one pass: once per partition of every Fetch
+                    n = c.name
+                    if n == "partition_index" or n == "partition":
+                        idx = c.value
+                    elif n == "high_watermark":
+                        hw = c.value
+                    elif n == "last_stable_offset":
+                        lso = c.value
+                    elif n == "error_code":
+                        err = c.value
                 if tk is None or idx is None:
                     continue
-                if pd is not None and pd.get("topic") is not None and pd["topic"] != tk:
-                    self._names[tk] = str(pd["topic"])
+                if pn is not None and pn.get("topic") is not None and pn["topic"] != tk:
+                    self._names[tk] = str(pn["topic"])
                 st = parts.get((tk, idx))
-                if st is None or _int(p.get("error_code")):
+                if st is None or err:
                     continue
-                hw, lso = _int(p.get("high_watermark")), _int(p.get("last_stable_offset"))
                 if hw is not None and hw >= 0:
                     st[1] = hw
                     st[2] = lso if lso is not None and lso >= 0 else None
@@ -291,12 +312,12 @@ class ConsumerLag:
                 if st[0] is not None and st[1] is not None:
                     self._sample(ex.client_id, tk, idx, st, t_resp)
                     sampled.add((tk, idx))
-                if pd is not None and st[0] is not None:
-                    st[0] += int(pd.get("records") or 0)
+                if pn is not None and st[0] is not None:
+                    st[0] += int(pn.get("records") or 0)
         # the partitions the answer left out: nothing new, their lag stands
-        for (tk, idx), st in parts.items():
-            if (tk, idx) not in sampled and st[0] is not None and st[1] is not None:
-                self._sample(ex.client_id, tk, idx, st, t_resp)
+        for key, st in parts.items():
+            if key not in sampled and st[0] is not None and st[1] is not None:
+                self._sample(ex.client_id, key[0], key[1], st, t_resp)
 
     def _sample(self, client_id: str | None, tk: str, idx: int, st: list[int | None], t: float) -> None:
         off, hw, lso = st[0], st[1], st[2]
@@ -322,7 +343,7 @@ class ConsumerLag:
             ft = full.child("forgotten_topics_data") if full is not None else None
         out: list[tuple[str, int]] = []
         for t in _kids(ft):
-            tk = _topic_key(t)
+            tk = _topic_key(_named(t))
             if tk is None:
                 continue
             for p in _kids(t.child("partitions")):
@@ -635,15 +656,22 @@ def assignment(f: Field | None) -> dict[str, list[int]] | None:
     return out
 
 
-def group_event(ex: Exchange, conn_name: str) -> dict[str, Any] | None:
+def group_event(ex: Exchange, conn_name: str, full: bool = True) -> dict[str, Any] | None:
     """One JoinGroup/SyncGroup/Heartbeat/LeaveGroup/OffsetCommit/ConsumerGroupHeartbeat exchange
     as a group-story event (plain, JSON-safe): time, frames, group, member, generation (member
     epoch for ConsumerGroupHeartbeat), error, and per API protocols, leader, members,
-    assignments, offsets. None for other APIs or a request without a body."""
+    assignments, offsets. None for other APIs or a request without a body.
+
+    ``full`` False: the trees as they are (a digest keeps group, member, generation,
+    protocol name, leader and member lists: the story's fields, not protocols, plans and
+    offsets), but for ConsumerGroupHeartbeat, whose assignment is read in full."""
     key = ex.api_key
     if key not in GROUP_MEMBER_APIS:
         return None
-    qt, rt = full_trees(ex)
+    if full or key == CONSUMER_GROUP_HEARTBEAT:
+        qt, rt = full_trees(ex)
+    else:
+        qt, rt = ex.request_tree, ex.response_tree
     q, r = _body(qt), _body(rt)
     if q is None:
         return None
@@ -830,6 +858,9 @@ def rejoins_same_generation(joins: list[dict[str, Any]]) -> list[dict[str, Any]]
     return out
 
 
+_UNTOLD = ("offsets", "protocols", "assignments", "assignment")
+
+
 class GroupStories:
     """Group events (``group_event``) of every exchange fed to ``add``; mergeable; ``result``
     tells each group's story (``group_stories``)."""
@@ -844,9 +875,11 @@ class GroupStories:
         if len(self.events) >= MAX_GROUP_EVENTS:
             self.dropped += 1
             return
-        ev = group_event(ex, str(ex.conn))
+        ev = group_event(ex, str(ex.conn), full=False)
         if ev is not None:
-            ev.pop("offsets", None)         # the story does not tell offsets: state stays small
+            # what a story does not tell (and a digest does not keep): state stays small
+            for k in _UNTOLD if ex.api_key != CONSUMER_GROUP_HEARTBEAT else ():
+                ev.pop(k, None)
             self.events.append(ev)
 
     def merge(self, other: GroupStories) -> GroupStories:
