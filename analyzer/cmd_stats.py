@@ -44,7 +44,9 @@ def _by_param(ctx: click.Context, param: click.Parameter, value: str) -> tuple[s
 @capture_options
 def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt: str, section: str, histogram: bool,
                   plot_path: str | None, jobs: int, **kw: Any) -> None:
-    """Latency percentiles, errors, waits, throttling and throughput.
+    """Latency percentiles, errors, waits, throttling and throughput; consumer lag per
+    client id and topic-partition, producers per client id and producer id, consumer-group
+    generations and rebalances.
 
     Latency runs from the packet that completed the request to the packet that
     completed the response (ttfb: to the response's first byte). Percentiles are

@@ -448,3 +448,32 @@ def test_real_group_rebalances() -> None:
     out = subprocess.run([sys.executable, "-m", "analyzer", "check", "--timeline", story["group_id"], path],
                          capture_output=True, text=True, check=True).stdout
     assert "generation 1: 2 member(s)" in out and "rebalance 4009 ms" in out
+
+
+def test_real_consumer_falling_behind_sample() -> None:
+    """samples/consumer_lag_kafkapython.pcap: kafka-python reads 5 records per poll while 240
+    records arrive in 4 bursts. Lag recomputed here by a plain walk of the full trees (each
+    answered Fetch names every partition: sessionless) equals ConsumerLag's."""
+    from analyzer.pipeline import Options, Run
+
+    path = str(ROOT / "samples" / "consumer_lag_kafkapython.pcap")
+    lag = ConsumerLag()
+    truth: dict[int, list[int]] = {}
+    for ex in Run(path, Options(decode="full"), DecodeContext()):
+        lag.add(ex)
+        if ex.api_key != 1 or ex.response is None:
+            continue
+        asked = {p.get("partition"): p.get("fetch_offset")
+                 for t in ex.request_tree.child("body").child("topics").children
+                 for p in t.child("partitions").children}
+        for t in ex.response_tree.child("body").child("responses").children:
+            for p in t.child("partitions").children:
+                truth.setdefault(p.get("partition_index"), []).append(p.get("high_watermark")
+                                                                      - asked[p.get("partition_index")])
+    rows = lag.result()
+    assert [(r["partition"], r["samples"], r["max"], r["last"], r["mean"]) for r in rows] == [
+        (p, len(v), max(v), v[-1], round(sum(v) / len(v), 3)) for p, v in sorted(truth.items())]
+    assert {(r["client_id"], r["group"], r["topic"], r["isolation"]) for r in rows} == {
+        ("kws-slow-consumer", "kws-lag-group", "lag", "read_uncommitted")}
+    # behind after the bursts (60 records, 20 per partition, 2 KiB fetched per partition at a time)
+    assert max(r["max"] for r in rows) >= 20 and all(r["last"] == 0 for r in rows)
