@@ -145,12 +145,11 @@ def test_digest_keeps_what_lag_reads_and_forgotten_partitions_are_read_in_full()
     forgotten = body.child("forgotten_topics_data")
     assert len(forgotten.children) == 1 and not forgotten.children[0].children   # kept empty
 
-    class _Req:
-        pass
+    from types import SimpleNamespace
+
     from analyzer.model import Exchange
     ex = Exchange.__new__(Exchange)
-    ex.request = _Req()                 # type: ignore[assignment]
-    ex.request.data = data              # type: ignore[attr-defined]
+    ex.request = SimpleNamespace(data=data)     # type: ignore[assignment]  (the frame's bytes are all it reads)
     assert ConsumerLag._forgotten(ex, body) == [("t", 1), ("t", 2)]
 
 
@@ -168,7 +167,7 @@ def test_stats_outputs_carry_the_lag() -> None:
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/captures not present")
-def test_real_group_consumers_lag_and_groups(tmp_path: Path) -> None:
+def test_real_group_consumers_lag_and_groups() -> None:
     import subprocess
     import sys
 
@@ -398,8 +397,7 @@ def test_group_story_generations_triggers_and_rebalance_time() -> None:
     c = Checker().add_all(completion_order(exs))
     assert c.stories() == gs.result() == GroupStories.from_state(json.loads(json.dumps(gs.to_state()))).result()
     # rejoining without the generation moving is a storm past the threshold
-    from analyzer.check import Checker as C2
-    storms = [f for f in C2(storm_rebalances=1).add_all(completion_order(exs)).finish()
+    storms = [f for f in Checker(storm_rebalances=1).add_all(completion_order(exs)).finish()
               if f.rule == "rebalance-storm"]
     assert [f.details.get("kind") for f in storms] == [None, "rejoin"]
     assert storms[1].details["rejoins"] == 2 and storms[1].frames == [exs[-2].request_frame, exs[-1].request_frame]
