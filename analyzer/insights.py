@@ -773,6 +773,7 @@ def _story(group: str, evs: list[dict[str, Any]]) -> dict[str, Any]:
         if g is None:
             g = gens[gen] = {"generation": gen, "protocol": None, "leader": None, "members": [],
                              "joined": [], "first_answer": e.get("response_time") or e["time"]}
+        g["first_answer"] = min(g["first_answer"], e.get("response_time") or e["time"])
         if e.get("protocol_name"):
             g["protocol"] = e["protocol_name"]
         if e.get("leader"):
