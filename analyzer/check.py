@@ -25,6 +25,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, NamedTuple
 
+from analyzer.insights import group_event, group_stories, rejoins_same_generation
+from analyzer.insights import produce_partitions as _produce_partitions
+from analyzer.insights import topic_name as _topic_name
 from analyzer.model import Conn, Exchange
 from dissectors.field import MALFORMED, Field
 from dissectors.field import body_of as _body
@@ -137,11 +140,14 @@ RULES: dict[str, Rule] = {r.id: r for r in (
     Rule("fetch-session", "error", "connection",
          "fetch session (KIP-227) misuse: epoch not incrementing, session id 0 with epoch > 0, "
          "FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH"),
-    Rule("rebalance-storm", "warning", "global", "more than --storm-rebalances group generations per minute"),
+    Rule("rebalance-storm", "warning", "global",
+         "more than --storm-rebalances group generations per minute, or JoinGroups by members that get back "
+         "the generation they had (rejoining without the generation moving)"),
     Rule("sasl-before-auth", "error", "connection",
          "non-SASL request sent before SaslAuthenticate succeeded on a connection that did SaslHandshake"),
     Rule("sasl-mechanism", "error", "connection",
-         "SASL mechanism the broker did not offer (UNSUPPORTED_SASL_MECHANISM)"),
+         "SASL mechanism the broker did not offer (UNSUPPORTED_SASL_MECHANISM); refused although the broker's "
+         "own list names it: said to be a broker bug"),
     Rule("sasl-auth-failed", "error", "connection", "SaslAuthenticate answered with an error"),
 )}
 GLOBAL_RULES = frozenset(r.id for r in RULES.values() if r.scope == "global")
@@ -157,11 +163,19 @@ class Finding:
     exchanges: list[dict[str, Any]] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
     capture: str | None = None      # set by the command when several captures are checked
+    # what makes two findings on different connections the same story (with the rule and
+    # severity), and the message as a template over details (see tell_once); not output
+    story: tuple[Any, ...] | None = field(default=None, repr=False, compare=False)
+    template: str = field(default="", repr=False, compare=False)
+    # a finding told once for several connections: the finding of each (tell_once)
+    occurrences: list[Finding] = field(default_factory=list, repr=False)
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = {k: v for k, v in asdict(self).items() if k not in ("story", "template", "occurrences")}
         if d["capture"] is None:
             del d["capture"]
+        if self.occurrences:
+            d["occurrences"] = [o.to_json() for o in self.occurrences]
         return d
 
     @property
@@ -241,13 +255,13 @@ class _Bucket:
             if k.startswith("max_") and isinstance(v, (int, float)):
                 self.details[k] = max(self.details.get(k, v), v)
 
-    def finding(self) -> Finding:
+    def finding(self, story: tuple[Any, ...] = ()) -> Finding:
         details = dict(self.details, count=self.count)
         frames = sorted(self.frames)
         if self.count > len(self.exchanges) and self.exchanges:
             details["listed"] = len(self.exchanges)
-        return Finding(self.rule, self.severity, self.template.format(**details), self.conn,
-                       frames, list(self.exchanges), details)
+        return Finding(self.rule, self.severity, _render(self.template, details), self.conn,
+                       frames, list(self.exchanges), details, story=story, template=self.template)
 
 
 @dataclass
@@ -307,16 +321,6 @@ class _Batch(NamedTuple):
 
 # -- tree helpers -------------------------------------------------------------------
 
-def _topic_name(t: Field) -> str:
-    name = t.get("name")
-    if name is None:
-        name = t.get("topic")
-    if name is None:
-        tid = t.get("topic_id")
-        name = str(tid) if tid is not None else "?"
-    return str(name)
-
-
 def _records_batches(records: Field | None) -> list[dict[str, Any]]:
     """Batch summaries of a records field: extra["batches"] when the record decoder wrote it."""
     if records is None:
@@ -335,17 +339,6 @@ def _records_batches(records: Field | None) -> list[dict[str, Any]]:
             found.append({"producer_id": f.get("producer_id"), "producer_epoch": f.get("producer_epoch"),
                           "base_sequence": f.get("base_sequence"), "record_count": count})
     return found
-
-
-def _produce_partitions(body: Field | None) -> Iterator[tuple[str, int, Field | None]]:
-    """(topic, partition, records field) of a Produce request body."""
-    for t in _elements(body.child("topic_data") if body is not None else None):
-        topic = _topic_name(t)
-        for p in _elements(t.child("partition_data")):
-            idx = p.get("index")
-            if idx is None:
-                idx = p.get("partition_index", p.get("partition"))
-            yield topic, _int(idx) if _int(idx) is not None else -1, p.child("records")
 
 
 def _produce_errors(body: Field | None) -> dict[tuple[str, int], int]:
@@ -424,24 +417,6 @@ def _records_trouble(records: Field | None) -> tuple[bool, str | None]:
                 elif undecodable is None and any(w in low for w in _UNDECODABLE_WORDS):
                     undecodable = n
     return crc_bad, undecodable
-
-
-def _assignment(f: Field | None) -> dict[str, list[int]] | None:
-    """Topic -> partitions of a decoded consumer-protocol Assignment (or KIP-848 assignment)."""
-    if f is None:
-        return None
-    out: dict[str, list[int]] = {}
-    for n in f.walk():
-        topic = n.get("topic")
-        if topic is None:
-            topic = n.get("topic_id")
-        parts = n.child("partitions")
-        if topic is not None and parts is not None:
-            out.setdefault(str(topic), []).extend(
-                c.value for c in parts.children or () if _int(c.value) is not None)
-    if not out and isinstance(f.value, (bytes, bytearray)):
-        return {"<bytes>": [len(f.value)]}
-    return out
 
 
 # -- the checker --------------------------------------------------------------------
@@ -554,10 +529,12 @@ class Checker:
         self._group_events_dropped += other._group_events_dropped
         return self
 
-    def finish(self, capture_end: float | None = None) -> list[Finding]:
-        """All findings, errors first, then by first frame. Does not change the state."""
+    def finish(self, capture_end: float | None = None, fold: bool = True) -> list[Finding]:
+        """All findings, errors first, then by first frame; the same story on several
+        connections told once (``tell_once``; ``fold=False``: one finding per connection).
+        Does not change the state."""
         end = max(self.capture_end, capture_end or 0.0)
-        findings = [b.finding() for b in self._buckets.values() if b.rule in self.rules]
+        findings = [b.finding(k[3:]) for k, b in self._buckets.items() if b.rule in self.rules]
         for cs in self._conns.values():
             findings.extend(self._conn_end(cs, end))
         if {"producer-sequence", "sequence-error-response"} & self.rules:
@@ -565,7 +542,7 @@ class Checker:
         if "rebalance-storm" in self.rules:
             findings.extend(self._storms())
         findings.sort(key=lambda f: (SEVERITY_RANK[f.severity], f.first_frame, f.rule))
-        return findings
+        return tell_once(findings) if fold else findings
 
     def stats(self) -> dict[str, int]:
         """What the checker holds, and what its memory bounds made it drop."""
@@ -593,17 +570,20 @@ class Checker:
         return b
 
     def _allowance_ms(self, ex: Exchange) -> float:
-        """How long the broker may legitimately hold this request, beyond --slow-ms."""
+        """How long the broker may legitimately hold this request, beyond --slow-ms. A request
+        the capture cut short before the field that grants the wait is not judged (inf)."""
         body = _body(ex.request_tree)
+        cut = ex.request is not None and ex.request.truncated
         if body is None:
-            return 0.0
+            return float("inf") if cut and ex.api_key in (FETCH, SHARE_FETCH, JOIN_GROUP) else 0.0
         if ex.api_key in (FETCH, SHARE_FETCH):
-            return float(_int(body.get("max_wait_ms")) or 0)
+            wait = _int(body.get("max_wait_ms"))
+            return float("inf") if wait is None and cut else float(wait or 0)
         if ex.api_key == JOIN_GROUP:
             t = _int(body.get("rebalance_timeout_ms"))
             if t is None or t < 0:
                 t = _int(body.get("session_timeout_ms"))
-            return float(t or 0)
+            return float("inf") if t is None and cut else float(t or 0)
         if ex.api_key == SYNC_GROUP:
             return float("inf")     # followers wait for the leader's assignment: not judged
         return 0.0
@@ -844,8 +824,13 @@ class Checker:
             offered = [m.value for m in _elements(rbody.child("mechanisms"))] if rbody is not None else None
             if "sasl-mechanism" in on and rbody is not None and (
                     code == UNSUPPORTED_SASL_MECHANISM or (offered and mech is not None and mech not in offered)):
-                b = self._bucket("sasl-mechanism", "error", cs.name, (str(mech),),
-                                 "SaslHandshake asked for {mechanism}, the broker offers {offered}",
+                if offered and mech in offered:
+                    # refused, yet the broker's own list names it: the broker contradicts itself
+                    how, tmpl = "broker-bug", ("{count} SaslHandshake(s): the broker refused {mechanism} "
+                                               "({error}) but lists {mechanism} as enabled (a broker bug)")
+                else:
+                    how, tmpl = "not-offered", "SaslHandshake asked for {mechanism}, the broker offers {offered}"
+                b = self._bucket("sasl-mechanism", "error", cs.name, (str(mech), how), tmpl,
                                  {"mechanism": mech, "offered": ", ".join(map(str, offered or [])) or "nothing",
                                   "error": ERROR_NAMES.get(code or 0)})
                 b.add(_frames_of(ex), ex)
@@ -1043,112 +1028,88 @@ class Checker:
         if len(self._group_events) >= MAX_GROUP_EVENTS:
             self._group_events_dropped += 1
             return
-        q, r = _body(ex.request_tree), _body(ex.response_tree)
-        if q is None:
-            return
-        key = ex.api_key
-        ev: dict[str, Any] = {
-            "time": ex.request_time or 0.0, "api_name": ex.api_name, "api_version": ex.api_version,
-            "conn": cs.name, "request_frame": ex.request_frame, "response_frame": ex.response_frame,
-            "correlation_id": ex.correlation_id, "group_id": q.get("group_id"),
-            "member_id": q.get("member_id"), "generation_id": None, "error": None,
-        }
-        code = _int(r.get("error_code")) if r is not None else None
-        if code:
-            ev["error"] = ex.error_codes[0] if ex.error_codes else ERROR_NAMES.get(code, f"error {code}")
-        if ex.response is None:
-            ev["error"] = ev["error"] or "no response"
-        if key == JOIN_GROUP:
-            ev["protocols"] = [p.get("name") for p in _elements(q.child("protocols"))]
-            if r is not None:
-                ev["generation_id"] = _int(r.get("generation_id"))
-                ev["protocol_name"] = r.get("protocol_name")
-                ev["leader"] = r.get("leader")
-                if r.get("member_id"):
-                    ev["assigned_member_id"] = r.get("member_id")
-                members = r.child("members")
-                if members is not None and members.children:
-                    ev["members"] = [m.get("member_id") for m in members.children]
-        elif key == SYNC_GROUP:
-            ev["generation_id"] = _int(q.get("generation_id"))
-            plan = {str(a.get("member_id")): _assignment(a.child("assignment"))
-                    for a in _elements(q.child("assignments"))}
-            if plan:
-                ev["assignments"] = plan
-            if r is not None:
-                ev["assignment"] = _assignment(r.child("assignment"))
-        elif key in (HEARTBEAT, OFFSET_COMMIT):
-            gen = q.get("generation_id")
-            if gen is None:
-                gen = q.get("generation_id_or_member_epoch")
-            ev["generation_id"] = _int(gen)
-            if key == OFFSET_COMMIT:
-                ev["offsets"] = {f"{_topic_name(t)}-{p.get('partition_index')}": p.get("committed_offset")
-                                 for t in _elements(q.child("topics")) for p in _elements(t.child("partitions"))}
-        elif key == LEAVE_GROUP:
-            members = q.child("members")
-            if members is not None and members.children:
-                ev["members"] = [m.get("member_id") for m in members.children]
-        elif key == CONSUMER_GROUP_HEARTBEAT:
-            ev["member_epoch"] = _int(q.get("member_epoch"))
-            if r is not None:
-                ev["assigned_member_id"] = r.get("member_id")
-                ev["generation_id"] = _int(r.get("member_epoch"))
-                asg = r.child("assignment")
-                if asg is not None and asg.children:
-                    ev["assignment"] = _assignment(asg)
-        self._group_events.append(ev)
+        ev = group_event(ex, cs.name)
+        if ev is not None:
+            self._group_events.append(ev)
 
     def _storms(self) -> list[Finding]:
+        """Groups with more than storm_rebalances generations within the window, or more
+        than storm_rebalances JoinGroups by members answered with the generation they
+        already had (rejoining without the generation moving)."""
         out: list[Finding] = []
         by_group: dict[str, dict[int, dict[str, Any]]] = {}
-        for e in self._group_events:
+        joins: dict[str, list[dict[str, Any]]] = {}
+        for e in sorted(self._group_events, key=lambda e: (e["time"], e["request_frame"] or 0, e["conn"])):
+            if e.get("group_id") is None:
+                continue
+            if e["api_name"] == "JoinGroup":
+                joins.setdefault(e["group_id"], []).append(e)
             gen = e.get("generation_id")
             if e["api_name"] not in ("JoinGroup", "ConsumerGroupHeartbeat") or e.get("error") or gen is None \
-                    or gen < 0 or e.get("group_id") is None:
+                    or gen < 0:
                 continue
             gens = by_group.setdefault(e["group_id"], {})
             if gen not in gens or e["time"] < gens[gen]["time"]:
                 gens[gen] = e
         for group, gens in by_group.items():
             evs = sorted(gens.values(), key=lambda e: e["time"])
-            times = [e["time"] for e in evs]
-            worst, worst_i = 0, 0
-            for i, t in enumerate(times):
-                j = bisect.bisect_right(times, t + self.storm_window_s)
-                if j - i > worst:
-                    worst, worst_i = j - i, i
-            if worst > self.storm_rebalances:
-                sel = evs[worst_i:worst_i + worst]
-                conns = sorted({e["conn"] for e in sel})
-                out.append(Finding(
-                    "rebalance-storm", "warning",
-                    f"group {group}: {worst} generations within {self.storm_window_s:g} s "
-                    f"(generation {sel[0]['generation_id']} to {sel[-1]['generation_id']})",
-                    ", ".join(conns), sorted(e["request_frame"] for e in sel if e["request_frame"])[:MAX_LIST],
-                    [{k: e[k] for k in ("api_name", "api_version", "correlation_id", "request_frame",
-                                        "response_frame")} for e in sel][:MAX_LIST],
-                    {"group_id": group, "generations": worst, "window_s": self.storm_window_s,
-                     "total_generations": len(evs)}))
+            sel = self._densest(evs)
+            if len(sel) > self.storm_rebalances:
+                out.append(self._storm(group, sel, f"group {group}: {len(sel)} generations within "
+                                                   f"{self.storm_window_s:g} s (generation "
+                                                   f"{sel[0]['generation_id']} to {sel[-1]['generation_id']})",
+                                       {"generations": len(sel), "total_generations": len(evs)}))
+        for group, js in joins.items():
+            sel = self._densest(rejoins_same_generation(js))
+            if len(sel) > self.storm_rebalances:
+                out.append(self._storm(group, sel, f"group {group}: {len(sel)} JoinGroups within "
+                                                   f"{self.storm_window_s:g} s by members that got back the "
+                                                   f"generation they had ({sel[0]['generation_id']}): rejoining "
+                                                   "without the generation moving",
+                                       {"rejoins": len(sel), "kind": "rejoin"}))
         return out
+
+    def _densest(self, evs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The most events (in time order) within one storm window."""
+        times = [e["time"] for e in evs]
+        worst, worst_i = 0, 0
+        for i, t in enumerate(times):
+            j = bisect.bisect_right(times, t + self.storm_window_s)
+            if j - i > worst:
+                worst, worst_i = j - i, i
+        return evs[worst_i:worst_i + worst]
+
+    def _storm(self, group: str, sel: list[dict[str, Any]], message: str, details: dict[str, Any]) -> Finding:
+        conns = sorted({e["conn"] for e in sel})
+        return Finding(
+            "rebalance-storm", "warning", message, ", ".join(conns),
+            sorted(e["request_frame"] for e in sel if e["request_frame"])[:MAX_LIST],
+            [{k: e[k] for k in ("api_name", "api_version", "correlation_id", "request_frame",
+                                "response_frame")} for e in sel][:MAX_LIST],
+            {"group_id": group, "window_s": self.storm_window_s, **details})
+
+    def stories(self) -> list[dict[str, Any]]:
+        """Each group's story (analyzer.insights.group_stories) from the events seen."""
+        return group_stories(self._group_events)
 
     # -- end of connection ------------------------------------------------------------
     def _conn_end(self, cs: _ConnState, capture_end: float) -> list[Finding]:
         out: list[Finding] = []
         on = self.rules
         if cs.orphans is not None and "orphan-response" in on:
-            f = cs.orphans.finding()
+            f = cs.orphans.finding(("capture start",))
             c = cs.conn
             if c is not None and c.lost_from & (1 << (c.client_dir or 0)):
                 # a request in bytes the capture missed (a lost segment): not the broker's fault
-                f = replace(f, severity="info", message=_ORPHAN_LOST.format(**f.details))
+                f = replace(f, severity="info", message=_ORPHAN_LOST.format(**f.details), template=_ORPHAN_LOST)
             out.append(f)
         if cs.fallback and "apiversions-fallback" in on:
             retried = [fb for fb in cs.fallback if fb.get("retry")]
             stuck = [fb for fb in cs.fallback if not fb.get("retry")]
             for group, sev, msg in (
-                    (retried, "info", "ApiVersions v{v} answered UNSUPPORTED_VERSION; the client retried with v{rv}"),
-                    (stuck, "warning", "ApiVersions v{v} answered UNSUPPORTED_VERSION and the client "
+                    (retried, "info", "ApiVersions v{api_version} answered UNSUPPORTED_VERSION; the client "
+                                      "retried with v{retry_version}"),
+                    (stuck, "warning", "ApiVersions v{api_version} answered UNSUPPORTED_VERSION and the client "
                                        "did not retry on this connection")):
                 if not group:
                     continue
@@ -1163,10 +1124,11 @@ class Checker:
                         refs.append(g["retry"])
                         frames += [f for f in (g["retry"]["request_frame"], g["retry"]["response_frame"]) if f]
                 rv = fb["retry"]["api_version"] if fb.get("retry") else None
-                out.append(Finding("apiversions-fallback", sev, msg.format(v=fb["api_version"], rv=rv),
-                                   cs.name, sorted(set(frames))[:MAX_LIST], refs[:MAX_LIST],
-                                   {"count": len(group), "broker_supports": fb.get("supported"),
-                                    "retry_version": rv}))
+                det = {"count": len(group), "broker_supports": fb.get("supported"), "retry_version": rv,
+                       "api_version": fb["api_version"]}
+                out.append(Finding("apiversions-fallback", sev, _render(msg, det),
+                                   cs.name, sorted(set(frames))[:MAX_LIST], refs[:MAX_LIST], det,
+                                   story=(fb["api_version"], rv), template=msg))
         if not cs.unanswered:
             return out
         end = cs.last_ts if cs.closed else capture_end
@@ -1185,14 +1147,15 @@ class Checker:
                 else:
                     sev, who = ("warning" if cs.closed == "rst" else "info"), f"connection {how}"
                 waits = [max(0.0, (end - p.request_time) * 1000.0) for p in waiting]
+                names = _names(waiting)
+                tmpl = who + " with {count} request(s) in flight (" + names.replace("{", "{{").replace(
+                    "}", "}}") + "), {age} after the oldest was sent"
+                det = {"count": len(waiting), "closed": cs.closed, "closed_by": cs.closer,
+                       "max_wait_ms": round(max(waits), 3)}
                 out.append(Finding(
-                    "closed-in-flight", sev,
-                    f"{who} with {len(waiting)} request(s) in flight "
-                    f"({_names(waiting)}), waiting up to {max(waits):.0f} ms",
+                    "closed-in-flight", sev, _render(tmpl, det),
                     cs.name, sorted({p.ref['request_frame'] for p in waiting})[:MAX_LIST],
-                    [p.ref for p in waiting][:MAX_LIST],
-                    {"count": len(waiting), "closed": cs.closed, "closed_by": cs.closer,
-                     "max_wait_ms": round(max(waits), 3)}))
+                    [p.ref for p in waiting][:MAX_LIST], det, story=(who, names), template=tmpl))
             waiting = []     # in flight at the close: closed-in-flight, above, judged them
         if "unanswered-request" not in on:
             return out
@@ -1212,14 +1175,86 @@ class Checker:
             if not group:
                 continue
             waits = [max(0.0, (end - p.request_time) * 1000.0) for p in group]
+            names = _names(group)
+            tmpl = ("{count} request(s) (" + names.replace("{", "{{").replace("}", "}}") + ") " + what
+                    + ", the oldest sent {age} before the end")
+            det = {"count": len(group), "max_wait_ms": round(max(waits), 3),
+                   "waited_ms": [round(w, 3) for w in waits][:MAX_LIST]}
             out.append(Finding(
-                "unanswered-request", sev,
-                f"{len(group)} request(s) ({_names(group)}) {what}, up to {max(waits):.0f} ms before the end",
+                "unanswered-request", sev, _render(tmpl, det),
                 cs.name, sorted({p.ref['request_frame'] for p in group})[:MAX_LIST],
-                [p.ref for p in group][:MAX_LIST],
-                {"count": len(group), "max_wait_ms": round(max(waits), 3),
-                 "waited_ms": [round(w, 3) for w in waits][:MAX_LIST]}))
+                [p.ref for p in group][:MAX_LIST], det, story=(what, names), template=tmpl))
         return out
+
+
+def _age(ms: float) -> str:
+    """A wait in words: "less than 1 ms", "12 ms", "3.4 s"."""
+    if ms < 1.0:
+        return "less than 1 ms"
+    return f"{ms:.0f} ms" if ms < 10_000 else f"{ms / 1000:.1f} s"
+
+
+def _render(template: str, details: dict[str, Any]) -> str:
+    """A finding's message from its template and details ({age}: max_wait_ms in words)."""
+    if "max_wait_ms" in details:
+        details = dict(details, age=_age(details["max_wait_ms"]))
+    return template.format(**details)
+
+
+def _conn_list(conns: list[str]) -> str:
+    shown = ", ".join(conns[:3])
+    return f"{len(conns)} connections: {shown}" + (", ..." if len(conns) > 3 else "")
+
+
+def tell_once(findings: list[Finding]) -> list[Finding]:
+    """The same story on several connections, told once: findings of one rule, severity,
+    capture and story (what the message says but for counts and waits) become one, whose
+    count is their total, whose max_* figures are the largest, whose frames and exchanges
+    are each connection's first, with ``details["connections"]`` and ``details["occurrences"]``
+    (how many) and the findings themselves in ``occurrences``. Findings without a story
+    (the global rules: already one per producer or group) stay as they are. The order is
+    that of each story's first finding."""
+    groups: dict[tuple[Any, ...], list[Finding]] = {}
+    order: list[tuple[Any, ...] | Finding] = []
+    for f in findings:
+        if f.story is None or not f.template:
+            order.append(f)
+            continue
+        k = (f.rule, f.severity, f.capture, f.story)
+        g = groups.get(k)
+        if g is None:
+            g = groups[k] = []
+            order.append(k)
+        g.append(f)
+    out: list[Finding] = []
+    for item in order:
+        if isinstance(item, Finding):
+            out.append(item)
+            continue
+        g = groups[item]
+        if len(g) == 1:
+            out.append(g[0])
+            continue
+        first = g[0]
+        det = dict(first.details)
+        det["count"] = sum(int(f.details.get("count", 1)) for f in g)
+        for f in g[1:]:
+            for k, v in f.details.items():
+                if k.startswith("max_") and isinstance(v, (int, float)):
+                    det[k] = max(det.get(k, v), v)
+        det.pop("listed", None)
+        det.pop("waited_ms", None)
+        conns = list(dict.fromkeys(f.conn for f in g))
+        det["connections"] = conns[:MAX_LIST]
+        det["occurrences"] = len(g)
+        heads = sorted(((min(f.frames), f) for f in g if f.frames), key=lambda x: x[0])[:MAX_LIST]
+        told = Finding(first.rule, first.severity,
+                       _render(first.template, det) + f" (on {len(conns)} connections)",
+                       _conn_list(conns), [fr for fr, _f in heads],
+                       [f.exchanges[0] for _fr, f in heads if f.exchanges], det, first.capture,
+                       story=first.story, template=first.template, occurrences=list(g))
+        out.append(told)
+    return out
 
 
 def _names(pending: list[_Pending]) -> str:

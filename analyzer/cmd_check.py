@@ -122,10 +122,13 @@ def _frames_text(f: Finding) -> str:
 
 
 def show_command(capture: str, f: Finding) -> str | None:
-    """The ``read`` command that shows a finding's exchanges (None: the finding names no frame)."""
+    """The ``read`` command that shows a finding's exchanges (None: the finding names no
+    frame); a story told once for several connections shows every occurrence's."""
     from analyzer.output import read_command
 
-    return read_command(capture, f.frames, f.exchanges) if f.frames else None
+    told = f.occurrences or [f]
+    frames = [fr for o in told for fr in o.frames]
+    return read_command(capture, frames, [e for o in told for e in o.exchanges]) if frames else None
 
 
 def _print_text(results: list[dict[str, Any]]) -> None:
@@ -178,10 +181,15 @@ def _timeline(results: list[dict[str, Any]], group: str, fmt: str) -> int:
             if len(results) > 1:
                 e = dict(e, capture=r["capture"])
             events.append(e)
+    from analyzer.insights import group_stories
+
+    stories = group_stories(events)
+    story = stories[0] if stories else None
     if fmt == "json":
-        sys.stdout.write(json.dumps({"group_id": group, "events": events}, indent=1, default=str) + "\n")
+        sys.stdout.write(json.dumps({"group_id": group, "story": story, "events": events}, indent=1,
+                                    default=str) + "\n")
     else:
-        _print_timeline(group, events)
+        _print_timeline(group, events, story)
     if not events:
         hint = f"groups seen: {', '.join(sorted(known))}" if known else "no group traffic in the capture"
         click.echo(f"kafkawire-sniff: error: group {group!r} not found ({hint})", err=True)
@@ -189,12 +197,14 @@ def _timeline(results: list[dict[str, Any]], group: str, fmt: str) -> int:
     return 0
 
 
-def _print_timeline(group: str, events: list[dict[str, Any]]) -> None:
+def _print_timeline(group: str, events: list[dict[str, Any]], story: dict[str, Any] | None = None) -> None:
     from rich.markup import escape
 
     con = _console()
     con.print(f"[bold]group {escape(group)}[/bold]: {len(events)} exchanges")
     t0 = events[0]["time"] if events else 0.0
+    for line in story_lines(story, t0):
+        con.print(escape(line))
     for e in events:
         frames = f"#{e['request_frame']}" + (f"->#{e['response_frame']}" if e.get("response_frame") else "")
         parts = [f"{'+' + format(e['time'] - t0, '.3f') + 's':>10}", f"{frames:<13}", f"{e['api_name']} v{e['api_version']}"]
@@ -225,3 +235,25 @@ def _asg(a: dict[str, list[int]] | None) -> str:
     if not a:
         return "-"
     return " ".join(f"{t}[{','.join(map(str, ps))}]" for t, ps in a.items())
+
+
+def story_lines(story: dict[str, Any] | None, t0: float) -> list[str]:
+    """A group's story (analyzer.insights.group_stories) in a few lines: each generation with
+    its members, protocol and leader, its rebalance and what started it; rejoins that did not
+    move the generation; KIP-848 members with their epochs."""
+    if not story:
+        return []
+    out = []
+    for g in story["generations"]:
+        took = f"rebalance {g['rebalance_ms']:.0f} ms" if g["rebalance_ms"] is not None else "rebalance not seen whole"
+        start = f" from +{g['rebalance_start'] - t0:.3f}s" if g["rebalance_start"] is not None else ""
+        out.append(f"  generation {g['generation']}: {len(g['members'])} member(s) "
+                   f"({', '.join(map(str, g['members']))}), protocol {g['protocol'] or '-'}, "
+                   f"leader {g['leader'] or '-'}; {took}{start}; started by {'; '.join(g['triggers']) or '-'}")
+    if story["rejoins_same_generation"]:
+        out.append(f"  {story['rejoins_same_generation']} JoinGroup(s) by members that got back the generation "
+                   "they had (rejoining without the generation moving)")
+    for m in story["members_kip848"]:
+        out.append(f"  member {m['member_id']} (KIP-848): epochs {m['first_epoch']} to {m['last_epoch']}, "
+                   f"{m['assignments']} assignment(s), last {_asg(m['assignment'])}")
+    return out

@@ -31,6 +31,10 @@ def _by_param(ctx: click.Context, param: click.Parameter, value: str) -> tuple[s
               help="Also list the N slowest exchanges (frame numbers and connection, for 'read').")
 @click.option("-f", "--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table",
               show_default=True, help="Output format.")
+@click.option("--section", type=click.Choice(["groups", "consumer_lag", "producers", "consumer_groups"]),
+              default="groups", show_default=True,
+              help="Which table -f csv writes: the groups, consumer lag per client id and topic-partition, "
+                   "producers per client id and producer id, or consumer-group generations.")
 @click.option("--histogram", is_flag=True, help="Draw a log-scale latency histogram per API.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
               help="Write a picture: latency over time and histograms (.png, or a self-contained .html).")
@@ -39,9 +43,11 @@ def _by_param(ctx: click.Context, param: click.Parameter, value: str) -> tuple[s
                    "(0: one per CPU for captures of 8 MB or more, else 1).")
 @filter_option
 @capture_options
-def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt: str, histogram: bool,
+def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt: str, section: str, histogram: bool,
                   plot_path: str | None, jobs: int, display_filter: Any, **kw: Any) -> None:
-    """Latency percentiles, errors, waits, throttling and throughput.
+    """Latency percentiles, errors, waits, throttling and throughput; consumer lag per
+    client id and topic-partition, producers per client id and producer id, consumer-group
+    generations and rebalances.
 
     Latency runs from the packet that completed the request to the packet that
     completed the response (ttfb: to the response's first byte). Percentiles are
@@ -101,7 +107,7 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
     if fmt == "json":
         sr.write_json(result, sys.stdout)
     elif fmt == "csv":
-        sr.write_csv(result, sys.stdout)
+        sr.write_csv(result, sys.stdout, section)
     else:
         console = stdout_console(highlight=False)
         sr.render_text(result, console, total.histograms() if histogram else None)
@@ -113,7 +119,7 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
         title = os.path.basename(captures[0]) + (f" (+{len(captures) - 1})" if many else "")
         try:
             sr.write_plot(plot_path, result, total.histograms(), total.latency_series(),
-                          points.by_api() if points is not None else None, title)
+                          points.by_api() if points is not None else None, title, total.lag.series())
         except OSError as e:
             raise UserError(f"cannot write {plot_path}: {e.strerror or e}") from None
         click.echo(f"wrote {plot_path}", err=True)

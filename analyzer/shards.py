@@ -201,6 +201,7 @@ def rename_topics(acc: StatsAccumulator, names: dict[str, str]) -> StatsAccumula
         for j in range(4):
             mine[j] += row[j]
     ren.groups = out.groups
+    ren.lag = acc.lag.renamed(names)
     return ren
 
 

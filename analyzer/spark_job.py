@@ -1578,6 +1578,39 @@ def finding_rows(findings: list[Finding], sources: list[Source]) -> list[tuple[A
              json.dumps(f.exchanges, default=str), json.dumps(f.details, default=str)) for f in findings]
 
 
+def producer_rows(result: dict[str, Any]) -> tuple[Any, list[tuple[Any, ...]]]:
+    """The `stats` producers as rows: acks as a map, compression as JSON text."""
+    from pyspark.sql import types as T
+
+    cols = (("client_id", T.StringType()), ("producer_id", T.LongType()), ("idempotent", T.BooleanType()),
+            ("producer_epochs", T.ArrayType(T.LongType())), ("transactional_id", T.StringType()),
+            ("transactional_batches", T.LongType()), ("acks", T.MapType(T.StringType(), T.LongType())),
+            ("requests", T.LongType()), ("batches", T.LongType()), ("records", T.LongType()),
+            ("records_per_batch", T.DoubleType()), ("max_records_per_batch", T.LongType()),
+            ("bytes_per_batch", T.DoubleType()), ("bytes_before_per_batch", T.DoubleType()),
+            ("compression", T.StringType()), ("linger_ms_mean", T.DoubleType()), ("linger_ms_max", T.LongType()),
+            ("retries", T.LongType()), ("retries_exact", T.BooleanType()))
+    rows = []
+    for r in result["producers"]:
+        d = dict(r, compression=json.dumps(r["compression"], sort_keys=True),
+                 linger_ms_mean=r["linger_ms"]["mean"], linger_ms_max=r["linger_ms"]["max"])
+        rows.append(tuple(d[c] for c, _t in cols))
+    return T.StructType([T.StructField(c, t) for c, t in cols]), rows
+
+
+def generation_rows(result: dict[str, Any]) -> tuple[Any, list[tuple[Any, ...]]]:
+    """The `stats` consumer groups as one row per generation."""
+    from pyspark.sql import types as T
+
+    cols = (("group_id", T.StringType()), ("generation", T.LongType()), ("protocol", T.StringType()),
+            ("leader", T.StringType()), ("members", T.ArrayType(T.StringType())),
+            ("rebalance_start", T.DoubleType()), ("rebalance_end", T.DoubleType()),
+            ("rebalance_ms", T.DoubleType()), ("triggers", T.ArrayType(T.StringType())))
+    rows = [tuple(dict(gen, group_id=g["group_id"])[c] for c, _t in cols)
+            for g in result["consumer_groups"] for gen in g["generations"]]
+    return T.StructType([T.StructField(c, t) for c, t in cols]), rows
+
+
 def _out_path(out_dir: str, name: str) -> str:
     if "://" in out_dir:
         return out_dir.rstrip("/") + "/" + name
@@ -1648,7 +1681,17 @@ def write_tables(spark: Any, out_dir: str, cfg: JobConfig, result: JobResult, re
         T.StructField("conn", T.StringType()), T.StructField("frames", T.ArrayType(T.LongType())),
         T.StructField("exchanges", T.StringType()), T.StructField("details", T.StringType())])
     frows = finding_rows(result.findings, result.sources)
-    for name, rows, schema in (("stats", srows, _stats_schema(cols)), ("findings", frows, f_schema)):
+    lag_schema = T.StructType([T.StructField(c, t) for c, t in (
+        ("client_id", T.StringType()), ("group", T.StringType()), ("topic", T.StringType()),
+        ("partition", T.IntegerType()), ("isolation", T.StringType()), ("samples", T.LongType()),
+        ("last", T.LongType()), ("max", T.LongType()), ("mean", T.DoubleType()), ("max_time", T.DoubleType()),
+        ("last_time", T.DoubleType()), ("stable_last", T.LongType()), ("stable_max", T.LongType()))])
+    lrows = [tuple(r[f.name] for f in lag_schema.fields) for r in sres["consumer_lag"]]
+    prod_schema, prows = producer_rows(sres)
+    grp_schema, grows = generation_rows(sres)
+    for name, rows, schema in (("stats", srows, _stats_schema(cols)), ("findings", frows, f_schema),
+                               ("consumer_lag", lrows, lag_schema), ("producers", prows, prod_schema),
+                               ("consumer_groups", grows, grp_schema)):
         if "://" not in out_dir and _write_small_parquet(os.path.join(out_dir, name), rows, schema):
             continue
         spark.createDataFrame(rows, schema).coalesce(1).write.mode("overwrite").parquet(_out_path(out_dir, name))

@@ -56,6 +56,7 @@ from typing import Any
 from ddsketch import DDSketch
 from ddsketch.mapping import LogarithmicMapping
 
+from analyzer.insights import GROUP_MEMBER_APIS, ConsumerLag, GroupStories, ProducerStories
 from analyzer.model import Exchange
 from dissectors.field import body_of as _body
 from dissectors.field import int_value as _int
@@ -72,7 +73,7 @@ PERCENTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p90", 0.9), ("p99"
 GROUP_KEYS = ("api", "version", "client_id", "client", "broker", "topic", "partition", "conn")
 DEFAULT_BY = ("api", "version")
 DEFAULT_KEEP_TOP = 100
-STATE_VERSION = 1
+STATE_VERSION = 2
 
 
 def keep_top_for(top: int) -> int:
@@ -606,6 +607,8 @@ def _top_sort_key(rec: dict[str, Any]) -> tuple[Any, ...]:
 # exchanges whose latency can be a deliberate wait (see wait_kind)
 _WAIT_APIS = frozenset({"Fetch", "JoinGroup", "Produce", "SyncGroup"})
 _NO_CONN: tuple[None, None, None, None] = (None, None, None, None)
+# API keys the stories read (analyzer.insights): Produce, Fetch, the requests that name a group
+_STORY_KEYS = frozenset({0, 1}) | GROUP_MEMBER_APIS
 # the figures of a per_second row, in order
 _PER_SECOND = ("requests", "produced_records", "produced_bytes", "fetched_records", "fetched_bytes")
 
@@ -663,6 +666,10 @@ class StatsAccumulator:
         self._sec_nones = False
         # latency histogram per api: api -> {bucket: n}
         self.hist: dict[str, dict[int, int]] = {}
+        # consumer lag per client id and topic-partition, producers (analyzer.insights)
+        self.lag = ConsumerLag()
+        self.producers = ProducerStories()
+        self.group_stories = GroupStories()
 
     # -- feeding ------------------------------------------------------------------
     def add_all(self, exchanges: Iterable[Exchange]) -> StatsAccumulator:
@@ -678,6 +685,13 @@ class StatsAccumulator:
         self.exchanges += 1
         req, resp = ex.request, ex.response
         api = ex.api_name
+        if ex.api_key in _STORY_KEYS:
+            if ex.api_key == 0:
+                self.producers.add(ex)
+            else:
+                self.lag.add(ex)
+                if ex.api_key != 1:
+                    self.group_stories.add(ex)
         # as Exchange.latency_ms / ttfb_ms / request_time / response_time, without the properties
         if req is not None and resp is not None:
             t0: float | None = req.last_ts
@@ -982,6 +996,9 @@ class StatsAccumulator:
             self._top_floor = -math.inf
         for _lat, _s, rec in other._top:
             self._push_top(rec)
+        self.lag.merge(other.lag)
+        self.producers.merge(other.producers)
+        self.group_stories.merge(other.group_stories)
         return self
 
     # -- state for shipping -------------------------------------------------------
@@ -1001,6 +1018,9 @@ class StatsAccumulator:
             "per_second": [[sec, dict(zip(_PER_SECOND, srow, strict=True))] for sec, srow in self.per_second.items()],
             "api_second": [[sec, api, a] for sec, apis in self.api_second.items() for api, a in apis.items()],
             "hist": {api: [[b, n] for b, n in h.items()] for api, h in self.hist.items()},
+            "consumer_lag": self.lag.to_state(),
+            "producers": self.producers.to_state(),
+            "group_stories": self.group_stories.to_state(),
         }
 
     @classmethod
@@ -1019,6 +1039,9 @@ class StatsAccumulator:
         for sec, api, a in st["api_second"]:
             acc.api_second.setdefault(int(sec), {})[api] = list(a)
         acc.hist = {api: {int(b): n for b, n in h} for api, h in st["hist"].items()}
+        acc.lag = ConsumerLag.from_state(st["consumer_lag"])
+        acc.producers = ProducerStories.from_state(st["producers"])
+        acc.group_stories = GroupStories.from_state(st["group_stories"])
         return acc
 
     # -- reading ------------------------------------------------------------------
@@ -1108,6 +1131,9 @@ class StatsAccumulator:
             "groups": groups,
             "top": self.top(top) if top > 0 else [],
             "throughput": self.throughput(),
+            "consumer_lag": self.lag.result(),
+            "producers": self.producers.result(),
+            "consumer_groups": self.group_stories.result(),
             "accuracy": self.accuracy(),
         }
 

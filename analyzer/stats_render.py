@@ -165,7 +165,90 @@ def tables(result: dict[str, Any]) -> list[TextTable]:
                     str(tp["fetched_records"]), fmt_bytes(tp["fetched_bytes"]),
                     fmt_num(tp["fetched_records_per_s"])])
         out.append(t4)
+    lag = lag_table(result)
+    if lag is not None:
+        out.append(lag)
+    prod = producer_table(result)
+    if prod is not None:
+        out.append(prod)
+    grp = group_table(result)
+    if grp is not None:
+        out.append(grp)
     return out
+
+
+def _short(member: Any, width: int = 24) -> str:
+    m = fmt_key(member)
+    return m if len(m) <= width else m[:width - 3] + "..."
+
+
+def group_table(result: dict[str, Any]) -> TextTable | None:
+    """Consumer groups: one row per generation (classic protocol), what started its rebalance
+    and how long it took; KIP-848 members with their epochs."""
+    groups = result.get("consumer_groups") or []
+    if not groups:
+        return None
+    t0 = result["throughput"]["first_time"] or 0.0
+    t = TextTable("Consumer groups (a rebalance: first JoinGroup of a generation -> last SyncGroup answer)",
+                  ["group", "generation", "protocol", "leader", "members", "rebalance start", "rebalance ms",
+                   "started by"],
+                  [False, True, False, False, True, True, True, False])
+    for g in groups:
+        for gen in g["generations"]:
+            start = gen["rebalance_start"]
+            t.add([g["group_id"], str(gen["generation"]), fmt_key(gen["protocol"]), _short(gen["leader"]),
+                   str(len(gen["members"])), f"+{start - t0:.3f}s" if start is not None else "-",
+                   fmt_num(gen["rebalance_ms"]), "; ".join(gen["triggers"]) or "-"])
+        if g["rejoins_same_generation"]:
+            t.add([g["group_id"], "-", "-", "-", "-", "-", "-",
+                   f"{g['rejoins_same_generation']} rejoin(s) without the generation moving"])
+        for m in g["members_kip848"]:
+            t.add([g["group_id"], f"epoch {m['first_epoch']}-{m['last_epoch']}", "consumer (KIP-848)",
+                   _short(m["member_id"]), "-", "-", "-", f"{m['assignments']} assignment(s)"])
+        if not g["generations"] and not g["members_kip848"]:
+            t.add([g["group_id"], "-", "-", "-", "-", "-", "-", f"{g['exchanges']} exchange(s), no generation seen"])
+    return t
+
+
+def producer_table(result: dict[str, Any]) -> TextTable | None:
+    """Producers per client id and producer id: batching, compression, linger, acks, retries."""
+    rows = result.get("producers") or []
+    if not rows:
+        return None
+    t = TextTable("Producers (record batches v2; bytes per batch after -> before compression)",
+                  ["client id", "producer id", "transactional id", "acks", "batches", "recs/batch", "bytes/batch",
+                   "compression", "linger ms mean", "linger ms max", "retries"],
+                  [False, True, False, False, True, True, True, False, True, True, True])
+    for r in rows:
+        before = r["bytes_before_per_batch"]
+        size = fmt_bytes(round(r["bytes_per_batch"])) + (f" -> {fmt_bytes(round(before))}" if before is not None
+                                                         and before != r["bytes_per_batch"] else "")
+        comp = ", ".join(f"{c} {v['ratio']:.2f}x" if v["ratio"] is not None else c
+                         for c, v in r["compression"].items())
+        lin = r["linger_ms"]
+        t.add([fmt_key(r["client_id"]), str(r["producer_id"]), fmt_key(r["transactional_id"]),
+               fmt_counts(r["acks"]), str(r["batches"]), fmt_num(r["records_per_batch"]), size, comp,
+               fmt_num(lin["mean"]), fmt_key(lin["max"]), fmt_key(r["retries"])])
+    return t
+
+
+def lag_table(result: dict[str, Any]) -> TextTable | None:
+    """Consumer lag per group (or client id) and topic-partition, in records; the time of
+    the max is counted from the first request of the capture."""
+    rows = result.get("consumer_lag") or []
+    if not rows:
+        return None
+    t0 = result["throughput"]["first_time"] or 0.0
+    t = TextTable("Consumer lag (records: high watermark - fetch offset; committed: last stable offset)",
+                  ["group / client id", "topic", "partition", "last", "max", "mean", "max at", "samples",
+                   "committed last", "committed max"],
+                  [False, False, True, True, True, True, True, True, True, True])
+    for r in rows:
+        who = f"{r['group']} / {r['client_id']}" if r["group"] else fmt_key(r["client_id"])
+        t.add([who, fmt_key(r["topic"]), fmt_key(r["partition"]), str(r["last"]), str(r["max"]),
+               fmt_num(r["mean"]), f"+{r['max_time'] - t0:.3f}s", str(r["samples"]),
+               fmt_key(r["stable_last"]), fmt_key(r["stable_max"])])
+    return t
 
 
 def top_table(top: Sequence[dict[str, Any]]) -> TextTable:
@@ -287,9 +370,40 @@ def write_json(result: dict[str, Any], fp: IO[str]) -> None:
 _CSV_JOINED = ("errors", "waits")
 
 
-def csv_rows(result: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
+CSV_SECTIONS = ("groups", "consumer_lag", "producers", "consumer_groups")
+
+
+def csv_rows(result: dict[str, Any], section: str = "groups") -> tuple[list[str], list[dict[str, Any]]]:
     """One flat row per group: nested figures become ``latency_ms_p99`` etc.,
-    name->count maps become ``NAME=n;NAME=n``."""
+    name->count maps become ``NAME=n;NAME=n``. ``section`` "consumer_lag": the
+    ``consumer_lag`` objects, one row each, as they are; "producers": one row per producer,
+    ``compression`` as ``codec_ratio`` etc. columns over every codec seen, ``acks`` joined."""
+    if section == "consumer_lag":
+        lag = result.get("consumer_lag") or []
+        header = list(lag[0]) if lag else ["client_id", "group", "topic", "partition", "last", "max"]
+        return header, [dict(r) for r in lag]
+    if section == "consumer_groups":
+        rows = [{"group_id": g["group_id"], **{k: (";".join(map(str, v)) if isinstance(v, list) else v)
+                                               for k, v in gen.items()}}
+                for g in result.get("consumer_groups") or [] for gen in g["generations"]]
+        header = list(rows[0]) if rows else ["group_id", "generation"]
+        return header, rows
+    if section == "producers":
+        prods = result.get("producers") or []
+        codecs = sorted({c for r in prods for c in r["compression"]})
+        rows = []
+        for r in prods:
+            row = {k: v for k, v in r.items() if k not in ("compression", "acks", "linger_ms", "producer_epochs")}
+            row["producer_epochs"] = ";".join(map(str, r["producer_epochs"]))
+            row["acks"] = ";".join(f"{n}={c}" for n, c in r["acks"].items())
+            row["linger_ms_mean"], row["linger_ms_max"] = r["linger_ms"]["mean"], r["linger_ms"]["max"]
+            for c in codecs:
+                v = r["compression"].get(c) or {}
+                for f in ("batches", "bytes", "bytes_before", "ratio"):
+                    row[f"{c}_{f}"] = v.get(f)
+            rows.append(row)
+        header = list(rows[0]) if rows else ["client_id", "producer_id", "batches"]
+        return header, rows
     rows: list[dict[str, Any]] = []
     header: list[str] = []
     for g in result["groups"]:
@@ -310,8 +424,8 @@ def csv_rows(result: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
     return header, rows
 
 
-def write_csv(result: dict[str, Any], fp: IO[str]) -> None:
-    header, rows = csv_rows(result)
+def write_csv(result: dict[str, Any], fp: IO[str], section: str = "groups") -> None:
+    header, rows = csv_rows(result, section)
     w = csv.DictWriter(fp, fieldnames=header, lineterminator="\n")
     w.writeheader()
     for row in rows:
@@ -346,10 +460,16 @@ def plot_apis(counts: dict[str, int], slowest: str | None, erring: dict[str, int
     return sorted(chosen, key=lambda a: (-counts[a], a))
 
 
+MAX_PLOT_LAGS = 10
+
+
 def plot_png(result: dict[str, Any], hists: dict[str, list[tuple[float, int]]],
              series: dict[str, list[tuple[int, int, float, float]]],
-             points: dict[str, list[tuple[float, float]]] | None = None, title: str = "") -> bytes:
-    """A PNG: latency over time per API (log y) above one log-scale histogram per API."""
+             points: dict[str, list[tuple[float, float]]] | None = None, title: str = "",
+             lag: dict[str, list[tuple[int, int]]] | None = None) -> bytes:
+    """A PNG: latency over time per API (log y) above one log-scale histogram per API; with
+    ``lag`` (``ConsumerLag.series``), consumer lag over time below them (the partitions with
+    the highest lag, at most ``MAX_PLOT_LAGS``)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -360,8 +480,12 @@ def plot_png(result: dict[str, Any], hists: dict[str, list[tuple[float, int]]],
     apis = plot_apis(counts, slowest, erring)
     ncols = 4 if len(apis) > 4 else max(1, len(apis))
     nrows_h = max(1, math.ceil(len(apis) / ncols))
-    fig = plt.figure(figsize=(4 * ncols if ncols > 2 else 10, 4.2 + 2.6 * nrows_h), dpi=100, layout="constrained")
-    gs = fig.add_gridspec(1 + nrows_h, ncols, height_ratios=[1.6] + [1] * nrows_h)
+    lags = sorted((lag or {}).items(), key=lambda kv: (-max((v for _b, v in kv[1]), default=0), kv[0]))
+    lags = [kv for kv in lags if kv[1]][:MAX_PLOT_LAGS]
+    extra = 1 if lags else 0
+    fig = plt.figure(figsize=(4 * ncols if ncols > 2 else 10, 4.2 + 2.6 * nrows_h + 3.2 * extra), dpi=100,
+                     layout="constrained")
+    gs = fig.add_gridspec(1 + nrows_h + extra, ncols, height_ratios=[1.6] + [1] * nrows_h + [1.3] * extra)
     ax = fig.add_subplot(gs[0, :])
     t0 = result["throughput"]["first_time"] or 0.0
     cmap = plt.get_cmap("tab10")
@@ -406,6 +530,15 @@ def plot_png(result: dict[str, Any], hists: dict[str, list[tuple[float, int]]],
         hx.set_xlabel("latency bucket (>=, log scale)", fontsize="small")
         hx.yaxis.set_major_locator(MaxNLocator(integer=True))      # exchanges are counted whole
         hx.tick_params(axis="y", labelsize="small")
+    if lags:
+        lx = fig.add_subplot(gs[1 + nrows_h, :])
+        for name, pts in lags:
+            lx.step([b - t0 for b, _v in pts], [v for _b, v in pts], where="post", label=name)
+        lx.set_xlabel("seconds since first request")
+        lx.set_ylabel("lag (records)")
+        lx.set_title("consumer lag over time (max per second: high watermark - fetch offset)")
+        lx.grid(True, alpha=0.3)
+        lx.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     plt.close(fig)
@@ -436,12 +569,13 @@ def html_page(png: bytes, result: dict[str, Any], title: str) -> str:
 
 def write_plot(path: str, result: dict[str, Any], hists: dict[str, list[tuple[float, int]]],
                series: dict[str, list[tuple[int, int, float, float]]],
-               points: dict[str, list[tuple[float, float]]] | None = None, title: str = "") -> None:
+               points: dict[str, list[tuple[float, float]]] | None = None, title: str = "",
+               lag: dict[str, list[tuple[int, int]]] | None = None) -> None:
     """Write ``path``: .png or .html (.htm); raises ValueError for other suffixes."""
     low = path.lower()
     if not (low.endswith(".png") or low.endswith(".html") or low.endswith(".htm")):
         raise ValueError(f"--plot writes .png or .html files, not {path!r}")
-    png = plot_png(result, hists, series, points, title)
+    png = plot_png(result, hists, series, points, title, lag)
     if low.endswith(".png"):
         with open(path, "wb") as f:
             f.write(png)

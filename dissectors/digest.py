@@ -8,8 +8,15 @@ build a Field only for:
   collects: a zero code reads as an absent one),
 - records fields (``dissectors.records``; pass a context with ``decode_records=False``
   to get counts, sizes, codecs and CRC verdicts without per-record Fields),
-- a few top-level figures: throttle_time_ms, max_wait_ms, min_bytes, acks,
+- a few figures: throttle_time_ms, max_wait_ms, min_bytes, acks,
   assignments (an array: its elements are kept as empty structs), mechanism,
+  group_id (the group a client belongs to), and what consumer lag reads from Fetch:
+  isolation_level, session_id, session_epoch, fetch_offset, high_watermark,
+  last_stable_offset and forgotten_topics_data (kept as empty structs: a request that
+  forgets partitions is decoded again in full by whoever needs which), transactional_id,
+  member_id, generation_id, generation_id_or_member_epoch, protocol_name and leader
+  (what a group story reads from JoinGroup, SyncGroup, Heartbeat, LeaveGroup and
+  OffsetCommit),
 - the topic ids, names and partition indexes next to any of the above,
 - and the structs / arrays that lead to them; but an array element whose struct keeps
   error codes and their companions alone (the partitions of a Metadata or Produce
@@ -57,11 +64,14 @@ from dissectors.schema import APIS, ApiDef, FieldDef, in_range, is_flexible, res
 __all__ = ["digest_request", "digest_response", "KEPT_NAMES"]
 
 # a field with one of these names (or an error code, or records) is kept with its path
-ANCHORS = frozenset({"throttle_time_ms", "max_wait_ms", "min_bytes", "acks", "assignments", "mechanism"})
+ANCHORS = frozenset({"throttle_time_ms", "max_wait_ms", "min_bytes", "acks", "assignments", "mechanism",
+                     "group_id", "isolation_level", "session_id", "session_epoch", "fetch_offset",
+                     "high_watermark", "last_stable_offset", "forgotten_topics_data", "transactional_id",
+                     "member_id", "generation_id", "generation_id_or_member_epoch", "protocol_name", "leader"})
 # kept too when their struct is kept for another reason: topic ids are read where names are
 # (the topics of Produce, Fetch and Metadata-like answers, kept for their records or error
 # codes), never alone (as in a Fetch or Metadata request)
-COMPANIONS = frozenset({"name", "topic", "index", "partition_index", "topic_id"})
+COMPANIONS = frozenset({"name", "topic", "index", "partition", "partition_index", "topic_id"})
 KEPT_NAMES = ANCHORS | COMPANIONS
 
 _LAST_NON_FLEXIBLE_KEY = 67

@@ -111,6 +111,14 @@ SAMPLES = [
            "confluent-kafka 2.16.1 (librdkafka 2.16.0)",
            ["group", "--bs", "{bs}", "--topic", "grp", "--n", "30", "--partitions", "2", "--codec", "lz4",
             "--members", "2", "--group-secs", "5", "--seed", "21"], create=("grp", 2)),
+    Sample("consumer_lag_kafkapython",
+           "A consumer falling behind: kafka-python group member kws-slow-consumer (group kws-lag-group) "
+           "reads 5 records per poll, 150 ms apart, while an idempotent kafka-python producer writes 240 "
+           "records (gzip) to 3 partitions in 4 bursts 1.2 s apart; the consumer lags after each burst and "
+           "catches up (Fetch v12 sessionless: Tansu gives no fetch session ids)",
+           "kafka-python 3.0.12",
+           ["lag", "--bs", "{bs}", "--topic", "lag", "--n", "240", "--partitions", "3", "--codec", "gzip",
+            "--group", "kws-lag-group", "--group-secs", "10", "--seed", "51"], create=("lag", 3)),
     Sample("admin_rdkafka",
            "AdminClient session: CreateTopics (2 topics), CreateTopics again for one of them (error "
            "TOPIC_ALREADY_EXISTS), Metadata, DescribeConfigs (topic), DeleteTopics, DeleteTopics of a "

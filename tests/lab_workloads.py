@@ -276,6 +276,52 @@ def cmd_group(a: argparse.Namespace) -> None:
     result(topic=a.topic, produced={a.topic: len(msgs) - left}, consumed={a.topic: got}, commits=commits)
 
 
+# ---------------------------------------------------------------- a consumer falling behind
+def cmd_lag(a: argparse.Namespace) -> None:
+    """A kafka-python group member that reads 5 records per poll and sleeps 150 ms between
+    polls while an idempotent producer writes ``--n`` records in 4 bursts 1.2 s apart: the
+    consumer falls behind after each burst and catches up (bounded by --group-secs)."""
+    import threading
+
+    from kafka import KafkaConsumer, KafkaProducer
+
+    msgs = messages(a.seed, a.n, a.min_size, a.max_size, a.headers, "lag")
+    produced = [0]
+    stop = threading.Event()
+
+    def produce() -> None:
+        p = KafkaProducer(bootstrap_servers=a.bs, client_id="kws-lag-producer", linger_ms=20, acks="all",
+                          compression_type=None if a.codec == "none" else a.codec, enable_idempotence=True)
+        per = max(1, len(msgs) // 4)
+        for b in range(0, len(msgs), per):
+            for i, (k, v, h) in enumerate(msgs[b:b + per], start=b):
+                p.send(a.topic, key=k, value=v, headers=h, partition=i % a.partitions)
+                produced[0] += 1
+            p.flush(10)
+            if stop.wait(1.2):
+                break
+        p.close(5)
+
+    c = KafkaConsumer(a.topic, bootstrap_servers=a.bs, group_id=a.group, client_id="kws-slow-consumer",
+                      auto_offset_reset="earliest", enable_auto_commit=True, auto_commit_interval_ms=1000,
+                      max_poll_records=5, fetch_max_wait_ms=200, max_partition_fetch_bytes=2048,
+                      session_timeout_ms=10000, heartbeat_interval_ms=1000)
+    got = 0
+    join_deadline = time.monotonic() + 20
+    while not c.assignment() and time.monotonic() < join_deadline:
+        got += sum(len(v) for v in c.poll(timeout_ms=200, max_records=5).values())
+    t = threading.Thread(target=produce)
+    t.start()
+    deadline = time.monotonic() + a.group_secs
+    while time.monotonic() < deadline:
+        got += sum(len(v) for v in c.poll(timeout_ms=100, max_records=5).values())
+        time.sleep(0.15)
+    stop.set()
+    t.join(20)
+    c.close()
+    result(topic=a.topic, produced={a.topic: produced[0]}, consumed={a.topic: got})
+
+
 # ---------------------------------------------------------------- admin
 def cmd_admin(a: argparse.Namespace) -> None:
     from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
@@ -352,7 +398,7 @@ def cmd_txn(a: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("cmd", choices=["create", "pf", "group", "admin", "txn"])
+    ap.add_argument("cmd", choices=["create", "pf", "group", "admin", "txn", "lag"])
     ap.add_argument("--bs", required=True)
     ap.add_argument("--client", default="rdkafka", choices=["rdkafka", "kafka-python", "aiokafka", "kafkajs"])
     ap.add_argument("--client-id", default=None)
@@ -376,7 +422,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--group-secs", type=float, default=5.0)
     ap.add_argument("--deadline", type=float, default=40.0)
     a = ap.parse_args(argv)
-    {"create": cmd_create, "pf": cmd_pf, "group": cmd_group, "admin": cmd_admin, "txn": cmd_txn}[a.cmd](a)
+    {"create": cmd_create, "pf": cmd_pf, "group": cmd_group, "admin": cmd_admin, "txn": cmd_txn,
+     "lag": cmd_lag}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -266,6 +266,67 @@ def test_version_outside_advertised_range():
     assert "not advertised" in by["CreateTopics"].message
 
 
+def test_request_cut_short_is_not_judged_slow_on_fields_it_lost():
+    w = Wire()
+    # the capture kept the Fetch request's header only: its max_wait_ms is lost
+    cut = w.ex(1, 11, {}, {"error_code": 0, "session_id": 0}, latency_ms=1600, req_truncated=True)
+    # cut too, but after max_wait_ms (500 ms): judged on what it kept
+    cut_late = w.ex(1, 11, {"max_wait_ms": 500}, {"error_code": 0, "session_id": 0}, latency_ms=1600,
+                    req_truncated=True)
+    join_cut = w.ex(11, 5, {"group_id": "g"}, {"error_code": 0, "generation_id": 1}, latency_ms=9000,
+                    req_truncated=True)
+    pending = w.ex(1, 11, {}, answered=False, req_truncated=True)
+    w.idle(5.0)
+    fs = run([cut, cut_late, join_cut, pending])
+    slow = one(fs, "slow-exchange")
+    assert slow.frames == [cut_late.request_frame, cut_late.response_frame] and slow.details["count"] == 1
+    assert one(fs, "unanswered-request").severity == "info"     # not "late": its wait was lost
+    # whole, the same Fetch is slow
+    w2 = Wire()
+    whole = w2.ex(1, 11, {"max_wait_ms": 0}, {"error_code": 0, "session_id": 0}, latency_ms=1600)
+    assert one(run([whole]), "slow-exchange").details["count"] == 1
+
+
+def test_same_story_on_many_connections_is_told_once():
+    exs = []
+    for i in range(3):
+        w = Wire(conn_id=i, t0=1_700_000_000.0 + i)
+        exs.append(w.ex(11, 5, {"group_id": "g"}, {"error_code": 79, "generation_id": -1},
+                        error_codes=["MEMBER_ID_REQUIRED"]))
+        if i == 2:      # a second one on the last connection
+            exs.append(w.ex(11, 5, {"group_id": "g"}, {"error_code": 79, "generation_id": -1},
+                            error_codes=["MEMBER_ID_REQUIRED"]))
+    w = Wire(conn_id=5)
+    exs.append(w.ex(3, 12, {}, {"error_code": 0}, error_codes=["UNKNOWN_TOPIC_OR_PARTITION"]))
+    fs = run(exs)
+    told = [f for f in fs if f.rule == "error-response"]
+    assert len(told) == 2
+    t = [f for f in told if f.details["error"] == "MEMBER_ID_REQUIRED"][0]
+    assert t.message == "4 MEMBER_ID_REQUIRED error(s) in JoinGroup responses (on 3 connections)"
+    assert (t.severity, t.details["count"], t.details["occurrences"]) == ("info", 4, 3)
+    assert t.details["connections"] == [str(e.conn) for e in exs[:3]]
+    assert t.conn == "3 connections: " + ", ".join(t.details["connections"])
+    assert t.frames == [exs[0].response_frame, exs[1].response_frame, exs[2].response_frame]
+    assert [o.details["count"] for o in t.occurrences] == [1, 1, 2]
+    j = t.to_json()
+    assert len(j["occurrences"]) == 3 and "story" not in j and "template" not in j
+    other = [f for f in told if f.details["error"] == "UNKNOWN_TOPIC_OR_PARTITION"][0]
+    assert not other.occurrences and "connections" not in other.details and "occurrences" not in other.to_json()
+    # one finding per connection when asked
+    c = Checker().add_all(completion_order(exs))
+    assert len(only(c.finish(fold=False), "error-response")) == 4
+
+
+def test_sasl_refused_but_listed_is_a_broker_bug():
+    w = Wire()
+    hs = w.ex(17, 1, {"mechanism": "PLAIN"}, {"error_code": 33, "mechanisms": ["PLAIN", "SCRAM-SHA-256"]},
+              error_codes=["UNSUPPORTED_SASL_MECHANISM"])
+    m = one(run([hs]), "sasl-mechanism")
+    assert m.message == ("1 SaslHandshake(s): the broker refused PLAIN (UNSUPPORTED_SASL_MECHANISM) but lists "
+                         "PLAIN as enabled (a broker bug)")
+    assert m.severity == "error" and m.frames == [hs.request_frame, hs.response_frame]
+
+
 def test_request_sent_before_apiversions_answer_not_judged():
     w = Wire()
     av_sent = w.request(18, 3, {})
@@ -722,9 +783,14 @@ def test_cli_timeline(monkeypatch):
     assert r.exit_code == 0, r.output
     lines = r.output.splitlines()
     assert lines[0] == "group g1: 6 exchanges"
-    assert "JoinGroup v5" in lines[1] and "gen=1" in lines[1] and "members=m-a,m-b" in lines[1]
-    assert "plan=m-a:t[0]; m-b:t[1]" in lines[2]
+    # the story first: one line per generation
+    assert lines[1].startswith("  generation 1: 2 member(s) (m-a, m-b), protocol range, leader m-a; rebalance ")
+    assert lines[2].endswith("started by session timeout (m-b gone without LeaveGroup)")
+    assert "JoinGroup v5" in lines[3] and "gen=1" in lines[3] and "members=m-a,m-b" in lines[3]
+    assert "plan=m-a:t[0]; m-b:t[1]" in lines[4]
     r = _cli(monkeypatch, {"g.pcap": exs}, "g.pcap", "--timeline", "g1", "-f", "json")
+    story = json.loads(r.output)["story"]
+    assert [(g["generation"], g["members"]) for g in story["generations"]] == [(1, ["m-a", "m-b"]), (2, ["m-a"])]
     ev = json.loads(r.output)["events"]
     assert [e["generation_id"] for e in ev] == [1, 1, 1, 2, 2, 2]
     r = _cli(monkeypatch, {"g.pcap": exs}, "g.pcap", "--timeline", "zzz")
@@ -779,7 +845,20 @@ def test_real_admin_errors_with_frames():
 @pytest.mark.shared
 def test_real_apiversions_fallback_and_requests_in_flight():
     name = "comp_all_rdkafka_mock3.pcap"
-    fs = checked(name).finish()
+    told = checked(name).finish()
+    # told once: the same fallback on 37 connections, the same close on 10
+    fb1 = one(told, "apiversions-fallback")
+    assert fb1.message == ("ApiVersions v3 answered UNSUPPORTED_VERSION; the client retried with v0 "
+                           "(on 37 connections)")
+    assert (fb1.details["count"], fb1.details["occurrences"], len(fb1.occurrences)) == (37, 37, 37)
+    assert fb1.conn.startswith("37 connections: ") and len(fb1.details["connections"]) == 37
+    assert fb1.frames == sorted(min(o.frames) for o in fb1.occurrences)
+    assert len(fb1.to_json()["occurrences"]) == 37
+    closes = only(told, "closed-in-flight")
+    assert [(f.details["count"], f.details.get("occurrences")) for f in closes] == [(10, 10)]
+    assert "waiting up to 0 ms" not in closes[0].message and "less than 1 ms after the oldest was sent" in \
+        closes[0].message
+    fs = checked(name).finish(fold=False)
     fb = only(fs, "apiversions-fallback")
     truth = pdus(name)
     v3 = [p for p in truth if p["dir"] == "req" and p["api_key"] == 18 and p["api_version"] == 3]
@@ -813,7 +892,11 @@ def test_real_kafka4_removed_versions():
 @pytest.mark.shared
 def test_real_sasl_failures():
     name = "sasl_scram_tansu_auth.pcap"
-    fs = checked(name).finish()
+    told = one(checked(name).finish(), "sasl-auth-failed")
+    assert told.message == ("24 SaslAuthenticate failure(s): SCRAM server-final error 'unknown-user' although "
+                            "error_code is 0 (on 24 connections)")
+    assert told.frames[0] == 12 and len(told.frames) == 24
+    fs = checked(name).finish(fold=False)
     failed = only(fs, "sasl-auth-failed")
     assert len(failed) == 24 and all(f.severity == "error" for f in failed)
     assert all("unknown-user" in f.message for f in failed)

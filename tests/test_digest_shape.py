@@ -54,14 +54,23 @@ def test_topic_ids_kept_with_their_names_only() -> None:
     t = tree.child("body").child("topics").children[0]
     assert [c.name for c in t.children] == ["name", "topic_id", "partitions"]
     assert ctx.topic_names == {tid_text: "t1"} and t.child("topic_id").notes is None
-    # Fetch v13 request: its topic ids are read by nothing of the digest, so not kept
+    # Fetch v13 request: consumer lag reads its session and fetch offsets, so the topic id
+    # comes with them (not resolved: the request side is named from the answers)
     header = struct.pack(">hhi", 1, 13, 1) + struct.pack(">h", 1) + b"c" + b"\x00"
     req = (header + struct.pack(">iiiibii", -1, 500, 1, 1 << 20, 0, 0, -1)
            + b"\x02" + tid + b"\x02" + struct.pack(">iiqiqi", 0, -1, 0, -1, 0, 1 << 20) + b"\x00" + b"\x00"
            + b"\x01" + b"\x01" + b"\x00")
     tree = digest.digest_request(req, len(header), ctx)
     body_f = tree.child("body")
-    assert [c.name for c in body_f.children] == ["max_wait_ms", "min_bytes"]
+    assert [c.name for c in body_f.children] == ["max_wait_ms", "min_bytes", "isolation_level", "session_id",
+                                                 "session_epoch", "topics", "forgotten_topics_data"]
+    assert [(c.get("isolation_level"), c.get("session_id"), c.get("session_epoch"))
+            for c in [body_f]] == [(0, 0, -1)]
+    t = body_f.child("topics").children[0]
+    assert [c.name for c in t.children] == ["topic_id", "partitions"] and t.get("topic_id") == tid_text
+    p = t.child("partitions").children[0]
+    assert [(c.name, c.value) for c in p.children] == [("partition", 0), ("fetch_offset", 0)]
+    assert body_f.child("forgotten_topics_data").children == []
     assert body_f.length == len(req) - len(header) and ctx.malformed == 0 and ctx.trailing == 0
 
 

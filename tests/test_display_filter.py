@@ -450,7 +450,9 @@ def test_stats_and_check_count_what_the_filter_keeps() -> None:
     assert r.returncode == 0 and json.loads(r.stdout)["captures"][0]["findings"] == []
     r = _cli("check", GROUP, "-Y", "api_name == JoinGroup", "-f", "json")
     doc = json.loads(r.stdout)["captures"][0]
-    assert doc["exchanges"] == 4 and len(doc["findings"]) == 2
+    # the two MEMBER_ID_REQUIRED answers, one per connection: one story told once
+    assert doc["exchanges"] == 4 and len(doc["findings"]) == 1
+    assert len(doc["findings"][0]["occurrences"]) == 2
 
 
 def test_live_counts_what_the_filter_keeps() -> None:
@@ -516,16 +518,20 @@ def test_check_findings_show_their_exchanges() -> None:
             for e in f["exchanges"]:
                 assert any(k[3] == e["request_frame"] and k[4] == e["response_frame"] for k in shown), f
     text = _cli("check", GROUP).stdout
-    assert f"show: kafkawire-sniff read {GROUP} --frame 73 -f tree" in text
+    # (one story on two connections: both of its exchanges)
+    assert f"show: kafkawire-sniff read {GROUP} --frame 73 --frame 81 -f tree" in text
 
 
 @pytest.mark.shared
 def test_check_findings_with_many_frames_use_a_filter() -> None:
     cap = str(shared_captures() / "old_v0_rdkafka_082_tansu.pcap")
     doc = json.loads(_cli("check", cap, "-f", "json").stdout)
-    many = [f for f in doc["captures"][0]["findings"] if len(f["frames"]) > 4]
+    def told(f: dict[str, Any]) -> list[dict[str, Any]]:      # a story told once: each occurrence
+        return f.get("occurrences") or [f]
+
+    many = [f for f in doc["captures"][0]["findings"] if sum(len(o["frames"]) for o in told(f)) > 4]
     assert many
     for f in many:
         assert " -Y 'request_frame in {" in f["show"]
         shown = {(k[3], k[4]) for k in _run_show(f["show"])}
-        assert shown == {(e["request_frame"], e["response_frame"]) for e in f["exchanges"]}
+        assert shown == {(e["request_frame"], e["response_frame"]) for o in told(f) for e in o["exchanges"]}

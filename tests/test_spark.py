@@ -292,6 +292,16 @@ def test_local_mode_matches_stats_and_check(spark: Any, tmp_path: Path) -> None:
     assert {p["topic"] for p in parts} >= {"quickstart", "txn"}      # topic ids resolved as in one process
     assert len(pq.read_table(str(out / "findings")).to_pylist()) == len(ref_findings)
     assert json.loads((out / "stats.json").read_text())["groups"] == json.loads(json.dumps(ref_stats["groups"]))
+    # the stories: the same figures as stats -f json, one row each
+    lag = pq.read_table(str(out / "consumer_lag")).to_pylist()
+    assert lag == ref_stats["consumer_lag"] and len(lag) >= 3
+    prods = pq.read_table(str(out / "producers")).to_pylist()
+    assert [(r["client_id"], r["producer_id"], r["batches"], json.loads(r["compression"])) for r in prods] == \
+        [(r["client_id"], r["producer_id"], r["batches"], r["compression"]) for r in ref_stats["producers"]]
+    gens = pq.read_table(str(out / "consumer_groups")).to_pylist()
+    assert [(r["group_id"], r["generation"], r["rebalance_ms"], r["triggers"]) for r in gens] == \
+        [(g["group_id"], x["generation"], x["rebalance_ms"], x["triggers"])
+         for g in ref_stats["consumer_groups"] for x in g["generations"]] and gens
     assert res.summary["files"] == len(SAMPLES)
 
 

@@ -1,0 +1,902 @@
+"""What Kafka clients are living through, told from their exchanges: consumer lag and
+producer stories.
+
+``ConsumerLag`` follows each connection's Fetch traffic and measures, per client id and
+topic-partition, how far the consumer is behind the log:
+
+- lag = the response's ``high_watermark`` minus the request's ``fetch_offset`` (records);
+  for a read_committed consumer (``isolation_level`` 1) the lag against the
+  ``last_stable_offset`` is kept too (``stable_last`` / ``stable_max``);
+- incremental fetch sessions (KIP-227, Fetch v7+): a request with ``session_epoch`` > 0
+  names only the partitions whose fetch offset changed, and its answer only those with
+  news. Each connection keeps its session's partitions with their fetch offsets (advanced
+  by the records each answer returned) and high watermarks, so every answered Fetch gives
+  a lag figure for every partition of the session. ``forgotten_topics_data`` drops
+  partitions from the session; a full fetch (epoch 0 or -1) starts it again from what it
+  names; a session error (FETCH_SESSION_ID_NOT_FOUND, ...) ends it;
+- the group of a client id is the ``group_id`` its JoinGroup, SyncGroup, Heartbeat,
+  LeaveGroup, OffsetCommit or ConsumerGroupHeartbeat requests name (the one named most
+  often when there are several); null when the capture shows none.
+
+Figures per (client id, topic, partition): samples, last (at the latest answer), max and
+the time of its first occurrence, mean, and the per-second maximum for plots (seconds are
+folded two by two past ``MAX_SERIES`` buckets, so memory stays bounded). The state is
+plain, JSON-safe and mergeable in any order (``StatsAccumulator`` ships it with its own);
+the fetch sessions are per connection and a connection is never split between workers,
+so they are not shipped.
+
+The figures are read from the digest trees of ``stats`` (dissectors.digest keeps the
+fields above) and from full trees alike; a request that forgets partitions is decoded
+again in full to learn which (the digest keeps only how many).
+
+``ProducerStories`` follows Produce requests per client id and producer id (-1: a producer
+that is not idempotent): batches (record batches v2, read by
+``dissectors.records.batch_summaries`` from the request's bytes: header fields, size on the
+wire and, decompressed, before compression), records per batch, bytes per batch before and
+after compression and the ratio per codec, linger (a batch's max_timestamp minus its
+base_timestamp: how long the producer gathered it, CreateTime), acks, idempotence,
+transactions (transactional_id, transactional batches) and retries (a batch of an
+idempotent producer sent again with the same epoch, partition and base_sequence; exact
+while at most ``MAX_TRACKED_BATCHES`` batches are followed, ``retries_exact`` says).
+Legacy MessageSet v0/v1 entries are not batches and are not counted.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from analyzer.model import Conn, Exchange
+from dissectors.context import DecodeContext
+from dissectors.errors import error_name
+from dissectors.field import ErrorsRoot, Field
+from dissectors.field import body_of as _body
+from dissectors.field import int_value as _int
+from dissectors.records import batch_summaries
+
+# API keys whose requests tie a client id to a consumer group
+GROUP_MEMBER_APIS = frozenset({8, 11, 12, 13, 14, 68})
+MAX_SERIES = 2048           # per-key buckets of the lag series before seconds are folded
+MAX_SESSION_PARTITIONS = 100_000    # partitions followed per connection
+MAX_SESSIONS = 65_536               # connections whose fetch session is followed
+MAX_TRACKED_BATCHES = 200_000       # idempotent batches remembered for retries
+MAX_DECOMPRESSED = 64 * 1024 * 1024     # per Produce request, to size batches before compression
+ACKS = {-1: "all", 0: "0", 1: "1"}
+
+
+def _kids(f: Field | None) -> list[Field]:
+    return (f.children or []) if f is not None else []
+
+
+def topic_name(t: Field) -> str:
+    """The topic of a topic element: its name, else its topic id, else "?"."""
+    name = t.get("name")
+    if name is None:
+        name = t.get("topic")
+    if name is None:
+        tid = t.get("topic_id")
+        name = str(tid) if tid is not None else "?"
+    return str(name)
+
+
+def produce_partitions(body: Field | None) -> Iterator[tuple[str, int, Field | None]]:
+    """(topic, partition, records field) of a Produce request body."""
+    for t in _kids(body.child("topic_data") if body is not None else None):
+        topic = topic_name(t)
+        for p in _kids(t.child("partition_data")):
+            idx = p.get("index")
+            if idx is None:
+                idx = p.get("partition_index", p.get("partition"))
+            yield topic, _int(idx) if _int(idx) is not None else -1, p.child("records")
+
+
+def _named(f: Field) -> dict[str, Field]:
+    """A struct's children by name, read in one pass (a Field.get per name scans them each)."""
+    return {c.name: c for c in f.children or ()}
+
+
+def _value(d: dict[str, Field], *names: str) -> Any:
+    """The value of the first of ``names`` present in ``d`` (None if none is)."""
+    for n in names:
+        c = d.get(n)
+        if c is not None:
+            return c.value
+    return None
+
+
+def _topic_key(t: dict[str, Field]) -> str | None:
+    name = _value(t, "topic", "name", "topic_id")
+    return str(name) if name is not None else None
+
+
+class _Session:
+    """One connection's fetch state: session id and, per (topic key, partition),
+    [fetch offset, high watermark, last stable offset] (None: not known yet)."""
+    __slots__ = ("sid", "parts")
+
+    def __init__(self) -> None:
+        self.sid = 0
+        self.parts: dict[tuple[str, int], list[int | None]] = {}
+
+
+class _Lag:
+    """The lag figures of one (client id, topic, partition)."""
+    __slots__ = ("n", "total", "max", "max_time", "last", "last_time", "stable_last", "stable_max",
+                 "width", "series")
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.total = 0
+        self.max = 0
+        self.max_time = 0.0
+        self.last = 0
+        self.last_time = 0.0
+        self.stable_last: int | None = None
+        self.stable_max: int | None = None
+        self.width = 1                              # seconds per series bucket
+        self.series: dict[int, int] = {}            # bucket start (epoch s) -> max lag in it
+
+    def add(self, lag: int, stable: int | None, t: float) -> None:
+        if self.n == 0 or lag > self.max or (lag == self.max and t < self.max_time):
+            self.max, self.max_time = lag, t
+        self.n += 1
+        self.total += lag
+        if t >= self.last_time:
+            self.last, self.last_time = lag, t
+            if stable is not None:
+                self.stable_last = stable
+        if stable is not None and (self.stable_max is None or stable > self.stable_max):
+            self.stable_max = stable
+        b = int(t) // self.width * self.width
+        if self.series.get(b, -1) < lag:
+            self.series[b] = lag
+            if len(self.series) > MAX_SERIES:
+                self._fold(self.width * 2)
+
+    def _fold(self, width: int) -> None:
+        out: dict[int, int] = {}
+        for b, v in self.series.items():
+            k = b // width * width
+            if out.get(k, -1) < v:
+                out[k] = v
+        self.width, self.series = width, out
+
+    def merge(self, o: _Lag) -> None:
+        if o.n == 0:
+            return
+        if self.n == 0 or o.max > self.max or (o.max == self.max and o.max_time < self.max_time):
+            self.max, self.max_time = o.max, o.max_time
+        if o.last_time > self.last_time or (o.last_time == self.last_time and o.last > self.last):
+            self.last, self.last_time = o.last, o.last_time
+            if o.stable_last is not None:
+                self.stable_last = o.stable_last
+        if o.stable_max is not None and (self.stable_max is None or o.stable_max > self.stable_max):
+            self.stable_max = o.stable_max
+        self.n += o.n
+        self.total += o.total
+        theirs = o.series
+        if o.width < self.width:
+            tmp = _Lag()
+            tmp.width, tmp.series = o.width, dict(o.series)
+            tmp._fold(self.width)
+            theirs = tmp.series
+        elif o.width > self.width:
+            self._fold(o.width)
+        for b, v in theirs.items():
+            if self.series.get(b, -1) < v:
+                self.series[b] = v
+        while len(self.series) > MAX_SERIES:
+            self._fold(self.width * 2)
+
+    def to_state(self) -> list[Any]:
+        return [self.n, self.total, self.max, self.max_time, self.last, self.last_time, self.stable_last,
+                self.stable_max, self.width, [[b, v] for b, v in sorted(self.series.items())]]
+
+    @classmethod
+    def from_state(cls, st: list[Any]) -> _Lag:
+        g = cls()
+        (g.n, g.total, g.max, g.max_time, g.last, g.last_time, g.stable_last, g.stable_max, g.width,
+         series) = st
+        g.series = {int(b): int(v) for b, v in series}
+        return g
+
+
+LagKey = tuple[str | None, str | None, int | None]      # (client_id, topic, partition)
+
+
+class ConsumerLag:
+    """Feed every exchange to ``add`` (it looks at Fetch and the group APIs); ``merge``,
+    ``to_state``/``from_state`` and ``result`` as ``StatsAccumulator`` does."""
+
+    def __init__(self) -> None:
+        self.lags: dict[LagKey, _Lag] = {}
+        self.members: dict[tuple[str | None, str], int] = {}     # (client_id, group_id) -> requests
+        self.read_committed: set[str | None] = set()             # client ids fetching read_committed
+        self._sessions: dict[Conn, _Session] = {}
+        self._names: dict[str, str] = {}                         # topic id -> name, from the answers
+
+    # -- feeding -----------------------------------------------------------------------
+    def add(self, ex: Exchange) -> None:
+        key = ex.api_key
+        if key == 1 and ex.protocol == "kafka":
+            self._fetch(ex)
+        elif key in GROUP_MEMBER_APIS:
+            body = _body(ex.request_tree)
+            group = body.get("group_id") if body is not None else None
+            if isinstance(group, str) and group:
+                k = (ex.client_id, group)
+                self.members[k] = self.members.get(k, 0) + 1
+
+    def _fetch(self, ex: Exchange) -> None:
+        qf = _body(ex.request_tree)
+        rf = _body(ex.response_tree)
+        if qf is None or rf is None or ex.response is None or ex.request is None or ex.request.truncated:
+            return
+        q, r = _named(qf), _named(rf)
+        conn = ex.conn
+        s = self._sessions.get(conn)
+        if s is None:
+            if len(self._sessions) >= MAX_SESSIONS:
+                del self._sessions[next(iter(self._sessions))]     # the oldest: memory stays flat
+            s = self._sessions[conn] = _Session()
+        sid = _int(_value(q, "session_id")) or 0
+        epoch = _int(_value(q, "session_epoch"))
+        incremental = epoch is not None and epoch > 0 and sid != 0 and sid == s.sid
+        if not incremental:
+            s.parts = {}
+        if _value(q, "isolation_level") == 1:
+            self.read_committed.add(ex.client_id)
+        parts = s.parts
+        for t in _kids(q.get("topics")):
+            td = _named(t)
+            tk = _topic_key(td)
+            if tk is None:
+                continue
+            for p in _kids(td.get("partitions")):
+                idx = off = None
+                for c in p.children or ():          # one pass: once per partition of every Fetch
+                    n = c.name
+                    if n == "partition" or n == "partition_index":
+                        idx = c.value
+                    elif n == "fetch_offset":
+                        off = c.value
+                if idx is None or off is None:
+                    continue
+                st = parts.get((tk, idx))
+                if st is None:
+                    if len(parts) >= MAX_SESSION_PARTITIONS:
+                        continue
+                    parts[(tk, idx)] = [off, None, None]
+                else:
+                    st[0] = off
+        if incremental:
+            for tk, idx in self._forgotten(ex, qf):
+                parts.pop((tk, idx), None)
+        if _int(_value(r, "error_code")):       # a session error: the session is gone
+            s.sid, s.parts = 0, {}
+            return
+        new_sid = _int(_value(r, "session_id")) or 0
+        s.sid = new_sid if epoch is not None and epoch >= 0 else 0
+        # the answer's partitions, in wire order, as ex.partitions lists them (names resolved)
+        named = ex.partitions
+        t_resp = ex.response.last_ts
+        sampled: set[tuple[str, int]] = set()
+        i = 0
+        for t in _kids(r.get("responses")):
+            td = _named(t)
+            tk = _topic_key(td)
+            for p in _kids(td.get("partitions")):
+                pn = named[i] if i < len(named) else None
+                i += 1
+                idx = hw = lso = err = None
+                for c in p.children or ():          # one pass: once per partition of every Fetch
+                    n = c.name
+                    if n == "partition_index" or n == "partition":
+                        idx = c.value
+                    elif n == "high_watermark":
+                        hw = c.value
+                    elif n == "last_stable_offset":
+                        lso = c.value
+                    elif n == "error_code":
+                        err = c.value
+                if tk is None or idx is None:
+                    continue
+                if pn is not None and pn.get("topic") is not None and pn["topic"] != tk:
+                    self._names[tk] = str(pn["topic"])
+                st = parts.get((tk, idx))
+                if st is None or err:
+                    continue
+                if hw is not None and hw >= 0:
+                    st[1] = hw
+                    st[2] = lso if lso is not None and lso >= 0 else None
+                # lag is taken before the offset moves on: hw - the offset this request asked from
+                if st[0] is not None and st[1] is not None:
+                    self._sample(ex.client_id, tk, idx, st, t_resp)
+                    sampled.add((tk, idx))
+                if pn is not None and st[0] is not None:
+                    st[0] += int(pn.get("records") or 0)
+        # the partitions the answer left out: nothing new, their lag stands
+        for key, st in parts.items():
+            if key not in sampled and st[0] is not None and st[1] is not None:
+                self._sample(ex.client_id, key[0], key[1], st, t_resp)
+
+    def _sample(self, client_id: str | None, tk: str, idx: int, st: list[int | None], t: float) -> None:
+        off, hw, lso = st[0], st[1], st[2]
+        assert off is not None and hw is not None
+        key = (client_id, tk, idx)
+        g = self.lags.get(key)
+        if g is None:
+            g = self.lags[key] = _Lag()
+        g.add(max(0, hw - off), max(0, lso - off) if lso is not None else None, t)
+
+    @staticmethod
+    def _forgotten(ex: Exchange, q: Field) -> list[tuple[str, int]]:
+        """(topic key, partition) the request drops from its session. A digest tree keeps the
+        forgotten topics as empty structs: then the request is decoded again in full."""
+        ft = q.child("forgotten_topics_data")
+        if ft is None or not ft.children:
+            return []
+        if not any(c.children for c in ft.children):
+            from dissectors.kafka import decode_request
+
+            assert ex.request is not None
+            full = _body(decode_request(ex.request.data, DecodeContext(decode_records=False)))
+            ft = full.child("forgotten_topics_data") if full is not None else None
+        out: list[tuple[str, int]] = []
+        for t in _kids(ft):
+            tk = _topic_key(_named(t))
+            if tk is None:
+                continue
+            for p in _kids(t.child("partitions")):
+                if _int(p.value) is not None:
+                    out.append((tk, p.value))
+        return out
+
+    # -- merging and state -----------------------------------------------------------
+    def merge(self, other: ConsumerLag) -> ConsumerLag:
+        for k, g in other.lags.items():
+            mine = self.lags.get(k)
+            if mine is None:
+                mine = self.lags[k] = _Lag()
+            mine.merge(g)
+        for k, n in other.members.items():
+            self.members[k] = self.members.get(k, 0) + n
+        self.read_committed |= other.read_committed
+        self._names.update(other._names)
+        return self
+
+    def renamed(self, names: dict[str, str]) -> ConsumerLag:
+        """The same figures with topic ids replaced by names (keys that meet are merged)."""
+        names = {**self._names, **names}
+        out = ConsumerLag()
+        out.members = dict(self.members)
+        out.read_committed = set(self.read_committed)
+        for (cid, t, p), g in self.lags.items():
+            one = ConsumerLag()
+            one.lags[(cid, names.get(t, t) if t is not None else t, p)] = g
+            out.merge(one)
+        return out
+
+    def to_state(self) -> dict[str, Any]:
+        named = self.renamed({}) if self._names else self
+        return {"lags": [[list(k), g.to_state()] for k, g in named.lags.items()],
+                "members": [[c, g, n] for (c, g), n in self.members.items()],
+                "read_committed": sorted(self.read_committed, key=lambda c: (c is None, c or ""))}
+
+    @classmethod
+    def from_state(cls, st: dict[str, Any]) -> ConsumerLag:
+        out = cls()
+        out.lags = {(k[0], k[1], k[2]): _Lag.from_state(g) for k, g in st["lags"]}
+        out.members = {(c, g): n for c, g, n in st["members"]}
+        out.read_committed = set(st["read_committed"])
+        return out
+
+    # -- reading ------------------------------------------------------------------------
+    def group_of(self, client_id: str | None) -> str | None:
+        best: tuple[int, str] | None = None
+        for (c, g), n in self.members.items():
+            if c == client_id and (best is None or (-n, g) < (-best[0], best[1])):
+                best = (n, g)
+        return best[1] if best else None
+
+    def result(self) -> list[dict[str, Any]]:
+        """One object per (client_id, topic, partition), by client id, topic and partition."""
+        named = self.renamed({}) if self._names else self
+        out = []
+        for (cid, t, p), g in sorted(named.lags.items(),
+                                     key=lambda kv: tuple((x is None, x if x is not None else 0) for x in kv[0])):
+            committed = cid in self.read_committed
+            out.append({
+                "client_id": cid, "group": self.group_of(cid), "topic": t, "partition": p,
+                "isolation": "read_committed" if committed else "read_uncommitted",
+                "samples": g.n, "last": g.last, "max": g.max, "mean": round(g.total / g.n, 3),
+                "max_time": g.max_time, "last_time": g.last_time,
+                "stable_last": g.stable_last if committed else None,
+                "stable_max": g.stable_max if committed else None,
+            })
+        return out
+
+    def series(self) -> dict[str, list[tuple[int, int]]]:
+        """"group-or-client topic-partition" -> [(bucket start epoch s, max lag in it)], for plots."""
+        named = self.renamed({}) if self._names else self
+        out: dict[str, list[tuple[int, int]]] = {}
+        for (cid, t, p), g in named.lags.items():
+            who = self.group_of(cid) or cid or "-"
+            out[f"{who} {t}-{p}"] = sorted(g.series.items())
+        return out
+
+
+# -- producers -----------------------------------------------------------------------------
+
+class _Producer:
+    """The figures of one (client id, producer id)."""
+    __slots__ = ("requests", "batches", "records", "bytes", "codecs", "linger_n", "linger_total",
+                 "linger_max", "acks", "transactional_id", "txn_batches", "epochs", "seqs", "max_records")
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.batches = 0
+        self.records = 0
+        self.max_records = 0
+        self.bytes = 0
+        # codec -> [batches, bytes, batches sized before compression, their bytes, their bytes before]
+        self.codecs: dict[str, list[int]] = {}
+        self.linger_n = 0
+        self.linger_total = 0
+        self.linger_max = 0
+        self.acks: dict[str, int] = {}
+        self.transactional_id: str | None = None
+        self.txn_batches = 0
+        self.epochs: set[int] = set()
+        # (epoch, topic, partition, base_sequence) -> times sent (idempotent producers)
+        self.seqs: dict[tuple[int, str, int, int], int] = {}
+
+    def merge(self, o: _Producer) -> None:
+        for a in ("requests", "batches", "records", "bytes", "linger_n", "linger_total", "txn_batches"):
+            setattr(self, a, getattr(self, a) + getattr(o, a))
+        self.linger_max = max(self.linger_max, o.linger_max)
+        self.max_records = max(self.max_records, o.max_records)
+        for c, row in o.codecs.items():
+            mine = self.codecs.setdefault(c, [0, 0, 0, 0, 0])
+            for i in range(5):
+                mine[i] += row[i]
+        for k, n in o.acks.items():
+            self.acks[k] = self.acks.get(k, 0) + n
+        if o.transactional_id is not None and (self.transactional_id is None
+                                               or o.transactional_id < self.transactional_id):
+            self.transactional_id = o.transactional_id
+        self.epochs |= o.epochs
+        for k, n in o.seqs.items():
+            self.seqs[k] = self.seqs.get(k, 0) + n
+
+    def to_state(self) -> dict[str, Any]:
+        return {"requests": self.requests, "batches": self.batches, "records": self.records,
+                "max_records": self.max_records, "bytes": self.bytes, "codecs": self.codecs,
+                "linger": [self.linger_n, self.linger_total, self.linger_max], "acks": self.acks,
+                "transactional_id": self.transactional_id, "txn_batches": self.txn_batches,
+                "epochs": sorted(self.epochs), "seqs": [[*k, n] for k, n in self.seqs.items()]}
+
+    @classmethod
+    def from_state(cls, st: dict[str, Any]) -> _Producer:
+        g = cls()
+        for a in ("requests", "batches", "records", "max_records", "bytes", "transactional_id", "txn_batches"):
+            setattr(g, a, st[a])
+        g.codecs = {c: list(row) for c, row in st["codecs"].items()}
+        g.linger_n, g.linger_total, g.linger_max = st["linger"]
+        g.acks = dict(st["acks"])
+        g.epochs = set(st["epochs"])
+        g.seqs = {(e, t, p, q): n for e, t, p, q, n in st["seqs"]}
+        return g
+
+
+class ProducerStories:
+    """Feed Produce exchanges to ``add``; ``merge``, ``to_state``/``from_state``, ``result``."""
+
+    def __init__(self) -> None:
+        self.producers: dict[tuple[str | None, int], _Producer] = {}
+        self.tracked = 0                # batches in the producers' seqs
+        self.untracked = 0              # idempotent batches not followed (over MAX_TRACKED_BATCHES)
+
+    def add(self, ex: Exchange) -> None:
+        if ex.api_key != 0 or ex.protocol != "kafka" or ex.request is None:
+            return
+        body = _body(ex.request_tree)
+        if body is None:
+            return
+        data = ex.request.data
+        acks = _int(body.get("acks"))
+        ack = ACKS.get(acks, str(acks)) if acks is not None else None
+        txn = body.get("transactional_id")
+        budget = MAX_DECOMPRESSED
+        seen: set[int] = set()
+        for topic, part, rec in produce_partitions(body):
+            if rec is None or rec.offset is None or not rec.length:
+                continue
+            for b in batch_summaries(data, rec.offset, rec.offset + rec.length, budget):
+                if b.control:
+                    continue
+                if b.uncompressed is not None and b.codec != "none":
+                    budget = max(0, budget - b.uncompressed)
+                g = self._producer(ex.client_id, b.producer_id)
+                if b.producer_id not in seen:
+                    seen.add(b.producer_id)
+                    g.requests += 1
+                    if ack is not None:
+                        g.acks[ack] = g.acks.get(ack, 0) + 1
+                    if isinstance(txn, str) and (g.transactional_id is None or txn < g.transactional_id):
+                        g.transactional_id = txn
+                g.batches += 1
+                g.records += b.records
+                g.max_records = max(g.max_records, b.records)
+                g.bytes += b.bytes
+                row = g.codecs.setdefault(b.codec, [0, 0, 0, 0, 0])
+                row[0] += 1
+                row[1] += b.bytes
+                if b.uncompressed is not None:
+                    row[2] += 1
+                    row[3] += b.bytes
+                    row[4] += b.uncompressed
+                if b.max_timestamp >= b.base_timestamp >= 0:
+                    linger = b.max_timestamp - b.base_timestamp
+                    g.linger_n += 1
+                    g.linger_total += linger
+                    g.linger_max = max(g.linger_max, linger)
+                if b.transactional:
+                    g.txn_batches += 1
+                if b.producer_id >= 0:
+                    g.epochs.add(b.producer_epoch)
+                    if b.base_sequence >= 0:
+                        k = (b.producer_epoch, topic, part, b.base_sequence)
+                        n = g.seqs.get(k)
+                        if n is not None:
+                            g.seqs[k] = n + 1
+                        elif self.tracked < MAX_TRACKED_BATCHES:
+                            g.seqs[k] = 1
+                            self.tracked += 1
+                        else:
+                            self.untracked += 1
+
+    def _producer(self, client_id: str | None, pid: int) -> _Producer:
+        k = (client_id, pid)
+        g = self.producers.get(k)
+        if g is None:
+            g = self.producers[k] = _Producer()
+        return g
+
+    def merge(self, other: ProducerStories) -> ProducerStories:
+        for k, g in other.producers.items():
+            mine = self.producers.get(k)
+            if mine is None:
+                mine = self.producers[k] = _Producer()
+            mine.merge(g)
+        self.untracked += other.untracked
+        self.tracked = sum(len(g.seqs) for g in self.producers.values())
+        return self
+
+    def to_state(self) -> dict[str, Any]:
+        return {"producers": [[c, pid, g.to_state()] for (c, pid), g in self.producers.items()],
+                "untracked": self.untracked}
+
+    @classmethod
+    def from_state(cls, st: dict[str, Any]) -> ProducerStories:
+        out = cls()
+        out.producers = {(c, pid): _Producer.from_state(g) for c, pid, g in st["producers"]}
+        out.untracked = st["untracked"]
+        out.tracked = sum(len(g.seqs) for g in out.producers.values())
+        return out
+
+    def result(self) -> list[dict[str, Any]]:
+        """One object per (client_id, producer_id), by client id and producer id."""
+        out = []
+        for (cid, pid), g in sorted(self.producers.items(), key=lambda kv: (kv[0][0] is None, kv[0][0] or "",
+                                                                            kv[0][1])):
+            if not g.batches:
+                continue
+            comp = {}
+            for c, (nb, by, nk, kb, ku) in sorted(g.codecs.items()):
+                comp[c] = {"batches": nb, "bytes": by, "bytes_before": ku if nk == nb else None,
+                           "ratio": round(ku / kb, 3) if kb else None}
+            sized = sum(row[2] for row in g.codecs.values())
+            before = sum(row[4] for row in g.codecs.values())
+            out.append({
+                "client_id": cid, "producer_id": pid, "idempotent": pid >= 0,
+                "producer_epochs": sorted(g.epochs),
+                "transactional_id": g.transactional_id, "transactional_batches": g.txn_batches,
+                "acks": dict(sorted(g.acks.items())), "requests": g.requests,
+                "batches": g.batches, "records": g.records,
+                "records_per_batch": round(g.records / g.batches, 3), "max_records_per_batch": g.max_records,
+                "bytes_per_batch": round(g.bytes / g.batches, 1),
+                "bytes_before_per_batch": round(before / sized, 1) if sized == g.batches else None,
+                "compression": comp,
+                "linger_ms": {"mean": round(g.linger_total / g.linger_n, 3) if g.linger_n else None,
+                              "max": g.linger_max if g.linger_n else None},
+                "retries": sum(n - 1 for n in g.seqs.values()) if pid >= 0 else None,
+                "retries_exact": self.untracked == 0 if pid >= 0 else None,
+            })
+        return out
+
+
+# -- groups --------------------------------------------------------------------------------
+
+OFFSET_COMMIT, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, CONSUMER_GROUP_HEARTBEAT = 8, 11, 12, 13, 14, 68
+MAX_GROUP_EVENTS = 200_000      # group events kept in all
+
+
+def full_trees(ex: Exchange) -> tuple[Field | None, Field | None]:
+    """The exchange's request and response trees with every field: its own, or decoded again
+    when they are digests (``stats``; dissectors.digest), records left as summaries."""
+    q, r = ex.request_tree, ex.response_tree
+    if (q is None or q.__class__ is not ErrorsRoot) and (r is None or r.__class__ is not ErrorsRoot):
+        return q, r
+    from dissectors.kafka import decode_request, decode_response
+
+    ctx = DecodeContext(decode_records=False)
+    if q is not None and q.__class__ is ErrorsRoot and ex.request is not None:
+        q = decode_request(ex.request.data, ctx)
+    if r is not None and r.__class__ is ErrorsRoot and ex.response is not None \
+            and ex.api_key is not None and ex.api_version is not None:
+        r = decode_response(ex.response.data, ex.api_key, ex.api_version, ctx)
+    return q, r
+
+
+def assignment(f: Field | None) -> dict[str, list[int]] | None:
+    """Topic -> partitions of a decoded consumer-protocol Assignment (or KIP-848 assignment)."""
+    if f is None:
+        return None
+    out: dict[str, list[int]] = {}
+    for n in f.walk():
+        topic = n.get("topic")
+        if topic is None:
+            topic = n.get("topic_id")
+        parts = n.child("partitions")
+        if topic is not None and parts is not None:
+            out.setdefault(str(topic), []).extend(
+                c.value for c in parts.children or () if _int(c.value) is not None)
+    if not out and isinstance(f.value, (bytes, bytearray)):
+        return {"<bytes>": [len(f.value)]}
+    return out
+
+
+def group_event(ex: Exchange, conn_name: str, full: bool = True) -> dict[str, Any] | None:
+    """One JoinGroup/SyncGroup/Heartbeat/LeaveGroup/OffsetCommit/ConsumerGroupHeartbeat exchange
+    as a group-story event (plain, JSON-safe): time, frames, group, member, generation (member
+    epoch for ConsumerGroupHeartbeat), error, and per API protocols, leader, members,
+    assignments, offsets. None for other APIs or a request without a body.
+
+    ``full`` False: the trees as they are (a digest keeps group, member, generation,
+    protocol name, leader and member lists: the story's fields, not protocols, plans and
+    offsets), but for ConsumerGroupHeartbeat, whose assignment is read in full."""
+    key = ex.api_key
+    if key not in GROUP_MEMBER_APIS:
+        return None
+    if full or key == CONSUMER_GROUP_HEARTBEAT:
+        qt, rt = full_trees(ex)
+    else:
+        qt, rt = ex.request_tree, ex.response_tree
+    q, r = _body(qt), _body(rt)
+    if q is None:
+        return None
+    ev: dict[str, Any] = {
+        "time": ex.request_time or 0.0, "api_name": ex.api_name, "api_version": ex.api_version,
+        "conn": conn_name, "request_frame": ex.request_frame, "response_frame": ex.response_frame,
+        "correlation_id": ex.correlation_id, "group_id": q.get("group_id"),
+        "member_id": q.get("member_id"), "generation_id": None, "error": None,
+        "response_time": ex.response_time,
+    }
+    code = _int(r.get("error_code")) if r is not None else None
+    if code:
+        ev["error"] = ex.error_codes[0] if ex.error_codes else error_name(code)
+    if ex.response is None:
+        ev["error"] = ev["error"] or "no response"
+    if key == JOIN_GROUP:
+        ev["protocols"] = [p.get("name") for p in _kids(q.child("protocols"))]
+        if r is not None:
+            ev["generation_id"] = _int(r.get("generation_id"))
+            ev["protocol_name"] = r.get("protocol_name")
+            ev["leader"] = r.get("leader")
+            if r.get("member_id"):
+                ev["assigned_member_id"] = r.get("member_id")
+            members = r.child("members")
+            if members is not None and members.children:
+                ev["members"] = [m.get("member_id") for m in members.children]
+    elif key == SYNC_GROUP:
+        ev["generation_id"] = _int(q.get("generation_id"))
+        plan = {str(a.get("member_id")): assignment(a.child("assignment"))
+                for a in _kids(q.child("assignments"))}
+        if plan:
+            ev["assignments"] = plan
+        if r is not None:
+            ev["assignment"] = assignment(r.child("assignment"))
+    elif key in (HEARTBEAT, OFFSET_COMMIT):
+        gen = q.get("generation_id")
+        if gen is None:
+            gen = q.get("generation_id_or_member_epoch")
+        ev["generation_id"] = _int(gen)
+        if key == OFFSET_COMMIT:
+            ev["offsets"] = {f"{topic_name(t)}-{p.get('partition_index')}": p.get("committed_offset")
+                             for t in _kids(q.child("topics")) for p in _kids(t.child("partitions"))}
+    elif key == LEAVE_GROUP:
+        members = q.child("members")
+        if members is not None and members.children:
+            ev["members"] = [m.get("member_id") for m in members.children]
+    elif key == CONSUMER_GROUP_HEARTBEAT:
+        ev["member_epoch"] = _int(q.get("member_epoch"))
+        if r is not None:
+            ev["assigned_member_id"] = r.get("member_id")
+            ev["generation_id"] = _int(r.get("member_epoch"))
+            asg = r.child("assignment")
+            if asg is not None and asg.children:
+                ev["assignment"] = assignment(asg)
+    return ev
+
+
+def _order(e: dict[str, Any]) -> tuple[Any, ...]:
+    return (e["time"], e["request_frame"] or 0, e["conn"], e["correlation_id"] or 0)
+
+
+def group_stories(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each group's story from its events (``group_event``), by group id:
+
+    - ``generations`` (classic protocol): per generation the members (the JoinGroup answers'
+      member list, else the members that joined into it), protocol, leader, when its rebalance
+      started (the first JoinGroup after the previous generation's last SyncGroup answer) and
+      ended (the last SyncGroup answer of the generation), ``rebalance_ms`` between the two,
+      and ``triggers``: what started it, as far as the capture shows: ``new member`` (a
+      JoinGroup with no member id), ``MEMBER_ID_REQUIRED``, ``REBALANCE_IN_PROGRESS on
+      heartbeat`` (member), ``LeaveGroup`` (members), ``session timeout`` (a member of the
+      previous generation gone without a LeaveGroup), ``first seen`` (the capture starts
+      within or before it);
+    - ``rejoins_same_generation``: JoinGroups by a known member answered with the generation it
+      already had (a member rejoining without the generation moving);
+    - ``members_kip848``: ConsumerGroupHeartbeat members with their first and last member
+      epoch, the number of assignments handed to them and the last one.
+    """
+    by_group: dict[str, list[dict[str, Any]]] = {}
+    for e in events:
+        g = e.get("group_id")
+        if isinstance(g, str):
+            by_group.setdefault(g, []).append(e)
+    out = []
+    for group in sorted(by_group):
+        evs = sorted(by_group[group], key=_order)
+        out.append(_story(group, evs))
+    return out
+
+
+def _story(group: str, evs: list[dict[str, Any]]) -> dict[str, Any]:
+    gens: dict[int, dict[str, Any]] = {}
+    joins = [e for e in evs if e["api_name"] == "JoinGroup"]
+    for e in joins:
+        gen = e.get("generation_id")
+        if e.get("error") or gen is None or gen < 0:
+            continue
+        g = gens.get(gen)
+        if g is None:
+            g = gens[gen] = {"generation": gen, "protocol": None, "leader": None, "members": [],
+                             "joined": [], "first_answer": e.get("response_time") or e["time"]}
+        g["first_answer"] = min(g["first_answer"], e.get("response_time") or e["time"])
+        if e.get("protocol_name"):
+            g["protocol"] = e["protocol_name"]
+        if e.get("leader"):
+            g["leader"] = e["leader"]
+        if e.get("members"):
+            g["members"] = list(e["members"])
+        who = e.get("assigned_member_id") or e.get("member_id")
+        if who and who not in g["joined"]:
+            g["joined"].append(who)
+    syncs = [e for e in evs if e["api_name"] == "SyncGroup" and e.get("response_frame") is not None
+             and not e.get("error")]
+    generations = []
+    prev: dict[str, Any] | None = None
+    prev_end: float | None = None
+    for gen in sorted(gens, key=lambda k: gens[k]["first_answer"]):
+        g = gens[gen]
+        members = sorted(g["members"] or g["joined"])
+        first_answer = g["first_answer"]
+        window = [e for e in evs if (prev_end is None or e["time"] > prev_end) and e["time"] <= first_answer]
+        start_join = [e for e in window if e["api_name"] == "JoinGroup"]
+        start = start_join[0]["time"] if start_join else None
+        ends = [e.get("response_time") or e["time"] for e in syncs if e.get("generation_id") == gen]
+        end = max(ends) if ends else None
+        triggers: list[str] = []
+        if any(e["api_name"] == "JoinGroup" and not e.get("member_id") for e in window):
+            triggers.append("new member")
+        if any(e.get("error") == "MEMBER_ID_REQUIRED" for e in window):
+            triggers.append("MEMBER_ID_REQUIRED")
+        hb = sorted({str(e.get("member_id")) for e in window
+                     if e["api_name"] == "Heartbeat" and e.get("error") == "REBALANCE_IN_PROGRESS"})
+        if hb:
+            triggers.append("REBALANCE_IN_PROGRESS on heartbeat (" + ", ".join(hb) + ")")
+        left = sorted({str(m) for e in window if e["api_name"] == "LeaveGroup"
+                       for m in (e.get("members") or [e.get("member_id")]) if m})
+        if left:
+            triggers.append("LeaveGroup (" + ", ".join(left) + ")")
+        if prev is not None:
+            gone = sorted(set(prev["members"]) - set(members) - set(left))
+            if gone:
+                triggers.append("session timeout (" + ", ".join(gone) + " gone without LeaveGroup)")
+        if prev is None and not triggers:
+            triggers.append("first seen")
+        generations.append({
+            "generation": gen, "protocol": g["protocol"], "leader": g["leader"], "members": members,
+            "rebalance_start": start, "rebalance_end": end,
+            "rebalance_ms": round((end - start) * 1000.0, 3) if start is not None and end is not None else None,
+            "triggers": triggers,
+        })
+        prev, prev_end = generations[-1], end if end is not None else first_answer
+    rejoins = len(rejoins_same_generation(joins))
+    kip848: dict[str, dict[str, Any]] = {}
+    for e in evs:
+        if e["api_name"] != "ConsumerGroupHeartbeat" or e.get("error"):
+            continue
+        m = e.get("assigned_member_id") or e.get("member_id")
+        ep = e.get("generation_id")
+        if not m or ep is None:
+            continue
+        k = kip848.setdefault(m, {"member_id": m, "first_epoch": ep, "last_epoch": ep, "assignments": 0,
+                                  "assignment": None})
+        k["last_epoch"] = ep
+        if e.get("assignment") is not None:
+            k["assignments"] += 1
+            k["assignment"] = e["assignment"]
+    return {"group_id": group, "exchanges": len(evs), "joins": len(joins), "generations": generations,
+            "rejoins_same_generation": rejoins, "members_kip848": [kip848[m] for m in sorted(kip848)]}
+
+
+def rejoins_same_generation(joins: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The JoinGroup events (in time order) of a known member (its request names it) answered
+    with the generation it already had: a rejoin that did not move the generation."""
+    had: dict[str, int] = {}
+    out = []
+    for e in joins:
+        gen, m = e.get("generation_id"), e.get("member_id")
+        if e["api_name"] != "JoinGroup" or e.get("error") or gen is None or gen < 0:
+            continue
+        if m and had.get(m) == gen:
+            out.append(e)
+        who = e.get("assigned_member_id") or m
+        if who:
+            had[who] = gen
+    return out
+
+
+_UNTOLD = ("offsets", "protocols", "assignments", "assignment")
+
+
+class GroupStories:
+    """Group events (``group_event``) of every exchange fed to ``add``; mergeable; ``result``
+    tells each group's story (``group_stories``)."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.dropped = 0
+
+    def add(self, ex: Exchange) -> None:
+        if ex.api_key not in GROUP_MEMBER_APIS or ex.protocol != "kafka":
+            return
+        if len(self.events) >= MAX_GROUP_EVENTS:
+            self.dropped += 1
+            return
+        ev = group_event(ex, str(ex.conn), full=False)
+        if ev is not None:
+            # what a story does not tell (and a digest does not keep): state stays small
+            for k in _UNTOLD if ex.api_key != CONSUMER_GROUP_HEARTBEAT else ():
+                ev.pop(k, None)
+            self.events.append(ev)
+
+    def merge(self, other: GroupStories) -> GroupStories:
+        self.events.extend(other.events)
+        self.dropped += other.dropped
+        return self
+
+    def to_state(self) -> dict[str, Any]:
+        return {"events": self.events, "dropped": self.dropped}
+
+    @classmethod
+    def from_state(cls, st: dict[str, Any]) -> GroupStories:
+        out = cls()
+        out.events = list(st["events"])
+        out.dropped = st["dropped"]
+        return out
+
+    def result(self) -> list[dict[str, Any]]:
+        return group_stories(self.events)
