@@ -86,7 +86,8 @@ def produce_partitions(body: Field | None) -> Iterator[tuple[str, int, Field | N
             idx = p.get("index")
             if idx is None:
                 idx = p.get("partition_index", p.get("partition"))
-            yield topic, _int(idx) if _int(idx) is not None else -1, p.child("records")
+            n = _int(idx)
+            yield topic, n if n is not None else -1, p.child("records")
 
 
 def _named(f: Field) -> dict[str, Field]:
@@ -358,8 +359,8 @@ class ConsumerLag:
             if mine is None:
                 mine = self.lags[k] = _Lag()
             mine.merge(g)
-        for k, n in other.members.items():
-            self.members[k] = self.members.get(k, 0) + n
+        for member, n in other.members.items():
+            self.members[member] = self.members.get(member, 0) + n
         self.read_committed |= other.read_committed
         self._names.update(other._names)
         return self
@@ -465,8 +466,8 @@ class _Producer:
                                                or o.transactional_id < self.transactional_id):
             self.transactional_id = o.transactional_id
         self.epochs |= o.epochs
-        for k, n in o.seqs.items():
-            self.seqs[k] = self.seqs.get(k, 0) + n
+        for seq, n in o.seqs.items():
+            self.seqs[seq] = self.seqs.get(seq, 0) + n
 
     def to_state(self) -> dict[str, Any]:
         return {"requests": self.requests, "batches": self.batches, "records": self.records,

@@ -378,6 +378,9 @@ def csv_rows(result: dict[str, Any], section: str = "groups") -> tuple[list[str]
     name->count maps become ``NAME=n;NAME=n``. ``section`` "consumer_lag": the
     ``consumer_lag`` objects, one row each, as they are; "producers": one row per producer,
     ``compression`` as ``codec_ratio`` etc. columns over every codec seen, ``acks`` joined."""
+    rows: list[dict[str, Any]]
+    header: list[str]
+    row: dict[str, Any]
     if section == "consumer_lag":
         lag = result.get("consumer_lag") or []
         header = list(lag[0]) if lag else ["client_id", "group", "topic", "partition", "last", "max"]
@@ -404,10 +407,10 @@ def csv_rows(result: dict[str, Any], section: str = "groups") -> tuple[list[str]
             rows.append(row)
         header = list(rows[0]) if rows else ["client_id", "producer_id", "batches"]
         return header, rows
-    rows: list[dict[str, Any]] = []
-    header: list[str] = []
+    rows = []
+    header = []
     for g in result["groups"]:
-        row: dict[str, Any] = {}
+        row = {}
         for k, v in g.items():
             if k in _CSV_JOINED:
                 row[k] = ";".join(f"{n}={c}" for n, c in v.items())
