@@ -209,6 +209,26 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
+def exited(pid: int) -> bool:
+    """The process has ended (a zombie not yet reaped, or gone); it is not reaped here."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+def cpu_tree(pid: int) -> float:
+    """CPU seconds of a process and its children (tshark's dumpcap), as now."""
+    total = cpu_seconds(pid)
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            kids = [int(k) for k in f.read().split()]
+    except OSError:
+        kids = []
+    return total + sum(cpu_tree(k) for k in kids)
+
+
 def socket_inodes(pid: int) -> set[str]:
     out = set()
     try:
@@ -252,7 +272,9 @@ def wait_for(path: Path, needle: str, proc: subprocess.Popen, timeout: float) ->
 
 def stop(proc: subprocess.Popen, timeout: float = 60.0) -> tuple[int, float]:
     """SIGINT, then wait (SIGKILL after ``timeout`` s); (exit code, total CPU seconds from wait4)."""
-    if proc.poll() is None:
+    if proc.returncode is not None:          # already reaped (it died early)
+        return proc.returncode, float("nan")
+    if not exited(proc.pid):
         proc.send_signal(signal.SIGINT)
     deadline = time.monotonic() + timeout
     while True:
@@ -296,6 +318,46 @@ def offline_cpu(cap: Path, port: int, fmt: str) -> float:
     base = run_child(argv(str(empty)))
     full = run_child(argv(str(cap)))
     return max(0.0, full.cpu - base.cpu)
+
+
+LOOP_CODE = r"""
+import os, sys, time
+from analyzer import live
+from analyzer._core import open_capture
+from analyzer.options import options_from_kwargs
+from analyzer.pipeline import Pipeline
+
+cap, port, fmt = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+packets = []
+with open_capture(cap) as reader:
+    for p in reader:
+        packets.append((p.ts, p.data, p.orig_len))
+options, ctx = options_from_kwargs({"ports": (port,)}, decode="lite" if fmt == "stats" else "full")
+pipe = Pipeline(options, ctx)
+if fmt == "stats":
+    on_exchange = live.Dashboard("bench").add
+else:
+    from analyzer.cmd_live import _Printer
+    on_exchange = _Printer(fmt, 64, pipe)
+report, sys.stdout = sys.stdout, open(os.devnull, "w")    # the printer's lines go nowhere
+t = time.process_time()
+res = live.LiveSession(pipe, live.ReplaySource(packets, per_read=live.MAX_BATCH), on_exchange,
+                       handle_signals=False).run()
+print(res.packets, res.exchanges, time.process_time() - t, file=report)
+"""
+
+
+def loop_cpu(cap: Path, port: int, fmt: str) -> float:
+    """CPU seconds live's own loop takes with no socket: LiveSession fed the file's packets from
+    memory (ReplaySource, MAX_BATCH a read), the format's printer to /dev/null (loading the packets and start-up
+    left out)."""
+    p = subprocess.run([sys.executable, "-c", LOOP_CODE, str(cap), str(port), fmt], capture_output=True,
+                       text=True, env=_child_env(), timeout=1200, check=False)
+    last = p.stdout.strip().splitlines()[-1:]
+    if p.returncode != 0 or not last:
+        print(f"  warning: the loop without a socket failed: {p.stderr[-300:]}", file=sys.stderr)
+        return float("nan")
+    return float(last[0].split()[-1])
 
 
 # -- one run of a tool at one rate ------------------------------------------------------
@@ -356,14 +418,17 @@ def run_live(cap: Path, port: int, rate: str, fmt: str, args: argparse.Namespace
                 lag=drained, busy_s=busy)
 
 
-def run_peer(peer: str, cap: Path, port: int, rate: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+def run_peer(peer: str, cap: Path, port: int, rate: str, args: argparse.Namespace, work: Path,
+             packets: int) -> dict[str, Any]:
     bpf = f"host 127.200.0.1 and tcp port {port}"
     if peer == "tcpdump":
         argv = ["tcpdump", "-i", "lo", "-n", "-q", "-B", str(BUFFER_MIB * 1024), "-w", os.devnull, bpf]
         ready = "listening on"
-    else:  # tshark: dissects Kafka as it goes (fields to /dev/null), dumpcap captures
+    else:
+        # tshark dissects Kafka as it goes (fields to /dev/null) behind dumpcap, which captures into a
+        # file; -c: it exits when it has dissected every packet, which gives its lag
         argv = ["tshark", "-i", "lo", "-n", "-B", str(BUFFER_MIB), "-f", bpf, "-d", f"tcp.port=={port},kafka",
-                "-T", "fields", "-e", "kafka.request_key", "-e", "kafka.correlation_id"]
+                "-c", str(packets), "-T", "fields", "-e", "kafka.request_key", "-e", "kafka.correlation_id"]
         ready = "Capturing on"
     err = work / f"{peer}.err"
     with open(os.devnull, "wb") as fo, open(err, "wb") as fe:
@@ -372,21 +437,32 @@ def run_peer(peer: str, cap: Path, port: int, rate: str, args: argparse.Namespac
         if not wait_for(err, ready, proc, 60):
             raise RuntimeError(f"{peer} did not start: {err.read_text()[-400:]}")
         time.sleep(0.3)
-        cpu0 = cpu_seconds(proc.pid)
+        cpu0 = cpu_tree(proc.pid)
         t0 = time.monotonic()
         rep = replay(cap, rate, args.replay_timeout)
-        time.sleep(1.0)                      # its ring and its writer catch up
-        cpu1 = cpu_seconds(proc.pid)
+        t1 = time.monotonic()
+        lag = None
+        if peer == "tshark":                 # -c: it exits once it has dissected them all
+            while time.monotonic() - t1 < args.drain and not exited(proc.pid):
+                time.sleep(0.05)
+            cpu1 = float("nan")              # taken from wait4 below (dumpcap included)
+            if exited(proc.pid):
+                lag = time.monotonic() - t1
+        else:
+            time.sleep(1.0)                  # its ring and its writer catch up
+            cpu1 = cpu_tree(proc.pid)
         busy = time.monotonic() - t0
     finally:
-        rc, _cpu_total = stop(proc)
+        rc, cpu_total = stop(proc)
+    if peer == "tshark":
+        cpu1 = cpu_total
     text = err.read_text(errors="replace")
     cap_m = re.search(r"(\d+) packets? captured", text)
     drop_m = re.search(r"(\d+) packets? dropped by kernel", text) or re.search(r"(\d+) packets? dropped", text)
     cpu = cpu1 - cpu0
     return dict(rep, tool=peer, rc=rc, captured=int(cap_m.group(1)) if cap_m else None,
                 kernel_drops=int(drop_m.group(1)) if drop_m else 0, cpu=cpu,
-                cpu_share=cpu / busy if busy else float("nan"))
+                cpu_share=cpu / busy if busy else float("nan"), lag=lag)
 
 
 # -- main -------------------------------------------------------------------------------
@@ -427,7 +503,8 @@ def main() -> int:
     ap.add_argument("--time-limit", type=float, default=1200.0,
                     help="stop starting new runs after this many seconds (default 1200)")
     ap.add_argument("--no-offline", action="store_true",
-                    help="do not time the same pipeline on the file (read / stats -j 1) each round")
+                    help="do not time the same pipeline on the file (read / stats -j 1) and live's loop "
+                         "fed from memory each round")
     ap.add_argument("--py-spy", metavar="DIR", help="sample live with py-spy (raw stacks per rate into DIR)")
     ap.add_argument("--install", action="store_true", help="apt-get install tcpreplay if missing (as root)")
     ap.add_argument("--rebuild", action="store_true", help="rebuild the cached captures")
@@ -465,6 +542,7 @@ def main() -> int:
     print(hdr, flush=True)
     results: list[dict[str, Any]] = []
     offline: list[float] = []
+    in_memory: list[float] = []
     stopped = None
     with tempfile.TemporaryDirectory(prefix="bench-live-") as tmp:
         work = Path(tmp)
@@ -481,11 +559,16 @@ def main() -> int:
                               f"{info['packets']:>8} {'':>8} {'':>8} {'':>7} {cpu:>6.2f}   (the same pipeline on "
                               f"the file: {info['packets'] / cpu if cpu else 0:,.0f} packets per CPU second)",
                               flush=True)
+                        cpu = loop_cpu(cap, args.port, args.fmt)
+                        in_memory.append(cpu)
+                        print(f"{rnd:>5} {'memory':>7} {'loop':<8} {info['packets']:>8} {'':>8} "
+                              f"{info['packets']:>8} {'':>8} {'':>8} {'':>7} {cpu:>6.2f}   (live's loop, no socket: "
+                              f"{info['packets'] / cpu if cpu else 0:,.0f} packets per CPU second)", flush=True)
                     try:
                         if tool == "live":
                             res = run_live(cap, args.port, rate, args.fmt, args, work)
                         else:
-                            res = run_peer(tool, cap, args.port, rate, args, work)
+                            res = run_peer(tool, cap, args.port, rate, args, work, info["packets"])
                     except (RuntimeError, subprocess.TimeoutExpired) as e:
                         print(f"{rnd:>5} {rate:>7} {tool:<8} failed: {e}", flush=True)
                         continue
@@ -501,7 +584,7 @@ def main() -> int:
                           f"{res['captured'] if res['captured'] is not None else '?':>8} {res['kernel_drops']:>8} "
                           f"{sum(res['exchanges'].values()) if 'exchanges' in res else '':>8} "
                           f"{res.get('lost_exchanges', ''):>7} {res['cpu']:>6.2f} {100 * res['cpu_share']:>6.0f} "
-                          f"{(f'{lag:.2f}' if lag is not None else ('-' if tool != 'live' else '>' + str(args.drain))):>6}",
+                          f"{(f'{lag:.2f}' if lag is not None else ('-' if tool == 'tcpdump' else '>' + str(args.drain))):>6}",
                           flush=True)
                 if stopped:
                     break
@@ -534,14 +617,23 @@ def main() -> int:
             if pr:
                 pc = statistics.median(r["captured"] for r in pr)
                 pd = statistics.median(r["kernel_drops"] for r in pr)
-                line += (f"\n           {peer}: captured {pc:,.0f}, drops {pd:,.0f}; live/{peer} captured "
-                         f"{med['captured'] / pc:.3f}, cpu {med['cpu_share'] / statistics.median(r['cpu_share'] for r in pr):.1f}x")
+                per = statistics.median(r["captured"] / r["cpu"] for r in pr if r["cpu"] > 0) if any(
+                    r["cpu"] > 0 for r in pr) else float("nan")
+                lags = [r["lag"] for r in pr if r.get("lag") is not None]
+                line += (f"\n           {peer}: captured {pc:,.0f}, drops {pd:,.0f}, {per:,.0f} packets per CPU second"
+                         + (f", lag {statistics.median(lags):.1f} s" if lags else "")
+                         + f"; live/{peer}: captured {med['captured'] / pc:.3f}, packets per CPU second "
+                         f"{med['per_cpu_s'] / per:.3g}")
         print(line)
     if offline:
         off = statistics.median(offline)
         print(f"the same pipeline on the file ({'stats -j 1' if args.fmt == 'stats' else 'read -f ' + args.fmt}, "
               f"start-up left out): {off:.2f} CPU s, {info['packets'] / off if off else 0:,.0f} packets per CPU "
               "second (median over rounds): the ceiling for live without its socket")
+    if in_memory:
+        mem = statistics.median(in_memory)
+        print(f"live's loop fed from memory (LiveSession + ReplaySource, no socket): {mem:.2f} CPU s, "
+              f"{info['packets'] / mem if mem else 0:,.0f} packets per CPU second (median over rounds)")
     best = max(lossless_rates) if lossless_rates else None
     print("highest rate with nothing lost (every round): "
           + (f"{best:,.0f} pps (tcpreplay's measured rate)" if best else "none of those tried")
@@ -549,6 +641,7 @@ def main() -> int:
     if args.json_out:
         Path(args.json_out).write_text(json.dumps({"capture": info, "read_exchanges": expected, "results": results,
                                                    "highest_lossless_pps": best, "offline_cpu": offline,
+                                                   "loop_cpu": in_memory,
                                                    "stopped": stopped}, indent=1))
     return 0
 
