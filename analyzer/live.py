@@ -14,7 +14,8 @@ out ``Pipeline.finish`` so requests still in flight are reported as unanswered, 
 Packets are read with scapy's socket layer (``recv_raw``: bytes and a timestamp, no
 per-packet dissection), with the BPF filter attached in the kernel. On a loopback
 interface every packet is seen twice by a PF_PACKET socket (outgoing and incoming);
-like libpcap we keep only the incoming copy.
+like libpcap we keep only the incoming copy, with ``inbound`` added to the kernel's filter
+(the buffer then holds each packet once, and a drop counts once).
 """
 from __future__ import annotations
 
@@ -140,12 +141,17 @@ class ScapySource:
         try:
             from scapy.config import conf
 
+            kernel_bpf = bpf
             if self.loopback:
-                # L2Socket drops PACKET_OUTGOING copies: on lo each packet is then seen once
+                # on lo the kernel hands a PF_PACKET socket each packet twice (sent and
+                # received): the filter keeps only the received copy in the kernel, so the
+                # buffer holds each packet once and a drop is counted once (L2Socket also drops
+                # PACKET_OUTGOING copies, should any pass)
+                kernel_bpf = f"inbound and ({bpf})" if bpf.strip() else "inbound"
                 from scapy.arch.linux import L2Socket as SockClass
             else:
                 from scapy.arch.linux import L2ListenSocket as SockClass
-            self.sock: Any = SockClass(iface=iface, filter=bpf, promisc=promisc)
+            self.sock: Any = SockClass(iface=iface, filter=kernel_bpf, promisc=promisc)
         except PermissionError:
             raise LiveError(f"no permission to capture on {iface} (needs root or CAP_NET_RAW, "
                             "e.g. sudo, or setcap cap_net_raw+eip on the python binary)") from None
