@@ -101,6 +101,12 @@ def spark_command(captures: tuple[str, ...], out_dir: str, master: str, by: tupl
                     slow_ms=slow_ms, storm_rebalances=storm_rebalances, split_size=split_size,
                     pack_size=pack_size, partitions=partitions or 0, top=top,
                     display_filter=display_filter.text if display_filter is not None else None)
+    from analyzer.spark_job import check_master
+
+    try:    # a standalone master that does not answer: said before anything is made
+        check_master(master)
+    except SparkJobError as e:
+        raise UserError(str(e)) from None
     if "://" not in out_dir:
         if os.path.exists(out_dir) and not os.path.isdir(out_dir):
             raise UserError(f"--out {out_dir}: exists and is not a directory")

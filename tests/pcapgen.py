@@ -386,3 +386,77 @@ def run_pipeline(path: str, plausible_for=None, ports: Iterable[int] | None = No
     skips = {k: v for k, v in run.stream.skips.items() if k != "not a Kafka port"}
     return {"reader": cap, "skips": skips, "reasm": run, "framers": framers,
             "events": events, "frames": frames}
+
+
+# -- a pipeline run, fed in batches (tests of the core's batching) ------------------------------
+
+def exchange_sig(ex: Any) -> tuple[Any, ...]:
+    return (ex.seq, ex.conn.id, ex.status, ex.api_name, ex.api_version, ex.correlation_id, ex.client_id,
+            ex.request_frame, ex.response_frame, ex.request_time, ex.response_time, ex.response_first_time,
+            list(ex.error_codes), ex.partitions, list(ex.notes), ex.conn.closed, ex.conn.client_dir)
+
+
+def conn_sig(c: Conn) -> tuple[Any, ...]:
+    return (c.id, c.a, c.b, c.syn_seen, c.client_dir, c.protocol, c.closed, c.first_ts, c.last_ts, c.closed_by)
+
+
+def core_limits(**kw: Any) -> Any:
+    """A ``setup`` giving the pipeline a core Stream with other limits (``overlap_window``...)."""
+    from analyzer._core import Stream
+
+    def setup(pipe: Any) -> None:
+        o = pipe.options
+        pipe.stream = Stream(ports=list(o.ports), autodetect=o.autodetect, **kw)
+    return setup
+
+
+def run_batched(path: str, batch: int, setup: Any = None, **opts: Any) -> dict[str, Any]:
+    """Everything a run shows: exchanges, connections, the core's reassembly counters and
+    notes, summary. ``batch`` 0: through ``Pipeline.feed_capture``; else the packets through
+    ``Pipeline.feed_packets``, ``batch`` at a time."""
+    from analyzer._core import open_capture
+    from analyzer.pipeline import Options, Pipeline
+
+    pipe = Pipeline(Options(**opts))
+    if setup is not None:
+        setup(pipe)
+    conns: dict[int, Conn] = {}
+    state = pipe._state
+
+    def recording_state(conn: Conn) -> Any:
+        # every connection has events (at least its end): the Conn objects the pipeline made
+        conns.setdefault(conn.id, conn)
+        return state(conn)
+
+    pipe._state = recording_state  # type: ignore[method-assign]
+    exs: list[Any] = []
+    with open_capture(path) as r:
+        if not batch:
+            exs += pipe.feed_capture(r)
+        else:
+            while pkts := r.read(batch):
+                exs += pipe.feed_packets(pkts)
+    exs += pipe.finish()
+    stream = pipe.stream
+    assert stream.open_conns == 0 and stream.conn_count == len(conns)
+    return {"exchanges": [exchange_sig(ex) for ex in exs], "conns": [conn_sig(conns[k]) for k in sorted(conns)],
+            "counters": dict(stream.counters), "notes": list(stream.notes),
+            "summary": pipe.summary.to_json(pipe.ctx)}
+
+
+def share_of_each(packets: list[tuple], n: int) -> list[int]:
+    """The share (0..n-1) each packet falls in: the one whose ``Stream(share=(k, n))`` counts
+    it (packets are fed one at a time, in order; exactly one share must count each)."""
+    from analyzer._core import Stream
+
+    counted: list[list[int]] = [[] for _ in packets]
+    for k in range(n):
+        s = Stream(share=(k, n))
+        for i, p in enumerate(packets):
+            before = s.packets
+            s.feed([tuple(p)])
+            assert s.packets - before in (0, 1)
+            if s.packets > before:
+                counted[i].append(k)
+    assert all(len(c) == 1 for c in counted), counted
+    return [c[0] for c in counted]

@@ -16,6 +16,7 @@ from tests.pcapgen import (
     frame_bytes,
     kafka_request,
     kafka_response,
+    share_of_each,
     write_pcap,
     write_pcapng,
 )
@@ -31,22 +32,6 @@ def _packets(n_conns: int = 4) -> list:
             pkts += f.send(1, kafka_response(corr, b"\x00\x00\x00\x00\x00\x00"))
         pkts += f.fin(0) + f.fin(1) + f.ack(0)
     return pkts
-
-
-def share_of_each(packets: list[tuple], n: int) -> list[int]:
-    """The share (0..n-1) each packet falls in: the one whose ``Stream(share=(k, n))`` counts
-    it (packets are fed one at a time, in order; exactly one share must count each)."""
-    counted: list[list[int]] = [[] for _ in packets]
-    for k in range(n):
-        s = Stream(share=(k, n))
-        for i, p in enumerate(packets):
-            before = s.packets
-            s.feed([tuple(p)])
-            assert s.packets - before in (0, 1)
-            if s.packets > before:
-                counted[i].append(k)
-    assert all(len(c) == 1 for c in counted), counted
-    return [c[0] for c in counted]
 
 
 def core_events(path: str, **kw: object) -> tuple[Stream, list[tuple]]:

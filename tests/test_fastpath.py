@@ -17,9 +17,6 @@ from typing import Any
 import pytest
 from ddsketch import DDSketch
 
-from analyzer._core import Stream, open_capture
-from analyzer.model import Conn
-from analyzer.pipeline import Options, Pipeline
 from analyzer.stats import Quantiles, _store_bins
 from dissectors import kafka
 from dissectors.field import Field
@@ -33,10 +30,12 @@ from tests.pcapgen import (
     RawPacket,
     TcpFlow,
     TcpPacket,
+    core_limits,
     encap,
     ip_packet,
     kafka_request,
     kafka_response,
+    run_batched,
     write_pcap,
 )
 
@@ -44,56 +43,14 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "captures"
 
 
-def _sig(ex: Any) -> tuple[Any, ...]:
-    return (ex.seq, ex.conn.id, ex.status, ex.api_name, ex.api_version, ex.correlation_id, ex.client_id,
-            ex.request_frame, ex.response_frame, ex.request_time, ex.response_time, ex.response_first_time,
-            list(ex.error_codes), ex.partitions, list(ex.notes), ex.conn.closed, ex.conn.client_dir)
-
-
-def _conn_sig(c: Conn) -> tuple[Any, ...]:
-    return (c.id, c.a, c.b, c.syn_seen, c.client_dir, c.protocol, c.closed, c.first_ts, c.last_ts, c.closed_by)
-
-
-def _run(path: str, batch: int, max_closed: int | None = None, **opts: Any) -> dict[str, Any]:
-    """Everything a run shows (exchanges, connections, the core's counters and notes, the
-    summary): ``batch`` 0 through ``Pipeline.feed_capture``, else the packets through
-    ``Pipeline.feed_packets``, ``batch`` at a time. (The exchanges' signatures are taken
-    once the run is over: ``conn`` is the connection as it ended.)"""
-    pipe = Pipeline(Options(**opts))
-    if max_closed is not None:
-        o = pipe.options
-        pipe.stream = Stream(ports=list(o.ports), autodetect=o.autodetect, max_closed=max_closed)
-    conns: dict[int, Conn] = {}
-    state = pipe._state
-
-    def recording_state(conn: Conn) -> Any:
-        # every connection has events (at least its end): the Conn objects the pipeline made
-        conns.setdefault(conn.id, conn)
-        return state(conn)
-
-    pipe._state = recording_state  # type: ignore[method-assign]
-    exs: list[Any] = []
-    with open_capture(path) as r:
-        if not batch:
-            exs += pipe.feed_capture(r)
-        else:
-            while pkts := r.read(batch):
-                exs += pipe.feed_packets(pkts)
-    exs += pipe.finish()
-    stream = pipe.stream
-    assert stream.open_conns == 0 and stream.conn_count == len(conns)
-    return {"exchanges": [_sig(ex) for ex in exs], "conns": [_conn_sig(conns[k]) for k in sorted(conns)],
-            "counters": dict(stream.counters), "notes": list(stream.notes),
-            "summary": pipe.summary.to_json(pipe.ctx)}
-
-
 def _both(path: str, batches: tuple[int, ...] = (1, 7), max_closed: int | None = None,
           **opts: Any) -> dict[str, Any]:
     """The run through feed_capture, asserted equal in everything to the runs fed the packets
     one by one and ``batches`` at a time."""
-    a = _run(path, 0, max_closed, **opts)
+    setup = core_limits(max_closed=max_closed) if max_closed is not None else None
+    a = run_batched(path, 0, setup, **opts)
     for batch in batches:
-        b = _run(path, batch, max_closed, **opts)
+        b = run_batched(path, batch, setup, **opts)
         for k in a:
             assert a[k] == b[k], (batch, k)
     return a

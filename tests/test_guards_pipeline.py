@@ -35,10 +35,9 @@ from typing import Any
 
 import pytest
 
-from analyzer._core import Stream, open_capture
+from analyzer._core import open_capture
 from analyzer.framing import Framer
 from analyzer.model import Conn, Endpoint, Frame, StreamData, StreamEnd, StreamGap
-from analyzer.pipeline import Options, Pipeline
 from dissectors.header import plausible_request
 from tests.pcapgen import (
     ACK,
@@ -46,73 +45,26 @@ from tests.pcapgen import (
     RawPacket,
     TcpFlow,
     TcpPacket,
+    core_limits,
     encap,
     ip_packet,
     kafka_request,
     kafka_response,
+    run_batched,
     write_pcap,
 )
 
 API_VERSIONS_V0 = b"\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x03"   # no error, one key
 
 
-def _sig(ex: Any) -> tuple[Any, ...]:
-    return (ex.seq, ex.conn.id, ex.status, ex.api_name, ex.api_version, ex.correlation_id, ex.client_id,
-            ex.request_frame, ex.response_frame, ex.request_time, ex.response_time, ex.response_first_time,
-            list(ex.error_codes), ex.partitions, list(ex.notes), ex.conn.closed, ex.conn.client_dir)
-
-
-def _conn_sig(c: Conn) -> tuple[Any, ...]:
-    return (c.id, c.a, c.b, c.syn_seen, c.client_dir, c.protocol, c.closed, c.first_ts, c.last_ts, c.closed_by)
-
-
-def _core(**kw: Any) -> Any:
-    """A ``setup`` giving the pipeline a core Stream with other limits (``overlap_window``...)."""
-    def setup(pipe: Pipeline) -> None:
-        o = pipe.options
-        pipe.stream = Stream(ports=list(o.ports), autodetect=o.autodetect, **kw)
-    return setup
-
-
-def _run(path: str, batch: int, setup: Any = None, **opts: Any) -> dict[str, Any]:
-    """Everything a run shows: exchanges, connections, the core's reassembly counters and
-    notes, summary. ``batch`` 0: through ``Pipeline.feed_capture``; else the packets through
-    ``Pipeline.feed_packets``, ``batch`` at a time."""
-    pipe = Pipeline(Options(**opts))
-    if setup is not None:
-        setup(pipe)
-    conns: dict[int, Conn] = {}
-    state = pipe._state
-
-    def recording_state(conn: Conn) -> Any:
-        # every connection has events (at least its end): the Conn objects the pipeline made
-        conns.setdefault(conn.id, conn)
-        return state(conn)
-
-    pipe._state = recording_state  # type: ignore[method-assign]
-    exs: list[Any] = []
-    with open_capture(path) as r:
-        if not batch:
-            exs += pipe.feed_capture(r)
-        else:
-            while pkts := r.read(batch):
-                exs += pipe.feed_packets(pkts)
-    exs += pipe.finish()
-    stream = pipe.stream
-    assert stream.open_conns == 0 and stream.conn_count == len(conns)
-    return {"exchanges": [_sig(ex) for ex in exs], "conns": [_conn_sig(conns[k]) for k in sorted(conns)],
-            "counters": dict(stream.counters), "notes": list(stream.notes),
-            "summary": pipe.summary.to_json(pipe.ctx)}
-
-
 def _same(path: str, setup: Any = None, **opts: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """(run through feed_capture, run with the packets fed one by one), asserted equal in
     everything, and equal to runs fed 2 and 3 packets at a time."""
-    a = _run(path, 0, setup, **opts)
-    b = _run(path, 1, setup, **opts)
+    a = run_batched(path, 0, setup, **opts)
+    b = run_batched(path, 1, setup, **opts)
     assert a == b
     for batch in (2, 3):
-        assert _run(path, batch, setup, **opts) == a, batch
+        assert run_batched(path, batch, setup, **opts) == a, batch
     return a, b
 
 
@@ -282,7 +234,7 @@ def test_retransmission_history(tmp_path: Path) -> None:
     path = str(tmp_path / "history.pcap")
     write_pcap(path, pkts)
 
-    a, _ = _same(path, _core(overlap_window=100))
+    a, _ = _same(path, core_limits(overlap_window=100))
     assert a["counters"]["retransmission"] == 4 and a["counters"]["overlap differs"] == 2
     assert [n.split(" in packet ")[1].split()[0] for n in a["notes"]] == ["6", "8"]
     assert a["summary"]["exchanges"] == {"ok": 1}

@@ -37,6 +37,7 @@ from tests.pcapgen import (
     ip_packet,
     kafka_request,
     kafka_response,
+    share_of_each,
     write_pcap,
 )
 
@@ -54,22 +55,6 @@ def _flow_pkts(client: str, server: str, port: int, ts: float = 1_700_000_000.0)
     return pkts
 
 
-def share_of_each(packets: list[tuple], n: int = N) -> list[int]:
-    """The share (0..n-1) each packet falls in: the one whose ``Stream(share=(k, n))`` counts
-    it (packets fed one at a time, in order; exactly one share must count each)."""
-    counted: list[list[int]] = [[] for _ in packets]
-    for k in range(n):
-        s = Stream(share=(k, n))
-        for i, p in enumerate(packets):
-            before = s.packets
-            s.feed([tuple(p)])
-            assert s.packets - before in (0, 1)
-            if s.packets > before:
-                counted[i].append(k)
-    assert all(len(c) == 1 for c in counted), counted
-    return [c[0] for c in counted]
-
-
 def _rec(p: TcpPacket | RawPacket, index: int = 1) -> tuple:
     data, orig = frame_bytes(p, 1)
     return (index, p.ts, 1, data, orig)
@@ -79,7 +64,7 @@ def _not_share0(client: str, server: str) -> list[TcpPacket]:
     """A flow whose connection is not share 0's (where packets that are no TCP segment go)."""
     for port in range(40000, 40100):
         pkts = _flow_pkts(client, server, port)
-        if share_of_each([_rec(pkts[3])])[0] != 0:
+        if share_of_each([_rec(pkts[3])], N)[0] != 0:
             return pkts
     raise AssertionError("no flow outside share 0")
 
@@ -103,7 +88,7 @@ def _shares_partition(path: str) -> tuple[list[tuple], list[int]]:
     with open_capture(path) as r:
         every = [tuple(p) for p in r]
         assert r.packets == len(every)
-    share = share_of_each(every)
+    share = share_of_each(every, N)
     by_key: dict[tuple, set[int]] = {}
     for p, k in zip(every, share, strict=True):
         key, why = conn_key(p[2], p[3], p[4])

@@ -338,6 +338,7 @@ def test_unreachable_master_is_named_within_seconds(tmp_path: Path) -> None:
     assert r.returncode == 1
     assert r.stderr.splitlines() == [f"kafkawire-sniff: error: the Spark master at spark://127.0.0.1:{port} did not "
                                      "answer (Connection refused); is it running and is the URL right?"]
+    assert not (tmp_path / "o").exists()        # said before anything is made
 
 
 def test_master_check() -> None:

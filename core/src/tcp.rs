@@ -545,20 +545,25 @@ fn check_fin(ctx: &mut Ctx<'_>, st: &mut ConnState, dir: u8, ts: f64, index: u64
     let d = &mut st.dirs[dir as usize];
     if let Some(fin) = d.fin_at {
         if !d.ended && d.expected >= fin {
-            d.ended = true;
-            ctx.sink.event(Event::End {
-                conn: st.conn.id,
-                dir: Some(dir),
-                reason: "fin",
-                ts,
-                index,
-            });
+            fin_reached(ctx, st, dir, ts, index);
             if st.dirs[1 - dir as usize].ended && !st.closed {
                 st.conn.closed = Some("fin");
                 close(ctx, st, "fin", ts, index);
             }
         }
     }
+}
+
+/// Direction `dir` ended with its FIN (all its bytes delivered or given up as gaps).
+fn fin_reached(ctx: &mut Ctx<'_>, st: &mut ConnState, dir: u8, ts: f64, index: u64) {
+    st.dirs[dir as usize].ended = true;
+    ctx.sink.event(Event::End {
+        conn: st.conn.id,
+        dir: Some(dir),
+        reason: "fin",
+        ts,
+        index,
+    });
 }
 
 /// Compare retransmitted `data` at `off` (all below `expected`) with the history.
@@ -839,16 +844,8 @@ fn flush(ctx: &mut Ctx<'_>, st: &mut ConnState, dir: u8, ts: f64, index: u64) {
         if fin > d.expected && !d.ended {
             lost(ctx, st, dir, fin, ts, index);
         }
-        let d = &mut st.dirs[di];
-        if !d.ended {
-            d.ended = true;
-            ctx.sink.event(Event::End {
-                conn: st.conn.id,
-                dir: Some(dir),
-                reason: "fin",
-                ts,
-                index,
-            });
+        if !st.dirs[di].ended {
+            fin_reached(ctx, st, dir, ts, index);
         }
     }
 }
