@@ -350,7 +350,8 @@ def _produce_errors(body: Field | None) -> dict[tuple[str, int], int]:
             if idx is None:
                 idx = p.get("partition_index", p.get("partition"))
             code = _int(p.get("error_code")) or 0
-            out[(topic, _int(idx) if _int(idx) is not None else -1)] = code
+            n = _int(idx)
+            out[(topic, n if n is not None else -1)] = code
     return out
 
 
@@ -362,7 +363,8 @@ def _fetch_records(body: Field | None) -> Iterator[tuple[str, int, Field | None]
             idx = p.get("partition_index")
             if idx is None:
                 idx = p.get("index", p.get("partition"))
-            yield topic, _int(idx) if _int(idx) is not None else -1, p.child("records")
+            n = _int(idx)
+            yield topic, n if n is not None else -1, p.child("records")
 
 
 def _first_malformed(tree: Field | None) -> tuple[str, bool] | None:
@@ -1168,22 +1170,22 @@ class Checker:
                             "(bytes of the broker's side were not captured)")
         else:
             skip = ("error", "got no response although later requests on the connection were answered")
-        for group, sev, what in (
+        for pending, sev, what in (
                 (skipped, *skip),
                 (late, "warning", "got no response before the capture ended"),
                 (recent, "info", "were still waiting when the capture ended")):
-            if not group:
+            if not pending:
                 continue
-            waits = [max(0.0, (end - p.request_time) * 1000.0) for p in group]
-            names = _names(group)
+            waits = [max(0.0, (end - p.request_time) * 1000.0) for p in pending]
+            names = _names(pending)
             tmpl = ("{count} request(s) (" + names.replace("{", "{{").replace("}", "}}") + ") " + what
                     + ", the oldest sent {age} before the end")
-            det = {"count": len(group), "max_wait_ms": round(max(waits), 3),
+            det = {"count": len(pending), "max_wait_ms": round(max(waits), 3),
                    "waited_ms": [round(w, 3) for w in waits][:MAX_LIST]}
             out.append(Finding(
                 "unanswered-request", sev, _render(tmpl, det),
-                cs.name, sorted({p.ref['request_frame'] for p in group})[:MAX_LIST],
-                [p.ref for p in group][:MAX_LIST], det, story=(what, names), template=tmpl))
+                cs.name, sorted({p.ref['request_frame'] for p in pending})[:MAX_LIST],
+                [p.ref for p in pending][:MAX_LIST], det, story=(what, names), template=tmpl))
         return out
 
 
@@ -1239,9 +1241,9 @@ def tell_once(findings: list[Finding]) -> list[Finding]:
         det = dict(first.details)
         det["count"] = sum(int(f.details.get("count", 1)) for f in g)
         for f in g[1:]:
-            for k, v in f.details.items():
-                if k.startswith("max_") and isinstance(v, (int, float)):
-                    det[k] = max(det.get(k, v), v)
+            for name, v in f.details.items():
+                if name.startswith("max_") and isinstance(v, (int, float)):
+                    det[name] = max(det.get(name, v), v)
         det.pop("listed", None)
         det.pop("waited_ms", None)
         conns = list(dict.fromkeys(f.conn for f in g))
