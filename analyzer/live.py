@@ -171,6 +171,9 @@ class ScapySource:
         else:
             self.linktype = int(conf.l2types.layer2num.get(self.sock.LL, LINKTYPE_ETHERNET))
         self._fd = self.sock.fileno()
+        # read() waits for the first packet with select, then takes what is queued until the
+        # socket says it would block: no select per packet
+        self.sock.ins.setblocking(False)
         self.received = 0
         self.dropped = 0
         self._set_buffer(buffer_bytes)
@@ -221,8 +224,6 @@ class ScapySource:
                 out.append((float(ts) if ts is not None else time.time(), data, len(data)))
                 self.received += 1
                 nbytes += len(data)
-            if not select.select([self._fd], [], [], 0)[0]:
-                break
         return out
 
     def close(self) -> None:
