@@ -5,6 +5,8 @@ from types import TracebackType
 from analyzer.model import Packet
 
 SUPPORTED_LINKTYPES: list[int]
+# the ``now`` of the events made at the end of the capture (Stream.finish)
+END_OF_CAPTURE: int
 
 class CaptureError(Exception): ...
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, NamedTuple
 
-from analyzer._core import Capture, Stream, open_capture
+from analyzer._core import END_OF_CAPTURE, Capture, Stream, open_capture
 from analyzer.framing import Framer
 from analyzer.model import (
     Conn,
@@ -66,7 +66,6 @@ _obj_new = object.__new__
 SASL_HANDSHAKE = 17
 _API_NAMES: dict[int, str] = {}    # api_key (an int16) -> api_name(api_key), asked once per exchange
 _BATCH = 2048              # packets the core reads per call of feed_capture
-END_OF_CAPTURE = 1 << 62   # Pipeline.packet_now while the capture's end is handled
 API_VERSIONS = 18
 
 

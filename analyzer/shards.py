@@ -38,9 +38,9 @@ from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as wait_for
 from typing import Any
 
-from analyzer._core import CaptureError, open_capture
+from analyzer._core import END_OF_CAPTURE, CaptureError, open_capture
 from analyzer.options import fresh_context
-from analyzer.pipeline import END_OF_CAPTURE, Options, Run
+from analyzer.pipeline import Options, Run
 from analyzer.stats import PointSample, StatsAccumulator
 from dissectors.context import DecodeContext
 

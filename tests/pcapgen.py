@@ -42,6 +42,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from analyzer._core import END_OF_CAPTURE
 from analyzer.model import Conn, Endpoint, StreamData, StreamEnd, StreamEvent, StreamGap
 
 FIN, SYN, RST, PSH, ACK = 1, 2, 4, 8, 16
@@ -334,12 +335,12 @@ class CoreRun:
                 c.syn_seen, c.closed, c.closed_by, c.lost_from, c.last_ts = ev[2:7]
             elif kind == 0:
                 c = self._by_id[ev[1]]
-                if ev[7] < 1 << 62:             # (the time of the packet being handled)
+                if ev[7] < END_OF_CAPTURE:      # (the time of the packet being handled)
                     c.last_ts = ev[8]
                 out.append(StreamData(c, *ev[2:7]))
             elif kind == 1:
                 c = self._by_id[ev[1]]
-                if ev[8] < 1 << 62:
+                if ev[8] < END_OF_CAPTURE:
                     c.last_ts = ev[9]
                 out.append(StreamGap(c, *ev[2:8]))
             else:

@@ -184,7 +184,7 @@ struct PySink<'py> {
     err: Option<PyErr>,
 }
 
-/// `now` of the events made at the end of the capture.
+/// `now` of the events made at the end of the capture (`analyzer._core.END_OF_CAPTURE`).
 const END_OF_CAPTURE: u64 = 1 << 62;
 
 impl<'py> PySink<'py> {
@@ -293,7 +293,7 @@ pub struct Stream {
 }
 
 impl Stream {
-    /// One packet through net and tcp; false when it belongs to another share (not counted).
+    /// One packet through net and tcp (a packet of another share is not counted).
     fn packet(
         &mut self,
         sink: &mut PySink<'_>,
@@ -531,6 +531,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(open_capture, m)?)?;
     m.add_function(wrap_pyfunction!(conn_key, m)?)?;
     m.add_function(wrap_pyfunction!(parse_packet, m)?)?;
+    m.add("END_OF_CAPTURE", END_OF_CAPTURE)?;
     m.add(
         "SUPPORTED_LINKTYPES",
         crate::capture::SUPPORTED_LINKTYPES.to_vec(),

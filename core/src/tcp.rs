@@ -93,48 +93,6 @@ pub trait Sink {
     fn event(&mut self, ev: Event<'_>);
 }
 
-/// Collects events as owned values (tests, fuzzing).
-#[derive(Debug, Default)]
-pub struct Recorder(pub Vec<String>);
-
-impl Sink for Recorder {
-    fn event(&mut self, ev: Event<'_>) {
-        self.0.push(match ev {
-            Event::Open(c) => format!("open {} {:?} {:?}", c.id, c.a, c.b),
-            Event::Update(c) => format!(
-                "update {} syn={} closed={:?} by={:?} lost={}",
-                c.id, c.syn_seen, c.closed, c.closed_by, c.lost_from
-            ),
-            Event::Data {
-                conn,
-                dir,
-                offset,
-                data,
-                index,
-                ..
-            } => {
-                format!(
-                    "data {conn}/{dir} @{offset} {:?} #{index}",
-                    String::from_utf8_lossy(data)
-                )
-            }
-            Event::Gap {
-                conn,
-                dir,
-                offset,
-                length,
-                reason,
-                ..
-            } => {
-                format!("gap {conn}/{dir} @{offset}+{length} {reason}")
-            }
-            Event::End {
-                conn, dir, reason, ..
-            } => format!("end {conn}/{dir:?} {reason}"),
-        });
-    }
-}
-
 /// Limits of the reassembler.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -857,6 +815,48 @@ mod tests {
 
     const C: Endpoint = (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), 40000);
     const B: Endpoint = (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)), 9092);
+
+    /// Collects events as text, for the assertions.
+    #[derive(Debug, Default)]
+    pub struct Recorder(pub Vec<String>);
+
+    impl Sink for Recorder {
+        fn event(&mut self, ev: Event<'_>) {
+            self.0.push(match ev {
+                Event::Open(c) => format!("open {} {:?} {:?}", c.id, c.a, c.b),
+                Event::Update(c) => format!(
+                    "update {} syn={} closed={:?} by={:?} lost={}",
+                    c.id, c.syn_seen, c.closed, c.closed_by, c.lost_from
+                ),
+                Event::Data {
+                    conn,
+                    dir,
+                    offset,
+                    data,
+                    index,
+                    ..
+                } => {
+                    format!(
+                        "data {conn}/{dir} @{offset} {:?} #{index}",
+                        String::from_utf8_lossy(data)
+                    )
+                }
+                Event::Gap {
+                    conn,
+                    dir,
+                    offset,
+                    length,
+                    reason,
+                    ..
+                } => {
+                    format!("gap {conn}/{dir} @{offset}+{length} {reason}")
+                }
+                Event::End {
+                    conn, dir, reason, ..
+                } => format!("end {conn}/{dir:?} {reason}"),
+            });
+        }
+    }
 
     struct T {
         r: Reassembler,
