@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter, OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, NamedTuple
 
+from analyzer.insights import elements as _elements
+from analyzer.insights import fetch_partitions as _fetch_partitions
 from analyzer.insights import group_event, group_stories, rejoins_same_generation
 from analyzer.insights import produce_partitions as _produce_partitions
 from analyzer.insights import topic_name as _topic_name
@@ -196,10 +198,6 @@ def _frames_of(ex: Exchange) -> list[int]:
     return [f for f in (ex.request_frame, ex.response_frame) if f is not None]
 
 
-def _elements(f: Field | None) -> list[Field]:
-    return f.children or [] if f is not None else []
-
-
 def _req_key(ex: Exchange) -> tuple[int, int] | None:
     r = ex.request
     return (r.last_index, r.stream_offset) if r is not None else None
@@ -353,18 +351,6 @@ def _produce_errors(body: Field | None) -> dict[tuple[str, int], int]:
             n = _int(idx)
             out[(topic, n if n is not None else -1)] = code
     return out
-
-
-def _fetch_records(body: Field | None) -> Iterator[tuple[str, int, Field | None]]:
-    """(topic, partition, records field) of a Fetch response body."""
-    for t in _elements(body.child("responses") if body is not None else None):
-        topic = _topic_name(t)
-        for p in _elements(t.child("partitions") or t.child("partition_responses")):
-            idx = p.get("partition_index")
-            if idx is None:
-                idx = p.get("index", p.get("partition"))
-            n = _int(idx)
-            yield topic, n if n is not None else -1, p.child("records")
 
 
 def _first_malformed(tree: Field | None) -> tuple[str, bool] | None:
@@ -665,7 +651,7 @@ class Checker:
                 if any(p.get("crc_ok") is False for p in ex.partitions):
                     crc_frames.append(frame)
             if frame is not None and not side_truncated and not legacy:
-                walker = _produce_partitions if prod else _fetch_records
+                walker = _produce_partitions if prod else _fetch_partitions
                 for _t, _p, rec in walker(_body(tree)):
                     bad, why = _records_trouble(rec)
                     if bad and frame not in crc_frames:

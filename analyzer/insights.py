@@ -63,7 +63,8 @@ MAX_DECOMPRESSED = 64 * 1024 * 1024     # per Produce request, to size batches b
 ACKS = {-1: "all", 0: "0", 1: "1"}
 
 
-def _kids(f: Field | None) -> list[Field]:
+def elements(f: Field | None) -> list[Field]:
+    """The children of an array (or struct) field; none for a missing one."""
     return (f.children or []) if f is not None else []
 
 
@@ -80,12 +81,24 @@ def topic_name(t: Field) -> str:
 
 def produce_partitions(body: Field | None) -> Iterator[tuple[str, int, Field | None]]:
     """(topic, partition, records field) of a Produce request body."""
-    for t in _kids(body.child("topic_data") if body is not None else None):
+    for t in elements(body.child("topic_data") if body is not None else None):
         topic = topic_name(t)
-        for p in _kids(t.child("partition_data")):
+        for p in elements(t.child("partition_data")):
             idx = p.get("index")
             if idx is None:
                 idx = p.get("partition_index", p.get("partition"))
+            n = _int(idx)
+            yield topic, n if n is not None else -1, p.child("records")
+
+
+def fetch_partitions(body: Field | None) -> Iterator[tuple[str, int, Field | None]]:
+    """(topic, partition, records field) of a Fetch response body."""
+    for t in elements(body.child("responses") if body is not None else None):
+        topic = topic_name(t)
+        for p in elements(t.child("partitions") or t.child("partition_responses")):
+            idx = p.get("partition_index")
+            if idx is None:
+                idx = p.get("index", p.get("partition"))
             n = _int(idx)
             yield topic, n if n is not None else -1, p.child("records")
 
@@ -247,12 +260,12 @@ class ConsumerLag:
         if _value(q, "isolation_level") == 1:
             self.read_committed.add(ex.client_id)
         parts = s.parts
-        for t in _kids(q.get("topics")):
+        for t in elements(q.get("topics")):
             td = _named(t)
             tk = _topic_key(td)
             if tk is None:
                 continue
-            for p in _kids(td.get("partitions")):
+            for p in elements(td.get("partitions")):
                 idx = off = None
                 for c in p.children or ():          # one pass: once per partition of every Fetch
                     n = c.name
@@ -282,10 +295,10 @@ class ConsumerLag:
         t_resp = ex.response.last_ts
         sampled: set[tuple[str, int]] = set()
         i = 0
-        for t in _kids(r.get("responses")):
+        for t in elements(r.get("responses")):
             td = _named(t)
             tk = _topic_key(td)
-            for p in _kids(td.get("partitions")):
+            for p in elements(td.get("partitions")):
                 pn = named[i] if i < len(named) else None
                 i += 1
                 idx = hw = lso = err = None
@@ -343,11 +356,11 @@ class ConsumerLag:
             full = _body(decode_request(ex.request.data, DecodeContext(decode_records=False)))
             ft = full.child("forgotten_topics_data") if full is not None else None
         out: list[tuple[str, int]] = []
-        for t in _kids(ft):
+        for t in elements(ft):
             tk = _topic_key(_named(t))
             if tk is None:
                 continue
-            for p in _kids(t.child("partitions")):
+            for p in elements(t.child("partitions")):
                 if _int(p.value) is not None:
                     out.append((tk, p.value))
         return out
@@ -689,7 +702,7 @@ def group_event(ex: Exchange, conn_name: str, full: bool = True) -> dict[str, An
     if ex.response is None:
         ev["error"] = ev["error"] or "no response"
     if key == JOIN_GROUP:
-        ev["protocols"] = [p.get("name") for p in _kids(q.child("protocols"))]
+        ev["protocols"] = [p.get("name") for p in elements(q.child("protocols"))]
         if r is not None:
             ev["generation_id"] = _int(r.get("generation_id"))
             ev["protocol_name"] = r.get("protocol_name")
@@ -702,7 +715,7 @@ def group_event(ex: Exchange, conn_name: str, full: bool = True) -> dict[str, An
     elif key == SYNC_GROUP:
         ev["generation_id"] = _int(q.get("generation_id"))
         plan = {str(a.get("member_id")): assignment(a.child("assignment"))
-                for a in _kids(q.child("assignments"))}
+                for a in elements(q.child("assignments"))}
         if plan:
             ev["assignments"] = plan
         if r is not None:
@@ -714,7 +727,7 @@ def group_event(ex: Exchange, conn_name: str, full: bool = True) -> dict[str, An
         ev["generation_id"] = _int(gen)
         if key == OFFSET_COMMIT:
             ev["offsets"] = {f"{topic_name(t)}-{p.get('partition_index')}": p.get("committed_offset")
-                             for t in _kids(q.child("topics")) for p in _kids(t.child("partitions"))}
+                             for t in elements(q.child("topics")) for p in elements(t.child("partitions"))}
     elif key == LEAVE_GROUP:
         members = q.child("members")
         if members is not None and members.children:
