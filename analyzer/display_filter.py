@@ -221,8 +221,7 @@ class Literal:
     text: str
     quoted: bool
     number: float | int | None
-    low: float | int | None = None      # a range a..b (in {...} only)
-    high: float | int | None = None
+    span: tuple[int, int] | None = None     # a range a..b (in {...} only): (a, b)
 
 
 def _unit_scale(field: str, kind: str, unit: str) -> float:
@@ -246,7 +245,7 @@ def _literal(tok: Token, field: str, kind: str) -> Literal:
         return Literal(text, True, None)
     m = _RANGE.match(raw)
     if m:
-        return Literal(raw, False, None, int(m.group(1)), int(m.group(2)))
+        return Literal(raw, False, None, (int(m.group(1)), int(m.group(2))))
     m = _NUMBER.match(raw)
     number: float | int | None = None
     if m:
@@ -268,9 +267,9 @@ def _literal(tok: Token, field: str, kind: str) -> Literal:
 
 def _check_literal(field: str, kind: str, lit: Literal, op: str) -> None:
     """Values that can never match a field of a known kind are errors, not silent misses."""
-    if kind in ("int", "time", "size") and lit.number is None and lit.low is None and op != "contains":
+    if kind in ("int", "time", "size") and lit.number is None and lit.span is None and op != "contains":
         raise FilterError(f"{field} is a number: {lit.text!r} is not one")
-    if lit.low is not None and kind not in ("int", "any"):
+    if lit.span is not None and kind not in ("int", "any"):
         raise FilterError(f"{field}: a range {lit.text} applies to integer fields only")
     if field == "api_name" and op in ("==", "!=", "in") and lit.text not in API_NAMES \
             and not _UNKNOWN_API.match(lit.text):
@@ -304,9 +303,10 @@ def _as_text(v: Any) -> str:
 
 
 def _equal(v: Any, lit: Literal) -> bool:
-    if lit.low is not None:
+    span = lit.span
+    if span is not None:
         n = _as_number(v)
-        return n is not None and lit.low <= n <= lit.high   # type: ignore[operator]
+        return n is not None and span[0] <= n <= span[1]
     n = _as_number(v)
     if n is not None and not lit.quoted:
         return lit.number is not None and n == lit.number
@@ -621,7 +621,8 @@ class Compare(Node):
             return any(_contains(v, self.lits[0]) for v in vals)
         if op == "matches":
             pat = self.pattern
-            return any(pat.search(_as_text(v)) for v in vals)   # type: ignore[union-attr]
+            assert pat is not None      # matches() gives its pattern
+            return any(pat.search(_as_text(v)) for v in vals)
         return any(_ordered(v, op, self.lits[0]) for v in vals)
 
 
@@ -665,7 +666,7 @@ class _Build(Transformer):
     def compare(self, name: Token, op: Token, value: Token) -> Node:
         ref = field_ref(str(name))
         lit = _literal(value, ref.name, ref.vtype)
-        if lit.low is not None:
+        if lit.span is not None:
             raise FilterError(f"{ref.name}: a range {lit.text} goes in a set: {ref.name} in {{{lit.text}}}")
         _check_literal(ref.name, ref.vtype, lit, str(op))
         if str(op) in _ORDER and ref.vtype in ("str", "errors") and lit.number is not None and not lit.quoted:
@@ -863,8 +864,8 @@ def frame_selector(path: str, numbers: tuple[int, ...]) -> tuple[FrameSelector, 
     for n in sorted(set(numbers)):
         if n not in spots:
             notes.append(f"packet {n}: the capture has fewer packets")
-        elif spots[n] is None:
+        elif (spot := spots[n]) is None:
             notes.append(f"packet {n}: not a TCP packet")
-        elif spots[n].payload == 0:   # type: ignore[union-attr]
+        elif spot.payload == 0:
             notes.append(f"packet {n}: a TCP packet without payload (no Kafka bytes)")
     return FrameSelector(spots), notes

@@ -691,12 +691,17 @@ class StatsAccumulator:
                 self.lag.add(ex)
                 if ex.api_key != 1:
                     self.group_stories.add(ex)
-        # as Exchange.latency_ms / ttfb_ms / request_time / response_time, without the properties
+        # as Exchange.latency_ms / ttfb_ms / request_time / response_time, without the properties;
+        # t0 and t1, lat and ttfb are None together (declared apart: an assignment narrows them)
+        t0: float | None
+        t1: float | None
+        lat: float | None
+        ttfb: float | None
         if req is not None and resp is not None:
-            t0: float | None = req.last_ts
-            t1: float | None = resp.last_ts
-            lat: float | None = (t1 - t0) * 1000.0  # type: ignore[operator]
-            ttfb: float | None = (resp.first_ts - t0) * 1000.0  # type: ignore[operator]
+            t0 = req.last_ts
+            t1 = resp.last_ts
+            lat = (t1 - t0) * 1000.0
+            ttfb = (resp.first_ts - t0) * 1000.0
             wait = wait_kind(ex, lat) if api in _WAIT_APIS else None
         else:
             lat = ttfb = wait = None
@@ -732,7 +737,8 @@ class StatsAccumulator:
             if ft is None or t0 < ft:
                 self.first_time = t0
             lt = self.last_time
-            if lt is None or t1 > lt:  # type: ignore[operator]
+            assert t1 is not None       # None together with t0
+            if lt is None or t1 > lt:
                 self.last_time = t1
             sec = int(t0)
             if sec != self._sec:
@@ -806,7 +812,8 @@ class StatsAccumulator:
                 g.answered += 1
                 pending = g.latency.pending
                 pending.append(lat)
-                g.ttfb.pending.append(ttfb)     # type: ignore[arg-type]
+                assert ttfb is not None     # None together with lat
+                g.ttfb.pending.append(ttfb)
                 if wait is None:
                     g.service.pending.append(lat)
                 else:
@@ -854,7 +861,7 @@ class StatsAccumulator:
                 rows = self.api_second[sec] = {}
             for api, pend in apis.items():
                 srow[0] += len(pend)
-                lats: list[float] = [v for v in pend if v is not None] if nones else pend  # type: ignore[assignment]  # (no None when nones is 0)
+                lats: list[float] = [v for v in pend if v is not None] if nones else pend  # type: ignore[assignment]  # pend holds no None unless _sec_nones was set
                 if not lats:
                     continue
                 ns = sum(_ns_of(lats))
@@ -882,13 +889,16 @@ class StatsAccumulator:
         only): the exchange counts once per key."""
         base = {"api": api, "version": ex.api_version, "client_id": ex.client_id,
                 "client": cinfo[0], "broker": cinfo[1], "conn": cinfo[2]}
-        by_key: dict[tuple[Any, ...], list[dict[str, Any] | None]] = {}
+        by_key: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
         for topic, part, pd in topic_partitions(ex):
             base["topic"] = topic
             base["partition"] = part
-            by_key.setdefault(tuple([base[b] for b in self.by]), []).append(pd)
-        # the partition dicts come from ex.partitions, all or none (request topics)
-        return [(k, pds if pds[0] is not None else None) for k, pds in by_key.items()]  # type: ignore[misc]
+            pds = by_key.setdefault(tuple([base[b] for b in self.by]), [])
+            if pd is not None:
+                pds.append(pd)
+        # the partition dicts come from ex.partitions, all or none (request topics): a key
+        # without any is the whole exchange's (None)
+        return [(k, pds or None) for k, pds in by_key.items()]
 
     def renumber_conns(self, number: Callable[[int], int], source: str | None) -> StatsAccumulator:
         """Connection keys given as first-packet numbers (a shard of a capture, see

@@ -511,7 +511,8 @@ def _compile(fields: tuple[FieldDef, ...], version: int, flexible: bool, type_na
     size = 0
     for fd, tagged in present:
         if tagged:
-            plan.tags[fd.tag], _ = _field_op(fd, version, flexible, companions)  # type: ignore[index]
+            assert fd.tag is not None       # a field _present calls tagged has its tag
+            plan.tags[fd.tag], _ = _field_op(fd, version, flexible, companions)
             continue
         if fd.type in _FIXED:
             keep = _kept(fd, companions)
@@ -1174,7 +1175,8 @@ def _root(name: str, bd: _BodyDef, buf: bytes, start: int, n: int, ctx: DecodeCo
     root.children, root.notes, root.extra = [body], None, None
     root.error_codes = _cur.errs
     if body_bytes is not None:
-        _remember(memo, body_bytes, bd, start, root, counts, ctx)   # type: ignore[arg-type]
+        assert memo is not None and counts is not None      # set with body_bytes
+        _remember(memo, body_bytes, bd, start, root, body, counts, ctx)
     return root
 
 
@@ -1202,9 +1204,10 @@ def _limits(ctx: DecodeContext) -> int:
 
 
 def _remember(memo: dict[bytes, tuple], body_bytes: bytes, bd: _BodyDef, start: int, root: Field,
-              counts: tuple[int, int, int, int, int], ctx: DecodeContext) -> None:
+              body: Field, counts: tuple[int, int, int, int, int], ctx: DecodeContext) -> None:
+    """Remember ``root`` (whose child is ``body``) for ``body_bytes``."""
     malformed, valid, invalid, trailing, limits = counts
-    if ctx.malformed != malformed or _limits(ctx) != limits or root.children[0].extra is not None:   # type: ignore[index]
+    if ctx.malformed != malformed or _limits(ctx) != limits or body.extra is not None:
         return
     if len(memo) >= MEMO_MAX_ENTRIES:
         memo.clear()

@@ -37,9 +37,9 @@ _LAST_NON_FLEXIBLE_KEY = 67
 NEWER_VERSIONS_TRIED = MAX_NEWER_PLAUSIBLE
 
 
-def _clamp(api: ApiDef, version: int) -> tuple[int | None, str | None]:
-    """The version to decode with (None: none, keep the body raw), and the note that says
-    why it differs."""
+def _clamp(api: ApiDef, version: int) -> tuple[None, str] | tuple[int, str | None]:
+    """The version to decode with (None: none, keep the body raw, and the note says so), and
+    the note that says why it differs."""
     if version > api.max_version:
         if version - api.max_version > NEWER_VERSIONS_TRIED:
             return None, (f"version {version} is beyond the newest we know ({api.max_version}): "
@@ -155,11 +155,12 @@ def decode_request(data: bytes, ctx: DecodeContext, size: int | None = None) -> 
                   + (" (header assumed flexible)" if hv == 2 else ""))
         root.add(body)
         return root
-    used, why = _clamp(api, api_version)
+    clamp = _clamp(api, api_version)
     st = State(ctx, api_key, slack, n)
-    if used is None:
-        root.add(_raw_body(buf, pos, n, why))   # type: ignore[arg-type]
+    if clamp[0] is None:
+        root.add(_raw_body(buf, pos, n, clamp[1]))
         return root
+    used, why = clamp
     if used < api_version and not _newer_fits(api, used, True, buf, pos, n, ctx, st):
         root.add(_raw_body(buf, pos, n, f"version {api_version} is newer than the newest known "
                                         f"({api.max_version}) and the v{used} layout does not fit: "
@@ -250,11 +251,12 @@ def decode_response(data: bytes, api_key: int, api_version: int, ctx: DecodeCont
         body.note(f"unknown API key {api_key}: body kept as raw bytes")
         root.add(body)
         return root
-    used, why = _clamp(api, api_version)
+    clamp = _clamp(api, api_version)
     st = State(ctx, api_key, slack, n)
-    if used is None:
-        root.add(_raw_body(buf, pos, n, why))   # type: ignore[arg-type]
+    if clamp[0] is None:
+        root.add(_raw_body(buf, pos, n, clamp[1]))
         return root
+    used, why = clamp
     if used < api_version and not (api_key == 18 and n - pos >= 2 and _I16.unpack_from(buf, pos)[0] == 35) \
             and not _newer_fits(api, used, False, buf, pos, n, ctx, st):
         root.add(_raw_body(buf, pos, n, f"version {api_version} is newer than the newest known "

@@ -374,6 +374,13 @@ def _read_int(data: bytes, pos: int, end: int, parent: Field, name: str, type_: 
     return v, pos + st.size
 
 
+def _last(parent: Field) -> Field:
+    """The field a read that succeeded (``_read_int``) has just added to ``parent``."""
+    kids = parent.children
+    assert kids is not None
+    return kids[-1]
+
+
 def _time_note(ms: int) -> str:
     if ms == -1:
         return "latest"
@@ -413,7 +420,7 @@ def _fetch_like(data: bytes, pos: int, end: int, parent: Field, ctx: DecodeConte
         t, pos = _read_int(data, pos, end, parent, "time", "int64", _I64, ctx)
         if t is None:
             return -1
-        parent.children[-1].note(_time_note(t))        # type: ignore[index]
+        _last(parent).note(_time_note(t))
         _, pos = _read_int(data, pos, end, parent, "max_number_of_offsets", "int32", _I32, ctx)
     else:
         _, pos = _read_int(data, pos, end, parent, "offset", "int64", _I64, ctx)
@@ -427,7 +434,7 @@ def _produce_part(data: bytes, pos: int, end: int, parent: Field, ctx: DecodeCon
     ml, pos = _read_int(data, pos, end, parent, "messages_length", "int32", _I32, ctx)
     if ml is None:
         return -1
-    mlf = parent.children[-1]                          # type: ignore[index]
+    mlf = _last(parent)
     left = end - pos
     if ml < 0:
         mlf.mark_malformed(f"messages_length {ml} is negative", ctx)
@@ -495,12 +502,12 @@ def _decode_multi_request(data: bytes, rtype: int, root: Field, header: Field, c
     parts = body.add(Field("topic_partitions", "array", count, pos, n - pos, children=[]))
     minimum = _MIN_FETCH_PART if rtype == MULTIFETCH else _MIN_PRODUCE_PART
     if count < 0:
-        header.children[-1].mark_malformed(f"topic_count {count} is negative", ctx)   # type: ignore[index]
+        _last(header).mark_malformed(f"topic_count {count} is negative", ctx)
         return root
     if count > ctx.max_array_len:
         ctx.hit_limit("max_array_len")
     if count * minimum > n - pos:
-        header.children[-1].mark_malformed(                                           # type: ignore[index]
+        _last(header).mark_malformed(
             f"topic_count {count} needs at least {count * minimum} bytes, {n - pos} left", ctx)
     elem_type = "FetchPart" if rtype == MULTIFETCH else "ProducePart"
     for i in range(min(count, ctx.max_array_len)):

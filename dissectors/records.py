@@ -582,8 +582,8 @@ def _decode_legacy(buf: bytes, pos: int, size: int, state: _State, index: int, d
         Field("magic", "int8", magic, pos + 16, 1),
         Field("attributes", "int8", attrs, pos + 17, 1, attr_kids),
     ]
-    if magic == 1:
-        kids.append(Field("timestamp", "int64", ts, pos + 18, 8, None, [iso_ms(ts)]))  # type: ignore[arg-type]
+    if ts is not None:      # magic 1
+        kids.append(Field("timestamp", "int64", ts, pos + 18, 8, None, [iso_ms(ts)]))
     msg.children = kids
     msg.extra = {"offset": offset, "timestamp": ts, "key": None, "value": None, "headers": []}
     if depth == 0:
@@ -666,27 +666,34 @@ def _absolute_inner(wrapper: Field, offset: int, ts: int | None, ts_type: int, m
     is that of the last inner message; v0 inner offsets are used as written."""
     if not inner:
         return
+    # (the inner messages have their extra, and their offset as first child: see the caller)
     if magic == 1:
-        last_rel = inner[-1].extra["offset"]  # type: ignore[index]
-        shift = offset - last_rel
+        assert ts is not None       # a magic 1 wrapper has its timestamp
+        last = inner[-1].extra
+        assert last is not None
+        shift = offset - last["offset"]
         unassigned = shift < 0
         for m in inner:
-            rel = m.extra["offset"]  # type: ignore[index]
-            off_f = m.children[0]  # type: ignore[index]
+            x, kids = m.extra, m.children
+            assert x is not None and kids
+            rel = x["offset"]
+            off_f = kids[0]
             if unassigned:
                 off_f.note(f"relative offset {rel} (wrapper offset {offset} not assigned yet)")
             else:
-                m.extra["offset"] = rel + shift  # type: ignore[index]
+                x["offset"] = rel + shift
                 off_f.note(f"absolute offset {rel + shift}")
             if ts_type == 1:
-                m.extra["timestamp"] = ts  # type: ignore[index]
+                x["timestamp"] = ts
                 ts_f = m.child("timestamp")
                 if ts_f is not None:
-                    ts_f.note(f"LogAppendTime from the wrapper: {iso_ms(ts)}")  # type: ignore[arg-type]
+                    ts_f.note(f"LogAppendTime from the wrapper: {iso_ms(ts)}")
         wrapper.note(f"wrapper offset {offset} is the last inner message's absolute offset")
     else:
         for m in inner:
-            m.children[0].note("offset as written")  # type: ignore[index]
+            kids = m.children
+            assert kids
+            kids[0].note("offset as written")
 
 
 # -- the lean summary (record decoding off) ----------------------------------------
@@ -871,7 +878,8 @@ def iter_records(field: Field) -> list[RecordView]:
     def visit(entries: list[Field] | None, magic_hint: int) -> None:
         for e in entries or ():
             if e.type == "RecordBatch":
-                ctrl = bool(e.child("attributes") and e.child("attributes").get("is_control"))  # type: ignore[union-attr]
+                attrs = e.child("attributes")
+                ctrl = bool(attrs and attrs.get("is_control"))
                 recs = e.child("records")
                 for r in (recs.children if recs is not None else None) or ():
                     if r.extra:
