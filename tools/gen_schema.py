@@ -110,6 +110,34 @@ LISTENERS: dict[int, tuple[str, ...]] = {
     88: ("broker",), 89: ("broker",), 90: ("broker",), 91: ("broker",), 92: ("broker",),
 }
 
+
+def _topology_description_structs(since: str) -> list[dict[str, Any]]:
+    """KIP-1331's topology description, as Kafka declares it in both
+    StreamsGroupTopologyDescriptionUpdateRequest.json (key 93, ``since`` "0+") and
+    StreamsGroupDescribeResponse.json (key 89, "1+"): the same four common structs, the same
+    fields in the same order."""
+    return [{"name": "TopologyDescription",
+             "versions": since,
+             "fields": [{"name": "Subtopologies", "type": "[]TopologyDescriptionSubtopology", "versions": since},
+                        {"name": "GlobalStores", "type": "[]TopologyDescriptionGlobalStore", "versions": since}]},
+            {"name": "TopologyDescriptionSubtopology",
+             "versions": since,
+             "fields": [{"name": "SubtopologyId", "type": "string", "versions": since},
+                        {"name": "Nodes", "type": "[]TopologyDescriptionNode", "versions": since}]},
+            {"name": "TopologyDescriptionNode",
+             "versions": since,
+             "fields": [{"name": "Name", "type": "string", "versions": since},
+                        {"name": "NodeType", "type": "int8", "versions": since},
+                        {"name": "SourceTopics", "type": "[]string", "versions": since},
+                        {"name": "SinkTopic", "type": "string", "versions": since, "nullableVersions": since},
+                        {"name": "Stores", "type": "[]string", "versions": since},
+                        {"name": "Successors", "type": "[]string", "versions": since}]},
+            {"name": "TopologyDescriptionGlobalStore",
+             "versions": since,
+             "fields": [{"name": "Source", "type": "TopologyDescriptionNode", "versions": since},
+                        {"name": "Processor", "type": "TopologyDescriptionNode", "versions": since}]}]
+
+
 # Definitions newer than kio 0.6.5 knows, read from apache/kafka's trunk message definitions
 # through the search tool (our transcription; Kafka's "about" texts dropped):
 # StreamsGroupTopologyDescriptionUpdate{Request,Response}.json (key 93) and
@@ -125,37 +153,7 @@ EXTRA_DEFINITIONS: list[dict[str, Any]] = [{"apiKey": 93,
              {"name": "MemberId", "type": "string", "versions": "0+"},
              {"name": "TopologyEpoch", "type": "int32", "versions": "0+"},
              {"name": "TopologyDescription", "type": "TopologyDescription", "versions": "0+"}],
-  "commonStructs": [{"name": "TopologyDescription",
-                     "versions": "0+",
-                     "fields": [{"name": "Subtopologies",
-                                 "type": "[]TopologyDescriptionSubtopology",
-                                 "versions": "0+"},
-                                {"name": "GlobalStores",
-                                 "type": "[]TopologyDescriptionGlobalStore",
-                                 "versions": "0+"}]},
-                    {"name": "TopologyDescriptionSubtopology",
-                     "versions": "0+",
-                     "fields": [{"name": "SubtopologyId", "type": "string", "versions": "0+"},
-                                {"name": "Nodes",
-                                 "type": "[]TopologyDescriptionNode",
-                                 "versions": "0+"}]},
-                    {"name": "TopologyDescriptionNode",
-                     "versions": "0+",
-                     "fields": [{"name": "Name", "type": "string", "versions": "0+"},
-                                {"name": "NodeType", "type": "int8", "versions": "0+"},
-                                {"name": "SourceTopics", "type": "[]string", "versions": "0+"},
-                                {"name": "SinkTopic",
-                                 "type": "string",
-                                 "versions": "0+",
-                                 "nullableVersions": "0+"},
-                                {"name": "Stores", "type": "[]string", "versions": "0+"},
-                                {"name": "Successors", "type": "[]string", "versions": "0+"}]},
-                    {"name": "TopologyDescriptionGlobalStore",
-                     "versions": "0+",
-                     "fields": [{"name": "Source", "type": "TopologyDescriptionNode", "versions": "0+"},
-                                {"name": "Processor",
-                                 "type": "TopologyDescriptionNode",
-                                 "versions": "0+"}]}]},
+  "commonStructs": _topology_description_structs("0+")},
  {"apiKey": 93,
   "type": "response",
   "name": "StreamsGroupTopologyDescriptionUpdateResponse",
