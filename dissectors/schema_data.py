@@ -1076,15 +1076,16 @@ APIS[41] = ApiDef(41, "DescribeDelegationToken", 0, 3, 2, request=(
     F("throttle_time_ms", "int32", (0, ANY)),
 ), kafka4_versions=(1, 3), listeners=("broker", "controller"))
 
-APIS[42] = ApiDef(42, "DeleteGroups", 0, 2, 2, request=(
+APIS[42] = ApiDef(42, "DeleteGroups", 0, 3, 2, request=(
     F("groups_names", "array", (0, ANY), element="string"),
 ), response=(
     F("throttle_time_ms", "int32", (0, ANY)),
     F("results", "array", (0, ANY), struct="DeletableGroupResult", element="struct", fields=(
         F("group_id", "string", (0, ANY)),
         F("error_code", "int16", (0, ANY), meaning="error_code"),
+        F("error_message", "string", (3, ANY), nullable=(3, ANY)),
     )),
-), kafka4_versions=(0, 2), listeners=("broker",))
+), kafka4_versions=(0, 3), listeners=("broker",))
 
 APIS[43] = ApiDef(43, "ElectLeaders", 0, 2, 2, request=(
     F("election_type", "int8", (1, ANY)),

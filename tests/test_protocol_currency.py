@@ -353,3 +353,41 @@ def test_streams_group_heartbeat_v1_response_and_v0_legacy_lag() -> None:
     assert (b0["acceptable_recovery_lag_legacy"], b0["task_offset_interval_ms"]) == (1000, 3)
     assert "acceptable_recovery_lag" not in b0 and "topology_description_required" not in b0
     assert ctx.malformed == 0 and ctx.trailing == 0
+
+def _cstr(s: str | None) -> bytes:
+    """A compact (nullable) string."""
+    return b"\x00" if s is None else bytes([len(s) + 1]) + s.encode()
+
+
+def _cstrs(*ss: str) -> bytes:
+    """A compact array of compact strings."""
+    return bytes([len(ss) + 1]) + b"".join(_cstr(s) for s in ss)
+
+
+def test_delete_groups_v3_response_says_why_a_group_was_not_deleted() -> None:
+    # KIP-1331: each result's nullable ErrorMessage after its ErrorCode (read as v2, the
+    # message's length 0x05 was taken for a tagged-field count and the frame kept raw)
+    results = (_cstr("g") + struct.pack(">h", 68) + _cstr("nope") + b"\x00"
+               + _cstr("h") + struct.pack(">h", 0) + _cstr(None) + b"\x00")
+    v3 = struct.pack(">i", 7) + b"\x03" + results + b"\x00"
+    ctx = DecodeContext()
+    tree = kafka.decode_response(struct.pack(">i", 1) + b"\x00" + v3, 42, 3, ctx)
+    body = at(tree, "body")
+    assert body.type == "DeleteGroupsResponse v3" and body.notes is None and body.get("throttle_time_ms") == 7
+    results = body.child("results").children
+    assert [[(c.name, c.value) for c in r.children] for r in results] == [
+        [("group_id", "g"), ("error_code", 68), ("error_message", "nope"), ("tagged_fields", 0)],
+        [("group_id", "h"), ("error_code", 0), ("error_message", None), ("tagged_fields", 0)]]
+    assert kafka.error_codes(tree) == ["NON_EMPTY_GROUP"] and ctx.malformed == 0 and ctx.trailing == 0
+    # v2 has no message: the same results without it
+    v2 = (struct.pack(">i", 7) + b"\x03" + _cstr("g") + struct.pack(">h", 68) + b"\x00"
+          + _cstr("h") + struct.pack(">h", 0) + b"\x00" + b"\x00")
+    tree = kafka.decode_response(struct.pack(">i", 1) + b"\x00" + v2, 42, 2, ctx)
+    assert [c.name for c in at(tree, "body").child("results").children[0].children] == [
+        "group_id", "error_code", "tagged_fields"]
+    # the v3 request is v2's: the group names
+    tree = kafka.decode_request(_flexible_request(42, 3, 1, "cli", b"\x03\x02g\x02h\x00")[4:], ctx)
+    assert _body(tree) == [("groups_names", 2), ("tagged_fields", 0)]
+    assert [c.value for c in at(tree, "body").child("groups_names").children] == ["g", "h"]
+    assert ctx.malformed == 0 and ctx.trailing == 0
+

@@ -29,16 +29,20 @@ Where the facts come from (what the table really matches)
   ``AcceptableRecoveryLagLegacy``, and the delegation-token APIs (38-41) served by
   controllers too since 4.0. The trunk JSON files themselves were not readable here; the
   layouts come from byte-exact frames encoded from the trunk schema and from code
-  generated from it, as found with the search tool. DeleteGroups v3 (ErrorMessage) and
-  StreamsGroupDescribe v1 (IncludeTopologyDescription; TopologyDescription,
-  TopologyDescriptionStatus, AssignorName) are not in the table: where Kafka puts their
-  new fields could not be confirmed, and a guessed layout would misdecode. A newer
-  version is shown with the newest known layout when it fits, else as raw bytes.
+  generated from it, as found with the search tool. And DeleteGroups v3 (KIP-1331: a
+  nullable ErrorMessage, "3+", after each result's ErrorCode; the request is v2's), from
+  Kafka's own DeleteGroupsRequest/Response.json at apache/kafka commit 678c0e07e473
+  (vendored by kafkars/kafka-wire under spec/upstream/apache-kafka/; also read as
+  apache/kafka@3ef07f0e9aa7 for the response, apache/kafka@07a283acad20 for the request)
+  and krabka-protocol's byte-exact v3 frames. StreamsGroupDescribe v1
+  (IncludeTopologyDescription; TopologyDescription, TopologyDescriptionStatus, AssignorName)
+  is not in the table yet. A newer version is shown with the newest known layout when it
+  fits, else as raw bytes.
 * Optional extra Kafka JSON definitions (``--json DIR``, files named like
   ``FooRequest.json`` / ``FooResponse.json``, with Kafka's // comments): versions they
   define replace the kio ones (used for API keys kio does not know, e.g. 93).
 
-``facts`` writes what tests/test_protocol_currency.py compares the table with
+``facts`` writes what tests/test_schema.py compares the table with
 (tests/data/kafka_messages.json): from a directory of Kafka JSON definitions (kafka-python's
 bundled set by default, or a checkout's clients/src/main/resources/common/message), with
 ``KAFKA_4_4`` applied on top, each message's fields as version-ranged nodes (names, types,
@@ -249,8 +253,22 @@ def _streams_group_heartbeat_v1(pv: PerVersion) -> None:
     _next_version(pv, _same, response)
 
 
+def _with_element_fields(vfs: list[dict[str, Any]], array: str,
+                         more: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``array``'s elements with the fields ``more`` after their own."""
+    return [dict(f, fields=f["fields"] + copy.deepcopy(more)) if f["name"] == array else f for f in vfs]
+
+
+def _delete_groups_v3(pv: PerVersion) -> None:
+    # KIP-1331: each result says why its group was not deleted (a nullable ErrorMessage, "3+");
+    # the request is v2's
+    _next_version(pv, _same, lambda s: _with_element_fields(
+        s, "results", [_vf("error_message", "string", nullable=True)]))
+
+
 # api_key -> the edit that brings what we have of it to Kafka 4.4 (see the module docstring)
-KAFKA_4_4: dict[int, Any] = {18: _api_versions_v5, 28: _txn_offset_commit_v6, 88: _streams_group_heartbeat_v1}
+KAFKA_4_4: dict[int, Any] = {18: _api_versions_v5, 28: _txn_offset_commit_v6, 42: _delete_groups_v3,
+                             88: _streams_group_heartbeat_v1}
 
 
 # ---------------------------------------------------------------------------- fetch
