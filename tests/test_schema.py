@@ -28,7 +28,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     64: (0, 0), 65: (0, 0), 66: (0, 2), 67: (0, 0), 68: (0, 1), 69: (0, 1), 70: (0, 0), 71: (0, 0),
     72: (0, 0), 73: (0, 0), 74: (0, 1), 75: (0, 0), 76: (0, 1), 77: (0, 1), 78: (0, 2), 79: (0, 2),
     80: (0, 1), 81: (0, 0), 82: (0, 0), 83: (0, 0), 84: (0, 0), 85: (0, 1), 86: (0, 0), 87: (0, 1),
-    88: (0, 1), 89: (0, 0), 90: (0, 1), 91: (0, 0), 92: (0, 0), 93: (0, 0), 94: (0, 0),
+    88: (0, 1), 89: (0, 1), 90: (0, 1), 91: (0, 0), 92: (0, 0), 93: (0, 0), 94: (0, 0),
 }
 
 # What Kafka 4.x still serves (KIP-896 removed the rest in 4.0); None: the API is gone.
@@ -37,7 +37,7 @@ KAFKA4: dict[int, tuple[int, int] | None] = {
     8: (2, 10), 9: (1, 10), 19: (2, 7), 20: (1, 6), 23: (2, 4), 27: (1, 2), 29: (1, 3), 30: (1, 3),
     31: (1, 3), 32: (1, 4), 34: (1, 2), 35: (1, 5), 38: (1, 3), 39: (1, 2), 40: (1, 2), 41: (1, 3),
     56: (2, 3), 76: (1, 1), 77: (1, 1), 78: (1, 2), 79: (1, 2), 11: (0, 9), 18: (0, 5), 28: (0, 6),
-    42: (0, 3), 88: (0, 1),
+    42: (0, 3), 88: (0, 1), 89: (0, 1),
 }
 
 
@@ -48,7 +48,7 @@ def supported_pairs() -> set[tuple[int, int]]:
 def test_exact_set_of_supported_pairs() -> None:
     expected = {(k, v) for k, (lo, hi) in SUPPORTED.items() for v in range(lo, hi + 1)}
     assert supported_pairs() == expected
-    assert len(expected) == 367
+    assert len(expected) == 368
 
 
 @pytest.mark.parametrize(("key", "name", "lo", "hi", "flex"), [
@@ -70,6 +70,7 @@ def test_exact_set_of_supported_pairs() -> None:
     (68, "ConsumerGroupHeartbeat", 0, 1, 0),
     (74, "ListConfigResources", 0, 1, 0),
     (88, "StreamsGroupHeartbeat", 0, 1, 0),
+    (89, "StreamsGroupDescribe", 0, 1, 0),
     (92, "DeleteShareGroupOffsets", 0, 0, 0),
 ])
 def test_known_apis(key: int, name: str, lo: int, hi: int, flex: int | None) -> None:

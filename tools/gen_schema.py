@@ -30,14 +30,28 @@ Where the facts come from (what the table really matches)
   controllers too since 4.0. The trunk JSON files themselves were not readable here; the
   layouts come from byte-exact frames encoded from the trunk schema and from code
   generated from it, as found with the search tool. And DeleteGroups v3 (KIP-1331: a
-  nullable ErrorMessage, "3+", after each result's ErrorCode; the request is v2's), from
-  Kafka's own DeleteGroupsRequest/Response.json at apache/kafka commit 678c0e07e473
-  (vendored by kafkars/kafka-wire under spec/upstream/apache-kafka/; also read as
-  apache/kafka@3ef07f0e9aa7 for the response, apache/kafka@07a283acad20 for the request)
-  and krabka-protocol's byte-exact v3 frames. StreamsGroupDescribe v1
-  (IncludeTopologyDescription; TopologyDescription, TopologyDescriptionStatus, AssignorName)
-  is not in the table yet. A newer version is shown with the newest known layout when it
-  fits, else as raw bytes.
+  nullable ErrorMessage, "3+", after each result's ErrorCode; the request is v2's) and
+  StreamsGroupDescribe v1 (KIP-1331: the request's bool IncludeTopologyDescription after
+  IncludeAuthorizedOperations; after each DescribedGroup's AuthorizedOperations a nullable
+  TopologyDescription struct, its four structs as in ``_topology_description_structs``,
+  the int8 TopologyDescriptionStatus, and KIP-1357's nullable string AssignorName; none of
+  them tagged). Their sources: Kafka's own DeleteGroupsRequest/Response.json and
+  StreamsGroupDescribeRequest/Response.json at apache/kafka commit 678c0e07e473 (vendored
+  by kafkars/kafka-wire under spec/upstream/apache-kafka/; DeleteGroupsResponse.json v3 also
+  read as apache/kafka@3ef07f0e9aa7, DeleteGroupsRequest.json and
+  StreamsGroupDescribeRequest.json as apache/kafka@07a283acad20), the generated PHP of
+  longlang/phpkafka for the StreamsGroupDescribe structs, and krabka-protocol's byte-exact
+  DeleteGroups v3 and StreamsGroupDescribe v1 request frames. That JSON, and that PHP,
+  predate AssignorName (apache/kafka PR #22920, KIP-1357, merged 2026-07-29, whose diff
+  shows the field added after TopologyDescriptionStatus, last in DescribedGroup); its type,
+  nullability and versions (a nullable string, "1+", not tagged) are those of the codec
+  krabka-protocol 0.8.0 (crates.io) generates for StreamsGroupDescribeResponse v1, not Kafka's
+  JSON itself. Kafka's StreamsProtocolCrossVersionTest and the 4.4 Admin javadoc
+  (StreamsGroupDescription's Optional assignorName) confirm that v1, and not v0, carries it.
+  Checked once by hand: for every version Kafka's JSON at 678c0e07e473 defines (API keys
+  0-93; 4-7 have none left there, 94 came later), the table expands to the same fields,
+  types, nullability and tags, AssignorName apart. A newer version is shown with the newest known layout when
+  it fits, else as raw bytes.
 * Optional extra Kafka JSON definitions (``--json DIR``, files named like
   ``FooRequest.json`` / ``FooResponse.json``, with Kafka's // comments): versions they
   define replace the kio ones (used for API keys kio does not know, e.g. 93).
@@ -266,9 +280,27 @@ def _delete_groups_v3(pv: PerVersion) -> None:
         s, "results", [_vf("error_message", "string", nullable=True)]))
 
 
+# StreamsGroupDescribeResponse v1's additions to each DescribedGroup, after AuthorizedOperations
+# (Kafka's JSON, with AssignorName as the generated codec of krabka-protocol 0.8.0 has it: see
+# the module docstring)
+_DESCRIBED_GROUP_V1: list[dict[str, Any]] = [
+    {"name": "TopologyDescription", "type": "TopologyDescription", "versions": "1+", "nullableVersions": "1+"},
+    {"name": "TopologyDescriptionStatus", "type": "int8", "versions": "1+"},
+    {"name": "AssignorName", "type": "string", "versions": "1+", "nullableVersions": "1+"}]
+
+
+def _streams_group_describe_v1(pv: PerVersion) -> None:
+    # KIP-1331 (IncludeTopologyDescription; TopologyDescription, TopologyDescriptionStatus) and
+    # KIP-1357 (AssignorName)
+    common = {c["name"]: c["fields"] for c in _topology_description_structs("1+")}
+    added = vf_from_json(_DESCRIBED_GROUP_V1, 1, common)
+    _next_version(pv, lambda q: q + [_vf("include_topology_description", "bool")],
+                  lambda s: _with_element_fields(s, "groups", added))
+
+
 # api_key -> the edit that brings what we have of it to Kafka 4.4 (see the module docstring)
 KAFKA_4_4: dict[int, Any] = {18: _api_versions_v5, 28: _txn_offset_commit_v6, 42: _delete_groups_v3,
-                             88: _streams_group_heartbeat_v1}
+                             88: _streams_group_heartbeat_v1, 89: _streams_group_describe_v1}
 
 
 # ---------------------------------------------------------------------------- fetch
