@@ -1076,15 +1076,16 @@ APIS[41] = ApiDef(41, "DescribeDelegationToken", 0, 3, 2, request=(
     F("throttle_time_ms", "int32", (0, ANY)),
 ), kafka4_versions=(1, 3), listeners=("broker", "controller"))
 
-APIS[42] = ApiDef(42, "DeleteGroups", 0, 2, 2, request=(
+APIS[42] = ApiDef(42, "DeleteGroups", 0, 3, 2, request=(
     F("groups_names", "array", (0, ANY), element="string"),
 ), response=(
     F("throttle_time_ms", "int32", (0, ANY)),
     F("results", "array", (0, ANY), struct="DeletableGroupResult", element="struct", fields=(
         F("group_id", "string", (0, ANY)),
         F("error_code", "int16", (0, ANY), meaning="error_code"),
+        F("error_message", "string", (3, ANY), nullable=(3, ANY)),
     )),
-), kafka4_versions=(0, 2), listeners=("broker",))
+), kafka4_versions=(0, 3), listeners=("broker",))
 
 APIS[43] = ApiDef(43, "ElectLeaders", 0, 2, 2, request=(
     F("election_type", "int8", (1, ANY)),
@@ -2317,9 +2318,10 @@ APIS[88] = ApiDef(88, "StreamsGroupHeartbeat", 0, 1, 0, request=(
     )),
 ), kafka4_versions=(0, 1), listeners=("broker",))
 
-APIS[89] = ApiDef(89, "StreamsGroupDescribe", 0, 0, 0, request=(
+APIS[89] = ApiDef(89, "StreamsGroupDescribe", 0, 1, 0, request=(
     F("group_ids", "array", (0, ANY), element="string"),
     F("include_authorized_operations", "bool", (0, ANY)),
+    F("include_topology_description", "bool", (1, ANY)),
 ), response=(
     F("throttle_time_ms", "int32", (0, ANY)),
     F("groups", "array", (0, ANY), struct="DescribedGroup", element="struct", fields=(
@@ -2413,8 +2415,41 @@ APIS[89] = ApiDef(89, "StreamsGroupDescribe", 0, 0, 0, request=(
             F("is_classic", "bool", (0, ANY)),
         )),
         F("authorized_operations", "int32", (0, ANY)),
+        F("topology_description", "struct", (1, ANY), nullable=(1, ANY), struct="TopologyDescription", fields=(
+            F("subtopologies", "array", (1, ANY), struct="TopologyDescriptionSubtopology", element="struct", fields=(
+                F("subtopology_id", "string", (1, ANY)),
+                F("nodes", "array", (1, ANY), struct="TopologyDescriptionNode", element="struct", fields=(
+                    F("name", "string", (1, ANY)),
+                    F("node_type", "int8", (1, ANY)),
+                    F("source_topics", "array", (1, ANY), element="string"),
+                    F("sink_topic", "string", (1, ANY), nullable=(1, ANY)),
+                    F("stores", "array", (1, ANY), element="string"),
+                    F("successors", "array", (1, ANY), element="string"),
+                )),
+            )),
+            F("global_stores", "array", (1, ANY), struct="TopologyDescriptionGlobalStore", element="struct", fields=(
+                F("source", "struct", (1, ANY), struct="TopologyDescriptionNode", fields=(
+                    F("name", "string", (1, ANY)),
+                    F("node_type", "int8", (1, ANY)),
+                    F("source_topics", "array", (1, ANY), element="string"),
+                    F("sink_topic", "string", (1, ANY), nullable=(1, ANY)),
+                    F("stores", "array", (1, ANY), element="string"),
+                    F("successors", "array", (1, ANY), element="string"),
+                )),
+                F("processor", "struct", (1, ANY), struct="TopologyDescriptionNode", fields=(
+                    F("name", "string", (1, ANY)),
+                    F("node_type", "int8", (1, ANY)),
+                    F("source_topics", "array", (1, ANY), element="string"),
+                    F("sink_topic", "string", (1, ANY), nullable=(1, ANY)),
+                    F("stores", "array", (1, ANY), element="string"),
+                    F("successors", "array", (1, ANY), element="string"),
+                )),
+            )),
+        )),
+        F("topology_description_status", "int8", (1, ANY)),
+        F("assignor_name", "string", (1, ANY), nullable=(1, ANY)),
     )),
-), kafka4_versions=(0, 0), listeners=("broker",))
+), kafka4_versions=(0, 1), listeners=("broker",))
 
 APIS[90] = ApiDef(90, "DescribeShareGroupOffsets", 0, 1, 0, request=(
     F("groups", "array", (0, ANY), struct="DescribeShareGroupOffsetsRequestGroup", element="struct", fields=(

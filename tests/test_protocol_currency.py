@@ -353,3 +353,112 @@ def test_streams_group_heartbeat_v1_response_and_v0_legacy_lag() -> None:
     assert (b0["acceptable_recovery_lag_legacy"], b0["task_offset_interval_ms"]) == (1000, 3)
     assert "acceptable_recovery_lag" not in b0 and "topology_description_required" not in b0
     assert ctx.malformed == 0 and ctx.trailing == 0
+
+
+def _cstr(s: str | None) -> bytes:
+    """A compact (nullable) string."""
+    return b"\x00" if s is None else bytes([len(s) + 1]) + s.encode()
+
+
+def _cstrs(*ss: str) -> bytes:
+    """A compact array of compact strings."""
+    return bytes([len(ss) + 1]) + b"".join(_cstr(s) for s in ss)
+
+
+def test_delete_groups_v3_response_says_why_a_group_was_not_deleted() -> None:
+    # KIP-1331: each result's nullable ErrorMessage after its ErrorCode (read as v2, the
+    # message's length 0x05 was taken for a tagged-field count and the frame kept raw)
+    results = (_cstr("g") + struct.pack(">h", 68) + _cstr("nope") + b"\x00"
+               + _cstr("h") + struct.pack(">h", 0) + _cstr(None) + b"\x00")
+    v3 = struct.pack(">i", 7) + b"\x03" + results + b"\x00"
+    ctx = DecodeContext()
+    tree = kafka.decode_response(struct.pack(">i", 1) + b"\x00" + v3, 42, 3, ctx)
+    body = at(tree, "body")
+    assert body.type == "DeleteGroupsResponse v3" and body.notes is None and body.get("throttle_time_ms") == 7
+    results = body.child("results").children
+    assert [[(c.name, c.value) for c in r.children] for r in results] == [
+        [("group_id", "g"), ("error_code", 68), ("error_message", "nope"), ("tagged_fields", 0)],
+        [("group_id", "h"), ("error_code", 0), ("error_message", None), ("tagged_fields", 0)]]
+    assert kafka.error_codes(tree) == ["NON_EMPTY_GROUP"] and ctx.malformed == 0 and ctx.trailing == 0
+    # v2 has no message: the same results without it
+    v2 = (struct.pack(">i", 7) + b"\x03" + _cstr("g") + struct.pack(">h", 68) + b"\x00"
+          + _cstr("h") + struct.pack(">h", 0) + b"\x00" + b"\x00")
+    tree = kafka.decode_response(struct.pack(">i", 1) + b"\x00" + v2, 42, 2, ctx)
+    assert [c.name for c in at(tree, "body").child("results").children[0].children] == [
+        "group_id", "error_code", "tagged_fields"]
+    # the v3 request is v2's: the group names
+    tree = kafka.decode_request(_flexible_request(42, 3, 1, "cli", b"\x03\x02g\x02h\x00")[4:], ctx)
+    assert _body(tree) == [("groups_names", 2), ("tagged_fields", 0)]
+    assert [c.value for c in at(tree, "body").child("groups_names").children] == ["g", "h"]
+    assert ctx.malformed == 0 and ctx.trailing == 0
+
+
+def test_streams_group_describe_v1_request_asks_for_the_topology_description() -> None:
+    # KIP-1331: IncludeTopologyDescription after IncludeAuthorizedOperations
+    ctx = DecodeContext()
+    tree = kafka.decode_request(_flexible_request(89, 1, 1, "cli", b"\x02\x04app\x01\x01\x00")[4:], ctx)
+    assert at(tree, "body").type == "StreamsGroupDescribeRequest v1"
+    assert _body(tree) == [("group_ids", 1), ("include_authorized_operations", True),
+                           ("include_topology_description", True), ("tagged_fields", 0)]
+    tree = kafka.decode_request(_flexible_request(89, 0, 1, "cli", b"\x02\x04app\x01\x00")[4:], ctx)
+    assert _body(tree) == [("group_ids", 1), ("include_authorized_operations", True), ("tagged_fields", 0)]
+    assert ctx.malformed == 0 and ctx.trailing == 0
+
+
+def _node(name: str, node_type: int, sources: tuple[str, ...] = (), sink: str | None = None,
+          stores: tuple[str, ...] = (), successors: tuple[str, ...] = ()) -> bytes:
+    return (_cstr(name) + struct.pack(">b", node_type) + _cstrs(*sources) + _cstr(sink) + _cstrs(*stores)
+            + _cstrs(*successors) + b"\x00")
+
+
+def test_streams_group_describe_v1_response_carries_the_topology_description_and_assignor() -> None:
+    # KIP-1331 and KIP-1357: after AuthorizedOperations, the nullable TopologyDescription,
+    # TopologyDescriptionStatus and the nullable AssignorName
+    head = (struct.pack(">h", 0) + _cstr(None) + _cstr("app") + _cstr("Stable") + struct.pack(">ii", 5, 5)
+            + b"\xff" + b"\x01" + struct.pack(">i", -2147483648))     # no topology, no members
+    source = _node("KSTREAM-SOURCE-0000000000", 1, sources=("orders",), successors=("KSTREAM-PROCESSOR-1",))
+    processor = _node("KSTREAM-PROCESSOR-1", 2, stores=("counts",), successors=("KSTREAM-SINK-2",))
+    sink = _node("KSTREAM-SINK-2", 3, sink="counts-out")
+    description = (b"\x01" + b"\x02" + _cstr("0") + b"\x04" + source + processor + sink + b"\x00"
+                   + b"\x02" + _node("global-source", 1, sources=("rates",), successors=("global-proc",))
+                   + _node("global-proc", 2, stores=("rates-store",)) + b"\x00" + b"\x00")
+    described = head + description + struct.pack(">b", 3) + _cstr("sticky") + b"\x00"
+    # another group: nothing stored for it, no assignor known
+    unstored = head.replace(b"\x04app", b"\x04bob") + b"\xff" + struct.pack(">b", 1) + _cstr(None) + b"\x00"
+    body = struct.pack(">i", 0) + b"\x03" + described + unstored + b"\x00"
+    ctx = DecodeContext()
+    tree = kafka.decode_response(struct.pack(">i", 1) + b"\x00" + body, 89, 1, ctx)
+    assert at(tree, "body").type == "StreamsGroupDescribeResponse v1"
+    assert ctx.malformed == 0 and ctx.trailing == 0
+    app, bob = at(tree, "body/groups").children
+    assert [c.name for c in app.children][-5:] == [
+        "authorized_operations", "topology_description", "topology_description_status", "assignor_name",
+        "tagged_fields"]
+    assert (app.get("group_id"), app.get("topology_description_status"), app.get("assignor_name")) == (
+        "app", 3, "sticky")
+    desc = app.child("topology_description")
+    sub = desc.child("subtopologies").children[0]
+    assert sub.get("subtopology_id") == "0"
+
+    def node(f: Field) -> tuple[Any, ...]:
+        return (f.get("name"), f.get("node_type"), [c.value for c in f.child("source_topics").children],
+                f.get("sink_topic"), [c.value for c in f.child("stores").children],
+                [c.value for c in f.child("successors").children])
+
+    assert [node(n) for n in sub.child("nodes").children] == [
+        ("KSTREAM-SOURCE-0000000000", 1, ["orders"], None, [], ["KSTREAM-PROCESSOR-1"]),
+        ("KSTREAM-PROCESSOR-1", 2, [], None, ["counts"], ["KSTREAM-SINK-2"]),
+        ("KSTREAM-SINK-2", 3, [], "counts-out", [], [])]
+    store = desc.child("global_stores").children[0]
+    assert (node(store.child("source")), node(store.child("processor"))) == (
+        ("global-source", 1, ["rates"], None, [], ["global-proc"]),
+        ("global-proc", 2, [], None, ["rates-store"], []))
+    assert [(c.name, c.value) for c in bob.children][-4:] == [
+        ("topology_description", None), ("topology_description_status", 1), ("assignor_name", None),
+        ("tagged_fields", 0)]
+    # v0 has none of them: the same group ends with its authorized operations
+    v0 = struct.pack(">i", 0) + b"\x02" + head + b"\x00" + b"\x00"
+    tree = kafka.decode_response(struct.pack(">i", 1) + b"\x00" + v0, 89, 0, ctx)
+    assert [c.name for c in at(tree, "body/groups").children[0].children][-2:] == [
+        "authorized_operations", "tagged_fields"]
+    assert ctx.malformed == 0 and ctx.trailing == 0

@@ -22,13 +22,13 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     16: (0, 5), 17: (0, 1), 18: (0, 5), 19: (0, 7), 20: (0, 6), 21: (0, 2), 22: (0, 6), 23: (0, 4),
     24: (0, 5), 25: (0, 4), 26: (0, 5), 27: (0, 2), 28: (0, 6), 29: (0, 3), 30: (0, 3), 31: (0, 3),
     32: (0, 4), 33: (0, 2), 34: (0, 2), 35: (0, 5), 36: (0, 2), 37: (0, 3), 38: (0, 3), 39: (0, 2),
-    40: (0, 2), 41: (0, 3), 42: (0, 2), 43: (0, 2), 44: (0, 1), 45: (0, 1), 46: (0, 0), 47: (0, 0),
+    40: (0, 2), 41: (0, 3), 42: (0, 3), 43: (0, 2), 44: (0, 1), 45: (0, 1), 46: (0, 0), 47: (0, 0),
     48: (0, 1), 49: (0, 1), 50: (0, 0), 51: (0, 0), 52: (0, 2), 53: (0, 1), 54: (0, 1), 55: (0, 2),
     56: (0, 3), 57: (0, 2), 58: (0, 0), 59: (0, 1), 60: (0, 2), 61: (0, 0), 62: (0, 4), 63: (0, 2),
     64: (0, 0), 65: (0, 0), 66: (0, 2), 67: (0, 0), 68: (0, 1), 69: (0, 1), 70: (0, 0), 71: (0, 0),
     72: (0, 0), 73: (0, 0), 74: (0, 1), 75: (0, 0), 76: (0, 1), 77: (0, 1), 78: (0, 2), 79: (0, 2),
     80: (0, 1), 81: (0, 0), 82: (0, 0), 83: (0, 0), 84: (0, 0), 85: (0, 1), 86: (0, 0), 87: (0, 1),
-    88: (0, 1), 89: (0, 0), 90: (0, 1), 91: (0, 0), 92: (0, 0), 93: (0, 0), 94: (0, 0),
+    88: (0, 1), 89: (0, 1), 90: (0, 1), 91: (0, 0), 92: (0, 0), 93: (0, 0), 94: (0, 0),
 }
 
 # What Kafka 4.x still serves (KIP-896 removed the rest in 4.0); None: the API is gone.
@@ -36,7 +36,8 @@ KAFKA4: dict[int, tuple[int, int] | None] = {
     0: (3, 13), 1: (4, 18), 2: (1, 11), 3: (0, 13), 4: None, 5: None, 6: None, 7: None,
     8: (2, 10), 9: (1, 10), 19: (2, 7), 20: (1, 6), 23: (2, 4), 27: (1, 2), 29: (1, 3), 30: (1, 3),
     31: (1, 3), 32: (1, 4), 34: (1, 2), 35: (1, 5), 38: (1, 3), 39: (1, 2), 40: (1, 2), 41: (1, 3),
-    56: (2, 3), 76: (1, 1), 77: (1, 1), 78: (1, 2), 79: (1, 2), 11: (0, 9), 18: (0, 5), 28: (0, 6), 88: (0, 1),
+    56: (2, 3), 76: (1, 1), 77: (1, 1), 78: (1, 2), 79: (1, 2), 11: (0, 9), 18: (0, 5), 28: (0, 6),
+    42: (0, 3), 88: (0, 1), 89: (0, 1),
 }
 
 
@@ -47,7 +48,7 @@ def supported_pairs() -> set[tuple[int, int]]:
 def test_exact_set_of_supported_pairs() -> None:
     expected = {(k, v) for k, (lo, hi) in SUPPORTED.items() for v in range(lo, hi + 1)}
     assert supported_pairs() == expected
-    assert len(expected) == 366
+    assert len(expected) == 368
 
 
 @pytest.mark.parametrize(("key", "name", "lo", "hi", "flex"), [
@@ -64,10 +65,12 @@ def test_exact_set_of_supported_pairs() -> None:
     (18, "ApiVersions", 0, 5, 3),
     (19, "CreateTopics", 0, 7, 5),
     (36, "SaslAuthenticate", 0, 2, 2),
+    (42, "DeleteGroups", 0, 3, 2),
     (47, "OffsetDelete", 0, 0, None),
     (68, "ConsumerGroupHeartbeat", 0, 1, 0),
     (74, "ListConfigResources", 0, 1, 0),
     (88, "StreamsGroupHeartbeat", 0, 1, 0),
+    (89, "StreamsGroupDescribe", 0, 1, 0),
     (92, "DeleteShareGroupOffsets", 0, 0, 0),
 ])
 def test_known_apis(key: int, name: str, lo: int, hi: int, flex: int | None) -> None:
@@ -306,7 +309,7 @@ def test_against_kafka_message_definitions() -> None:
                 checked += 1
     assert checked > 450
     # Kafka 4.4's versions are there (and fail the comparison above when the table lacks them)
-    assert [facts[k]["versions"][1] for k in ("18", "28")] == [5, 6]
+    assert [facts[k]["versions"][1] for k in ("18", "28", "42")] == [5, 6, 3]
 
 
 KIO_INT = {"error_code": "int16", "timedelta_i32": "int32", "timedelta_i64": "int64", "datetime_i64": "int64"}

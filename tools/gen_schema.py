@@ -29,16 +29,34 @@ Where the facts come from (what the table really matches)
   ``AcceptableRecoveryLagLegacy``, and the delegation-token APIs (38-41) served by
   controllers too since 4.0. The trunk JSON files themselves were not readable here; the
   layouts come from byte-exact frames encoded from the trunk schema and from code
-  generated from it, as found with the search tool. DeleteGroups v3 (ErrorMessage) and
-  StreamsGroupDescribe v1 (IncludeTopologyDescription; TopologyDescription,
-  TopologyDescriptionStatus, AssignorName) are not in the table: where Kafka puts their
-  new fields could not be confirmed, and a guessed layout would misdecode. A newer
-  version is shown with the newest known layout when it fits, else as raw bytes.
+  generated from it, as found with the search tool. And DeleteGroups v3 (KIP-1331: a
+  nullable ErrorMessage, "3+", after each result's ErrorCode; the request is v2's) and
+  StreamsGroupDescribe v1 (KIP-1331: the request's bool IncludeTopologyDescription after
+  IncludeAuthorizedOperations; after each DescribedGroup's AuthorizedOperations a nullable
+  TopologyDescription struct, its four structs as in ``_topology_description_structs``,
+  the int8 TopologyDescriptionStatus, and KIP-1357's nullable string AssignorName; none of
+  them tagged). Their sources: Kafka's own DeleteGroupsRequest/Response.json and
+  StreamsGroupDescribeRequest/Response.json at apache/kafka commit 678c0e07e473 (vendored
+  by kafkars/kafka-wire under spec/upstream/apache-kafka/; DeleteGroupsResponse.json v3 also
+  read as apache/kafka@3ef07f0e9aa7, DeleteGroupsRequest.json and
+  StreamsGroupDescribeRequest.json as apache/kafka@07a283acad20), the generated PHP of
+  longlang/phpkafka for the StreamsGroupDescribe structs, and krabka-protocol's byte-exact
+  DeleteGroups v3 and StreamsGroupDescribe v1 request frames. That JSON, and that PHP,
+  predate AssignorName (apache/kafka PR #22920, KIP-1357, merged 2026-07-29, whose diff
+  shows the field added after TopologyDescriptionStatus, last in DescribedGroup); its type,
+  nullability and versions (a nullable string, "1+", not tagged) are those of the codec
+  krabka-protocol 0.8.0 (crates.io) generates for StreamsGroupDescribeResponse v1, not Kafka's
+  JSON itself. Kafka's StreamsProtocolCrossVersionTest and the 4.4 Admin javadoc
+  (StreamsGroupDescription's Optional assignorName) confirm that v1, and not v0, carries it.
+  Checked once by hand: for every version Kafka's JSON at 678c0e07e473 defines (API keys
+  0-93; 4-7 have none left there, 94 came later), the table expands to the same fields,
+  types, nullability and tags, AssignorName apart. A newer version is shown with the newest known layout when
+  it fits, else as raw bytes.
 * Optional extra Kafka JSON definitions (``--json DIR``, files named like
   ``FooRequest.json`` / ``FooResponse.json``, with Kafka's // comments): versions they
   define replace the kio ones (used for API keys kio does not know, e.g. 93).
 
-``facts`` writes what tests/test_protocol_currency.py compares the table with
+``facts`` writes what tests/test_schema.py compares the table with
 (tests/data/kafka_messages.json): from a directory of Kafka JSON definitions (kafka-python's
 bundled set by default, or a checkout's clients/src/main/resources/common/message), with
 ``KAFKA_4_4`` applied on top, each message's fields as version-ranged nodes (names, types,
@@ -110,6 +128,34 @@ LISTENERS: dict[int, tuple[str, ...]] = {
     88: ("broker",), 89: ("broker",), 90: ("broker",), 91: ("broker",), 92: ("broker",),
 }
 
+
+def _topology_description_structs(since: str) -> list[dict[str, Any]]:
+    """KIP-1331's topology description, as Kafka declares it in both
+    StreamsGroupTopologyDescriptionUpdateRequest.json (key 93, ``since`` "0+") and
+    StreamsGroupDescribeResponse.json (key 89, "1+"): the same four common structs, the same
+    fields in the same order."""
+    return [{"name": "TopologyDescription",
+             "versions": since,
+             "fields": [{"name": "Subtopologies", "type": "[]TopologyDescriptionSubtopology", "versions": since},
+                        {"name": "GlobalStores", "type": "[]TopologyDescriptionGlobalStore", "versions": since}]},
+            {"name": "TopologyDescriptionSubtopology",
+             "versions": since,
+             "fields": [{"name": "SubtopologyId", "type": "string", "versions": since},
+                        {"name": "Nodes", "type": "[]TopologyDescriptionNode", "versions": since}]},
+            {"name": "TopologyDescriptionNode",
+             "versions": since,
+             "fields": [{"name": "Name", "type": "string", "versions": since},
+                        {"name": "NodeType", "type": "int8", "versions": since},
+                        {"name": "SourceTopics", "type": "[]string", "versions": since},
+                        {"name": "SinkTopic", "type": "string", "versions": since, "nullableVersions": since},
+                        {"name": "Stores", "type": "[]string", "versions": since},
+                        {"name": "Successors", "type": "[]string", "versions": since}]},
+            {"name": "TopologyDescriptionGlobalStore",
+             "versions": since,
+             "fields": [{"name": "Source", "type": "TopologyDescriptionNode", "versions": since},
+                        {"name": "Processor", "type": "TopologyDescriptionNode", "versions": since}]}]
+
+
 # Definitions newer than kio 0.6.5 knows, read from apache/kafka's trunk message definitions
 # through the search tool (our transcription; Kafka's "about" texts dropped):
 # StreamsGroupTopologyDescriptionUpdate{Request,Response}.json (key 93) and
@@ -125,37 +171,7 @@ EXTRA_DEFINITIONS: list[dict[str, Any]] = [{"apiKey": 93,
              {"name": "MemberId", "type": "string", "versions": "0+"},
              {"name": "TopologyEpoch", "type": "int32", "versions": "0+"},
              {"name": "TopologyDescription", "type": "TopologyDescription", "versions": "0+"}],
-  "commonStructs": [{"name": "TopologyDescription",
-                     "versions": "0+",
-                     "fields": [{"name": "Subtopologies",
-                                 "type": "[]TopologyDescriptionSubtopology",
-                                 "versions": "0+"},
-                                {"name": "GlobalStores",
-                                 "type": "[]TopologyDescriptionGlobalStore",
-                                 "versions": "0+"}]},
-                    {"name": "TopologyDescriptionSubtopology",
-                     "versions": "0+",
-                     "fields": [{"name": "SubtopologyId", "type": "string", "versions": "0+"},
-                                {"name": "Nodes",
-                                 "type": "[]TopologyDescriptionNode",
-                                 "versions": "0+"}]},
-                    {"name": "TopologyDescriptionNode",
-                     "versions": "0+",
-                     "fields": [{"name": "Name", "type": "string", "versions": "0+"},
-                                {"name": "NodeType", "type": "int8", "versions": "0+"},
-                                {"name": "SourceTopics", "type": "[]string", "versions": "0+"},
-                                {"name": "SinkTopic",
-                                 "type": "string",
-                                 "versions": "0+",
-                                 "nullableVersions": "0+"},
-                                {"name": "Stores", "type": "[]string", "versions": "0+"},
-                                {"name": "Successors", "type": "[]string", "versions": "0+"}]},
-                    {"name": "TopologyDescriptionGlobalStore",
-                     "versions": "0+",
-                     "fields": [{"name": "Source", "type": "TopologyDescriptionNode", "versions": "0+"},
-                                {"name": "Processor",
-                                 "type": "TopologyDescriptionNode",
-                                 "versions": "0+"}]}]},
+  "commonStructs": _topology_description_structs("0+")},
  {"apiKey": 93,
   "type": "response",
   "name": "StreamsGroupTopologyDescriptionUpdateResponse",
@@ -251,8 +267,40 @@ def _streams_group_heartbeat_v1(pv: PerVersion) -> None:
     _next_version(pv, _same, response)
 
 
+def _with_element_fields(vfs: list[dict[str, Any]], array: str,
+                         more: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``array``'s elements with the fields ``more`` after their own."""
+    return [dict(f, fields=f["fields"] + copy.deepcopy(more)) if f["name"] == array else f for f in vfs]
+
+
+def _delete_groups_v3(pv: PerVersion) -> None:
+    # KIP-1331: each result says why its group was not deleted (a nullable ErrorMessage, "3+");
+    # the request is v2's
+    _next_version(pv, _same, lambda s: _with_element_fields(
+        s, "results", [_vf("error_message", "string", nullable=True)]))
+
+
+# StreamsGroupDescribeResponse v1's additions to each DescribedGroup, after AuthorizedOperations
+# (Kafka's JSON, with AssignorName as the generated codec of krabka-protocol 0.8.0 has it: see
+# the module docstring)
+_DESCRIBED_GROUP_V1: list[dict[str, Any]] = [
+    {"name": "TopologyDescription", "type": "TopologyDescription", "versions": "1+", "nullableVersions": "1+"},
+    {"name": "TopologyDescriptionStatus", "type": "int8", "versions": "1+"},
+    {"name": "AssignorName", "type": "string", "versions": "1+", "nullableVersions": "1+"}]
+
+
+def _streams_group_describe_v1(pv: PerVersion) -> None:
+    # KIP-1331 (IncludeTopologyDescription; TopologyDescription, TopologyDescriptionStatus) and
+    # KIP-1357 (AssignorName)
+    common = {c["name"]: c["fields"] for c in _topology_description_structs("1+")}
+    added = vf_from_json(_DESCRIBED_GROUP_V1, 1, common)
+    _next_version(pv, lambda q: q + [_vf("include_topology_description", "bool")],
+                  lambda s: _with_element_fields(s, "groups", added))
+
+
 # api_key -> the edit that brings what we have of it to Kafka 4.4 (see the module docstring)
-KAFKA_4_4: dict[int, Any] = {18: _api_versions_v5, 28: _txn_offset_commit_v6, 88: _streams_group_heartbeat_v1}
+KAFKA_4_4: dict[int, Any] = {18: _api_versions_v5, 28: _txn_offset_commit_v6, 42: _delete_groups_v3,
+                             88: _streams_group_heartbeat_v1, 89: _streams_group_describe_v1}
 
 
 # ---------------------------------------------------------------------------- fetch
