@@ -573,6 +573,51 @@ mod tests {
         assert!(!legacy_request_plausible(&long));
     }
 
+    /// Every function on pseudo-random bytes and all their prefixes: no panic, scores in
+    /// range.
+    #[test]
+    fn any_bytes() {
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..3000 {
+            let len = (next() % 48) as usize;
+            let mut d: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            if len >= 6 && next() % 2 == 0 {
+                // a legacy request type and small counts and lengths
+                d[0] = 0;
+                d[1] = (next() % 5) as u8;
+                d[2] = 0;
+                d[3] = (next() % 6) as u8;
+                d[4] = 0;
+                d[5] = (next() % 6) as u8;
+            }
+            for end in 0..=d.len() {
+                let p = &d[..end];
+                for complete in [true, false] {
+                    assert!((0..=100).contains(&legacy_request_score(p, complete)));
+                }
+                let _ = legacy_request_plausible(p);
+                for t in [
+                    None,
+                    Some(-1),
+                    Some(0),
+                    Some(1),
+                    Some(2),
+                    Some(3),
+                    Some(4),
+                    Some(5),
+                ] {
+                    let _ = legacy_response_plausible(p, t);
+                }
+            }
+        }
+    }
+
     #[test]
     fn response_plausible() {
         assert!(!legacy_response_plausible(&[0], None));
