@@ -531,6 +531,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(open_capture, m)?)?;
     m.add_function(wrap_pyfunction!(conn_key, m)?)?;
     m.add_function(wrap_pyfunction!(parse_packet, m)?)?;
+    crate::py_probe::register(m)?;
     m.add("END_OF_CAPTURE", END_OF_CAPTURE)?;
     m.add(
         "SUPPORTED_LINKTYPES",

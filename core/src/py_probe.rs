@@ -1,0 +1,182 @@
+//! Probes of the header checks ([`crate::kafka`], [`crate::legacy`]) for the Python
+//! tests: each takes what the Python function it mirrors takes and returns what that
+//! returns, in plain Python values, so that `tests/test_core_headers.py` can compare the
+//! two on many inputs. Nothing else calls them.
+//!
+//! A request header is the tuple of `dissectors.header.RequestHeader`'s fields
+//! `(api_key, api_version, correlation_id, client_id, header_len, header_version)`, which
+//! compares equal to that NamedTuple.
+
+use pyo3::prelude::*;
+use pyo3::IntoPyObjectExt;
+
+use crate::kafka::{self, ApiTable, HeaderCheck, RequestHeader};
+use crate::legacy;
+
+type HeaderTuple = (i16, i16, i32, Option<String>, usize, u8);
+
+fn to_tuple(h: RequestHeader) -> HeaderTuple {
+    (
+        h.api_key,
+        h.api_version,
+        h.correlation_id,
+        h.client_id,
+        h.header_len,
+        h.header_version,
+    )
+}
+
+fn from_tuple(t: HeaderTuple) -> RequestHeader {
+    RequestHeader {
+        api_key: t.0,
+        api_version: t.1,
+        correlation_id: t.2,
+        client_id: t.3,
+        header_len: t.4,
+        header_version: t.5,
+    }
+}
+
+/// An [`ApiTable`] built once from `(api_key, max_version, header_versions)` entries and
+/// handed to the probes that need the schema.
+#[pyclass(module = "analyzer._core", frozen)]
+pub struct ProbeApiTable(ApiTable);
+
+#[pymethods]
+impl ProbeApiTable {
+    #[new]
+    fn new(entries: Vec<(i16, i16, Vec<u8>)>) -> PyResult<Self> {
+        ApiTable::new(entries)
+            .map(ProbeApiTable)
+            .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.0))
+    }
+}
+
+/// `dissectors.header.request_header(data, partial, check)`: the header tuple, True,
+/// False (with check) or None (without).
+#[pyfunction]
+fn probe_request_header(
+    py: Python<'_>,
+    table: PyRef<'_, ProbeApiTable>,
+    data: &[u8],
+    partial: bool,
+    check: bool,
+) -> PyResult<PyObject> {
+    match kafka::request_header(&table.0, data, partial, check) {
+        HeaderCheck::Header(h) => to_tuple(h).into_py_any(py),
+        HeaderCheck::Cut => true.into_py_any(py),
+        HeaderCheck::Rejected if check => false.into_py_any(py),
+        HeaderCheck::Rejected => Ok(py.None()),
+    }
+}
+
+/// `dissectors.header.sane_request(data, size)`.
+#[pyfunction]
+fn probe_sane_request(
+    table: PyRef<'_, ProbeApiTable>,
+    data: &[u8],
+    size: usize,
+) -> Option<HeaderTuple> {
+    kafka::sane_request(&table.0, data, size).map(to_tuple)
+}
+
+/// `Pipeline._acks(data, h)`, `h` a RequestHeader.
+#[pyfunction]
+fn probe_produce_acks(data: &[u8], h: HeaderTuple) -> Option<i16> {
+    kafka::produce_acks(data, &from_tuple(h))
+}
+
+/// The `mechanism` of a SaslHandshake v0/v1 request with header `h`.
+#[pyfunction]
+fn probe_sasl_handshake_mechanism(data: &[u8], h: HeaderTuple) -> Option<String> {
+    kafka::sasl_handshake_mechanism(data, &from_tuple(h))
+}
+
+/// The int16 after a response header of `header_len` bytes.
+#[pyfunction]
+fn probe_response_error_code(data: &[u8], header_len: usize) -> Option<i16> {
+    kafka::response_error_code(data, header_len)
+}
+
+/// `dissectors.header.response_correlation_id(data)`.
+#[pyfunction]
+fn probe_response_correlation_id(data: &[u8]) -> Option<i32> {
+    kafka::response_correlation_id(data)
+}
+
+/// `dissectors.header.read_uvarint(data, pos, len(data))`: (value, next position), or
+/// None where Python raises ValueError (the value saturates at 2**64 - 1).
+#[pyfunction]
+fn probe_read_uvarint(data: &[u8], pos: usize) -> Option<(u64, usize)> {
+    kafka::read_uvarint(data, pos).ok()
+}
+
+/// `dissectors.header.skip_tagged_fields(data, pos, len(data))`, None where Python raises.
+#[pyfunction]
+fn probe_skip_tagged_fields(data: &[u8], pos: usize) -> Option<usize> {
+    kafka::skip_tagged_fields(data, pos).ok()
+}
+
+/// `text.isprintable()`.
+#[pyfunction]
+fn probe_is_printable(text: &str) -> bool {
+    kafka::is_printable(text)
+}
+
+/// `data.decode("utf-8", "replace")`.
+#[pyfunction]
+fn probe_decode_utf8(data: &[u8]) -> String {
+    kafka::decode_utf8(data)
+}
+
+/// The Unicode version the core's printable check follows.
+#[pyfunction]
+fn probe_unicode_version() -> (u64, u64, u64) {
+    unicode_general_category::UNICODE_VERSION
+}
+
+/// `dissectors.legacy.legacy_request_score(data, complete)`.
+#[pyfunction]
+fn probe_legacy_request_score(data: &[u8], complete: bool) -> i32 {
+    legacy::legacy_request_score(data, complete)
+}
+
+/// `dissectors.legacy.legacy_request_plausible(head)`.
+#[pyfunction]
+fn probe_legacy_request_plausible(head: &[u8]) -> bool {
+    legacy::legacy_request_plausible(head)
+}
+
+/// `dissectors.legacy.legacy_response_plausible(head, rtype)`.
+#[pyfunction]
+#[pyo3(signature = (head, rtype = None))]
+fn probe_legacy_response_plausible(head: &[u8], rtype: Option<i32>) -> bool {
+    legacy::legacy_response_plausible(head, rtype)
+}
+
+/// `dissectors.legacy.legacy_expects_response(rtype)`.
+#[pyfunction]
+fn probe_legacy_expects_response(rtype: i32) -> bool {
+    legacy::legacy_expects_response(rtype)
+}
+
+/// Add the probes to the module (called from `py.rs`'s module init).
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<ProbeApiTable>()?;
+    m.add_function(wrap_pyfunction!(probe_request_header, m)?)?;
+    m.add_function(wrap_pyfunction!(probe_sane_request, m)?)?;
+    m.add_function(wrap_pyfunction!(probe_produce_acks, m)?)?;
+    m.add_function(wrap_pyfunction!(probe_sasl_handshake_mechanism, m)?)?;
+    m.add_function(wrap_pyfunction!(probe_response_error_code, m)?)?;
+    m.add_function(wrap_pyfunction!(probe_response_correlation_id, m)?)?;
+    m.add_function(wrap_pyfunction!(probe_read_uvarint, m)?)?;
+    m.add_function(wrap_pyfunction!(probe_skip_tagged_fields, m)?)?;
+    m.add_function(wrap_pyfunction!(probe_is_printable, m)?)?;
+    m.add_function(wrap_pyfunction!(probe_decode_utf8, m)?)?;
+    m.add_function(wrap_pyfunction!(probe_unicode_version, m)?)?;
+    m.add_function(wrap_pyfunction!(probe_legacy_request_score, m)?)?;
+    m.add_function(wrap_pyfunction!(probe_legacy_request_plausible, m)?)?;
+    m.add_function(wrap_pyfunction!(probe_legacy_response_plausible, m)?)?;
+    m.add_function(wrap_pyfunction!(probe_legacy_expects_response, m)?)?;
+    Ok(())
+}
