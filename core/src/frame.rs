@@ -313,10 +313,14 @@ impl Framer {
         } else {
             self.head += n;
             if self.head > self.buf.len() - self.head {
-                // the consumed prefix outgrew the live bytes: move them down (amortised:
-                // each byte moves at most as often as a prefix as long as it is consumed)
+                // the consumed prefix outgrew the live bytes: move them down (fewer bytes
+                // move than were consumed since the last move), and give back most of an
+                // allocation that a big segment grew
                 self.buf.drain(..self.head);
                 self.head = 0;
+                if self.buf.capacity() > KEEP_CAPACITY.max(4 * self.buf.len()) {
+                    self.buf.shrink_to(2 * self.buf.len());
+                }
             }
         }
         self.off += n as i64;
@@ -528,7 +532,9 @@ impl Framer {
                 let b = b as usize;
                 if let Checked::Size(r) = self.check(b, n - b, fin, judge) {
                     // only a strong reading wins, not a mere plausible orphan (which bytes
-                    // inside a big frame can look like); asked again, as Python does
+                    // inside a big frame can look like). The judge is asked again on the
+                    // same bytes, as Python does (`plausible(...) is not True`: a judge
+                    // whose second answer is No lets the packet start win too)
                     let k = (r as usize).min(self.peek).min(n - b - 4);
                     if judge.plausible(&self.held()[b + 4..b + 4 + k]) != Verdict::Yes {
                         return b;
