@@ -105,7 +105,8 @@ pub struct Frame {
     pub size: u32,
     /// the packet that carried its first byte
     pub first_index: u64,
-    /// the packet that completed it (tshark shows the PDU there)
+    /// the packet that carried its last byte (tshark shows the PDU there); with segments
+    /// delivered out of order it can be an older packet than `first_index`
     pub last_index: u64,
     pub first_ts: f64,
     pub last_ts: f64,
