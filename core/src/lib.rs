@@ -2,12 +2,14 @@
 //! TCP stream events, handed to the Python front in batches.
 //!
 //! Stages, one module each: [`capture`] (pcap / pcapng / gzip records), [`net`] (link
-//! layer, IPv4/IPv6, TCP) and [`tcp`] (per-direction reassembly). [`kafka`] and
-//! [`legacy`] are the header checks that framing and pairing run on every frame (0.8+
-//! and pre-0.8 Kafka). [`py`] is the thin PyO3 binding (`analyzer._core`); `py_probe`
-//! lets the Python tests compare the header checks with the Python ones.
+//! layer, IPv4/IPv6, TCP), [`tcp`] (per-direction reassembly) and [`frame`] (Kafka
+//! frames of a direction's stream). [`kafka`] and [`legacy`] are the header checks that
+//! framing and pairing run on every frame (0.8+ and pre-0.8 Kafka). [`py`] is the thin
+//! PyO3 binding (`analyzer._core`); `py_probe` lets the Python tests compare the header
+//! checks with the Python ones.
 
 pub mod capture;
+pub mod frame;
 pub mod kafka;
 pub mod legacy;
 pub mod net;
