@@ -1,6 +1,8 @@
-"""Types of the native core (core/src/py.rs): capture reading, link/IP/TCP, reassembly."""
+"""Types of the native core (core/src/py.rs): capture reading, link/IP/TCP, reassembly, Kafka
+framing and pairing."""
 from collections.abc import Iterator
 from types import TracebackType
+from typing import Any
 
 from analyzer.model import Packet
 
@@ -10,12 +12,10 @@ END_OF_CAPTURE: int
 
 class CaptureError(Exception): ...
 
-# an event of Stream (see core/src/py.rs):
-#   (0, conn, dir, offset, data, ts, index, now, now_ts)            stream bytes
-#   (1, conn, dir, offset, length, ts, index, reason, now, now_ts)   bytes never captured
-#   (2, conn, dir | None, reason, ts, index, now)                    a direction / the connection ended
-#   (3, conn, a_ip, a_port, b_ip, b_port, first_ts)                  a new connection
-#   (4, conn, syn_seen, closed, closed_by, lost_from, last_ts)       its state changed
+# a record of Stream (see core/src/py.rs for the layouts):
+#   (3, ...) a new connection; (4, ...) its state changed; (5, ...) an exchange;
+#   (6, ...) it ended; (0, ...), (1, ...), (2, ...) stream events of a connection handed to
+#   the front (TLS), or of every connection when the Stream is made without ``apis``
 Event = tuple[object, ...]
 # (index, ts, linktype, data, orig_len): a Packet or a tuple laid out as one
 PacketTuple = tuple[int, float, int, bytes, int]
@@ -55,10 +55,19 @@ def open_capture(path: str, strict: bool = False) -> Capture: ...
 class Stream:
     def __init__(self, ports: list[int] = ..., autodetect: bool = True, ids_from_index: bool = False,
                  share: tuple[int, int] | None = None, max_buffer: int = ..., overlap_window: int = ...,
-                 max_closed: int = ..., max_total_buffer: int = ...) -> None: ...
+                 max_closed: int = ..., max_total_buffer: int = ...,
+                 apis: list[tuple[int, int, list[int]]] | None = None, protocol: str = "auto",
+                 max_frame_size: int = ...) -> None: ...
     def feed_capture(self, cap: Capture, max_packets: int) -> list[Event] | None: ...
     def feed(self, packets: list[PacketTuple] | list[Packet]) -> list[Event]: ...
     def finish(self, ts: float | None = None) -> list[Event]: ...
+    def plain(self, conn: int, dir: int, offset: int, data: bytes, ts: float, index: int, now: int,
+              client_dir: int | None = None) -> list[Event]: ...
+    def ignore(self, conn: int, client_dir: int | None = None) -> None: ...
+    def end(self, conn: int, dir: int | None, reason: str, now: int) -> list[Event]: ...
+    def expire(self, now: float, timeout: float) -> list[Event]: ...
+    @property
+    def kafka_counts(self) -> dict[str, Any]: ...
     @property
     def packets(self) -> int: ...
     @property

@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 from typing import Literal, NamedTuple, overload
 
-from dissectors.schema import APIS, request_header_version, response_header_version
+from dissectors.schema import APIS, ApiDef, request_header_version, response_header_version
 
 _HDR = struct.Struct(">hhi")
 _I16 = struct.Struct(">h")
@@ -259,3 +259,13 @@ def plausible_request(data: bytes, prefix: bool = False) -> RequestHeader | bool
     not repeat. A header judged on a cut client_id gives True; an implausible one False.
     """
     return request_header(data, prefix, True)
+
+
+def api_table(apis: dict[int, ApiDef] | None = None) -> list[tuple[int, int, list[int]]]:
+    """What the core's framing and pairing need of the schema (``apis``, else ``APIS``),
+    handed to it at start-up (``analyzer._core.Stream(apis=...)``): each known API key with
+    its newest version and the request header version of each version up to that one (a
+    newer version's header is the newest one's: ``request_header_version`` clamps)."""
+    apis = APIS if apis is None else apis
+    return [(key, api.max_version, [request_header_version(key, v) for v in range(api.max_version + 1)])
+            for key, api in sorted(apis.items())]

@@ -36,6 +36,7 @@ reader, skip counts, reassembler, framers, events and frames.
 from __future__ import annotations
 
 import gzip
+import heapq
 import socket
 import struct
 from collections.abc import Iterable, Sequence
@@ -366,27 +367,44 @@ def stream_events(path: str, ports: Iterable[int] | None = None, max_buffer: int
     return cap, run, events
 
 
-def run_pipeline(path: str, plausible_for=None, ports: Iterable[int] | None = None,  # noqa: ANN001
-                 max_buffer: int = 4 * 1024 * 1024) -> dict:
-    """Read ``path`` back through the core (capture, net, tcp) and framing (for tests).
+def run_pipeline(path: str, ports: Iterable[int] | None = None, max_buffer: int = 4 * 1024 * 1024) -> dict:
+    """Read ``path`` through the whole packet path (the core's capture, net, tcp, framing and
+    pairing) for tests of framing.
 
     Returns a dict: ``reader`` (the core's Capture), ``skips`` (net: reason -> packets),
-    ``reasm`` (a CoreRun: counters, notes, conns), ``framers``, ``events`` (every
-    StreamEvent), ``frames`` (every Frame, in output order). ``ports``: keep only
-    segments with a source or destination port in it (they are counted as skipped
-    "not a Kafka port").
+    ``reasm`` (a CoreRun: counters, notes, conns), ``events`` (every StreamEvent, from a
+    second run of the core that hands every connection over), ``exchanges``, ``frames``
+    (their request and response frames: each direction's in stream order) and ``framing`` (``skipped``:
+    bytes not framed by reason; ``truncated_frames``). ``ports``: keep only segments with a
+    source or destination port in it (they are counted as skipped "not a Kafka port").
     """
-    from analyzer.framing import Framers
+    from types import SimpleNamespace
+
+    from analyzer._core import open_capture
+    from analyzer.pipeline import Options, Pipeline
 
     cap, run, events = stream_events(path, ports, max_buffer)
-    framers = Framers(plausible_for)
-    frames: list = []
-    for ev in events:
-        frames += framers.feed(ev)
-    frames += framers.finish()
+    opts = Options(ports=tuple(ports), autodetect=False) if ports is not None else Options()
+    pipe = Pipeline(opts)
+    pipe.stream = pipe.new_stream(max_buffer=max_buffer)
+    with open_capture(path) as r:
+        exs = list(pipe.feed_capture(r))
+    exs += pipe.finish()
+    # each direction's frames in stream order, the directions interleaved by the packets that
+    # completed their frames (reordered segments complete several frames at once)
+    streams: dict[tuple[int, int], list[Any]] = {}
+    for ex in exs:
+        for f in (ex.request, ex.response):
+            if f is not None:
+                streams.setdefault((f.conn.id, f.direction), []).append(f)
+    frames = list(heapq.merge(*(sorted(fs, key=lambda f: f.stream_offset) for fs in streams.values()),
+                              key=lambda f: f.last_index))
+    s = pipe.summary
+    framing = SimpleNamespace(skipped={k: v for k, v in s.bytes_skipped.items() if v},
+                              truncated_frames=s.truncated_frames)
     skips = {k: v for k, v in run.stream.skips.items() if k != "not a Kafka port"}
-    return {"reader": cap, "skips": skips, "reasm": run, "framers": framers,
-            "events": events, "frames": frames}
+    return {"reader": cap, "skips": skips, "reasm": run, "framing": framing, "events": events,
+            "exchanges": exs, "frames": frames}
 
 
 # -- a pipeline run, fed in batches (tests of the core's batching) ------------------------------
@@ -403,11 +421,9 @@ def conn_sig(c: Conn) -> tuple[Any, ...]:
 
 def core_limits(**kw: Any) -> Any:
     """A ``setup`` giving the pipeline a core Stream with other limits (``overlap_window``...)."""
-    from analyzer._core import Stream
 
     def setup(pipe: Any) -> None:
-        o = pipe.options
-        pipe.stream = Stream(ports=list(o.ports), autodetect=o.autodetect, **kw)
+        pipe.stream = pipe.new_stream(**kw)
     return setup
 
 
@@ -415,6 +431,7 @@ def run_batched(path: str, batch: int, setup: Any = None, **opts: Any) -> dict[s
     """Everything a run shows: exchanges, connections, the core's reassembly counters and
     notes, summary. ``batch`` 0: through ``Pipeline.feed_capture``; else the packets through
     ``Pipeline.feed_packets``, ``batch`` at a time."""
+    from analyzer import pipeline as pipeline_module
     from analyzer._core import open_capture
     from analyzer.pipeline import Options, Pipeline
 
@@ -422,22 +439,25 @@ def run_batched(path: str, batch: int, setup: Any = None, **opts: Any) -> dict[s
     if setup is not None:
         setup(pipe)
     conns: dict[int, Conn] = {}
-    state = pipe._state
 
-    def recording_state(conn: Conn) -> Any:
-        # every connection has events (at least its end): the Conn objects the pipeline made
-        conns.setdefault(conn.id, conn)
-        return state(conn)
+    def recording_conn(*args: Any, **kw: Any) -> Conn:
+        # every connection the core opens: the Conn objects the pipeline made
+        c = Conn(*args, **kw)
+        conns[c.id] = c
+        return c
 
-    pipe._state = recording_state  # type: ignore[method-assign]
+    pipeline_module.Conn = recording_conn  # type: ignore[misc,assignment]  # restored below
     exs: list[Any] = []
-    with open_capture(path) as r:
-        if not batch:
-            exs += pipe.feed_capture(r)
-        else:
-            while pkts := r.read(batch):
-                exs += pipe.feed_packets(pkts)
-    exs += pipe.finish()
+    try:
+        with open_capture(path) as r:
+            if not batch:
+                exs += pipe.feed_capture(r)
+            else:
+                while pkts := r.read(batch):
+                    exs += pipe.feed_packets(pkts)
+        exs += pipe.finish()
+    finally:
+        pipeline_module.Conn = Conn  # type: ignore[misc]
     stream = pipe.stream
     assert stream.open_conns == 0 and stream.conn_count == len(conns)
     return {"exchanges": [exchange_sig(ex) for ex in exs], "conns": [conn_sig(conns[k]) for k in sorted(conns)],

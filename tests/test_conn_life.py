@@ -1,11 +1,9 @@
 """A TCP connection's life through the pipeline: its handshake, first bytes and ends.
 
-Covers the cheaper per-connection paths: a new framer cuts its first bytes straight
-(``Framer._at`` starts at offset 0), a direction that ends at a frame boundary is not
-finished (nothing to cut), while one that ends inside a frame still gives its truncated
-frame; the client side's check before the first request decides the protocol; a SYN of
-a 4-tuple the reassembler forgot is learnt like any new connection; a FIN on a known
-connection ends its direction. A capture fed through ``Pipeline.feed_capture`` gives what
+Covers the per-connection paths: a direction that ends inside a frame gives its truncated
+frame; a SYN of a 4-tuple the reassembler forgot is learnt like any new connection; a
+FIN on a known connection ends its direction (the framer's own cases, such as the
+straight cut of a direction's first bytes, are Rust unit tests in core/src/frame.rs). A capture fed through ``Pipeline.feed_capture`` gives what
 its packets fed one by one (or in batches) through ``Pipeline.feed_packets`` give.
 """
 from __future__ import annotations
@@ -13,12 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from analyzer import pipeline
 from analyzer._core import Stream, open_capture
-from analyzer.framing import Framer
-from analyzer.model import Conn, Endpoint, StreamData, StreamEnd
+from analyzer.model import Conn, Endpoint, StreamEnd
 from analyzer.pipeline import Options, Pipeline
-from dissectors.header import RequestHeader
 from tests.pcapgen import (
     ACK,
     FIN,
@@ -30,7 +25,6 @@ from tests.pcapgen import (
     ip_packet,
     kafka_request,
     kafka_response,
-    request_plausible,
     write_pcap,
 )
 
@@ -51,7 +45,7 @@ def _run(path: str, batch: int, max_closed: int | None = None) -> tuple[list[Any
     o = Options()
     pipe = Pipeline(o)
     if max_closed is not None:
-        pipe.stream = Stream(ports=list(o.ports), autodetect=o.autodetect, max_closed=max_closed)
+        pipe.stream = pipe.new_stream(max_closed=max_closed)
     exs: list[Any] = []
     when: list[Any] = []            # conn.closed of each exchange as it came out
     with open_capture(path) as r:
@@ -82,41 +76,6 @@ def _same_every_way(path: str, max_closed: int | None = None) -> tuple[list[Any]
         if batch == 1:
             when = got_when
     return whole, when, wsum
-
-
-def test_new_framer_cuts_its_first_bytes_straight() -> None:
-    frame = kafka_request(18, 0, 1, "a")
-    fresh = Framer(CONN, 0, request_plausible)
-    out: list[Any] = []
-    f = fresh.feed_data(0, frame, 1.0, 3, out)
-    assert f is not None and out == [] and f.data == frame[4:] and f.first_index == 3
-    assert fresh._at == len(frame) and fresh._off == len(frame)
-    # the same as through feed(); and a first event elsewhere than offset 0 starts there
-    via_feed = Framer(CONN, 0, request_plausible).feed(StreamData(CONN, 0, 0, frame, 1.0, 3))
-    assert via_feed == [f]
-    late = Framer(CONN, 0, request_plausible)
-    assert late.feed_data(7, frame, 1.0, 3, out) is None
-    assert [x.stream_offset for x in out] == [7] and out[0].data == frame[4:] and late._at == 7 + len(frame)
-
-
-def test_framer_ending_at_a_boundary_holds_nothing() -> None:
-    frame = kafka_request(18, 0, 1, "a")
-    fr = Framer(CONN, 0, request_plausible)
-    out: list[Any] = []
-    fr.feed_data(0, frame + frame[:6], 1.0, 1, out)
-    assert len(out) == 1 and bytes(fr.buf) == frame[:6]
-    assert [(x.truncated, x.size) for x in fr.finish()] == [(True, len(frame) - 4)]
-    clean = Framer(CONN, 0, request_plausible)
-    assert clean.feed_data(0, frame, 1.0, 1, out) is not None and not clean.buf
-    assert clean.feed(StreamEnd(CONN, 0, "fin", 2.0, 2)) == [] and clean.skipped == {}
-
-
-def test_undecided_client_check() -> None:
-    h = pipeline._undecided_request(b"\x00\x12\x00\x00\x00\x00\x00\x01\x00\x03abc")
-    assert isinstance(h, RequestHeader) and (h.api_key, h.correlation_id, h.client_id) == (18, 1, "abc")
-    # the peek of a pre-0.8 fetch (type 1) of an 80-byte topic: no 0.8+ header (no version 80)
-    assert pipeline._undecided_request((b"\x00\x01\x00\x50" + b"t" * 80)[:64]) is True
-    assert pipeline._undecided_request(b"\x7f\x7f\x00\x00\x00\x00\x00\x01") is False
 
 
 def test_connection_ends_clean_cut_and_reset(tmp_path: Path) -> None:

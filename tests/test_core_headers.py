@@ -1,5 +1,5 @@
 """The core's header checks (core/src/kafka.rs, core/src/legacy.rs) give exactly what the
-Python ones they port give (dissectors/header.py, dissectors/legacy.py, Pipeline._acks).
+Python ones they port give (dissectors/header.py, dissectors/legacy.py, python_acks).
 
 Compared through the core's probes (core/src/py_probe.rs) on: every request and response
 frame of every capture in samples/, in ../shared/captures when present, and in the legacy
@@ -8,7 +8,7 @@ bytes; thousands of seeded random and mutated byte strings; with the schema's AP
 an empty one and a partial one. Any difference fails.
 
 One difference is deliberate: Produce v9+ whose transactional_id length varint is 2**63 or
-more makes ``Pipeline._acks`` raise OverflowError (struct cannot take such an offset); the
+more makes ``python_acks`` raise OverflowError (struct cannot take such an offset); the
 core says None (no acks), as Python does for every other length past the frame.
 """
 from __future__ import annotations
@@ -25,11 +25,12 @@ from typing import Any
 import pytest
 
 from analyzer import _core
-from analyzer.pipeline import Options, Pipeline, Run
+from analyzer.pipeline import Options, Run
 from dissectors import header, kafka, legacy, schema
 from dissectors.context import DecodeContext
 from dissectors.header import (
     MAX_NEWER_PLAUSIBLE,
+    api_table,
     parse_request_header,
     read_uvarint,
     request_header,
@@ -46,16 +47,6 @@ LEGACY_TYPES = (None, -1, 0, 1, 2, 3, 4, 5, 17)
 
 
 # --- the API table the core is handed (to move next to the pipeline when it uses the core)
-
-def api_table_entries(apis: dict[int, schema.ApiDef] | None = None) -> list[tuple[int, int, list[int]]]:
-    """The core's ApiTable entries: for each API of the schema, (api_key, max_version, the
-    request header version of versions 0..max_version + MAX_NEWER_PLAUSIBLE). Later versions
-    take the last: request_header_version clamps the version to max_version."""
-    apis = schema.APIS if apis is None else apis
-    return [(key, api.max_version,
-             [schema.request_header_version(key, v) for v in range(api.max_version + MAX_NEWER_PLAUSIBLE + 1)])
-            for key, api in sorted(apis.items())]
-
 
 @contextmanager
 def schema_apis(apis: dict[int, schema.ApiDef]) -> Iterator[None]:
@@ -133,9 +124,26 @@ def compare_header_checks(d: Diff, table: Any, data: bytes, size: int | None = N
 OVERFLOWS = [0]     # Produce acks inputs where Python raised OverflowError (the deliberate difference)
 
 
+def python_acks(data: bytes, h: header.RequestHeader) -> int | None:
+    """What the Python pipeline read as a Produce request's acks before the core paired
+    (straight from the body; v3+ has transactional_id first)."""
+    pos = h.header_len
+    try:
+        if h.api_version >= 3:
+            if h.api_version >= 9:  # compact nullable string
+                n, pos = read_uvarint(data, pos, len(data))
+                pos += max(n - 1, 0)
+            else:
+                (n,) = struct.unpack_from(">h", data, pos)
+                pos += 2 + max(n, 0)
+        return int(struct.unpack_from(">h", data, pos)[0])
+    except (struct.error, ValueError):
+        return None
+
+
 def compare_acks(d: Diff, data: bytes, h: header.RequestHeader) -> None:
     try:
-        py: Any = Pipeline._acks(data, h)
+        py: Any = python_acks(data, h)
     except OverflowError:
         OVERFLOWS[0] += 1
         py = None                # the core's answer, deliberately (see the module doc)
@@ -169,7 +177,7 @@ def _captures() -> list[Path]:
 
 @pytest.fixture(scope="module")
 def table() -> Any:
-    return _core.ProbeApiTable(api_table_entries())
+    return _core.ProbeApiTable(api_table())
 
 
 @pytest.fixture(scope="module")
@@ -383,7 +391,7 @@ def produce_request(rng: random.Random, version: int) -> bytes:
 def test_table_rule_past_the_vector() -> None:
     """Every version past an entry's vector has the vector's last header version, as the
     ApiTable assumes, for every version up to 0x7FFF."""
-    for key, _top, hvs in api_table_entries():
+    for key, _top, hvs in api_table():
         last = hvs[-1]
         bad = [v for v in range(len(hvs), 0x8000) if schema.request_header_version(key, v) != last]
         assert not bad, f"api_key {key}: versions {bad[:5]}... differ from the last entry {last}"
@@ -449,7 +457,7 @@ def test_random_and_mutated(table: Any, frames: list[tuple[bytes, int]]) -> None
 def test_other_tables(which: str, frames: list[tuple[bytes, int]]) -> None:
     """An empty schema (small unknown keys plausible) and a partial one (keys it lacks are not)."""
     apis = {} if which == "empty" else {k: a for k, a in schema.APIS.items() if k % 3 != 1}
-    table = _core.ProbeApiTable(api_table_entries(apis))
+    table = _core.ProbeApiTable(api_table(apis))
     rng = random.Random(SEED + 1)
     d = Diff()
     with schema_apis(apis):
@@ -462,7 +470,7 @@ def test_other_tables(which: str, frames: list[tuple[bytes, int]]) -> None:
 
 
 def test_produce_acks(table: Any) -> None:
-    """Pipeline._acks on Produce requests of every version, with odd transactional ids."""
+    """python_acks on Produce requests of every version, with odd transactional ids."""
     rng = random.Random(SEED + 2)
     d = Diff()
     OVERFLOWS[0] = 0

@@ -1,43 +1,17 @@
-"""The per-frame glue between framer and pairing (analyzer.pipeline, dissectors.header):
-
-- ``request_header(data)`` (the framer's check of a 0.8+ client side) is
-  ``plausible_request(data, prefix=True)``, and without ``check`` ``parse_request_header``;
-- the framers get the check for the connection's state: the bare request-header check and
-  the response lookup once the connection is 0.8+ Kafka, the general check again in raw SASL,
-  and pairing stays right through those changes.
+"""Framing and pairing in the core through a connection's changes of state: 0.8+ Kafka,
+raw SASL tokens after a SaslHandshake v0, Kafka again; several responses in one segment.
 """
 from __future__ import annotations
 
 import struct
-from functools import partial
 from pathlib import Path
 
-from analyzer.pipeline import Options, Pipeline, Run, _response_check
-from dissectors.header import parse_request_header, plausible_request, request_header
+from analyzer._core import open_capture
+from analyzer.pipeline import Options, Pipeline, Run
 from tests.pcapgen import TcpFlow, kafka_frame, kafka_request, kafka_response, write_pcap
 
 CLIENT = ("10.0.0.1", 40000)
 BROKER = ("10.0.0.2", 9092)
-
-
-def test_request_header_is_plausible_request_of_a_peek() -> None:
-    cases = [
-        kafka_request(3, 9, 7, "client-1", b"\x00" * 8)[4:],        # flexible, tagged fields
-        kafka_request(18, 0, 1, "c")[4:],
-        kafka_request(0, 8, 5, "x" * 100)[4:][:40],                  # client id cut by the peek
-        b"\x00\x03\x00\x01\x00\x00\x00\x01\x00\x40abc",             # cut: judged on "abc"
-        b"\x00\x03\x00\x01\x00\x00\x00\x01\x00\x01\x01",            # unprintable client id
-        b"\x7f\x00\x00\x01\x00\x00\x00\x01\xff\xff",                # unknown api key
-        b"\x00\x03",
-    ]
-    for data in cases:
-        assert request_header(data) == plausible_request(data, prefix=True)
-        assert request_header(data, False) == plausible_request(data)
-        assert request_header(data, True, False) == parse_request_header(data, True)
-    h = request_header(kafka_request(3, 1, 7, "client-1")[4:])
-    assert h and h.client_id == "client-1" and h.correlation_id == 7
-    assert request_header(b"\x00\x03\x00\x01\x00\x00\x00\x01\x00\x40abc") is True
-    assert request_header(b"\x00\x03\x00\x01\x00\x00\x00\x01\x00\x01\x01") is False
 
 
 def _sasl_flow(tmp_path: Path) -> Path:
@@ -58,24 +32,46 @@ def _sasl_flow(tmp_path: Path) -> Path:
     return p
 
 
-def test_checks_follow_the_connection_state(tmp_path: Path) -> None:
+def test_pairing_follows_the_connection_state(tmp_path: Path) -> None:
+    """The same exchanges whether the capture is read whole or fed a packet at a time (the
+    checks change with the state between packets)."""
     p = _sasl_flow(tmp_path)
+    want = [("ApiVersions", "ok", 1), ("SaslHandshake", "ok", 2), ("SaslToken", "ok", None),
+            ("Metadata", "ok", 3), ("Metadata", "unanswered", 4)]
+    exs = list(Run(str(p), Options(decode="lite")))
+    assert [(e.api_name, e.status, e.correlation_id) for e in exs] == want
     pipe = Pipeline(Options(decode="lite"))
-    seen = []
-    from analyzer._core import open_capture
+    one_by_one = []
     with open_capture(str(p)) as reader:
         for pkt in reader:
-            for _ex in pipe.feed(pkt):
-                pass
-            st = next(iter(pipe._conns.values()), None)
-            if st is not None and st.framers[0] is not None and st.framers[1] is not None:
-                c, r = st.framers[0].plausible, st.framers[1].plausible
-                seen.append(("raw" if st.sasl_raw else "kafka",
-                             c is request_header, isinstance(r, partial) and r.func is _response_check))
-    # 0.8+ Kafka: the bare checks; raw SASL: the general one on both sides; Kafka again after
-    assert ("kafka", True, True) in seen and ("raw", False, False) in seen
-    assert seen[-1] == ("kafka", True, True)
-    exs = list(Run(str(p), Options(decode="lite")))
-    assert [(e.api_name, e.status, e.correlation_id) for e in exs] == [
-        ("ApiVersions", "ok", 1), ("SaslHandshake", "ok", 2), ("SaslToken", "ok", None),
-        ("Metadata", "ok", 3), ("Metadata", "unanswered", 4)]
+            one_by_one += pipe.feed(pkt)
+    one_by_one += pipe.finish()
+    assert [(e.api_name, e.status, e.correlation_id) for e in one_by_one] == want
+
+
+def test_responses_paired_from_the_request_the_check_found(tmp_path) -> None:
+    """Responses cut from one segment pair in order: a second response with the id of a
+    request already answered is an orphan, and ids reused while in flight still pair in
+    request order."""
+    f = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092), ts=10.0)
+    pkts = f.handshake()
+    meta = kafka_request(3, 1, 5, "c", b"\x00\x00\x00\x00")
+    pkts += f.send(0, meta)
+    f.ts = 10.01
+    # two responses with id 5 in one segment, one request in flight
+    pkts += f.send(1, kafka_response(5, b"\x00" * 12) + kafka_response(5, b"\x00" * 12))
+    f.ts = 10.02
+    # id 9 used twice while in flight; both responses in one segment
+    pkts += f.send(0, kafka_request(3, 1, 9, "c", b"\x00\x00\x00\x00"))
+    pkts += f.send(0, kafka_request(18, 0, 9, "c"))
+    f.ts = 10.03
+    pkts += f.send(1, kafka_response(9, b"\x00" * 12) + kafka_response(9, b"\x00" * 6))
+    pkts += f.fin(0) + f.fin(1)
+    p = tmp_path / "peeked.pcap"
+    write_pcap(str(p), pkts)
+    run = Run(str(p), Options(decode="lite"))
+    got = [(e.status, e.correlation_id, e.api_name) for e in run]
+    assert got == [("ok", 5, "Metadata"), ("orphan_response", 5, "Unknown"),
+                   ("ok", 9, "Metadata"), ("ok", 9, "ApiVersions")]
+    assert run.summary.notes["correlation id reused while in flight"] == 1
+    assert run.summary.request_frames == 3 and run.summary.response_frames == 4

@@ -2,8 +2,8 @@
 
 A capture fed through ``Pipeline.feed_capture`` (the core reads it in batches) must give
 exactly what its packets give fed one by one, or a few at a time, through
-``Pipeline.feed_packets``; and the framer's straight cut (``Framer.feed_data``) what its
-state machine gives for the same bytes. These tests were first written against the old
+``Pipeline.feed_packets`` (the framer's straight cut against its state machine is tested
+in Rust, core/src/frame.rs). These tests were first written against the old
 Python fused path (``Pipeline.feed_all``) by weakening each check in turn and feeding the
 input that tells the weakened code from the real one; they now hold the core to the same
 results:
@@ -21,14 +21,10 @@ results:
   client side was known, a direction that ends inside a frame; a pre-0.8 request or
   response whose own decoding marked bad fields (the exchange is malformed);
 - a connection's first request at the pre-0.8 score bounds (50, 75, 80) and cut by the
-  snaplen inside its client id: which protocol, and which side is the client;
-- the straight cut against the state machine on random streams, whole frames carrying
-  the check's answer, nothing cut after ``finish``, the scan's early rejection and its
-  candidates after the minimum size changes, bytes sent again from a gap's start.
+  snaplen inside its client id: which protocol, and which side is the client.
 """
 from __future__ import annotations
 
-import random
 import struct
 from pathlib import Path
 from typing import Any
@@ -36,8 +32,7 @@ from typing import Any
 import pytest
 
 from analyzer._core import open_capture
-from analyzer.framing import Framer
-from analyzer.model import Conn, Endpoint, Frame, StreamData, StreamEnd, StreamGap
+from analyzer.model import Endpoint
 from dissectors.header import plausible_request
 from tests.pcapgen import (
     ACK,
@@ -310,213 +305,6 @@ def test_orphan_response_bounds(tmp_path: Path) -> None:
     assert [c[5] for c in a["conns"]] == ["kafka"] and a["summary"]["kafka_connections"] == 1
 
 
-# -- the framer's straight cut (Framer.feed_data) against its state machine ---------------------
-
-class _StateMachineOnly(Framer):
-    """A framer without the straight cut: what ``feed_data`` does past it (the bytes buffered
-    and cut by the state machine), for every segment: the plain path the cut must match."""
-
-    def feed_data(self, off: int, data: bytes, ts: float, index: int, out: list[Frame]) -> Frame | None:
-        if off != self._at:
-            out += self.feed(StreamData(self.conn, self.direction, off, data, ts, index))
-            return None
-        if not data:
-            self._off = off
-            return None
-        self._last_index = index
-        self._last_ts = ts
-        self._off = off
-        self._marks = [(off, index, ts)]
-        self.buf += data
-        self._run(out)
-        self._sync_at()
-        return None
-
-
-def _check(h: bytes) -> tuple[int, bytes] | bool:
-    """A header check whose answer shows what it was given (kept on straight-cut frames)."""
-    return (len(h), h[:2]) if not h or h[0] < 0xC0 else False
-
-
-def _stream(rng: random.Random, lo: int, hi: int) -> bytes:
-    out = bytearray()
-    for _ in range(rng.randrange(5, 25)):
-        kind = rng.random()
-        if kind < 0.6:              # a frame the check accepts (often longer than the peek)
-            size = rng.choice([rng.randrange(lo, min(hi, 24) + 1), rng.randrange(lo, hi + 1)])
-            body = bytes([rng.randrange(0, 0xC0)]) + bytes(rng.randrange(256) for _ in range(size - 1))
-            out += struct.pack(">I", size) + body[:size]
-        elif kind < 0.7:            # a frame it rejects
-            size = rng.randrange(max(lo, 1), hi + 1)
-            out += struct.pack(">I", size) + b"\xee" * size
-        elif kind < 0.8:            # a size below the minimum or above the maximum
-            out += struct.pack(">I", rng.choice([hi + 1, hi + 1000] + ([lo - 1] if lo else [])))
-            out += b"\x01" * rng.randrange(0, 12)
-        else:                       # bytes that are no frame
-            out += bytes(rng.randrange(256) for _ in range(rng.randrange(1, 9)))
-    return bytes(out)
-
-
-def _cut(rng: random.Random, data: bytes) -> list[bytes]:
-    out, pos = [], 0
-    while pos < len(data):
-        n = rng.choice([1, 3, 4, 5, rng.randrange(1, 200)])
-        out.append(data[pos:pos + n])
-        pos += n
-    return out
-
-
-def _frames_sig(frames: list[Frame]) -> list[tuple[Any, ...]]:
-    return [(f.data, f.size, f.first_index, f.last_index, f.first_ts, f.last_ts, f.stream_offset, f.truncated)
-            for f in frames]
-
-
-def _framer_sig(fr: Framer) -> tuple[Any, ...]:
-    return (dict(fr.skipped), fr.frames, fr.truncated_frames, fr.over_max_frames, fr.damaged_frames, bytes(fr.buf),
-            fr._off, fr._synced)
-
-
-@pytest.mark.parametrize("seed", range(6))
-def test_straight_cut_equals_the_state_machine(seed: int) -> None:
-    """Random streams (frames accepted and rejected, sizes out of bounds, junk, gaps, bytes sent
-    twice) cut into segments, fed as the pipeline feeds them (``feed_data`` for bytes, ``feed``
-    for gaps and overlapping bytes)
-    to a framer and to one without the straight cut: the same frames at the same places, the
-    same counts, the same state after every event; and a straight-cut frame carries what the
-    check said of its first ``peek`` bytes."""
-    rng = random.Random(seed)
-    conn = Conn(0, Endpoint("10.0.0.1", 1), Endpoint("10.0.0.2", 2))
-    for case in range(40):
-        lo, hi = rng.choice([(0, 40), (2, 300), (4, 120)])
-        peek = rng.choice([4, 16, 64])
-        whole = _stream(rng, lo, hi)
-        segs = _cut(rng, whole)
-        fast = Framer(conn, 0, _check, hi, lo, peek)
-        plain = _StateMachineOnly(conn, 0, _check, hi, lo, peek)
-        got: list[Frame] = []
-        want: list[Frame] = []
-        off = 0
-        for i, seg in enumerate(segs, 1):
-            ts = i / 8
-            r = rng.random()
-            if i > 1 and r < 0.08:
-                gap = StreamGap(conn, 0, off, len(seg), ts, i, "lost segment")
-                got += fast.feed(gap)
-                want += plain.feed(gap)
-            elif i > 1 and r < 0.16:
-                # a copy of bytes already held, then the new ones (``feed`` keeps the first copy)
-                # (from a little before, or from where the framer's buffer or straight cut starts)
-                starts = [off - rng.randrange(0, min(off, 12) + 1)]
-                starts += [x for x in (fast._off, fast._at) if x is not None and 0 <= x <= off]
-                back = off - rng.choice(starts)
-                again = StreamData(conn, 0, off - back, whole[off - back:off + len(seg)], ts, i)
-                got += fast.feed(again)
-                want += plain.feed(again)
-            else:
-                out: list[Frame] = []
-                f = fast.feed_data(off, seg, ts, i, out)
-                got += out if f is None else [f]
-                plain.feed_data(off, seg, ts, i, want)
-            off += len(seg)
-            assert _frames_sig(got) == _frames_sig(want), (seed, case, i)
-            assert _framer_sig(fast) == _framer_sig(plain), (seed, case, i)
-        got += fast.feed(StreamEnd(conn, 0, "fin", 99.0, 999))
-        want += plain.feed(StreamEnd(conn, 0, "fin", 99.0, 999))
-        assert _frames_sig(got) == _frames_sig(want)
-        assert _framer_sig(fast) == _framer_sig(plain)
-        for f in got:
-            if f.peeked is not None:
-                assert f.peeked == _check(f.data[:peek])
-        assert sum(4 + len(f.data) for f in got) + sum(fast.skipped.values()) == off
-
-
-def test_whole_frames_are_cut_straight_with_the_check() -> None:
-    """Segments made of whole frames (one, several, empty frames, a lone 4-byte one): every
-    frame is cut straight and carries what the check returned for its peek."""
-    conn = Conn(0, Endpoint("10.0.0.1", 1), Endpoint("10.0.0.2", 2))
-    fr = Framer(conn, 1, _check, 1000, 0, 8)
-    frames = [struct.pack(">I", len(b)) + b for b in (b"", b"\x01" * 3, b"\x02" * 8, b"\x03" * 30, b"")]
-    segs = [frames[0], frames[1] + frames[0], frames[3], frames[2] + frames[3] + frames[4], frames[4]]
-    got: list[Frame] = []
-    off = 0
-    for i, seg in enumerate(segs, 1):
-        out: list[Frame] = []
-        f = fr.feed_data(off, seg, float(i), i, out)
-        assert (f is None) == (i in (2, 4))     # one whole frame is returned, several listed
-        got += out if f is None else [f]
-        off += len(seg)
-    assert [(len(f.data), f.first_index, f.stream_offset) for f in got] == [
-        (0, 1, 0), (3, 2, 4), (0, 2, 11), (30, 3, 15), (8, 4, 49), (30, 4, 61), (0, 4, 95), (0, 5, 99)]
-    assert [f.peeked for f in got] == [_check(f.data[:8]) for f in got]
-    assert fr._at == off and not fr.buf and fr.skipped == {}
-    # a whole frame and the first byte of the next one, then the rest of it
-    out = []
-    assert fr.feed_data(off, frames[1] + b"\x00", 6.0, 6, out) is None
-    assert fr.feed_data(off + 8, b"\x00\x00\x02\x07\x07", 7.0, 7, out) is None
-    assert [(f.data, f.stream_offset, f.first_index, f.last_index) for f in out] == [
-        (b"\x01" * 3, off, 6, 6), (b"\x07\x07", off + 7, 6, 7)]
-    assert not fr.buf and fr.skipped == {}
-
-
-def test_nothing_is_cut_after_finish() -> None:
-    """A finished framer (fresh or used) takes no more bytes, whichever way they come."""
-    conn = Conn(0, Endpoint("10.0.0.1", 1), Endpoint("10.0.0.2", 2))
-    frame = struct.pack(">I", 6) + b"\x01" * 6
-    fresh = Framer(conn, 0, _check)
-    assert fresh.finish() == []
-    assert fresh.feed(StreamData(conn, 0, 0, frame, 1.0, 1)) == []
-    out: list[Frame] = []
-    assert fresh.feed_data(0, frame, 1.0, 1, out) is None and out == []
-    used = Framer(conn, 0, _check)
-    assert used.feed(StreamData(conn, 0, 0, frame, 1.0, 1))[0].data == b"\x01" * 6
-    assert used.finish() == []
-    assert used.feed(StreamData(conn, 0, 10, frame, 2.0, 2)) == []
-    assert used.feed(StreamData(conn, 0, 10, frame, 3.0, 3)) == []
-    assert used.feed_data(10, frame, 4.0, 4, out) is None and out == []
-    assert used.frames == 1 and fresh.frames == 0
-
-
-def test_scan_drops_a_candidate_on_its_first_bytes() -> None:
-    """While scanning, a candidate whose first 16 bytes fail the check is dropped without
-    waiting for its whole peek: the frame behind it comes out with this segment."""
-    conn = Conn(0, Endpoint("10.0.0.1", 1), Endpoint("10.0.0.2", 2))
-    fr = Framer(conn, 0, _check, 1000, 2, 64)
-    real = struct.pack(">I", 6) + b"\x01" * 6
-    seg = b"\xff" + struct.pack(">I", 40) + b"\xee" * 16 + real
-    got = fr.feed(StreamData(conn, 0, 0, seg, 1.0, 1))
-    assert [(f.data, f.stream_offset) for f in got] == [(b"\x01" * 6, 21)]
-    assert fr.skipped == {"before first frame": 21}
-
-
-def test_scan_after_the_minimum_changes() -> None:
-    """The scan's candidates follow the minimum size when it changes (raw SASL tokens may
-    be empty or one byte long): a framer that scanned under a minimum of 2 finds a size-0
-    and a size-1 frame once the minimum is 0."""
-    conn = Conn(0, Endpoint("10.0.0.1", 1), Endpoint("10.0.0.2", 2))
-    fr = Framer(conn, 0, _check, 1000, 2, 16)
-    one = struct.pack(">I", 3) + b"\x01" * 3
-    got = fr.feed(StreamData(conn, 0, 0, b"\xff\xff" + one, 1.0, 1))       # scans past the junk
-    assert [f.data for f in got] == [b"\x01" * 3]
-    fr.min_frame_size = 0
-    got = fr.feed(StreamData(conn, 0, 9, b"\xff" + struct.pack(">I", 0) + struct.pack(">I", 1) + b"\x05", 2.0, 2))
-    assert [f.data for f in got] == [b"", b"\x05"]
-    assert fr.skipped == {"before first frame": 2, "desync": 1}
-
-
-def test_bytes_again_from_where_a_gap_began() -> None:
-    """After a gap the straight cut's offset is no longer valid: bytes sent again from the
-    gap's start (all but the last frame already counted) give only the new frame."""
-    conn = Conn(0, Endpoint("10.0.0.1", 1), Endpoint("10.0.0.2", 2))
-    a, b, c, d = (struct.pack(">I", 6) + bytes([n]) * 6 for n in (1, 2, 3, 4))
-    fr = Framer(conn, 0, _check)
-    assert [f.data for f in fr.feed(StreamData(conn, 0, 0, a, 1.0, 1))] == [a[4:]]
-    assert fr.feed(StreamGap(conn, 0, 10, 10, 2.0, 2, "lost segment")) == []
-    assert [f.data for f in fr.feed(StreamData(conn, 0, 20, c, 3.0, 3))] == [c[4:]]
-    again = fr.feed(StreamData(conn, 0, 10, b + c + d, 4.0, 4))
-    assert [(f.data, f.stream_offset, f.first_index) for f in again] == [(d[4:], 30, 4)]
-    assert fr.skipped == {"gap": 10} and fr.frames == 3
-
-
 def test_each_direction_keeps_its_own_sequence_state(tmp_path: Path) -> None:
     """Both sides with the same initial sequence number (the two sides send different byte
     counts): each direction keeps its own sequence state, up to the FINs."""
@@ -629,23 +417,6 @@ def test_direction_ending_inside_a_frame_gives_it_at_once(tmp_path: Path) -> Non
     a, _ = _same(path)
     assert [(e[2], e[5], e[7], e[8]) for e in a["exchanges"]] == [("ok", 1, 4, 6)]
     assert a["summary"]["truncated_frames"] == 1
-
-
-def test_a_frame_in_sync_is_judged_on_its_whole_peek() -> None:
-    """At a frame boundary in sync the check gets ``min(size, peek)`` bytes, however the
-    frame's bytes arrive (only a scan candidate is judged early on its first 16)."""
-    conn = Conn(0, Endpoint("10.0.0.1", 1), Endpoint("10.0.0.2", 2))
-    seen: list[int] = []
-
-    def check(h: bytes) -> bool:
-        seen.append(len(h))
-        return True
-
-    fr = Framer(conn, 0, check, 1000, 2, 64)
-    frame = struct.pack(">I", 40) + bytes(range(40))
-    got = fr.feed(StreamData(conn, 0, 0, frame[:24], 1.0, 1)) + fr.feed(StreamData(conn, 0, 24, frame[24:], 2.0, 2))
-    assert [(len(f.data), f.first_index, f.last_index) for f in got] == [(40, 1, 2)]
-    assert seen == [40]
 
 
 def test_legacy_response_check_follows_the_request_waiting(tmp_path: Path) -> None:

@@ -23,8 +23,6 @@ from click.testing import CliRunner
 
 from analyzer._core import open_capture
 from analyzer.cli import main
-from analyzer.framing import Framer
-from analyzer.model import Conn, Endpoint, StreamData
 from analyzer.pipeline import Options, Run
 from dissectors.context import DecodeContext
 from tests.conftest import REPO, SAMPLES, shared_captures
@@ -33,7 +31,6 @@ from tests.pcapgen import (
     TcpFlow,
     kafka_frame,
     pcapng_block,
-    request_plausible,
     write_pcap,
     write_pcapng,
 )
@@ -124,36 +121,6 @@ def test_max_frame_size_hit_counted_and_analysis_goes_on(tmp_path: Path) -> None
     exs, run = analyse(path, max_frame_size=4096)
     assert [e.correlation_id for e in exs if e.status == "ok"] == [1, 3, 4]
     assert sum(run.summary.bytes_skipped.values()) == len(pairs[1][0])
-
-
-def test_framer_counts_sizes_over_max_frame_size() -> None:
-    conn = Conn(0, Endpoint("1.1.1.1", 1), Endpoint("2.2.2.2", 9092))
-    fr = Framer(conn, 0, plausible=request_plausible, max_frame_size=1000)
-    small = kafka_frame(b"\x00\x12\x00\x00\x00\x00\x00\x01\x00\x00")
-    big = kafka_frame(b"\x00\x03\x00\x00\x00\x00\x00\x02\x00\x00" + b"\xee" * 2000)
-    out = fr.feed(StreamData(conn, 0, 0, small + big + small, 1.0, 1))
-    assert len(out) == 2 and fr.over_max_frames == 1
-
-
-def test_framer_keeps_a_damaged_frame_that_ends_with_its_segment() -> None:
-    """A header the callback rejects, at a boundary in sync, with a size that ends exactly at
-    the segment end: one damaged frame, not a desync that could misframe the next ones."""
-    conn = Conn(0, Endpoint("1.1.1.1", 1), Endpoint("2.2.2.2", 9092))
-    fr = Framer(conn, 0, plausible=request_plausible)
-    good = kafka_frame(b"\x00\x12\x00\x00\x00\x00\x00\x01\x00\x00")
-    damaged = kafka_frame(b"\xff\x12\x00\x00\x00\x00\x00\x02\x00\x00" + b"\xee" * 80)
-    out = fr.feed(StreamData(conn, 0, 0, good, 1.0, 1))
-    out += fr.feed(StreamData(conn, 0, len(good), damaged, 1.0, 2))
-    out += fr.feed(StreamData(conn, 0, len(good + damaged), good, 1.0, 3))
-    assert [f.data[:2] for f in out] == [b"\x00\x12", b"\xff\x12", b"\x00\x12"]
-    assert fr.damaged_frames == 1 and not fr.skipped
-    # the same damaged frame with more bytes behind it in the segment: a desync, scanned over
-    fr = Framer(conn, 0, plausible=request_plausible, max_frame_size=1000)
-    out = fr.feed(StreamData(conn, 0, 0, good + damaged + good, 1.0, 1))
-    assert [f.data[:2] for f in out] == [b"\x00\x12", b"\x00\x12"] and fr.damaged_frames == 0
-    # not at the start of a direction whose stream is not known to be Kafka
-    fr = Framer(conn, 0, plausible=request_plausible)
-    assert fr.feed(StreamData(conn, 0, 0, damaged, 1.0, 1)) == [] and fr.damaged_frames == 0
 
 
 def test_damaged_response_header_costs_one_exchange(tmp_path: Path) -> None:

@@ -663,22 +663,12 @@ def test_plausibility_of_frame_heads() -> None:
 
 
 def legacy_frames_from_capture(path: Path) -> tuple[list[Any], dict[str, int]]:
-    """Read a capture through the core (capture, net, tcp) and framing with the legacy
-    plausibility checks (min frame size 2: a FETCH error response is only its error code)."""
-    from analyzer.framing import Framers
-    from dissectors.legacy import legacy_request_plausible, legacy_response_plausible
-    from tests.pcapgen import stream_events
+    """Every frame of a capture read through the whole packet path (the core's capture, net,
+    tcp, framing and pairing), in stream order, and the bytes framing skipped by reason."""
+    from tests.pcapgen import run_pipeline
 
-    def plausible_for(conn: Any, direction: int) -> Any:
-        return legacy_request_plausible if direction == 0 else legacy_response_plausible
-
-    framers = Framers(plausible_for, min_frame_size=2)
-    frames: list[Any] = []
-    _cap, _run, events = stream_events(str(path))
-    for ev in events:
-        frames += framers.feed(ev)
-    frames += framers.finish()
-    return frames, framers.skipped
+    r = run_pipeline(str(path))
+    return r["frames"], r["framing"].skipped
 
 
 @pytest.fixture(scope="module")
@@ -688,7 +678,6 @@ def captures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def test_capture_frames_and_segments(captures: dict[str, Path]) -> None:
-    pytest.importorskip("analyzer.framing", reason="the framing stage is not there yet")
     frames, skipped = legacy_frames_from_capture(captures["legacy_07"])
     expected = w.build_main_connection()
     assert skipped == {}
@@ -701,7 +690,6 @@ def test_capture_frames_and_segments(captures: dict[str, Path]) -> None:
 
 
 def test_capture_decoded_and_paired_by_order(captures: dict[str, Path]) -> None:
-    pytest.importorskip("analyzer.framing", reason="the framing stage is not there yet")
     frames, _ = legacy_frames_from_capture(captures["legacy_07"])
     ctx = DecodeContext()
     fifo: list[Field] = []
@@ -754,7 +742,6 @@ def test_capture_decoded_and_paired_by_order(captures: dict[str, Path]) -> None:
 
 
 def test_capture_mixed_connections_detected(captures: dict[str, Path]) -> None:
-    pytest.importorskip("analyzer.framing", reason="the framing stage is not there yet")
     from analyzer._core import Stream, open_capture
     from dissectors.header import parse_request_header
     from tests.pcapgen import CoreRun
@@ -779,25 +766,9 @@ def test_capture_mixed_connections_detected(captures: dict[str, Path]) -> None:
     assert verdicts[2] == (100, True)            # legacy FETCH on "test": both readings parse (documented)
 
 
-def _pipeline_ready() -> bool:
-    """True once analyzer.pipeline frames legacy connections with the legacy plausibility checks."""
-    try:
-        import inspect
-
-        from analyzer import pipeline
-    except ImportError:
-        return False
-    src = inspect.getsource(pipeline)
-    return "legacy_request_plausible" in src and "legacy_error_codes" in src
-
-
-@pytest.mark.xfail(not _pipeline_ready(), strict=True,
-                   reason="analyzer.pipeline must judge legacy frame heads with legacy_request_plausible / "
-                          "legacy_response_plausible, allow 2-byte frames (error-only responses) and name "
-                          "errors with legacy_error_codes")
 def test_capture_through_the_pipeline(captures: dict[str, Path]) -> None:
-    pipeline = pytest.importorskip("analyzer.pipeline")
-    output = pytest.importorskip("analyzer.output")
+    from analyzer import output, pipeline
+
     run = pipeline.Run(str(captures["legacy_mixed"]), pipeline.Options())
     exs = list(run)
     got = [(e.conn.id, e.protocol, e.api_name, e.status, e.request_frame, e.response_frame, e.error_codes)

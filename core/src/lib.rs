@@ -1,9 +1,10 @@
-//! kafkawire-sniff's native core: the packet path from capture bytes to per-direction
-//! TCP stream events, handed to the Python front in batches.
+//! kafkawire-sniff's native core: the packet path from capture bytes to paired Kafka
+//! exchanges, handed to the Python front in batches.
 //!
 //! Stages, one module each: [`capture`] (pcap / pcapng / gzip records), [`net`] (link
-//! layer, IPv4/IPv6, TCP), [`tcp`] (per-direction reassembly) and [`frame`] (Kafka
-//! frames of a direction's stream). [`kafka`] and [`legacy`] are the header checks that
+//! layer, IPv4/IPv6, TCP), [`tcp`] (per-direction reassembly), [`frame`] (Kafka frames
+//! of a direction's stream) and [`pair`] (each connection's client side and protocol,
+//! requests paired with responses). [`kafka`] and [`legacy`] are the header checks that
 //! framing and pairing run on every frame (0.8+ and pre-0.8 Kafka). [`py`] is the thin
 //! PyO3 binding (`analyzer._core`); `py_probe` lets the Python tests compare the header
 //! checks with the Python ones.
@@ -13,6 +14,7 @@ pub mod frame;
 pub mod kafka;
 pub mod legacy;
 pub mod net;
+pub mod pair;
 pub mod tcp;
 
 #[cfg(feature = "python")]

@@ -1,18 +1,37 @@
-//! The Python binding, `analyzer._core`: a capture reader and a stream of TCP events,
-//! crossed in batches (a chunk of packets in, a list of events out).
+//! The Python binding, `analyzer._core`: a capture reader and the stream of records the
+//! stages make of it, crossed in batches (a chunk of packets in, a list of records out).
 //!
-//! Events are plain tuples, first element the kind:
+//! Records are plain tuples, first element the kind:
 //!
 //! ```text
-//! (0, conn, dir, offset, data, ts, index, now, now_ts)           stream bytes
-//! (1, conn, dir, offset, length, ts, index, reason, now, now_ts)  bytes never captured
-//! (2, conn, dir | None, reason, ts, index, now)                   a direction / the connection ended
 //! (3, conn, a_ip, a_port, b_ip, b_port, first_ts)                 a new connection
 //! (4, conn, syn_seen, closed, closed_by, lost_from, last_ts)      its state changed
+//! (5, conn, now, kind, status, header, legacy_type, correlation_id,
+//!     request, response, note, mechanism, client_dir, protocol, last_ts)
+//!                                                                 an exchange
+//! (6, conn, protocol, client_dir, responses_only, any_data, handed)
+//!                                                                 it ended, after its last exchanges
+//! (0, conn, dir, offset, data, ts, index, now, now_ts)           stream bytes          } of a connection
+//! (1, conn, dir, offset, length, ts, index, reason, now, now_ts)  bytes never captured  } handed to the
+//! (2, conn, dir | None, reason, ts, index, now)                   a direction / it ended} front
 //! ```
 //!
+//! An exchange's `kind` is "kafka" (`header` is the request header as
+//! `(api_key, api_version, correlation_id, client_id, header_len, header_version)`),
+//! "orphan", "not_request", "legacy" (`legacy_type`: the pre-0.8 request type) or
+//! "sasl_token" (`mechanism`); `status` one of the front's exchange statuses; `request`
+//! and `response` frames as `(dir, data, size, first_index, last_index, first_ts,
+//! last_ts, offset, truncated)`; `note` its first note; `client_dir`, `protocol` and
+//! `last_ts` the connection's as the exchange completed.
+//!
+//! A connection whose first bytes in a direction are a TLS record is handed to the front:
+//! its stream events come as kinds 0-2, and the front gives the plaintext back
+//! (`Stream.plain`), or ignores it (`Stream.ignore`), and ends it (`Stream.end`). A
+//! `Stream` made without `apis` hands every connection over: the reassembler's events
+//! alone, for tests and tools of that stage.
+//!
 //! `conn` is the connection's id; `ts` and `index` those of the packet that carried the
-//! bytes; `now` and `now_ts` those of the packet being handled when the event was made
+//! bytes; `now` and `now_ts` those of the packet being handled when the record was made
 //! (it is the connection's latest packet: the bytes of an earlier one may be delivered
 //! only now). At the end of the capture `now` is 1 << 62 (and `now_ts` means nothing:
 //! the connection's `Update` before its end tells its last time). A connection's times
@@ -22,11 +41,13 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
-use pyo3::BoundObject;
 
 use crate::capture::CaptureReader;
+use crate::frame::Frame;
+use crate::kafka::ApiTable;
 use crate::net::{self, Skip};
-use crate::tcp::{Config, Event, Reassembler, Sink};
+use crate::pair::{Forced, Kind, Out, PairConfig, Pairing};
+use crate::tcp::{Config, Reassembler};
 
 create_exception!(
     _core,
@@ -175,64 +196,72 @@ fn open_capture(path: &str, strict: bool) -> PyResult<Capture> {
     Capture::new(path, strict)
 }
 
-/// Turns reassembly events into Python tuples.
-struct PySink<'py> {
-    py: Python<'py>,
-    out: Vec<PyObject>,
-    now: u64,
-    now_ts: f64,
-    err: Option<PyErr>,
-}
-
 /// `now` of the events made at the end of the capture (`analyzer._core.END_OF_CAPTURE`).
-const END_OF_CAPTURE: u64 = 1 << 62;
+use crate::pair::END_OF_CAPTURE;
 
-impl<'py> PySink<'py> {
-    fn new(py: Python<'py>) -> Self {
-        PySink {
-            py,
-            out: Vec::new(),
-            now: 0,
-            now_ts: 0.0,
-            err: None,
-        }
-    }
+/// A frame as the front's `Frame` fields after `conn`:
+/// `(dir, data, size, first_index, last_index, first_ts, last_ts, offset, truncated)`.
+fn frame_tuple<'py>(py: Python<'py>, f: &Frame) -> PyResult<Bound<'py, PyAny>> {
+    Ok((
+        f.dir,
+        PyBytes::new(py, &f.data),
+        f.size,
+        f.first_index,
+        f.last_index,
+        f.first_ts,
+        f.last_ts,
+        f.offset,
+        f.truncated,
+    )
+        .into_pyobject(py)?
+        .into_any())
+}
 
-    fn push<T: IntoPyObject<'py>>(&mut self, v: T) {
-        match v.into_pyobject(self.py) {
-            Ok(o) => self.out.push(o.into_any().unbind()),
-            Err(e) => {
-                if self.err.is_none() {
-                    self.err = Some(e.into());
-                }
-            }
-        }
-    }
-
-    fn finish(self) -> PyResult<Bound<'py, PyList>> {
-        if let Some(e) = self.err {
-            return Err(e);
-        }
-        PyList::new(self.py, self.out)
+fn opt_frame<'py>(py: Python<'py>, f: &Option<Frame>) -> PyResult<Bound<'py, PyAny>> {
+    match f {
+        Some(f) => frame_tuple(py, f),
+        None => Ok(py.None().into_bound(py)),
     }
 }
 
-impl Sink for PySink<'_> {
-    fn event(&mut self, ev: Event<'_>) {
-        let (now, now_ts) = (self.now, self.now_ts);
-        match ev {
-            Event::Data {
+fn kind_name(k: Kind) -> &'static str {
+    match k {
+        Kind::Kafka => "kafka",
+        Kind::Orphan => "orphan",
+        Kind::NotRequest => "not_request",
+        Kind::Legacy => "legacy",
+        Kind::SaslToken => "sasl_token",
+    }
+}
+
+/// The stage's output as the tuples the module docstring lists.
+fn records<'py>(py: Python<'py>, out: Vec<Out>) -> PyResult<Bound<'py, PyList>> {
+    let mut v: Vec<Bound<'py, PyAny>> = Vec::with_capacity(out.len());
+    for o in out {
+        let t = match o {
+            Out::Data {
                 conn,
                 dir,
                 offset,
                 data,
                 ts,
                 index,
-            } => {
-                let b = PyBytes::new(self.py, data);
-                self.push((0u8, conn, dir, offset, b, ts, index, now, now_ts));
-            }
-            Event::Gap {
+                now,
+                now_ts,
+            } => (
+                0u8,
+                conn,
+                dir,
+                offset,
+                PyBytes::new(py, &data),
+                ts,
+                index,
+                now,
+                now_ts,
+            )
+                .into_pyobject(py)?
+                .into_any(),
+            Out::Gap {
                 conn,
                 dir,
                 offset,
@@ -240,49 +269,106 @@ impl Sink for PySink<'_> {
                 ts,
                 index,
                 reason,
-            } => {
-                self.push((
-                    1u8, conn, dir, offset, length, ts, index, reason, now, now_ts,
-                ));
-            }
-            Event::End {
+                now,
+                now_ts,
+            } => (
+                1u8, conn, dir, offset, length, ts, index, reason, now, now_ts,
+            )
+                .into_pyobject(py)?
+                .into_any(),
+            Out::End {
                 conn,
                 dir,
                 reason,
                 ts,
                 index,
-            } => self.push((2u8, conn, dir, reason, ts, index, now)),
-            Event::Open(c) => {
-                self.push((
-                    3u8,
-                    c.id,
-                    c.a.0.to_string(),
-                    c.a.1,
-                    c.b.0.to_string(),
-                    c.b.1,
-                    c.first_ts,
-                ));
+                now,
+            } => (2u8, conn, dir, reason, ts, index, now)
+                .into_pyobject(py)?
+                .into_any(),
+            Out::Open(c) => (
+                3u8,
+                c.id,
+                c.a.0.to_string(),
+                c.a.1,
+                c.b.0.to_string(),
+                c.b.1,
+                c.first_ts,
+            )
+                .into_pyobject(py)?
+                .into_any(),
+            Out::Update(c) => (
+                4u8,
+                c.id,
+                c.syn_seen,
+                c.closed,
+                c.closed_by,
+                c.lost_from,
+                c.last_ts,
+            )
+                .into_pyobject(py)?
+                .into_any(),
+            Out::Exchange(r) => {
+                let header = match &r.header {
+                    Some(h) => (
+                        h.api_key,
+                        h.api_version,
+                        h.correlation_id,
+                        h.client_id.as_deref(),
+                        h.header_len,
+                        h.header_version,
+                    )
+                        .into_pyobject(py)?
+                        .into_any(),
+                    None => py.None().into_bound(py),
+                };
+                let head = (
+                    5u8,
+                    r.conn,
+                    r.now,
+                    kind_name(r.kind),
+                    r.status.name(),
+                    header,
+                );
+                let tail = (
+                    r.legacy_type,
+                    r.correlation_id,
+                    opt_frame(py, &r.request)?,
+                    opt_frame(py, &r.response)?,
+                    r.note.as_deref(),
+                    r.mechanism.as_deref(),
+                    r.client_dir,
+                    r.protocol.name(),
+                    r.last_ts,
+                );
+                let (a, b) = (head.into_pyobject(py)?, tail.into_pyobject(py)?);
+                let mut items: Vec<Bound<'py, PyAny>> = a.iter().collect();
+                items.extend(b.iter());
+                pyo3::types::PyTuple::new(py, items)?.into_any()
             }
-            Event::Update(c) => {
-                self.push((
-                    4u8,
-                    c.id,
-                    c.syn_seen,
-                    c.closed,
-                    c.closed_by,
-                    c.lost_from,
-                    c.last_ts,
-                ));
-            }
-        }
+            Out::Closed(c) => (
+                6u8,
+                c.conn,
+                c.protocol.name(),
+                c.client_dir,
+                c.responses_only,
+                c.any_data,
+                c.handed,
+            )
+                .into_pyobject(py)?
+                .into_any(),
+        };
+        v.push(t);
     }
+    PyList::new(py, v)
 }
 
-/// The net and tcp stages over a capture or packets handed in: TCP stream events in
-/// batches, with the counts that account for every packet.
+/// The net, tcp and Kafka stages over a capture or packets handed in: records in
+/// batches, with the counts that account for every packet, frame and skipped byte.
 #[pyclass(module = "analyzer._core")]
 pub struct Stream {
     ra: Reassembler,
+    pair: Pairing,
     ports: Vec<u16>,
     autodetect: bool,
     share: Option<(u32, u32)>,
@@ -294,15 +380,7 @@ pub struct Stream {
 
 impl Stream {
     /// One packet through net and tcp (a packet of another share is not counted).
-    fn packet(
-        &mut self,
-        sink: &mut PySink<'_>,
-        index: u64,
-        ts: f64,
-        linktype: i32,
-        data: &[u8],
-        orig_len: u32,
-    ) {
+    fn packet(&mut self, index: u64, ts: f64, linktype: i32, data: &[u8], orig_len: u32) {
         let parsed = net::parse(linktype, data, orig_len);
         if let Some((k, n)) = self.share {
             let mine = match &parsed {
@@ -330,15 +408,20 @@ impl Stream {
                     self.skip("not a Kafka port".into());
                     return;
                 }
-                sink.now = index;
-                sink.now_ts = ts;
-                self.ra.segment(&seg, ts, index, sink);
+                self.pair.now = index;
+                self.pair.now_ts = ts;
+                self.ra.segment(&seg, ts, index, &mut self.pair);
             }
         }
     }
 
     fn skip(&mut self, reason: String) {
         *self.skips.entry(reason).or_insert(0) += 1;
+    }
+
+    fn drain<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let out = std::mem::take(&mut self.pair.out);
+        records(py, out)
     }
 }
 
@@ -347,7 +430,8 @@ impl Stream {
     #[new]
     #[pyo3(signature = (ports = vec![9092], autodetect = true, ids_from_index = false, share = None,
                         max_buffer = 4 * 1024 * 1024, overlap_window = 32 * 1024, max_closed = 10_000,
-                        max_total_buffer = 256 * 1024 * 1024))]
+                        max_total_buffer = 256 * 1024 * 1024, apis = None, protocol = "auto",
+                        max_frame_size = 100 * 1024 * 1024))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         ports: Vec<u16>,
@@ -358,6 +442,9 @@ impl Stream {
         overlap_window: u64,
         max_closed: usize,
         max_total_buffer: u64,
+        apis: Option<Vec<(i16, i16, Vec<u8>)>>,
+        protocol: &str,
+        max_frame_size: u32,
     ) -> PyResult<Self> {
         if let Some((k, n)) = share {
             if n == 0 || k >= n {
@@ -373,8 +460,31 @@ impl Stream {
             max_total_buffer,
             ids_from_index,
         };
+        let forced = match protocol {
+            "auto" => Forced::Auto,
+            "legacy" => Forced::Legacy,
+            "modern" => Forced::Modern,
+            other => {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "protocol {other:?}: auto, legacy or modern"
+                )))
+            }
+        };
+        let frames = apis.is_some();
+        let pcfg = PairConfig {
+            ports: ports.clone(),
+            forced,
+            max_frame_size,
+            table: ApiTable::new(apis.unwrap_or_default())
+                .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.0))?,
+        };
+        let mut pair = Pairing::new(pcfg);
+        if !frames {
+            pair.hand_all = true;
+        }
         Ok(Stream {
             ra: Reassembler::new(cfg),
+            pair,
             ports,
             autodetect,
             share,
@@ -393,7 +503,6 @@ impl Stream {
         cap: &mut Capture,
         max_packets: usize,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
-        let mut sink = PySink::new(py);
         let mut read = 0;
         while read < max_packets {
             let Some(p) = cap.reader.next_packet().map_err(capture_error)? else {
@@ -401,12 +510,12 @@ impl Stream {
             };
             read += 1;
             let (index, ts, lt, orig) = (p.index, p.ts, p.linktype, p.orig_len);
-            self.packet(&mut sink, index, ts, lt, p.data, orig);
+            self.packet(index, ts, lt, p.data, orig);
         }
         if read == 0 {
             return Ok(None);
         }
-        sink.finish().map(Some)
+        self.drain(py).map(Some)
     }
 
     /// Packets handed in (live capture, Spark): tuples `(index, ts, linktype, data, orig_len)`.
@@ -415,20 +524,95 @@ impl Stream {
         py: Python<'py>,
         packets: Vec<(u64, f64, i32, Vec<u8>, u32)>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let mut sink = PySink::new(py);
         for (index, ts, lt, data, orig) in &packets {
-            self.packet(&mut sink, *index, *ts, *lt, data, *orig);
+            self.packet(*index, *ts, *lt, data, *orig);
         }
-        sink.finish()
+        self.drain(py)
     }
 
     /// End of capture: flush every open connection (at `ts`, else each one's last packet).
     #[pyo3(signature = (ts = None))]
     fn finish<'py>(&mut self, py: Python<'py>, ts: Option<f64>) -> PyResult<Bound<'py, PyList>> {
-        let mut sink = PySink::new(py);
-        sink.now = END_OF_CAPTURE;
-        self.ra.finish(ts, &mut sink);
-        sink.finish()
+        self.pair.now = END_OF_CAPTURE;
+        self.ra.finish(ts, &mut self.pair);
+        self.pair.finish();
+        self.drain(py)
+    }
+
+    /// Plaintext of a handed connection (TLS the front decrypts), at plaintext stream
+    /// offset `offset` of direction `dir`; `client_dir` as the front knows it.
+    #[pyo3(signature = (conn, dir, offset, data, ts, index, now, client_dir = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn plain<'py>(
+        &mut self,
+        py: Python<'py>,
+        conn: u64,
+        dir: u8,
+        offset: i64,
+        data: &[u8],
+        ts: f64,
+        index: u64,
+        now: u64,
+        client_dir: Option<u8>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let saved = self.pair.now;
+        self.pair.now = now;
+        self.pair
+            .plain(conn, dir, offset, data, ts, index, client_dir);
+        self.pair.now = saved;
+        self.drain(py)
+    }
+
+    /// A handed connection the front does not analyse (TLS not decrypted).
+    #[pyo3(signature = (conn, client_dir = None))]
+    fn ignore(&mut self, conn: u64, client_dir: Option<u8>) {
+        self.pair.ignore(conn, client_dir);
+    }
+
+    /// A handed connection's direction (or, `dir` None, the whole connection) ended.
+    fn end<'py>(
+        &mut self,
+        py: Python<'py>,
+        conn: u64,
+        dir: Option<u8>,
+        reason: &str,
+        now: u64,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let saved = self.pair.now;
+        self.pair.now = now;
+        self.pair.end(conn, dir, reason_str(reason));
+        self.pair.now = saved;
+        self.drain(py)
+    }
+
+    /// Requests waiting longer than `timeout` seconds at time `now` become unanswered.
+    fn expire<'py>(
+        &mut self,
+        py: Python<'py>,
+        now: f64,
+        timeout: f64,
+    ) -> PyResult<Bound<'py, PyList>> {
+        self.pair.expire(now, timeout);
+        self.drain(py)
+    }
+
+    /// The Kafka stages' counts: connections, request_frames, response_frames,
+    /// truncated_frames, gaps, gap_bytes, over_max_frames, and the dicts bytes_skipped
+    /// and notes.
+    #[getter]
+    fn kafka_counts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let c = &self.pair.counts;
+        let d = PyDict::new(py);
+        d.set_item("connections", c.connections)?;
+        d.set_item("request_frames", c.request_frames)?;
+        d.set_item("response_frames", c.response_frames)?;
+        d.set_item("truncated_frames", c.truncated_frames)?;
+        d.set_item("gaps", c.gaps)?;
+        d.set_item("gap_bytes", c.gap_bytes)?;
+        d.set_item("over_max_frames", c.over_max_frames)?;
+        d.set_item("bytes_skipped", c.bytes_skipped.clone())?;
+        d.set_item("notes", c.notes.clone())?;
+        Ok(d)
     }
 
     /// packets fed and counted (a share's own packets only)
@@ -475,6 +659,17 @@ impl Stream {
     #[getter]
     fn open_conns(&self) -> usize {
         self.ra.open_count()
+    }
+}
+
+/// The reasons a connection ends for, as the static strings the stages keep.
+fn reason_str(reason: &str) -> &'static str {
+    match reason {
+        "fin" => "fin",
+        "rst" => "rst",
+        "end of capture" => "end of capture",
+        "reused" => "reused",
+        _ => "ended",
     }
 }
 
