@@ -1288,6 +1288,13 @@ mod tests {
         frame(&b)
     }
 
+    /// A SaslHandshake request body naming PLAIN.
+    fn plain_mechanism() -> Vec<u8> {
+        let mut b = 5i16.to_be_bytes().to_vec();
+        b.extend_from_slice(b"PLAIN");
+        b
+    }
+
     fn response(cid: i32, body: &[u8]) -> Vec<u8> {
         let mut b = cid.to_be_bytes().to_vec();
         b.extend_from_slice(body);
@@ -1504,11 +1511,7 @@ mod tests {
     #[test]
     fn raw_sasl_tokens_follow_a_sasl_handshake_v0_then_kafka_again() {
         let mut p = pairing(Forced::Auto);
-        let mech = {
-            let mut b = 5i16.to_be_bytes().to_vec();
-            b.extend_from_slice(b"PLAIN");
-            b
-        };
+        let mech = plain_mechanism();
         let got = run(
             &mut p,
             true,
@@ -1537,11 +1540,7 @@ mod tests {
     #[test]
     fn a_failed_handshake_keeps_kafka_framing() {
         let mut p = pairing(Forced::Auto);
-        let mech = {
-            let mut b = 5i16.to_be_bytes().to_vec();
-            b.extend_from_slice(b"PLAIN");
-            b
-        };
+        let mech = plain_mechanism();
         let got = run(
             &mut p,
             true,
