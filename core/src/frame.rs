@@ -2557,4 +2557,187 @@ mod tests {
         }
         assert!(straight >= 40, "{straight} frames cut straight");
     }
+
+    // -- test_guards_pipeline.py: the straight cut's other guards ------------------------
+
+    #[test]
+    fn whole_frames_are_cut_straight_with_the_check() {
+        // segments made of whole frames (one, several, empty frames, a lone 4-byte one):
+        // every frame is cut straight and carries the check's verdict on its peek
+        let mut j = J::new(check_c0);
+        let mut fr = Framer::new(1, 1000, 0, 8);
+        let f: Vec<Vec<u8>> = [&b""[..], &[1; 3], &[2; 8], &[3; 30], b""]
+            .iter()
+            .map(|b| kframe(b))
+            .collect();
+        let segs = [
+            f[0].clone(),
+            cat(&[&f[1], &f[0]]),
+            f[3].clone(),
+            cat(&[&f[2], &f[3], &f[4]]),
+            f[4].clone(),
+        ];
+        let (mut got, mut off) = (Vec::new(), 0);
+        for (i, seg) in segs.iter().enumerate() {
+            let i = i as u64 + 1;
+            let out = feed(&mut fr, &mut j, off, seg, i as f64, i);
+            // (Python returned one whole frame and listed several: here each segment's
+            // frames all come out with it)
+            assert_eq!(out.len(), [1, 2, 1, 3, 1][i as usize - 1]);
+            got.extend(out);
+            off += seg.len();
+        }
+        let places: Vec<_> = got
+            .iter()
+            .map(|f| (f.data.len(), f.first_index, f.offset))
+            .collect();
+        assert_eq!(
+            places,
+            [
+                (0, 1, 0),
+                (3, 2, 4),
+                (0, 2, 11),
+                (30, 3, 15),
+                (8, 4, 49),
+                (30, 4, 61),
+                (0, 4, 95),
+                (0, 5, 99)
+            ]
+        );
+        // the check saw each frame's first 8 bytes, once, and its verdict went with it
+        let heads: Vec<_> = got.iter().map(|f| &f.data[..f.data.len().min(8)]).collect();
+        assert_eq!(j.heads, heads);
+        assert!(got
+            .iter()
+            .all(|f| f.seen == Some(check_c0(&f.data[..f.data.len().min(8)]))));
+        assert!(fr.at == Some(off as i64) && fr.buffered() == 0 && fr.skipped.is_empty());
+        // a whole frame and the first byte of the next one, then the rest of it
+        let mut out = feed(&mut fr, &mut j, off, &cat(&[&f[1], &[0]]), 6.0, 6);
+        out.extend(feed(
+            &mut fr,
+            &mut j,
+            off + 8,
+            b"\x00\x00\x02\x07\x07",
+            7.0,
+            7,
+        ));
+        let got: Vec<_> = out
+            .iter()
+            .map(|f| (&f.data[..], f.offset, f.first_index, f.last_index))
+            .collect();
+        let off = off as i64;
+        assert_eq!(
+            got,
+            [(&[1; 3][..], off, 6, 6), (&[7, 7][..], off + 7, 6, 7)]
+        );
+        assert!(fr.buffered() == 0 && fr.skipped.is_empty());
+    }
+
+    #[test]
+    fn nothing_is_cut_after_finish() {
+        // a finished framer (fresh or used) takes no more bytes, whichever way they come
+        // (Python's feed() and feed_data() are both Framer::data; a gap is tried too)
+        let mut j = J::new(check_c0);
+        let frame = kframe(&[1; 6]);
+        let mut fresh = Framer::new(0, DEFAULT_MAX_FRAME_SIZE, 4, 16);
+        assert!(finish(&mut fresh, &mut j).is_empty());
+        assert!(feed(&mut fresh, &mut j, 0, &frame, 1.0, 1).is_empty());
+        assert!(feed(&mut fresh, &mut j, 0, &frame, 1.0, 1).is_empty());
+        assert!(gap(&mut fresh, &mut j, 10, 10).is_empty());
+        assert!(feed(&mut fresh, &mut j, 20, &frame, 1.0, 1).is_empty());
+        let mut used = Framer::new(0, DEFAULT_MAX_FRAME_SIZE, 4, 16);
+        assert_eq!(feed(&mut used, &mut j, 0, &frame, 1.0, 1)[0].data, [1; 6]);
+        assert!(finish(&mut used, &mut j).is_empty());
+        assert!(feed(&mut used, &mut j, 10, &frame, 2.0, 2).is_empty());
+        assert!(feed(&mut used, &mut j, 10, &frame, 3.0, 3).is_empty());
+        assert!(feed(&mut used, &mut j, 10, &frame, 4.0, 4).is_empty());
+        assert!(gap(&mut used, &mut j, 20, 10).is_empty());
+        assert!(feed(&mut used, &mut j, 30, &frame, 5.0, 5).is_empty());
+        assert!(used.frames == 1 && fresh.frames == 0);
+        assert!(!fresh.holds() && !used.holds());
+    }
+
+    #[test]
+    fn scan_drops_a_candidate_on_its_first_bytes() {
+        // while scanning, a candidate whose first 16 bytes fail the check is dropped
+        // without waiting for its whole peek: the frame behind it comes out with this
+        // segment
+        let mut j = J::new(check_c0);
+        let mut fr = Framer::new(0, 1000, 2, 64);
+        let real = kframe(&[1; 6]);
+        let seg = cat(&[&[0xff], &40u32.to_be_bytes(), &[0xee; 16], &real]);
+        let out = feed(&mut fr, &mut j, 0, &seg, 1.0, 1);
+        let got: Vec<_> = out.iter().map(|f| (&f.data[..], f.offset)).collect();
+        assert_eq!(got, [(&[1; 6][..], 21)]);
+        assert_eq!(skipped(&fr), [(BEFORE_FIRST_FRAME, 21)]);
+    }
+
+    #[test]
+    fn scan_after_the_minimum_changes() {
+        // the scan's candidates follow the minimum size when it changes (raw SASL tokens
+        // may be empty or one byte long): a framer that scanned under a minimum of 2 finds
+        // a size-0 and a size-1 frame once the minimum is 0
+        let mut j = J::new(check_c0);
+        let mut fr = Framer::new(0, 1000, 2, 16);
+        let one = kframe(&[1; 3]);
+        let out = feed(&mut fr, &mut j, 0, &cat(&[b"\xff\xff", &one]), 1.0, 1); // scans past the junk
+        assert_eq!(
+            out.iter().map(|f| &f.data[..]).collect::<Vec<_>>(),
+            [[1; 3]]
+        );
+        fr.set_min_frame_size(0);
+        let seg = cat(&[b"\xff", &0u32.to_be_bytes(), &1u32.to_be_bytes(), b"\x05"]);
+        let out = feed(&mut fr, &mut j, 9, &seg, 2.0, 2);
+        assert_eq!(
+            out.iter().map(|f| &f.data[..]).collect::<Vec<_>>(),
+            [&b""[..], b"\x05"]
+        );
+        assert_eq!(skipped(&fr), [(BEFORE_FIRST_FRAME, 2), (DESYNC, 1)]);
+    }
+
+    #[test]
+    fn bytes_again_from_where_a_gap_began() {
+        // after a gap the straight cut's offset is no longer valid: bytes sent again from
+        // the gap's start (all but the last frame already counted) give only the new frame
+        let mut j = J::new(check_c0);
+        let [a, b, c, d] = [1u8, 2, 3, 4].map(|n| kframe(&[n; 6]));
+        let mut fr = Framer::new(0, DEFAULT_MAX_FRAME_SIZE, 4, 16);
+        let data = |out: Vec<Frame>| out.into_iter().map(|f| f.data).collect::<Vec<_>>();
+        assert_eq!(data(feed(&mut fr, &mut j, 0, &a, 1.0, 1)), [&a[4..]]);
+        let mut out = Vec::new();
+        fr.gap(10, 10, 2.0, 2, &mut j, &mut out);
+        assert!(out.is_empty());
+        assert_eq!(data(feed(&mut fr, &mut j, 20, &c, 3.0, 3)), [&c[4..]]);
+        let again = feed(&mut fr, &mut j, 10, &cat(&[&b, &c, &d]), 4.0, 4);
+        let got: Vec<_> = again
+            .iter()
+            .map(|f| (&f.data[..], f.offset, f.first_index))
+            .collect();
+        assert_eq!(got, [(&d[4..], 30, 4)]);
+        assert_eq!(skipped(&fr), [(GAP, 10)]);
+        assert_eq!(fr.frames, 3);
+    }
+
+    /// Always plausible (test_a_frame_in_sync_is_judged_on_its_whole_peek's `check`, which
+    /// recorded the length it was shown: the judge records the heads).
+    fn always(_h: &[u8]) -> Verdict {
+        Verdict::Yes
+    }
+
+    #[test]
+    fn a_frame_in_sync_is_judged_on_its_whole_peek() {
+        // at a frame boundary in sync the check gets min(size, peek) bytes, however the
+        // frame's bytes arrive (only a scan candidate is judged early on its first 16)
+        let mut j = J::new(always);
+        let mut fr = Framer::new(0, 1000, 2, 64);
+        let frame = kframe(&(0..40).collect::<Vec<u8>>());
+        let mut got = feed(&mut fr, &mut j, 0, &frame[..24], 1.0, 1);
+        got.extend(feed(&mut fr, &mut j, 24, &frame[24..], 2.0, 2));
+        let got: Vec<_> = got
+            .iter()
+            .map(|f| (f.data.len(), f.first_index, f.last_index))
+            .collect();
+        assert_eq!(got, [(40, 1, 2)]);
+        assert_eq!(j.heads.iter().map(Vec::len).collect::<Vec<_>>(), [40]);
+    }
 }
