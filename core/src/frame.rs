@@ -2779,4 +2779,56 @@ mod tests {
         assert!(clean.buffered() == 0 && !clean.holds());
         assert!(finish(&mut clean, &mut j).is_empty() && clean.skipped.is_empty());
     }
+
+    // -- test_hostile.py ----------------------------------------------------------------
+
+    #[test]
+    fn framer_counts_sizes_over_max_frame_size() {
+        let mut j = J::new(request_plausible);
+        let mut fr = Framer::new(0, 1000, 4, 16);
+        let small = kframe(b"\x00\x12\x00\x00\x00\x00\x00\x01\x00\x00");
+        let big = kframe(&cat(&[
+            b"\x00\x03\x00\x00\x00\x00\x00\x02\x00\x00",
+            &[0xee; 2000],
+        ]));
+        let out = feed(&mut fr, &mut j, 0, &cat(&[&small, &big, &small]), 1.0, 1);
+        assert!(out.len() == 2 && fr.over_max_frames == 1);
+    }
+
+    #[test]
+    fn framer_keeps_a_damaged_frame_that_ends_with_its_segment() {
+        // a header the check rejects, at a boundary in sync, with a size that ends exactly
+        // at the segment end: one damaged frame, not a desync that could misframe the next
+        // ones
+        let mut j = J::new(request_plausible);
+        let mut fr = Framer::new(0, DEFAULT_MAX_FRAME_SIZE, 4, 16);
+        let good = kframe(b"\x00\x12\x00\x00\x00\x00\x00\x01\x00\x00");
+        let damaged = kframe(&cat(&[
+            b"\xff\x12\x00\x00\x00\x00\x00\x02\x00\x00",
+            &[0xee; 80],
+        ]));
+        let mut out = feed(&mut fr, &mut j, 0, &good, 1.0, 1);
+        out.extend(feed(&mut fr, &mut j, good.len(), &damaged, 1.0, 2));
+        out.extend(feed(
+            &mut fr,
+            &mut j,
+            good.len() + damaged.len(),
+            &good,
+            1.0,
+            3,
+        ));
+        let heads: Vec<_> = out.iter().map(|f| &f.data[..2]).collect();
+        assert_eq!(heads, [b"\x00\x12", b"\xff\x12", b"\x00\x12"]);
+        assert!(fr.damaged_frames == 1 && fr.skipped.is_empty());
+        // the same damaged frame with more bytes behind it in the segment: a desync,
+        // scanned over
+        let mut fr = Framer::new(0, 1000, 4, 16);
+        let out = feed(&mut fr, &mut j, 0, &cat(&[&good, &damaged, &good]), 1.0, 1);
+        let heads: Vec<_> = out.iter().map(|f| &f.data[..2]).collect();
+        assert!(heads == [b"\x00\x12"; 2] && fr.damaged_frames == 0);
+        // not at the start of a direction whose stream is not known to be Kafka
+        let mut fr = Framer::new(0, DEFAULT_MAX_FRAME_SIZE, 4, 16);
+        assert!(feed(&mut fr, &mut j, 0, &damaged, 1.0, 1).is_empty());
+        assert_eq!(fr.damaged_frames, 0);
+    }
 }
