@@ -2482,16 +2482,17 @@ mod tests {
     /// rejected, sizes out of bounds, junk, gaps, bytes sent twice) cut into segments, fed
     /// to a framer and to one without the straight cut (`_StateMachineOnly`): the same
     /// frames at the same places, the same counts, the same state after every event; and
-    /// a straight-cut frame carries the check's verdict on its first `peek` bytes. (6
-    /// seeds x 40 cases as in Python; the streams are drawn by this module's `Rng`, not
-    /// Python's, from the same distributions.)
+    /// a straight-cut frame carries the check's verdict on its first `peek` bytes. (24
+    /// seeds x 40 cases, 6 in Python, whose streams cut few frames straight: a straight
+    /// cut that takes a size one below the minimum first fails at seed 9; the streams are
+    /// drawn by this module's `Rng`, not Python's, from the same distributions.)
     #[test]
     fn straight_cut_equals_the_state_machine() {
-        // frames cut straight over all cases (57 now): the streams are junk-heavy and mostly
+        // frames cut straight over all cases: the streams are junk-heavy and mostly
         // cut into 1 to 5-byte segments, as in Python, so few whole frames come in one
         // segment; every event still passes the straight cut's hand-over to the state machine
         let mut straight = 0;
-        for seed in 0..6u64 {
+        for seed in 0..24u64 {
             let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (seed + 1));
             for case in 0..40 {
                 let (lo, hi) = rng.pick(&[(0, 40), (2, 300), (4, 120)]);
