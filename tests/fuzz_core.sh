@@ -12,7 +12,7 @@ if ! command -v cargo-fuzz >/dev/null 2>&1; then
   cargo install -q --locked cargo-fuzz
 fi
 export RUSTC_BOOTSTRAP=1
-for target in capture stream frame; do
+for target in capture stream frame pair; do
   corpus="$(mktemp -d)"
   cp ../samples/*.pcap ../samples/*.pcapng "$corpus"/
   log="$(mktemp)"

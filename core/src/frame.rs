@@ -51,6 +51,9 @@ pub const DESYNC: &str = "desync";
 pub const GAP: &str = "gap";
 /// A size prefix or header cut by the end of the stream.
 pub const END_OF_STREAM: &str = "end of stream";
+/// Bytes that come after the stream ended (`finish`): past a FIN, say, in a damaged or
+/// crafted capture. They are counted, not framed, so that every byte stays accounted for.
+pub const AFTER_END: &str = "after the end of the stream";
 
 /// Header bytes enough to reject a scan candidate before its whole peek is in: waiting
 /// for the whole peek of a candidate that already fails would hold back the real frames
@@ -159,6 +162,8 @@ pub struct Framer {
     /// without a guess, so `sane` is not asked there)
     guess_end: Option<i64>,
     finished: bool,
+    /// the end of the furthest bytes or gap fed (what came after `finish` is counted past it)
+    fed_end: Option<i64>,
     /// an event has set `off` (Python: `_off is not None`)
     started: bool,
     /// stream offset of the first held byte (`buf[head]`)
@@ -209,6 +214,7 @@ impl Framer {
             skipped: BTreeMap::new(),
             guess_end: None,
             finished: false,
+            fed_end: None,
             started: false,
             off: 0,
             synced: true,
@@ -620,6 +626,9 @@ impl Framer {
         judge: &mut impl Judge,
         out: &mut Vec<Frame>,
     ) {
+        if self.past_end(off, data.len() as u64) {
+            return;
+        }
         if !self.started && !self.finished {
             self.at = Some(off); // the first event: it starts at a frame boundary
         }
@@ -706,6 +715,25 @@ impl Framer {
         self.sync_at();
     }
 
+    /// Note how far the stream's events reach; after `finish`, count the bytes beyond
+    /// that as skipped (an event again over bytes already had counts only its new part)
+    /// and say that the event is done with.
+    fn past_end(&mut self, off: i64, length: u64) -> bool {
+        let end = off.saturating_add(length as i64);
+        if self.finished {
+            let from = self.fed_end.map_or(off, |e| e.max(off));
+            if end > from {
+                self.skip(AFTER_END, (end - from) as u64);
+                self.fed_end = Some(end);
+            }
+            return true;
+        }
+        if self.fed_end.is_none_or(|e| end > e) {
+            self.fed_end = Some(end);
+        }
+        false
+    }
+
     /// `data` of bytes not at `at`.
     fn data_event(
         &mut self,
@@ -777,6 +805,9 @@ impl Framer {
         judge: &mut impl Judge,
         out: &mut Vec<Frame>,
     ) {
+        if self.past_end(off, length) {
+            return;
+        }
         if !self.finished {
             if !self.started {
                 self.started = true;
@@ -1952,10 +1983,11 @@ mod tests {
                 0,
                 &mut j,
                 &mut out,
-            ); // after the end
+            ); // after the end: counted as such
+            assert_eq!(fr.skipped.get(AFTER_END), Some(&5), "trial {trial}");
             let skipped: u64 = fr.skipped.values().sum();
             let had = end - first.unwrap_or(0);
-            assert_eq!(accounted(&out) + skipped, had as u64, "trial {trial}");
+            assert_eq!(accounted(&out) + skipped, had as u64 + 5, "trial {trial}");
             assert!(fr.buffered() == 0 && fr.marks.is_empty());
             assert_eq!(fr.holds(), skipped > 0 || fr.over_max_frames > 0);
             for w in out.windows(2) {
@@ -2636,8 +2668,9 @@ mod tests {
 
     #[test]
     fn nothing_is_cut_after_finish() {
-        // a finished framer (fresh or used) takes no more bytes, whichever way they come
-        // (Python's feed() and feed_data() are both Framer::data; a gap is tried too)
+        // a finished framer (fresh or used) frames no more bytes, whichever way they come,
+        // but counts them (Python's feed() and feed_data() are both Framer::data; a gap
+        // is tried too)
         let mut j = J::new(check_c0);
         let frame = kframe(&[1; 6]);
         let mut fresh = Framer::new(0, DEFAULT_MAX_FRAME_SIZE, 4, 16);
@@ -2655,7 +2688,9 @@ mod tests {
         assert!(gap(&mut used, &mut j, 20, 10).is_empty());
         assert!(feed(&mut used, &mut j, 30, &frame, 5.0, 5).is_empty());
         assert!(used.frames == 1 && fresh.frames == 0);
-        assert!(!fresh.holds() && !used.holds());
+        // what came after the end is counted once, each byte (sent again or not)
+        assert_eq!(skipped(&fresh), [(AFTER_END, 30)]);
+        assert_eq!(skipped(&used), [(AFTER_END, 30)]);
     }
 
     #[test]

@@ -1652,6 +1652,61 @@ mod tests {
         );
     }
 
+    /// Bytes reassembly gave the stage: counted on their way in.
+    struct Tee {
+        pair: Pairing,
+        delivered: u64,
+    }
+
+    impl Sink for Tee {
+        fn event(&mut self, ev: Event<'_>) {
+            match &ev {
+                Event::Data { data, .. } => self.delivered += data.len() as u64,
+                Event::Gap { length, .. } => self.delivered += *length,
+                _ => {}
+            }
+            self.pair.event(ev);
+        }
+    }
+
+    #[test]
+    fn bytes_after_a_fin_are_counted() {
+        // found by the `pair` fuzz target: a direction's bytes 8 MB past its FIN (a lost
+        // segment, then data) came after the framer had finished and were in no count
+        use crate::capture::CaptureReader;
+        use crate::net;
+        let file = include_bytes!("../testdata/bytes_after_fin.pcap");
+        let src = Box::new(std::io::Cursor::new(file.to_vec()));
+        let mut r = CaptureReader::from_reader("t", src, file.len() as u64, false).unwrap();
+        let mut ra = crate::tcp::Reassembler::new(crate::tcp::Config::default());
+        let mut tee = Tee {
+            pair: pairing(Forced::Auto),
+            delivered: 0,
+        };
+        while let Ok(Some(p)) = r.next_packet() {
+            if let Ok(seg) = net::parse(p.linktype, p.data, p.orig_len) {
+                ra.segment(&seg, p.ts, p.index, &mut tee);
+            }
+        }
+        ra.finish(None, &mut tee);
+        tee.pair.finish();
+        let mut framed = 0;
+        for o in &tee.pair.out {
+            if let Out::Exchange(r) = o {
+                for f in [&r.request, &r.response].into_iter().flatten() {
+                    framed += 4 + f.data.len() as u64;
+                }
+            }
+        }
+        let c = &tee.pair.counts;
+        let skipped: u64 = c.bytes_skipped.values().sum();
+        assert_eq!(
+            c.bytes_skipped.get(crate::frame::AFTER_END),
+            Some(&8_388_600)
+        );
+        assert_eq!(tee.delivered, framed + skipped);
+    }
+
     #[test]
     fn fmt_g_is_pythons_general_format() {
         assert_eq!(fmt_g(30.0), "30");

@@ -1,0 +1,109 @@
+//! Any bytes as a capture, through net, reassembly, Kafka framing and pairing with the real
+//! header checks: no panic, and nothing lost: every frame cut is in exactly one exchange
+//! record, and every byte reassembly delivered is in a frame, counted as skipped, or
+//! handed to the front (TLS); every connection ends once.
+#![no_main]
+
+use std::collections::HashSet;
+
+use kws_core::capture::CaptureReader;
+use kws_core::kafka::ApiTable;
+use kws_core::net;
+use kws_core::pair::{Forced, Out, PairConfig, Pairing};
+use kws_core::tcp::{Config, Event, Reassembler, Sink};
+use libfuzzer_sys::fuzz_target;
+
+/// The pairing stage, and the bytes reassembly gave it.
+struct Tee {
+    pair: Pairing,
+    delivered: u64,
+}
+
+impl Sink for Tee {
+    fn event(&mut self, ev: Event<'_>) {
+        match &ev {
+            Event::Data { data, .. } => self.delivered += data.len() as u64,
+            Event::Gap { length, .. } => self.delivered += *length,
+            _ => {}
+        }
+        self.pair.event(ev);
+    }
+}
+
+#[derive(Default)]
+struct Tally {
+    frames: u64,
+    frame_bytes: u64,
+    handed_bytes: u64,
+    opened: HashSet<u64>,
+    closed: HashSet<u64>,
+}
+
+/// Take the stage's output; a handed connection's end is answered as the front answers
+/// one it does not decrypt (ignore, then end).
+fn drain(p: &mut Pairing, t: &mut Tally) {
+    while !p.out.is_empty() {
+        let out = std::mem::take(&mut p.out);
+        for o in out {
+            match o {
+                Out::Open(c) => assert!(t.opened.insert(c.id), "connection {} opened twice", c.id),
+                Out::Exchange(r) => {
+                    for f in [&r.request, &r.response].into_iter().flatten() {
+                        assert!(f.data.len() <= f.size as usize);
+                        assert_eq!(f.truncated, f.data.len() < f.size as usize);
+                        t.frames += 1;
+                        t.frame_bytes += 4 + f.data.len() as u64;
+                    }
+                }
+                Out::Closed(c) => assert!(t.closed.insert(c.conn), "connection {} closed twice", c.conn),
+                Out::Data { data, .. } => t.handed_bytes += data.len() as u64,
+                Out::Gap { length, .. } => t.handed_bytes += length,
+                Out::End { conn, dir: None, reason, .. } => {
+                    p.ignore(conn, None);
+                    p.end(conn, None, reason);
+                }
+                Out::Update(_) | Out::End { .. } => {}
+            }
+        }
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let src = Box::new(std::io::Cursor::new(data.to_vec()));
+    let Ok(mut r) = CaptureReader::from_reader("fuzz", src, data.len() as u64, false) else { return };
+    let hv = |max: i16, flex: i16| -> Vec<u8> { (0..=max).map(|v| if v >= flex { 2 } else { 1 }).collect() };
+    let table = ApiTable::new(vec![(0, 11, hv(11, 9)), (1, 13, hv(13, 12)), (3, 12, hv(12, 9)), (17, 1, hv(1, 99)),
+                                   (18, 4, hv(4, 3))]).expect("a valid table");
+    let forced = match data.last().map(|b| b % 3) {
+        Some(1) => Forced::Legacy,
+        Some(2) => Forced::Modern,
+        _ => Forced::Auto,
+    };
+    let pair = Pairing::new(PairConfig { ports: vec![9092], forced, max_frame_size: 1 << 16, table });
+    let cfg = Config { max_buffer: 4096, max_total_buffer: 16384, max_closed: 4, ..Config::default() };
+    let mut ra = Reassembler::new(cfg);
+    let mut tee = Tee { pair, delivered: 0 };
+    let mut tally = Tally::default();
+    while let Ok(Some(p)) = r.next_packet() {
+        if let Ok(seg) = net::parse(p.linktype, p.data, p.orig_len) {
+            tee.pair.now = p.index;
+            tee.pair.now_ts = p.ts;
+            ra.segment(&seg, p.ts, p.index, &mut tee);
+            drain(&mut tee.pair, &mut tally);
+            if p.index % 7 == 0 {
+                tee.pair.expire(p.ts, 0.5);
+                drain(&mut tee.pair, &mut tally);
+            }
+        }
+    }
+    tee.pair.now = kws_core::pair::END_OF_CAPTURE;
+    ra.finish(None, &mut tee);
+    tee.pair.finish();
+    drain(&mut tee.pair, &mut tally);
+    let c = &tee.pair.counts;
+    assert_eq!(tee.pair.open_states(), 0, "a connection was never closed");
+    assert_eq!(tally.opened, tally.closed, "every connection opened is closed once");
+    assert_eq!(tally.frames, c.request_frames + c.response_frames, "a frame is in no exchange record");
+    let skipped: u64 = c.bytes_skipped.values().sum();
+    assert_eq!(tee.delivered, tally.frame_bytes + skipped + tally.handed_bytes, "bytes not accounted for");
+});
