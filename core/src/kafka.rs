@@ -89,8 +89,8 @@ struct Api {
 /// (`dissectors.schema.APIS` and `request_header_version`), never written out twice.
 ///
 /// Each entry is `(api_key, max_version, header_versions)`, where `header_versions[v]` is
-/// `request_header_version(api_key, v)`; the Python side passes versions
-/// `0..=max_version + MAX_NEWER_PLAUSIBLE`. Versions past the vector take its last
+/// `request_header_version(api_key, v)`; the Python side (`dissectors.header.api_table`)
+/// passes versions `0..=max_version`. Versions past the vector take its last
 /// element: `request_header_version` clamps the version to `max_version` before asking
 /// whether it is flexible (`is_flexible(api, min(api_version, api.max_version))`), so
 /// every version from `max_version` on has the header version of `max_version`.
