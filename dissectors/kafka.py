@@ -33,7 +33,8 @@ _LAST_NON_FLEXIBLE_KEY = 67
 
 
 # a version at most this far above the newest known is decoded with the newest layout (when
-# it fits); further above, the body is kept as raw bytes (as header.py's plausibility window)
+# it fits); further above, the body is kept as raw bytes (the window of the core's header
+# check, core/src/kafka.rs, which finds such a request plausible)
 NEWER_VERSIONS_TRIED = MAX_NEWER_PLAUSIBLE
 
 

@@ -5,8 +5,8 @@ exactly what its packets give fed one by one, or a few at a time, through
 Covers what the old fused fast path (``Pipeline.feed_all``) took, now the core's: IPv4 and
 IPv6 data and ACKs in order, frames that look like TCP segments but are not, ACKs after a
 connection closed (also once the reassembler forgot it), port reuse, SYN, FIN and RST
-handling; and the helpers made cheaper for the hot path: the request-header parser,
-``kafka.error_codes`` and the batched sketch.
+handling; and the helpers made cheaper for the hot path: the request-header parser (the
+core's now, core/src/kafka.rs, through its probe), ``kafka.error_codes`` and the batched sketch.
 """
 from __future__ import annotations
 
@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 from ddsketch import DDSketch
 
+from analyzer import _core
 from analyzer.stats import Quantiles, _store_bins
 from dissectors import kafka
 from dissectors.field import Field
-from dissectors.header import parse_request_header, plausible_request
+from dissectors.header import RequestHeader, api_table
 from tests.pcapgen import (
     ACK,
     FIN,
@@ -172,30 +173,45 @@ def test_capture_equals_per_packet_on_captures(path: str) -> None:
     assert a["summary"]["packets"] > 0 and a["exchanges"]
 
 
+TABLE = _core.ProbeApiTable(api_table())
+
+
+def core_header(data: bytes, partial: bool = False) -> RequestHeader | None:
+    """The core's request-header parser (``kafka::request_header`` without the check)."""
+    h = _core.probe_request_header(TABLE, data, partial, False)
+    return None if h is None else RequestHeader(*h)
+
+
+def core_plausible(data: bytes, prefix: bool = False) -> Any:
+    """The core's check of a request frame: the header (a truthy tuple) when plausible and
+    parsed whole, True when judged on a cut client id, else False."""
+    return _core.probe_request_header(TABLE, data, prefix, True)
+
+
 def test_request_header_parser_against_a_plain_reading() -> None:
     # a flexible request (ApiVersions v3): header v2, tagged fields after the client id
     data = b"\x00\x12\x00\x03\x00\x00\x00\x07\x00\x03abc\x00body"
-    h = parse_request_header(data)
+    h = core_header(data)
     assert h is not None and tuple(h) == (18, 3, 7, "abc", 14, 2)
-    assert plausible_request(data)
+    assert core_plausible(data)
     # tagged fields present: one tag of 2 bytes
     data2 = b"\x00\x12\x00\x03\x00\x00\x00\x07\x00\x03abc\x01\x05\x02xy"
-    h2 = parse_request_header(data2)
+    h2 = core_header(data2)
     assert h2 is not None and h2.header_len == len(data2)
     # cut inside the tagged fields: None unless partial
-    assert parse_request_header(data2[:-1]) is None
-    h3 = parse_request_header(data2[:-1], partial=True)
+    assert core_header(data2[:-1]) is None
+    h3 = core_header(data2[:-1], partial=True)
     assert h3 is not None and h3.header_len == len(data2) - 1
     # ControlledShutdown v0: header v0, 8 bytes
-    h4 = parse_request_header(b"\x00\x07\x00\x00\x00\x00\x00\x01\x00\x00\x00\x05")
+    h4 = core_header(b"\x00\x07\x00\x00\x00\x00\x00\x01\x00\x00\x00\x05")
     assert h4 is not None and (h4.header_len, h4.header_version, h4.client_id) == (8, 0, None)
     # an unknown API key, a version out of range, an unprintable client id: not a request
-    assert not plausible_request(b"\x7f\x00\x00\x01\x00\x00\x00\x01\x00\x01a")
-    assert not plausible_request(b"\x00\x03\x00\x63\x00\x00\x00\x01\x00\x01a")
-    assert not plausible_request(b"\x00\x03\x00\x01\x00\x00\x00\x01\x00\x01\x01")
+    assert not core_plausible(b"\x7f\x00\x00\x01\x00\x00\x00\x01\x00\x01a")
+    assert not core_plausible(b"\x00\x03\x00\x63\x00\x00\x00\x01\x00\x01a")
+    assert not core_plausible(b"\x00\x03\x00\x01\x00\x00\x00\x01\x00\x01\x01")
     # the framer's peek: a client id running past the bytes is judged on what is there
-    assert plausible_request(b"\x00\x03\x00\x01\x00\x00\x00\x01\x00\x40abc", prefix=True)
-    assert not plausible_request(b"\x00\x03\x00\x01\x00\x00\x00\x01\x00\x40abc")
+    assert core_plausible(b"\x00\x03\x00\x01\x00\x00\x00\x01\x00\x40abc", prefix=True)
+    assert not core_plausible(b"\x00\x03\x00\x01\x00\x00\x00\x01\x00\x40abc")
 
 
 def test_error_codes_in_wire_order() -> None:

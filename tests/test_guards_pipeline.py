@@ -31,9 +31,10 @@ from typing import Any
 
 import pytest
 
+from analyzer import _core
 from analyzer._core import open_capture
 from analyzer.model import Endpoint
-from dissectors.header import plausible_request
+from dissectors.header import api_table
 from tests.pcapgen import (
     ACK,
     PSH,
@@ -591,6 +592,16 @@ def test_legacy_exchange_with_bad_fields_is_malformed(tmp_path: Path) -> None:
                                                       ("malformed", "OFFSETS")]
 
 
+TABLE = _core.ProbeApiTable(api_table())
+
+
+def plausible(data: bytes, prefix: bool = False) -> Any:
+    """The core's check of a 0.8+ request frame (``prefix``: only its first bytes): the header
+    (a truthy tuple) when plausible and parsed whole, True when judged on a cut client id, else
+    False."""
+    return _core.probe_request_header(TABLE, data, prefix, True)
+
+
 def _first_request(tmp_path: Path, data: bytes, syn: bool, snap: int = 0) -> tuple[Any, ...]:
     """(client side, protocol, exchanges) of a connection whose client sends one frame (runs
     through feed_capture and feed_packets agree): with a handshake, or caught mid-stream on ports that tell
@@ -611,15 +622,15 @@ def test_first_request_protocol_at_the_legacy_score_bounds(tmp_path: Path) -> No
     reading from 80 (a FETCH on a 4-byte topic reads as a Fetch v4 header too), and a frame
     with no 0.8+ reading is pre-0.8 from a score of 50, which also makes its sender the client
     when nothing else tells."""
-    from dissectors.legacy import legacy_request_score
     from tests import legacy_captures as w
 
     at80 = w.fetch_request("test", 0, -1, 0)                  # no offset, no size: 40 + 40
     at75 = w.fetch_request("test", 0x14100, 0, 0)             # partition past 65535 (-15), offset 0 (+10)
     at65 = w.fetch_request("a:b", 0, -1, 0)                   # a topic Kafka would refuse: 25 + 40
     at50 = w.fetch_request("a:b" + "x" * 57, 0x7FFFFFFF, -1, 0)   # and a partition past 65535: -15
-    assert [legacy_request_score(f[4:]) for f in (at80, at75, at65, at50)] == [80, 75, 65, 50]
-    assert [bool(plausible_request(f[4:])) for f in (at80, at75, at65, at50)] == [True, True, True, False]
+    # the core's pre-0.8 score and 0.8+ check of a whole frame (core/src/legacy.rs, kafka.rs)
+    assert [_core.probe_legacy_request_score(f[4:], True) for f in (at80, at75, at65, at50)] == [80, 75, 65, 50]
+    assert [bool(plausible(f[4:])) for f in (at80, at75, at65, at50)] == [True, True, True, False]
     for syn in (True, False):
         assert _first_request(tmp_path, at80, syn) == (0, "kafka-legacy", [("unanswered", "FETCH", None)])
         assert _first_request(tmp_path, at75, syn) == (0, "kafka", [("unanswered", "Fetch", 0x74657374)])
@@ -631,5 +642,5 @@ def test_first_request_cut_by_the_snaplen_is_judged_on_its_bytes(tmp_path: Path)
     """A first request cut inside its client id (snaplen) is a 0.8+ request on the bytes there
     are: its sender is the client, on a connection caught mid-stream."""
     data = kafka_request(3, 1, 7, "a-long-client-id-of-forty-bytes-xxxxxxxx", b"\xff\xff\xff\xff")
-    assert not plausible_request(data[4:26]) and plausible_request(data[4:26], prefix=True)
+    assert not plausible(data[4:26]) and plausible(data[4:26], prefix=True)
     assert _first_request(tmp_path, data, False, snap=54 + 26) == (0, "kafka", [("unanswered", "Metadata", 7)])

@@ -1,4 +1,5 @@
-"""The legacy (pre-0.8) protocol dissector, on frames our own writer builds from the seed description."""
+"""The legacy (pre-0.8) protocol dissector, on frames our own writer builds from the seed description;
+and the core's pre-0.8 detection and framing checks (core/src/legacy.rs), through its probes."""
 from __future__ import annotations
 
 import re
@@ -11,8 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from analyzer import _core
 from dissectors.context import DecodeContext
 from dissectors.field import Field
+from dissectors.header import api_table
 from dissectors.legacy import (
     LEGACY_API_NAMES,
     LEGACY_ERROR_NAMES,
@@ -22,7 +25,6 @@ from dissectors.legacy import (
     legacy_error_codes,
     legacy_expects_response,
     legacy_partitions,
-    legacy_request_score,
 )
 from tests import legacy_captures as w
 
@@ -32,6 +34,23 @@ SEED_003 = SHARED / "seeds" / "003_70453c66919b3262.txt"
 
 def crc(b: bytes) -> int:
     return zlib.crc32(b) & 0xFFFFFFFF
+
+
+# the pre-0.8 detection and framing checks are the core's (core/src/legacy.rs, the 0.8+ header
+# parser core/src/kafka.rs): read through its probes
+TABLE = _core.ProbeApiTable(api_table())
+
+
+def legacy_score(data: bytes, complete: bool = True) -> int:
+    """The core's score of a first request frame as pre-0.8: 0 impossible .. 100 certain."""
+    return int(_core.probe_legacy_request_score(data, complete))
+
+
+def modern_header(data: bytes) -> tuple[Any, ...] | None:
+    """The core's 0.8+ reading of a whole request frame's header (no plausibility check):
+    (api_key, api_version, correlation_id, client_id, header_len, header_version) or None."""
+    h = _core.probe_request_header(TABLE, data, False, False)
+    return None if h is None else tuple(h)
 
 
 def rows(f: Field, path: str = "") -> list[tuple[str, str, Any, int, int]]:
@@ -525,8 +544,8 @@ def test_random_bytes_never_raise(data: bytes, rtype: int) -> None:
                          (decode_legacy_response(data, rtype, ctx, None), False)):
         legacy_partitions(tree, is_req)
         tree.to_json()
-    assert 0 <= legacy_request_score(data) <= 100
-    assert 0 <= legacy_request_score(data, complete=False) <= 100
+    assert 0 <= legacy_score(data) <= 100
+    assert 0 <= legacy_score(data, complete=False) <= 100
 
 
 @settings(max_examples=150, deadline=None)
@@ -539,7 +558,7 @@ def test_produce_round_trip(msgs: list[tuple[bytes, int]], topic: str, partition
     assert not tree.any_malformed()
     got = tree.child("body").child("messages").children or []
     assert [(m.child("payload").value, m.child("magic").value) for m in got] == msgs
-    assert legacy_request_score(data) >= (90 if msgs else 70)     # an empty set has nothing to CRC-check
+    assert legacy_score(data) >= (90 if msgs else 70)     # an empty set has nothing to CRC-check
 
 
 # --- detection -------------------------------------------------------------------------------
@@ -552,12 +571,12 @@ def modern_request(api_key: int, api_version: int, correlation_id: int, client_i
 def test_score_legacy_frames_high() -> None:
     for d, f, _ in all_frames():
         if d == w.C2B:
-            assert legacy_request_score(f[4:]) >= 90, f[4:20]
-            assert legacy_request_score(f[4:], complete=False) >= 50
+            assert legacy_score(f[4:]) >= 90, f[4:20]
+            assert legacy_score(f[4:], complete=False) >= 50
     # a prefix of a legacy frame scores lower but (with complete=False) not zero
     f = w.produce_request("events", 0, w.message(b"x" * 200, magic=1))[4:]
-    assert legacy_request_score(f[:40]) <= 20
-    assert 30 <= legacy_request_score(f[:40], complete=False) <= 70
+    assert legacy_score(f[:40]) <= 20
+    assert 30 <= legacy_score(f[:40], complete=False) <= 70
 
 
 def test_score_modern_frames_zero() -> None:
@@ -573,24 +592,23 @@ def test_score_modern_frames_zero() -> None:
         modern_request(18, 3, 0, "rdkafka", b"\x00"),                     # ApiVersions v3
     ]
     for s in samples:
-        assert legacy_request_score(s) == 0, s[:12]
+        assert legacy_score(s) == 0, s[:12]
     # even a correlation id of printable bytes (0x41424344) fails the exact-size arithmetic
-    assert legacy_request_score(modern_request(1, 3, 0x41424344, "client", fetch_v0)) <= 20
+    assert legacy_score(modern_request(1, 3, 0x41424344, "client", fetch_v0)) <= 20
 
 
 def test_score_known_ambiguity_four_byte_topic() -> None:
     """A legacy request on a 4-byte topic also has a header that parses as 0.8+ (documented limit)."""
-    header = pytest.importorskip("dissectors.header")
     data = w.fetch_request("test", 0, 0, 1024)[4:]
-    assert legacy_request_score(data) == 100
-    h = header.parse_request_header(data)
-    assert h is not None and (h.api_key, h.api_version, h.correlation_id, h.client_id) == (1, 4, 0x74657374, "")
+    assert legacy_score(data) == 100
+    h = modern_header(data)
+    assert h is not None and h[:4] == (1, 4, 0x74657374, "")     # api_key, api_version, correlation_id, client_id
 
 
 def test_seed_003_is_not_legacy() -> None:
     if not SEED_003.exists():
         pytest.skip("../shared/seeds is absent")
-    assert legacy_request_score(seed_003_frame()[4:]) == 0
+    assert legacy_score(seed_003_frame()[4:]) == 0
 
 
 # --- the 0.8 ProduceRequest hex dump of seed 003 ---------------------------------------------
@@ -644,7 +662,8 @@ def test_seed_003_hex_dump_modern_decoder() -> None:
 # --- captures written by tests/legacy_captures.py ------------------------------------------
 
 def test_plausibility_of_frame_heads() -> None:
-    from dissectors.legacy import legacy_request_plausible, legacy_response_plausible
+    legacy_request_plausible = _core.probe_legacy_request_plausible
+    legacy_response_plausible = _core.probe_legacy_response_plausible
     for d, f, rtype in all_frames():
         head = f[4:20]
         if d == w.C2B:
@@ -696,7 +715,7 @@ def test_capture_decoded_and_paired_by_order(captures: dict[str, Path]) -> None:
     exchanges: list[tuple[str, Field, Field | None]] = []
     for f in frames:
         if f.direction == 0:
-            assert legacy_request_score(f.data) >= 90
+            assert legacy_score(f.data) >= 90
             tree = decode_legacy_request(f.data, ctx)
             rtype = tree.child("header").get("request_type")
             if legacy_expects_response(rtype):
@@ -743,7 +762,6 @@ def test_capture_decoded_and_paired_by_order(captures: dict[str, Path]) -> None:
 
 def test_capture_mixed_connections_detected(captures: dict[str, Path]) -> None:
     from analyzer._core import Stream, open_capture
-    from dissectors.header import parse_request_header
     from tests.pcapgen import CoreRun
 
     # the first request of each connection, reassembled by the core, decides its protocol
@@ -760,7 +778,7 @@ def test_capture_mixed_connections_detected(captures: dict[str, Path]) -> None:
     for cid, data in sorted(firsts.items()):
         size = struct.unpack(">i", data[:4])[0]
         first = data[4:4 + size]
-        verdicts[cid] = (legacy_request_score(first), parse_request_header(first) is not None)
+        verdicts[cid] = (legacy_score(first), modern_header(first) is not None)
     assert verdicts[0] == (100, False)           # legacy PRODUCE on "events": no modern reading
     assert verdicts[1] == (0, True)              # 0.8+ ApiVersions v0
     assert verdicts[2] == (100, True)            # legacy FETCH on "test": both readings parse (documented)

@@ -1,6 +1,8 @@
 //! Kafka (0.8+) request and response headers: the checks that framing and pairing run on
-//! every frame, ported from `dissectors/header.py` with identical results (the Python
-//! test `tests/test_core_headers.py` compares both through `analyzer._core`'s probes).
+//! every frame. Ported from `dissectors/header.py` and proved equal to it (8d05a88); the
+//! Python versions were then removed, and `tests/test_core_headers.py` checks these through
+//! `analyzer._core`'s probes against the full decoder (`dissectors.kafka`) on every capture
+//! and on random bytes.
 //!
 //! Header versions: request header v0 (api_key, api_version, correlation_id) is used only
 //! by ControlledShutdown v0; v1 adds the nullable client_id string (int16 length); v2 (the
@@ -45,15 +47,16 @@ pub struct RequestHeader {
     pub header_version: u8,
 }
 
-/// What [`request_header`] makes of a frame's first bytes: Python's three outcomes.
+/// What [`request_header`] makes of a frame's first bytes: three outcomes (the probe's
+/// header tuple, `True`, and `False` or `None`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HeaderCheck {
     /// A header that parsed (with `check`: and is plausible).
     Header(RequestHeader),
     /// With `check` only: plausible as far as a cut client_id (or a cut tagged-field
-    /// section) lets one judge; Python's `True`.
+    /// section) lets one judge (the probe's `True`).
     Cut,
-    /// With `check`: implausible (Python's `False`); without: no header (Python's `None`).
+    /// With `check`: implausible (the probe's `False`); without: no header (`None`).
     Rejected,
 }
 
@@ -86,8 +89,8 @@ struct Api {
 /// (`dissectors.schema.APIS` and `request_header_version`), never written out twice.
 ///
 /// Each entry is `(api_key, max_version, header_versions)`, where `header_versions[v]` is
-/// `request_header_version(api_key, v)`; the Python side passes versions
-/// `0..=max_version + MAX_NEWER_PLAUSIBLE`. Versions past the vector take its last
+/// `request_header_version(api_key, v)`; the Python side (`dissectors.header.api_table`)
+/// passes versions `0..=max_version`. Versions past the vector take its last
 /// element: `request_header_version` clamps the version to `max_version` before asking
 /// whether it is flexible (`is_flexible(api, min(api_version, api.max_version))`), so
 /// every version from `max_version` on has the header version of `max_version`.
@@ -137,7 +140,7 @@ impl ApiTable {
         Ok(table)
     }
 
-    /// No API known: small unknown keys are plausible (Python's `APIS` empty).
+    /// No API known: small unknown keys are plausible (`dissectors.schema.APIS` empty).
     pub fn is_empty(&self) -> bool {
         self.known == 0
     }
@@ -184,8 +187,7 @@ impl ApiTable {
         })
     }
 
-    /// `_checked_version`: the header version of a plausible key and version, else None
-    /// (Python's -1).
+    /// The header version of a plausible key and version, else None.
     pub fn checked_version(&self, api_key: i16, api_version: i16) -> Option<u8> {
         self.api_plausible(api_key, api_version)
             .then(|| self.header_version(api_key, api_version))
@@ -205,8 +207,9 @@ fn be_i32(d: &[u8], at: usize) -> Option<i32> {
 /// The unsigned varint at `pos`: (value, next position). Malformed when it runs past the
 /// end of `data` or is longer than 10 bytes.
 ///
-/// Python's value is exact; the tenth byte can take it past `u64::MAX`, which saturates
-/// here: every caller compares it with byte counts, where both mean "more than the frame".
+/// The tenth byte can take the value past `u64::MAX`, which saturates here (Python's
+/// `dissectors.decoder.read_uvarint` gives it exact): every caller compares it with byte
+/// counts, where both mean "more than the frame".
 pub fn read_uvarint(data: &[u8], mut pos: usize) -> Result<(u64, usize), Malformed> {
     let mut result: u64 = 0;
     let mut shift = 0u32;
@@ -278,7 +281,7 @@ pub fn decode_utf8(b: &[u8]) -> String {
 
 /// The request header of a frame's first bytes (after the size prefix); with `check`,
 /// whether they are plausible as well (`plausible_request`), else whether they parse
-/// (`parse_request_header`). Python's `request_header(data, partial, check)`.
+/// (`parse_request_header`).
 ///
 /// With `partial` the bytes are a frame cut short (by the capture, or the framer's peek):
 /// a client_id or tagged-field section running past them is kept as far as it goes, and

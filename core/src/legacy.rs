@@ -1,6 +1,7 @@
-//! The legacy (pre-0.8, Kafka 0.6/0.7) protocol's detection and framing checks, ported
-//! from `dissectors/legacy.py` with identical results (the Python test
-//! `tests/test_core_headers.py` compares both through `analyzer._core`'s probes).
+//! The legacy (pre-0.8, Kafka 0.6/0.7) protocol's detection and framing checks. Ported from
+//! `dissectors/legacy.py` and proved equal to it (8d05a88); the Python versions were then
+//! removed, and `tests/test_core_headers.py` checks these through `analyzer._core`'s probes
+//! against the legacy captures and the 0.8+ requests of every capture.
 //!
 //! That protocol had no API versions, correlation ids or client ids. A request is
 //! `REQUEST_TYPE int16` then, for PRODUCE (0), FETCH (1) and OFFSETS (4), `topic string16,
@@ -11,10 +12,45 @@
 //! `length int32, magic int8, [compression int8 when magic is 1], crc uint32, payload`,
 //! the CRC-32 over the payload.
 //!
-//! [`legacy_request_score`] says how plausible a connection's first request frame is as a
-//! legacy request (0 impossible .. 100 certain; the heuristic and its limits are in the
-//! Python module's docstring); [`legacy_request_plausible`] and
-//! [`legacy_response_plausible`] are the framer's checks of a frame's first bytes.
+//! [`legacy_request_plausible`] and [`legacy_response_plausible`] are the framer's checks of
+//! a frame's first bytes. [`legacy_request_score`] says how plausible a connection's first
+//! request frame is as a legacy request (0 impossible .. 100 certain), the heuristic below.
+//!
+//! # Detection heuristic
+//!
+//! The score needs a REQUEST_TYPE of 0-4; for the single-topic types a topic length of
+//! 1-255 and a topic of printable ASCII (bonus when it uses only the legal topic characters
+//! `[A-Za-z0-9._-]`), then a body whose size matches the frame EXACTLY: FETCH and OFFSETS
+//! have a fixed 12-byte body, PRODUCE's MESSAGES_LENGTH must end at the frame end and its
+//! messages must parse (magic 0/1, sane lengths; a valid CRC on each adds confidence). The
+//! multi types need a topic count of 1..frame/10 and every part to parse and end exactly at
+//! the frame end. A header that parses but whose size does not add up scores at most 20.
+//!
+//! How a modern (0.8+) request separates: its header is api_key int16, api_version int16,
+//! correlation_id int32, client_id string16. Read as legacy, api_key 0-4 becomes
+//! REQUEST_TYPE and api_version becomes the TOPIC_LENGTH, so the "topic" is the first bytes
+//! of the correlation id, then the client id. Version 0 gives an empty topic (score 0);
+//! small versions give topic bytes from a small correlation id, which are NUL bytes (score
+//! 0). Only a correlation id of four printable bytes (>= 0x21212121) gets past the topic
+//! test, and then the exact-size test fails unless the frame happens to add up. For
+//! api_keys 2 and 3 (ListOffsets, Metadata) the multi-request reading applies: the topic
+//! count is the api_version and the first part's topic length is the high half of the
+//! correlation id (0 for small ids: score 0).
+//!
+//! The reverse ambiguity matters to whoever scores the modern reading: a legacy request
+//! whose topic is 4 bytes long reads as api_version 4 with the topic as correlation id and
+//! the partition's high half (0) as an empty client id, so its header alone parses as
+//! modern. The body then decides (the legacy size arithmetic adds up, the modern body
+//! usually does not), and a correlation id made of four ASCII letters is itself a hint
+//! (`pair.rs` takes a first request as pre-0.8 from a score of 50, and over a plausible
+//! 0.8+ reading from 80). Limits: one frame is a small sample; a frame cut by the capture
+//! start or by a snaplen cannot show its exact size (`complete = false` scores such a
+//! prefix without the size checks, at most 70); a legacy PRODUCE with an empty message set
+//! has nothing to CRC-check and scores lower.
+//!
+//! A framer peeking at the first bytes of each frame uses the framing checks, not the
+//! score. A legacy FETCH error response is a 2-byte frame (just the error code), so the
+//! minimum frame size is 2 on legacy connections.
 
 /// Request type names, by request type (0-4).
 pub const LEGACY_API_NAMES: [&str; 5] =
@@ -86,7 +122,7 @@ pub fn legacy_expects_response(request_type: i32) -> bool {
         .any(|&t| i32::from(t) == request_type)
 }
 
-/// `_scan_messages`: (structurally ok, messages, messages with a valid CRC) of the
+/// (structurally ok, messages, messages with a valid CRC) of the
 /// top-level message set in `data[pos..end]`; with `partial_ok` the bytes may stop inside
 /// the last message (a frame prefix).
 fn scan_messages(data: &[u8], mut pos: usize, end: usize, partial_ok: bool) -> (bool, u32, u32) {
@@ -122,8 +158,8 @@ fn scan_messages(data: &[u8], mut pos: usize, end: usize, partial_ok: bool) -> (
     (true, count, good)
 }
 
-/// `_topic_score`: (score 0-40, position after the topic) of the topic string16 at
-/// `pos`; None when it is not a plausible topic (Python's score 0).
+/// (score 0-40, position after the topic) of the topic string16 at
+/// `pos`; None when it is not a plausible topic (a score of 0).
 fn topic_score(data: &[u8], pos: usize, end: usize) -> Option<(i32, usize)> {
     if end - pos < 2 {
         return None;
@@ -142,8 +178,8 @@ fn topic_score(data: &[u8], pos: usize, end: usize) -> Option<(i32, usize)> {
     ))
 }
 
-/// `_produce_score`: (score 0-40, position after the messages) of `messages_length` and
-/// messages at `pos`; None for Python's score 0. Without `complete` the position is `end`
+/// (score 0-40, position after the messages) of `messages_length` and
+/// messages at `pos`; None for a score of 0. Without `complete` the position is `end`
 /// when the set runs past it.
 fn produce_score(data: &[u8], pos: usize, end: usize, complete: bool) -> Option<(i32, usize)> {
     if end - pos < 4 {
@@ -216,7 +252,7 @@ pub fn legacy_request_score(data: &[u8], complete: bool) -> i32 {
     score.clamp(0, 100)
 }
 
-/// `_multi_score`: MULTIFETCH and MULTIPRODUCE, whose parts must all parse (and, when
+/// The score of a MULTIFETCH or MULTIPRODUCE, whose parts must all parse (and, when
 /// `complete`, end exactly at the frame's end).
 fn multi_score(data: &[u8], rtype: i16, complete: bool) -> i32 {
     let n = data.len();

@@ -1,7 +1,9 @@
 //! Probes of the header checks ([`crate::kafka`], [`crate::legacy`]) for the Python
-//! tests: each takes what the Python function it mirrors takes and returns what that
-//! returns, in plain Python values, so that `tests/test_core_headers.py` can compare the
-//! two on many inputs. Nothing else calls them.
+//! tests, in plain Python values: `tests/test_core_headers.py` checks them against the
+//! decoder and other oracles, and other tests read the checks through them. Each once
+//! mirrored a Python function of `dissectors.header` or `dissectors.legacy` (taking and
+//! returning what it did), proved equal to it at 8d05a88; most of those functions have
+//! been removed since. Nothing else calls them.
 //!
 //! A request header is the tuple of `dissectors.header.RequestHeader`'s fields
 //! `(api_key, api_version, correlation_id, client_id, header_len, header_version)`, which
@@ -52,8 +54,8 @@ impl ProbeApiTable {
     }
 }
 
-/// `dissectors.header.request_header(data, partial, check)`: the header tuple, True,
-/// False (with check) or None (without).
+/// `kafka::request_header(data, partial, check)`: the header tuple, True (with check:
+/// judged on a cut client_id), False (with check) or None (without).
 #[pyfunction]
 fn probe_request_header(
     py: Python<'_>,
@@ -70,7 +72,7 @@ fn probe_request_header(
     }
 }
 
-/// `dissectors.header.sane_request(data, size)`.
+/// `kafka::sane_request(data, size)`: the header tuple or None.
 #[pyfunction]
 fn probe_sane_request(
     table: PyRef<'_, ProbeApiTable>,
@@ -80,7 +82,8 @@ fn probe_sane_request(
     kafka::sane_request(&table.0, data, size).map(to_tuple)
 }
 
-/// `Pipeline._acks(data, h)`, `h` a RequestHeader.
+/// `kafka::produce_acks` (what the Python pipeline read before the core paired), `h` a
+/// header tuple.
 #[pyfunction]
 fn probe_produce_acks(data: &[u8], h: HeaderTuple) -> Option<i16> {
     kafka::produce_acks(data, &from_tuple(h))
@@ -98,20 +101,21 @@ fn probe_response_error_code(data: &[u8], header_len: usize) -> Option<i16> {
     kafka::response_error_code(data, header_len)
 }
 
-/// `dissectors.header.response_correlation_id(data)`.
+/// `kafka::response_correlation_id`, as `dissectors.header.response_correlation_id(data)`.
 #[pyfunction]
 fn probe_response_correlation_id(data: &[u8]) -> Option<i32> {
     kafka::response_correlation_id(data)
 }
 
-/// `dissectors.header.read_uvarint(data, pos, len(data))`: (value, next position), or
-/// None where Python raises ValueError (the value saturates at 2**64 - 1).
+/// `kafka::read_uvarint(data, pos)`: (value, next position), or None when malformed (the
+/// value saturates at 2**64 - 1).
 #[pyfunction]
 fn probe_read_uvarint(data: &[u8], pos: usize) -> Option<(u64, usize)> {
     kafka::read_uvarint(data, pos).ok()
 }
 
-/// `dissectors.header.skip_tagged_fields(data, pos, len(data))`, None where Python raises.
+/// `kafka::skip_tagged_fields(data, pos)`: the position after the section, or None when
+/// malformed.
 #[pyfunction]
 fn probe_skip_tagged_fields(data: &[u8], pos: usize) -> Option<usize> {
     kafka::skip_tagged_fields(data, pos).ok()
@@ -135,26 +139,26 @@ fn probe_unicode_version() -> (u64, u64, u64) {
     unicode_general_category::UNICODE_VERSION
 }
 
-/// `dissectors.legacy.legacy_request_score(data, complete)`.
+/// `legacy::legacy_request_score(data, complete)`: 0..100.
 #[pyfunction]
 fn probe_legacy_request_score(data: &[u8], complete: bool) -> i32 {
     legacy::legacy_request_score(data, complete)
 }
 
-/// `dissectors.legacy.legacy_request_plausible(head)`.
+/// `legacy::legacy_request_plausible(head)`.
 #[pyfunction]
 fn probe_legacy_request_plausible(head: &[u8]) -> bool {
     legacy::legacy_request_plausible(head)
 }
 
-/// `dissectors.legacy.legacy_response_plausible(head, rtype)`.
+/// `legacy::legacy_response_plausible(head, rtype)`, rtype None for any type.
 #[pyfunction]
 #[pyo3(signature = (head, rtype = None))]
 fn probe_legacy_response_plausible(head: &[u8], rtype: Option<i32>) -> bool {
     legacy::legacy_response_plausible(head, rtype)
 }
 
-/// `dissectors.legacy.legacy_expects_response(rtype)`.
+/// `legacy::legacy_expects_response(rtype)`, as `dissectors.legacy.legacy_expects_response`.
 #[pyfunction]
 fn probe_legacy_expects_response(rtype: i32) -> bool {
     legacy::legacy_expects_response(rtype)
