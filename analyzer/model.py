@@ -144,10 +144,6 @@ class Frame(NamedTuple):
     last_ts: float
     stream_offset: int      # stream offset of the size prefix
     truncated: bool = False # bytes missing inside the frame (gap/snaplen): data is partial
-    # what the framer's plausibility check returned for the frame's first bytes when the
-    # frame was cut straight from a segment (a RequestHeader when the check parsed one,
-    # so pairing need not parse it again); None when the check was not asked or kept
-    peeked: Any = None
 
 
 EXCHANGE_STATUSES = ("ok", "unanswered", "no_response_expected", "orphan_response", "malformed")
