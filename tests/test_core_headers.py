@@ -57,6 +57,7 @@ from dissectors.context import DecodeContext
 from dissectors.header import MAX_NEWER_PLAUSIBLE, api_table, response_correlation_id
 from tests import legacy_captures
 from tests.conftest import SAMPLES, SHARED_CAPTURES
+from tests.pcapgen import uvarint
 
 SEED = 20240611
 PREFIX = 80                      # prefixes of a frame's first bytes checked
@@ -242,18 +243,6 @@ def legacy_frames(exchanges: dict[str, list[Exchange]]) -> tuple[list[bytes], li
     return requests, responses
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
 INTERESTING_CPS = [0x09, 0x0A, 0x1F, 0x20, 0x7E, 0x7F, 0x85, 0xA0, 0xAD, 0xE9, 0x378, 0x2028, 0x2029, 0x200B,
                    0x3000, 0xE000, 0xFEFF, 0xFFFD, 0xFFFF, 0x1F600, 0x1FAE8, 0xF0000, 0x10FFFF, 0x0897]
 BAD_UTF8 = [b"\xed\xa0\x80", b"\xe2\x82", b"\xf0\x90\x80", b"\xc0\xaf", b"\xff", b"\x80", b"\xf4\x90\x80\x80",
@@ -288,12 +277,12 @@ def _tagged(rng: random.Random) -> bytes:
         return b"\x00"
     if kind == 3:
         n = rng.randrange(1, 4)
-        return _uvarint(n) + b"".join(_uvarint(rng.randrange(300)) + _uvarint(s := rng.randrange(5))
+        return uvarint(n) + b"".join(uvarint(rng.randrange(300)) + uvarint(s := rng.randrange(5))
                                       + bytes(s) for _ in range(n))
     if kind == 4:
-        return _uvarint(rng.choice([1, 2, 200, 1 << 20, (1 << 64) - 1, (1 << 70) - 1]))
+        return uvarint(rng.choice([1, 2, 200, 1 << 20, (1 << 64) - 1, (1 << 70) - 1]))
     if kind == 5:
-        return b"\x01\x00" + _uvarint(rng.choice([3, 1000, 1 << 40, (1 << 70) - 1])) + b"abc"
+        return b"\x01\x00" + uvarint(rng.choice([3, 1000, 1 << 40, (1 << 70) - 1])) + b"abc"
     if kind == 6:
         return b"\xff" * rng.randrange(1, 12)
     if kind == 7:
@@ -405,8 +394,8 @@ def produce_request(rng: random.Random, version: int) -> bytes:
     out = struct.pack(">hhih", 0, version, 1, 3) + b"cli"
     if version >= 9:
         out += b"\x00"
-        txn = rng.choice([b"\x00", b"\x01", b"\x04abc", b"\x05abc", _uvarint(1 << 62), _uvarint((1 << 63) - 20),
-                          _uvarint(1 << 63), _uvarint((1 << 64) - 1), _uvarint((1 << 70) - 1), b"\x80\x80",
+        txn = rng.choice([b"\x00", b"\x01", b"\x04abc", b"\x05abc", uvarint(1 << 62), uvarint((1 << 63) - 20),
+                          uvarint(1 << 63), uvarint((1 << 64) - 1), uvarint((1 << 70) - 1), b"\x80\x80",
                           b"\xff" * 10 + b"\x01"])
     elif version >= 3:
         txn = struct.pack(">h", rng.choice([-1, -2, 0, 3, 5])) + b"abc"
@@ -701,7 +690,7 @@ def test_varints_and_tagged_fields() -> None:
     d = Diff()
     longer = 0
     for _ in range(20000):
-        data = rng.choice([_tagged(rng), _uvarint(rng.randrange(1 << rng.choice([7, 14, 63, 64, 70]))),
+        data = rng.choice([_tagged(rng), uvarint(rng.randrange(1 << rng.choice([7, 14, 63, 64, 70]))),
                            bytes(rng.randrange(256) for _ in range(rng.randrange(0, 14)))])
         data += bytes(rng.randrange(256) for _ in range(rng.randrange(0, 6)))
         pos = rng.randrange(len(data) + 2)
