@@ -9,9 +9,9 @@ from typing import Any
 import click
 
 from analyzer._core import CaptureError
+from analyzer.commands.options import capture_options, filter_option, fresh_context, options_from_kwargs
 from analyzer.errors import UserError, fail, reader_gone, stdout_console
 from analyzer.model import Exchange
-from analyzer.options import capture_options, filter_option, fresh_context, options_from_kwargs
 
 PROG = "kafkawire-sniff"
 
@@ -263,10 +263,10 @@ def read_cmd(captures: tuple[str, ...], fmt: str, api: tuple[str, ...], client_i
             if keep is not None and not keep(ex):
                 continue
             if fmt == "summary":
-                from analyzer.output import summary_line
+                from analyzer.sinks.output import summary_line
                 out.write(summary_line(ex, t0) + "\n")
             elif fmt in ("ndjson", "json"):
-                from analyzer.output import exchange_json_line
+                from analyzer.sinks.output import exchange_json_line
                 text = exchange_json_line(ex, source=path if len(captures) > 1 else None)
                 if fmt == "json":
                     out.write(("\n" if first_json else ",\n") + text)
@@ -288,7 +288,7 @@ def read_cmd(captures: tuple[str, ...], fmt: str, api: tuple[str, ...], client_i
 
 
 def _print_tree(ex: Exchange, t0: float | None, console: Any, max_value_bytes: int) -> None:
-    from analyzer.output import rich_tree, summary_line, tree_lines
+    from analyzer.sinks.output import rich_tree, summary_line, tree_lines
 
     head = summary_line(ex, t0)
     if console is not None:
@@ -338,8 +338,8 @@ def _register_optional() -> None:
     """Commands that live in their own modules (each owns its options and output)."""
     import importlib
 
-    for mod, attr in (("analyzer.cmd_stats", "stats_command"), ("analyzer.cmd_check", "check_command"),
-                      ("analyzer.cmd_live", "live_command"), ("analyzer.cmd_spark", "spark_command")):
+    for mod, attr in (("analyzer.commands.stats", "stats_command"), ("analyzer.commands.check", "check_command"),
+                      ("analyzer.commands.live", "live_command"), ("analyzer.commands.spark", "spark_command")):
         try:
             m = importlib.import_module(mod)
         except ImportError as e:

@@ -452,7 +452,7 @@ class Dashboard:
     MAX_CLIENTS = 10_000            # distinct clients tracked before the rest count as "(other)"
 
     def __init__(self, title: str, clock: Callable[[], float] = time.time) -> None:
-        from analyzer.stats import StatsAccumulator
+        from analyzer.sinks.stats import StatsAccumulator
 
         self.title = title
         self.clock = clock
@@ -520,7 +520,7 @@ class Dashboard:
         from rich.table import Table
         from rich.text import Text
 
-        from analyzer.stats_render import fmt_num
+        from analyzer.sinks.stats_render import fmt_num
 
         now = self.clock() if now is None else now
         elapsed = now - self.start

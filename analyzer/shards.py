@@ -39,9 +39,9 @@ from multiprocessing.connection import wait as wait_for
 from typing import Any
 
 from analyzer._core import END_OF_CAPTURE, CaptureError, open_capture
-from analyzer.options import fresh_context
+from analyzer.commands.options import fresh_context
 from analyzer.pipeline import Options, Run
-from analyzer.stats import PointSample, StatsAccumulator
+from analyzer.sinks.stats import PointSample, StatsAccumulator
 from dissectors.context import DecodeContext
 
 __all__ = ["END_OF_CAPTURE", "TopicNames", "LearntTable", "rename_topics", "auto_jobs", "run_stats_sharded", "ShardedResult",

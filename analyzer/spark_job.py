@@ -3,7 +3,7 @@
 The work is the same as ``read``/``stats``/``check``: the tasks call the very stage
 functions those commands use (``analyzer._core`` reads the records,
 ``analyzer.pipeline.Pipeline`` runs net -> tcp -> framing -> pairing -> dissect,
-``analyzer.stats.StatsAccumulator`` and ``analyzer.check.Checker`` consume the
+``analyzer.sinks.stats.StatsAccumulator`` and ``analyzer.sinks.check.Checker`` consume the
 exchanges). What this module adds is only the cutting and the gluing:
 
 1. plan (driver): resolve paths, globs and Hadoop URIs; cut each local pcap/pcapng
@@ -85,12 +85,12 @@ from itertools import groupby
 from typing import Any
 
 from analyzer._core import CaptureError, conn_key, open_capture
-from analyzer.check import Checker, Finding
+from analyzer.commands.options import fresh_context
 from analyzer.model import Exchange, Packet
-from analyzer.options import fresh_context
 from analyzer.pipeline import Options, Pipeline
 from analyzer.shards import LearntTable, TopicNames, learnt_ids, rename_topics, resolve_misses
-from analyzer.stats import DEFAULT_BY, StatsAccumulator, keep_top_for
+from analyzer.sinks.check import Checker, Finding
+from analyzer.sinks.stats import DEFAULT_BY, StatsAccumulator, keep_top_for
 from dissectors.context import DecodeContext
 
 __all__ = ["JobConfig", "Source", "Split", "JobResult", "resolve_inputs", "plan_splits", "pack_tasks",
@@ -769,7 +769,7 @@ def process_group(gkey: tuple[Any, ...], name: str, packets: Iterable[tuple[Any,
 
     Rows: ("x", group key, exchange row) and ("p", group key, partition row), with the
     connection as its first packet number (renumbered by ``finalize_rows``)."""
-    from analyzer.output import exchange_to_json
+    from analyzer.sinks.output import exchange_to_json
 
     ctx = fresh_context(cfg.ctx)
     names = TopicNames(known)
@@ -1672,7 +1672,7 @@ def write_tables(spark: Any, out_dir: str, cfg: JobConfig, result: JobResult, re
     spark.createDataFrame(rows_of("p", p_cols), p_schema, verifySchema=False) \
         .write.mode("overwrite").parquet(_out_path(out_dir, "partitions"))
     sres = result.stats.result(top=cfg.top)
-    from analyzer.stats_render import add_show
+    from analyzer.sinks.stats_render import add_show
     add_show(sres["top"], capture_names(result.sources))
     cols, srows = stats_rows(sres)
     f_schema = T.StructType([

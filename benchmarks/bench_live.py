@@ -324,7 +324,7 @@ LOOP_CODE = r"""
 import os, sys, time
 from analyzer import live
 from analyzer._core import open_capture
-from analyzer.options import options_from_kwargs
+from analyzer.commands.options import options_from_kwargs
 from analyzer.pipeline import Pipeline
 
 cap, port, fmt = sys.argv[1], int(sys.argv[2]), sys.argv[3]
@@ -337,7 +337,7 @@ pipe = Pipeline(options, ctx)
 if fmt == "stats":
     on_exchange = live.Dashboard("bench").add
 else:
-    from analyzer.cmd_live import _Printer
+    from analyzer.commands.live import _Printer
     on_exchange = _Printer(fmt, 64, pipe)
 report, sys.stdout = sys.stdout, open(os.devnull, "w")    # the printer's lines go nowhere
 t = time.process_time()

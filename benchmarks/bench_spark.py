@@ -125,10 +125,10 @@ def main() -> None:
               f"in {time.monotonic() - t:.0f} s", flush=True)
     print(f"{os.cpu_count()} CPUs, load average {load()}", flush=True)
 
-    from analyzer.check import Checker
-    from analyzer.options import options_from_kwargs
+    from analyzer.commands.options import options_from_kwargs
     from analyzer.pipeline import Run
-    from analyzer.stats import StatsAccumulator
+    from analyzer.sinks.check import Checker
+    from analyzer.sinks.stats import StatsAccumulator
 
     options, ctx = options_from_kwargs({})
     acc = StatsAccumulator(("api", "version"), keep_top=0)

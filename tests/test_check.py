@@ -5,7 +5,7 @@ import pickle
 
 import pytest
 
-from analyzer.check import RULES, Checker, Finding, check_exchanges
+from analyzer.sinks.check import RULES, Checker, Finding, check_exchanges
 from dissectors.field import Field
 from dissectors.schema import APIS, ApiDef
 from tests.checkgen import Wire, batch, completion_order, produce_body, produce_response, records
@@ -728,7 +728,7 @@ def _cli(monkeypatch, exchanges_by_path: dict, *args: str):
     from click.testing import CliRunner
 
     import analyzer.cli as cli
-    from analyzer.cmd_check import check_command
+    from analyzer.commands.check import check_command
 
     def fake_iter(paths, kw, progress=True):
         for p in paths:

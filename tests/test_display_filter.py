@@ -47,7 +47,7 @@ def _ndjson(capture: str) -> tuple[dict[str, Any], ...]:
 def _selected(capture: str, expr: str, decode: str = "full") -> list[Key]:
     """The exchanges the filter keeps, in-process, as ``read`` and ``stats`` run it."""
     from analyzer.cli import iter_captures
-    from analyzer.output import exchange_to_json
+    from analyzer.sinks.output import exchange_to_json
 
     flt = compile_filter(expr)
     out: list[Key] = []

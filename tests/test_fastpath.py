@@ -18,7 +18,7 @@ import pytest
 from ddsketch import DDSketch
 
 from analyzer import _core
-from analyzer.stats import Quantiles, _store_bins
+from analyzer.sinks.stats import Quantiles, _store_bins
 from dissectors import kafka
 from dissectors.field import Field
 from dissectors.header import RequestHeader, api_table

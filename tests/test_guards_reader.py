@@ -875,7 +875,7 @@ def test_top_is_the_best_by_definition_among_rounding_ties() -> None:
     must keep every candidate, ties within the rounding included."""
     import random
 
-    from analyzer.stats import StatsAccumulator, _top_sort_key
+    from analyzer.sinks.stats import StatsAccumulator, _top_sort_key
     from tests.test_stats import mk
     rng = random.Random(5)
     lats = [5.0, 4.9996, 5.0004, 4.9994, 5.0006, 5.001, 4.999, 3.0, 7.0]
@@ -894,7 +894,7 @@ def test_conn_key_follows_a_client_direction_decided_later() -> None:
     """Grouping by client/broker: the connection's description is cached, and made again when
     its client direction changes."""
     from analyzer.model import Conn
-    from analyzer.stats import StatsAccumulator
+    from analyzer.sinks.stats import StatsAccumulator
     from tests.test_stats import mk
     conn = Conn(7, Endpoint("10.0.0.1", 40000), Endpoint("10.0.0.2", 9092))
     exs = []
@@ -914,7 +914,7 @@ def test_conn_key_follows_a_client_direction_decided_later() -> None:
                                           (500.0, 10, False), (500.0, 11, False)])
 def test_fetch_wait_edges(lat: float, got: int, wait: bool) -> None:
     """A Fetch waited on purpose from 0.9 x max_wait_ms on, when it got fewer than min_bytes."""
-    from analyzer.stats import StatsAccumulator, wait_kind
+    from analyzer.sinks.stats import StatsAccumulator, wait_kind
     from tests.test_stats import mk
     ex = mk("Fetch", 11, lat=lat, req_body={"max_wait_ms": 500, "min_bytes": 10},
             partitions=[{"topic": "a", "partition": 0, "records": 1, "bytes": got}])
@@ -928,7 +928,7 @@ def test_fetch_wait_edges(lat: float, got: int, wait: bool) -> None:
 
 
 def test_sync_group_leader_and_follower_in_add() -> None:
-    from analyzer.stats import StatsAccumulator
+    from analyzer.sinks.stats import StatsAccumulator
     from dissectors.field import Field
     from tests.test_stats import mk
     leader = Field("assignments", "array", 1, children=[Field("[0]", "SyncGroupRequestAssignment")])
@@ -943,7 +943,7 @@ def test_sync_group_leader_and_follower_in_add() -> None:
 
 
 def test_quantiles_exact_up_to_the_limit_through_add() -> None:
-    from analyzer.stats import EXACT_LIMIT, StatsAccumulator
+    from analyzer.sinks.stats import EXACT_LIMIT, StatsAccumulator
     from tests.test_stats import mk
     for n, exact in ((EXACT_LIMIT, True), (EXACT_LIMIT + 1, False)):
         acc = StatsAccumulator(("api",), keep_top=0)
@@ -956,7 +956,7 @@ def test_quantiles_exact_up_to_the_limit_through_add() -> None:
 def test_sketch_fold_equals_ddsketch_add_with_tiny_and_signed_values() -> None:
     from ddsketch import DDSketch
 
-    from analyzer.stats import RELATIVE_ACCURACY, Quantiles
+    from analyzer.sinks.stats import RELATIVE_ACCURACY, Quantiles
     tiny = DDSketch(RELATIVE_ACCURACY)._mapping.min_possible
     values = [0.0, -0.0, tiny, -tiny, tiny / 2, -tiny / 2, 5e-324, -5e-324, 1e-300, -1e-300, -2.5, 3.25] * 100
     q = Quantiles(limit=10)
@@ -977,7 +977,7 @@ def _bins(store: object) -> dict[int, float]:
 
 
 def test_throughput_rows_only_for_produce_and_fetch_partitions() -> None:
-    from analyzer.stats import StatsAccumulator
+    from analyzer.sinks.stats import StatsAccumulator
     from tests.test_stats import T0, mk
     parts = [{"topic": "t", "partition": 1, "records": 3, "bytes": 30, "error": None}]
     exs = [mk("Produce", lat=1.0, t=0.1, cid=1, frame=1, partitions=parts),
@@ -992,7 +992,7 @@ def test_throughput_rows_only_for_produce_and_fetch_partitions() -> None:
 
 def test_reading_between_adds_in_one_second() -> None:
     """Reading the figures settles what waits; adds in the same second afterwards still count."""
-    from analyzer.stats import StatsAccumulator
+    from analyzer.sinks.stats import StatsAccumulator
     from tests.test_stats import T0, mk
     acc = StatsAccumulator(("api",), keep_top=0)
     want_n = 0
@@ -1009,7 +1009,7 @@ def test_reading_between_adds_in_one_second() -> None:
 def test_orphans_and_time_span() -> None:
     """An orphan response counts in time at its response; the span is min first .. max last
     whatever the order exchanges arrive in."""
-    from analyzer.stats import StatsAccumulator
+    from analyzer.sinks.stats import StatsAccumulator
     from tests.test_stats import T0, mk
     exs = [mk(api="Metadata", lat=2.0, t=1.5, cid=1, frame=10),
            mk(api="Metadata", lat=1.0, t=3.2, cid=2, frame=20, status="orphan_response"),
@@ -1148,7 +1148,7 @@ def test_versions_past_the_known_ones_decode_as_the_latest(api_key: int) -> None
 
 
 def test_throughput_partition_keys_are_ints_or_none() -> None:
-    from analyzer.stats import StatsAccumulator
+    from analyzer.sinks.stats import StatsAccumulator
     from tests.test_stats import mk
     exs = [mk("Fetch", lat=1.0, t=0.1 * i, cid=i, frame=3 * i + 1,
               partitions=[{"topic": "t", "partition": p, "records": 1, "bytes": 10, "error": None}])

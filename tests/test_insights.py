@@ -1,4 +1,4 @@
-"""Consumer lag (analyzer.insights): crafted fetch sessions with known lag, real captures,
+"""Consumer lag (analyzer.sinks.insights): crafted fetch sessions with known lag, real captures,
 the digest and full trees alike, state round trips, and the stats outputs."""
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.insights import ConsumerLag
-from analyzer.stats import StatsAccumulator
-from analyzer.stats_render import csv_rows, lag_table
+from analyzer.sinks.insights import ConsumerLag
+from analyzer.sinks.stats import StatsAccumulator
+from analyzer.sinks.stats_render import csv_rows, lag_table
 from dissectors import digest
 from dissectors.context import DecodeContext
 from tests.checkgen import Wire
@@ -116,7 +116,7 @@ def test_state_round_trip_and_merge_in_any_order() -> None:
 
 def test_series_fold_keeps_the_max_and_stays_bounded() -> None:
     lag = ConsumerLag()
-    from analyzer.insights import MAX_SERIES, _Lag
+    from analyzer.sinks.insights import MAX_SERIES, _Lag
     g = lag.lags[("c", "t", 0)] = _Lag()
     for s in range(3 * MAX_SERIES):
         g.add(s % 7, None, 1_700_000_000.0 + s)
@@ -251,7 +251,7 @@ def _produce(w: Wire, batches: list[tuple[int, bytes]], acks: int = -1, txn: str
 
 
 def test_producer_batches_compression_linger_retries() -> None:
-    from analyzer.insights import ProducerStories
+    from analyzer.sinks.insights import ProducerStories
 
     pytest.importorskip("xxhash")
     w = Wire()
@@ -292,8 +292,8 @@ def test_producer_batches_compression_linger_retries() -> None:
 def test_real_transactional_and_idempotent_producers() -> None:
     import re
 
-    from analyzer.insights import ProducerStories, produce_partitions
     from analyzer.pipeline import Options, Run
+    from analyzer.sinks.insights import ProducerStories, produce_partitions
     from dissectors.field import body_of
 
     path = str(SHARED / "txn_rdkafka_tansu.pcap")
@@ -350,8 +350,8 @@ def _sync(w: Wire, member: str, gen: int, latency_ms: float = 2.0):
 
 
 def test_group_story_generations_triggers_and_rebalance_time() -> None:
-    from analyzer.check import Checker
-    from analyzer.insights import GroupStories
+    from analyzer.sinks.check import Checker
+    from analyzer.sinks.insights import GroupStories
     from tests.checkgen import completion_order
 
     w = Wire(step_ms=150)
@@ -404,7 +404,7 @@ def test_group_story_generations_triggers_and_rebalance_time() -> None:
 
 
 def test_group_story_session_timeout_and_kip848() -> None:
-    from analyzer.insights import GroupStories
+    from analyzer.sinks.insights import GroupStories
 
     w = Wire(step_ms=100)
     exs = [_join(w, "m-a", 1, ["m-a", "m-b"]), _sync(w, "m-a", 1), _sync(w, "m-b", 1),

@@ -785,7 +785,8 @@ def test_capture_mixed_connections_detected(captures: dict[str, Path]) -> None:
 
 
 def test_capture_through_the_pipeline(captures: dict[str, Path]) -> None:
-    from analyzer import output, pipeline
+    from analyzer import pipeline
+    from analyzer.sinks import output
 
     run = pipeline.Run(str(captures["legacy_mixed"]), pipeline.Options())
     exs = list(run)

@@ -196,7 +196,7 @@ def test_port_filter() -> None:
 @pytest.mark.parametrize("name", ["produce_fetch_rdkafka_gzip.pcap", "group_rdkafka.pcap"])
 def test_replay_through_loop_equals_read(name: str) -> None:
     pipeline = _pipeline_module()
-    from analyzer.output import exchange_to_json
+    from analyzer.sinks.output import exchange_to_json
 
     if not (SAMPLES / name).exists():
         pytest.skip(f"no sample {name}")

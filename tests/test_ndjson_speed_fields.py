@@ -117,9 +117,9 @@ def test_json_line_equals_the_dict_form_on_the_samples() -> None:
     import glob
     from pathlib import Path
 
-    from analyzer.fastjson import dumps_line, dumps_tree
-    from analyzer.output import exchange_json_line, exchange_to_json
     from analyzer.pipeline import Options, Run
+    from analyzer.sinks.fastjson import dumps_line, dumps_tree
+    from analyzer.sinks.output import exchange_json_line, exchange_to_json
 
     root = Path(__file__).resolve().parents[1]
     n = 0

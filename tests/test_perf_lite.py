@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from analyzer.pipeline import Options, Run
-from analyzer.stats import StatsAccumulator
+from analyzer.sinks.stats import StatsAccumulator
 from dissectors import digest, kafka
 from dissectors.context import DecodeContext
 
@@ -87,8 +87,8 @@ def test_digest_marks_malformed_like_full() -> None:
 def test_fastjson_matches_json_module() -> None:
     import json
 
-    from analyzer.fastjson import dumps_line
-    from analyzer.output import exchange_to_json
+    from analyzer.sinks.fastjson import dumps_line
+    from analyzer.sinks.output import exchange_to_json
 
     n = 0
     for path in _captures()[:6]:

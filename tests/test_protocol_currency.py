@@ -221,7 +221,7 @@ def test_unknown_api_key_and_far_version_are_one_frame_each_and_paired(tmp_path:
         "version 1000 is beyond the newest we know (3): body kept as raw bytes"]
     assert at(shutdown.response_tree, "body").value == b"\x00\x23\x01\x00" and shutdown.error_codes == []
     # check names them
-    from analyzer.check import Checker
+    from analyzer.sinks.check import Checker
     ck = Checker()
     for e in exs:
         ck.add(e)

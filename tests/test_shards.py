@@ -322,8 +322,8 @@ def test_interleaved_names_are_not_exact() -> None:
 
 
 def test_spark_counts_the_ids_it_cannot_replay() -> None:
+    from analyzer.sinks.stats import StatsAccumulator
     from analyzer.spark_job import JobResult, inexact_ids, learnt_table
-    from analyzer.stats import StatsAccumulator
 
     beta = _learn([(10, "id", "beta"), (12, "id", "beta"), (14, "id", "beta")])[0]
     gamma = _learn([(11, "id", "gamma")])[0]        # inside beta's run, on another connection

@@ -23,12 +23,12 @@ pyspark = pytest.importorskip("pyspark")
 pq = pytest.importorskip("pyarrow.parquet")
 
 from analyzer._core import open_capture  # noqa: E402
-from analyzer.check import Checker  # noqa: E402
-from analyzer.options import fresh_context, options_from_kwargs  # noqa: E402
-from analyzer.output import exchange_to_json  # noqa: E402
+from analyzer.commands.options import fresh_context, options_from_kwargs  # noqa: E402
 from analyzer.pipeline import Run  # noqa: E402
+from analyzer.sinks.check import Checker  # noqa: E402
+from analyzer.sinks.output import exchange_to_json  # noqa: E402
+from analyzer.sinks.stats import StatsAccumulator, keep_top_for  # noqa: E402
 from analyzer.spark_job import JobConfig, make_session, run_local, run_spark, stop_session  # noqa: E402
-from analyzer.stats import StatsAccumulator, keep_top_for  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = sorted(glob.glob(str(ROOT / "samples" / "*.pcap*")))
@@ -42,7 +42,7 @@ if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
 
 def reference(paths: list[str], by: tuple[str, ...], top: int = 0
               ) -> tuple[dict[str, Any], list[str], list[tuple[Any, ...]]]:
-    """What `stats` (merged as cmd_stats merges, with ``--top top``) and `check` (per file)
+    """What `stats` (merged as the stats command merges, with ``--top top``) and `check` (per file)
     give, and the exchange rows."""
     options, ctx = options_from_kwargs({})
     total = StatsAccumulator(by, keep_top=keep_top_for(top))

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from analyzer.model import Conn, Endpoint, Exchange, Frame
-from analyzer.stats import (
+from analyzer.sinks.stats import (
     EXACT_LIMIT,
     RELATIVE_ACCURACY,
     PointSample,
@@ -25,7 +25,7 @@ from analyzer.stats import (
     topic_partitions,
     wait_kind,
 )
-from analyzer.stats_render import (
+from analyzer.sinks.stats_render import (
     bar,
     csv_rows,
     histogram_lines,
@@ -482,7 +482,7 @@ def test_plain_text_and_rich_tables() -> None:
 
 def test_plot_png_and_html(tmp_path: Any) -> None:
     pytest.importorskip("matplotlib")
-    from analyzer.stats_render import write_plot
+    from analyzer.sinks.stats_render import write_plot
 
     acc, res = _report()
     ps = PointSample()
@@ -722,7 +722,7 @@ def test_cli_request_rates_can_be_compared() -> None:
 def test_plot_always_draws_the_slowest_and_the_erring_apis() -> None:
     """Ten APIs, the 8 busiest each seen 5+ times; the slowest (JoinGroup, once) and one with
     an error (Metadata, once) are drawn all the same, in place of the least busy."""
-    from analyzer.stats_render import plot_apis, plot_highlights
+    from analyzer.sinks.stats_render import plot_apis, plot_highlights
 
     exchanges = []
     i = 0
@@ -747,7 +747,7 @@ def test_plot_of_a_real_capture_keeps_its_slowest_api() -> None:
     """group_rdkafka_tansu: JoinGroup (2 exchanges, the slowest: held for the rebalance) is not
     among the 8 busiest of its 14 APIs."""
     pytest.importorskip("matplotlib")
-    from analyzer.stats_render import plot_apis, plot_highlights, plot_png
+    from analyzer.sinks.stats_render import plot_apis, plot_highlights, plot_png
 
     cap = _shared("group_rdkafka_tansu.pcap")
     acc = StatsAccumulator(("api", "version"))

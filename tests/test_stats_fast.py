@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import random
 
-from analyzer.stats import Quantiles, StatsAccumulator
+from analyzer.sinks.stats import Quantiles, StatsAccumulator
 from tests.test_stats import T0, mk
 
 
@@ -126,7 +126,7 @@ def test_pending_seconds_with_an_unanswered_exchange_opening_a_second() -> None:
 
 
 def test_throttle_read_from_the_body_whatever_comes_before_it() -> None:
-    from analyzer.stats import throttle_ms
+    from analyzer.sinks.stats import throttle_ms
     from dissectors.field import Field
     ex = mk(api="Metadata", lat=3.0, resp_body={"throttle_time_ms": 250})
     assert throttle_ms(ex) == 250

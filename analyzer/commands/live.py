@@ -1,7 +1,7 @@
 """``kafkawire-sniff live``: capture from an interface and print exchanges as they complete.
 
 Only wiring: the loop and the dashboard live in ``analyzer.live``, the formats in
-``analyzer.output``. The lead registers ``live_command`` in the main group.
+``analyzer.sinks.output``. The lead registers ``live_command`` in the main group.
 """
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import click
 
+from analyzer.commands.options import capture_options, filter_option, options_from_kwargs
 from analyzer.errors import UserError, stdout_console, stdout_to_devnull
-from analyzer.options import capture_options, filter_option, options_from_kwargs
 
 
 @click.command("live")
@@ -132,7 +132,7 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
     # the reader of stdout went away
     to_err = fmt == "ndjson" or result.reason == "output closed"
     if dash is not None:
-        from analyzer import stats_render as sr
+        from analyzer.sinks import stats_render as sr
 
         console = stdout_console(stderr=to_err, highlight=False)
         sr.render_text(dash.accumulator.result(), console)
@@ -189,12 +189,12 @@ class _Printer:
             return
         out = sys.stdout
         if fmt == "ndjson":
-            from analyzer.output import exchange_to_json
+            from analyzer.sinks.output import exchange_to_json
 
             out.write(json.dumps(exchange_to_json(ex, trees=True), separators=(",", ":"), ensure_ascii=False)
                       + "\n")
         elif fmt == "summary":
-            from analyzer.output import summary_line
+            from analyzer.sinks.output import summary_line
 
             out.write(summary_line(ex, self.pipeline.summary.first_ts) + "\n")
         else:
@@ -202,7 +202,7 @@ class _Printer:
         out.flush()
 
     def _tree(self, ex: Any) -> None:
-        from analyzer.output import rich_tree, summary_line, tree_lines
+        from analyzer.sinks.output import rich_tree, summary_line, tree_lines
 
         head = summary_line(ex, self.pipeline.summary.first_ts)
         trees = [t for t in (ex.request_tree, ex.response_tree) if t is not None]

@@ -1,6 +1,6 @@
 """``kafkawire-sniff check``: find client and broker bugs in captures.
 
-Only wiring and drawing: the rules live in ``analyzer.check``. The lead registers
+Only wiring and drawing: the rules live in ``analyzer.sinks.check``. The lead registers
 ``check_command`` in the main group. The command returns its exit status (the main
 group exits with it): 0 when no finding has severity error, 1 otherwise.
 """
@@ -13,9 +13,9 @@ from typing import Any
 
 import click
 
-from analyzer.check import RULES, SEVERITIES, Checker, Finding, count_by_severity
+from analyzer.commands.options import capture_options, filter_option
 from analyzer.errors import warn_damaged
-from analyzer.options import capture_options, filter_option
+from analyzer.sinks.check import RULES, SEVERITIES, Checker, Finding, count_by_severity
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -124,7 +124,7 @@ def _frames_text(f: Finding) -> str:
 def show_command(capture: str, f: Finding) -> str | None:
     """The ``read`` command that shows a finding's exchanges (None: the finding names no
     frame); a story told once for several connections shows every occurrence's."""
-    from analyzer.output import read_command
+    from analyzer.sinks.output import read_command
 
     told = f.occurrences or [f]
     frames = [fr for o in told for fr in o.frames]
@@ -181,7 +181,7 @@ def _timeline(results: list[dict[str, Any]], group: str, fmt: str) -> int:
             if len(results) > 1:
                 e = dict(e, capture=r["capture"])
             events.append(e)
-    from analyzer.insights import group_stories
+    from analyzer.sinks.insights import group_stories
 
     stories = group_stories(events)
     story = stories[0] if stories else None
@@ -238,7 +238,7 @@ def _asg(a: dict[str, list[int]] | None) -> str:
 
 
 def story_lines(story: dict[str, Any] | None, t0: float) -> list[str]:
-    """A group's story (analyzer.insights.group_stories) in a few lines: each generation with
+    """A group's story (analyzer.sinks.insights.group_stories) in a few lines: each generation with
     its members, protocol and leader, its rebalance and what started it; rejoins that did not
     move the generation; KIP-848 members with their epochs."""
     if not story:

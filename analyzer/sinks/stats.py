@@ -56,8 +56,8 @@ from typing import Any
 from ddsketch import DDSketch
 from ddsketch.mapping import LogarithmicMapping
 
-from analyzer.insights import GROUP_MEMBER_APIS, ConsumerLag, GroupStories, ProducerStories
 from analyzer.model import Exchange
+from analyzer.sinks.insights import GROUP_MEMBER_APIS, ConsumerLag, GroupStories, ProducerStories
 from dissectors.field import body_of as _body
 from dissectors.field import int_value as _int
 
@@ -606,7 +606,7 @@ def _top_sort_key(rec: dict[str, Any]) -> tuple[Any, ...]:
 # exchanges whose latency can be a deliberate wait (see wait_kind)
 _WAIT_APIS = frozenset({"Fetch", "JoinGroup", "Produce", "SyncGroup"})
 _NO_CONN: tuple[None, None, None, None] = (None, None, None, None)
-# API keys the stories read (analyzer.insights): Produce, Fetch, the requests that name a group
+# API keys the stories read (analyzer.sinks.insights): Produce, Fetch, the requests that name a group
 _STORY_KEYS = frozenset({0, 1}) | GROUP_MEMBER_APIS
 # the figures of a per_second row, in order
 _PER_SECOND = ("requests", "produced_records", "produced_bytes", "fetched_records", "fetched_bytes")
@@ -665,7 +665,7 @@ class StatsAccumulator:
         self._sec_nones = False
         # latency histogram per api: api -> {bucket: n}
         self.hist: dict[str, dict[int, int]] = {}
-        # consumer lag per client id and topic-partition, producers (analyzer.insights)
+        # consumer lag per client id and topic-partition, producers (analyzer.sinks.insights)
         self.lag = ConsumerLag()
         self.producers = ProducerStories()
         self.group_stories = GroupStories()

@@ -25,12 +25,12 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, NamedTuple
 
-from analyzer.insights import elements as _elements
-from analyzer.insights import fetch_partitions as _fetch_partitions
-from analyzer.insights import group_event, group_stories, rejoins_same_generation
-from analyzer.insights import produce_partitions as _produce_partitions
-from analyzer.insights import topic_name as _topic_name
 from analyzer.model import Conn, Exchange
+from analyzer.sinks.insights import elements as _elements
+from analyzer.sinks.insights import fetch_partitions as _fetch_partitions
+from analyzer.sinks.insights import group_event, group_stories, rejoins_same_generation
+from analyzer.sinks.insights import produce_partitions as _produce_partitions
+from analyzer.sinks.insights import topic_name as _topic_name
 from dissectors.field import MALFORMED, Field
 from dissectors.field import body_of as _body
 from dissectors.field import int_value as _int
@@ -1077,7 +1077,7 @@ class Checker:
             {"group_id": group, "window_s": self.storm_window_s, **details})
 
     def stories(self) -> list[dict[str, Any]]:
-        """Each group's story (analyzer.insights.group_stories) from the events seen."""
+        """Each group's story (analyzer.sinks.insights.group_stories) from the events seen."""
         return group_stories(self._group_events)
 
     # -- end of connection ------------------------------------------------------------

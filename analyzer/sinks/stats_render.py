@@ -17,7 +17,7 @@ if TYPE_CHECKING:       # rich is imported when a table is drawn (json and csv o
     from rich.console import Console
     from rich.table import Table
 
-from analyzer.stats import fmt_ms
+from analyzer.sinks.stats import fmt_ms
 
 LAT_KEYS = ("min", "p50", "p90", "p99", "p999", "max", "mean")
 LAT_TITLES = ("min", "p50", "p90", "p99", "p99.9", "max", "mean")
@@ -273,7 +273,7 @@ def top_table(top: Sequence[dict[str, Any]]) -> TextTable:
 def add_show(top: Sequence[dict[str, Any]], capture_of: dict[str | None, str]) -> None:
     """Give each slowest exchange the ``read`` command that shows it (``show``): its capture
     is ``capture_of[record's capture]`` (the key None: the record of a lone capture)."""
-    from analyzer.output import read_command
+    from analyzer.sinks.output import read_command
 
     for r in top:
         cap = capture_of.get(r.get("capture"))

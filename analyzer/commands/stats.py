@@ -1,7 +1,7 @@
 """``kafkawire-sniff stats``: latency, errors and throughput per group of exchanges.
 
-Only wiring: the figures come from ``analyzer.stats``, the drawing from
-``analyzer.stats_render``. The lead registers ``stats_command`` in the main group.
+Only wiring: the figures come from ``analyzer.sinks.stats``, the drawing from
+``analyzer.sinks.stats_render``. The lead registers ``stats_command`` in the main group.
 """
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 
 import click
 
+from analyzer.commands.options import capture_options, filter_option
 from analyzer.errors import UserError, stdout_console, warn_damaged
-from analyzer.options import capture_options, filter_option
-from analyzer.stats import GROUP_KEYS, PointSample, StatsAccumulator, keep_top_for, parse_by
+from analyzer.sinks.stats import GROUP_KEYS, PointSample, StatsAccumulator, keep_top_for, parse_by
 
 
 def _by_param(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
@@ -100,7 +100,7 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
         warn_damaged(path, run.summary.capture_warning)
 
     result = total.result(top=top)
-    from analyzer import stats_render as sr
+    from analyzer.sinks import stats_render as sr
 
     sr.add_show(result["top"], {(os.path.basename(c) if many else None): c for c in captures})
 

@@ -11,10 +11,10 @@ from typing import Any
 
 import click
 
-from analyzer.cmd_check import rule_list
+from analyzer.commands.check import rule_list
+from analyzer.commands.options import Size, capture_options, filter_option, options_from_kwargs
 from analyzer.errors import UserError
-from analyzer.options import Size, capture_options, filter_option, options_from_kwargs
-from analyzer.stats import GROUP_KEYS, parse_by
+from analyzer.sinks.stats import GROUP_KEYS, parse_by
 
 
 def _by_param(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
@@ -78,7 +78,7 @@ def spark_command(captures: tuple[str, ...], out_dir: str, master: str, by: tupl
     same --by) and findings (what 'check' finds), plus stats.json and summary.json
     for a local DIR. Runs in-process (local[*]) unless --master names a cluster.
     """
-    from analyzer.check import RULES
+    from analyzer.sinks.check import RULES
     from analyzer.spark_job import (
         JobConfig,
         SparkJobError,
@@ -149,8 +149,8 @@ def spark_command(captures: tuple[str, ...], out_dir: str, master: str, by: tupl
     if not quiet:
         _print_summary(result, out_dir)
     if top:
+        from analyzer.sinks.stats_render import add_show, top_table
         from analyzer.spark_job import capture_names
-        from analyzer.stats_render import add_show, top_table
 
         slowest = result.stats.top(top)
         add_show(slowest, capture_names(result.sources))

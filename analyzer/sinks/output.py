@@ -4,8 +4,8 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any
 
-from analyzer.fastjson import dumps_line, dumps_tree
 from analyzer.model import Exchange
+from analyzer.sinks.fastjson import dumps_line, dumps_tree
 from dissectors.field import Field, json_value
 
 
