@@ -1,11 +1,10 @@
 """The plain records that flow between the pipeline's stages.
 
-source -> Packet -> (net) Segment -> (tcp) StreamData/StreamGap/StreamEnd
-       -> (framing) Frame -> (pairing) Exchange
+source -> Packet -> (net, tcp, framing, pairing: the native core) -> Frame -> Exchange
 
-The first stages run in the native core (analyzer._core): the pipeline makes Conn and the
-stream events of the core's event tuples. Packet and Segment are the records of packets
-handed to or read from the core, and of the tests' crafted segments.
+The packet path runs in the native core (analyzer._core); the pipeline makes Conn, Frame and
+Exchange of the core's records. Packet and Segment are the records of packets handed to or
+read from the core, and of the tests' crafted segments.
 
 Packet numbers are 1-based, as tshark counts them. Times are epoch seconds (float).
 """
@@ -94,39 +93,6 @@ class Conn:
 
     def __str__(self) -> str:
         return f"{self.client} -> {self.broker}"
-
-
-class StreamData(NamedTuple):
-    """Contiguous in-order bytes of one direction of a connection."""
-    conn: Conn
-    direction: int
-    offset: int         # stream offset of data[0] (bytes since the first byte seen)
-    data: bytes
-    ts: float           # time of the packet that delivered these bytes
-    index: int  # type: ignore[assignment]  # shadows tuple.index (typing note above); its packet number
-
-
-class StreamGap(NamedTuple):
-    """Bytes of one direction that were never captured (lost segment or snaplen)."""
-    conn: Conn
-    direction: int
-    offset: int
-    length: int
-    ts: float
-    index: int  # type: ignore[assignment]  # shadows tuple.index (typing note above)
-    reason: str         # "lost segment" | "snaplen" | "memory bound" ...
-
-
-class StreamEnd(NamedTuple):
-    """One direction (or the whole connection) ended: FIN, RST, port reuse or end of capture."""
-    conn: Conn
-    direction: int | None   # None: the whole connection
-    reason: str             # "fin" | "rst" | "reused" | "end of capture"
-    ts: float
-    index: int  # type: ignore[assignment]  # shadows tuple.index (typing note above)
-
-
-StreamEvent = StreamData | StreamGap | StreamEnd
 
 
 class Frame(NamedTuple):

@@ -31,7 +31,6 @@ from analyzer.model import (
     Exchange,
     Frame,
     PacketRecord,
-    StreamGap,
 )
 from dissectors import digest, kafka, legacy
 from dissectors.context import DecodeContext
@@ -270,7 +269,7 @@ class Pipeline:
                 self.packet_now = now
                 if now < END_OF_CAPTURE:
                     conn.last_ts = now_ts
-                self._handed_gap(conn, StreamGap(conn, d, off, length, ts, index, reason))
+                self._handed_gap(conn, d, length)
             else:                   # a handed connection's direction or the connection ended
                 _k, cid, d, reason, ts, index, self.packet_now = r
                 out += self._exchanges(self.stream.end(cid, d, reason, self.packet_now))
@@ -415,15 +414,15 @@ class Pipeline:
             data = plain
         return list(self._exchanges(self.stream.plain(conn.id, d, off, data, ts, index, now, conn.client_dir)))
 
-    def _handed_gap(self, conn: Conn, ev: StreamGap) -> None:
+    def _handed_gap(self, conn: Conn, d: int, length: int) -> None:
         """Bytes of a handed connection the capture does not have."""
         h = self._handed.get(conn.id)
         if h is None or h.ignored is not None:
             return
         self.summary.gaps += 1
-        self.summary.gap_bytes += ev.length
+        self.summary.gap_bytes += length
         if h.tls is not None:
-            self._decrypt(conn, h, ev.direction, b"", from_gap=True)    # (the decryptor notes the gap)
+            self._decrypt(conn, h, d, b"", from_gap=True)    # (the decryptor notes the gap)
 
     def _classify_first_bytes(self, conn: Conn, h: _Handed, d: int, data: bytes) -> bool:
         """Spot TLS from the first bytes of a direction: False if its bytes are to be skipped."""

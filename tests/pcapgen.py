@@ -41,10 +41,45 @@ import socket
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from analyzer._core import END_OF_CAPTURE
-from analyzer.model import Conn, Endpoint, StreamData, StreamEnd, StreamEvent, StreamGap
+from analyzer.model import Conn, Endpoint
+
+# -- the core's reassembly events, as tests read them (``Stream()`` without ``apis``) ----------
+
+class StreamData(NamedTuple):
+    """Contiguous in-order bytes of one direction of a connection."""
+    conn: Conn
+    direction: int
+    offset: int         # stream offset of data[0] (bytes since the first byte seen)
+    data: bytes
+    ts: float           # time of the packet that delivered these bytes
+    index: int  # type: ignore[assignment]  # shadows tuple.index: its packet number
+
+
+class StreamGap(NamedTuple):
+    """Bytes of one direction that were never captured (lost segment or snaplen)."""
+    conn: Conn
+    direction: int
+    offset: int
+    length: int
+    ts: float
+    index: int  # type: ignore[assignment]  # shadows tuple.index
+    reason: str         # "lost segment" | "snaplen" | "memory bound" ...
+
+
+class StreamEnd(NamedTuple):
+    """One direction (or the whole connection) ended: FIN, RST, port reuse or end of capture."""
+    conn: Conn
+    direction: int | None   # None: the whole connection
+    reason: str             # "fin" | "rst" | "reused" | "end of capture"
+    ts: float
+    index: int  # type: ignore[assignment]  # shadows tuple.index
+
+
+StreamEvent = StreamData | StreamGap | StreamEnd
+
 
 FIN, SYN, RST, PSH, ACK = 1, 2, 4, 8, 16
 

@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from analyzer._core import Stream, open_capture
-from analyzer.model import Conn, Endpoint, StreamEnd
+from analyzer.model import Conn, Endpoint
 from analyzer.pipeline import Options, Pipeline
 from tests.pcapgen import (
     ACK,
     FIN,
     SYN,
     CoreRun,
+    StreamEnd,
     TcpFlow,
     TcpPacket,
     encap,

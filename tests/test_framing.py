@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.model import StreamData, StreamGap
 from tests.pcapgen import (
+    StreamData,
+    StreamGap,
     TcpFlow,
     kafka_request,
     kafka_response,

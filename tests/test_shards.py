@@ -11,12 +11,15 @@ from click.testing import CliRunner
 
 from analyzer._core import Stream, conn_key, open_capture
 from analyzer.cli import main
-from analyzer.model import Packet, StreamData, StreamEnd, StreamGap
+from analyzer.model import Packet
 from analyzer.shards import TopicNames, auto_jobs, learnt_ids, resolve_misses
 from tests.conftest import SAMPLES, SHARED_CAPTURES
 from tests.pcapgen import (
     CoreRun,
     RawPacket,
+    StreamData,
+    StreamEnd,
+    StreamGap,
     TcpFlow,
     encap,
     frame_bytes,

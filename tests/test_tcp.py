@@ -9,13 +9,16 @@ from dataclasses import replace
 import pytest
 
 from analyzer._core import Stream, parse_packet
-from analyzer.model import Endpoint, StreamData, StreamEnd, StreamGap
+from analyzer.model import Endpoint
 from tests.pcapgen import (
     ACK,
     PSH,
     SYN,
     CoreRun,
     RawPacket,
+    StreamData,
+    StreamEnd,
+    StreamGap,
     TcpFlow,
     TcpPacket,
     encap,

@@ -15,9 +15,8 @@ import pytest
 from cryptography.exceptions import InvalidTag
 
 from analyzer.errors import UserError
-from analyzer.model import StreamData
 from analyzer.tlsdecrypt import MAX_RECORD, TlsKeyLog, TlsStreamDecryptor
-from tests.pcapgen import TcpFlow, kafka_request, kafka_response, stream_events, write_pcap
+from tests.pcapgen import StreamData, TcpFlow, kafka_request, kafka_response, stream_events, write_pcap
 from tests.tlsgen import _self_signed, tls_kafka_pcap
 
 pytest.importorskip("cryptography")
