@@ -396,6 +396,11 @@ class LiveSession:
                     self._emit(pipe.expire(now))
                 if now - last_tick >= self.tick_every:
                     last_tick = now
+                    # the kernel's drop count as it goes (each read resets the kernel's
+                    # counters; the source adds them up in ``dropped``)
+                    stats = getattr(self.source, "kernel_stats", None)
+                    if stats is not None:
+                        stats()
                     if sink is not None:
                         sink.flush()
                     if self.on_tick is not None:
@@ -464,6 +469,7 @@ class Dashboard:
         self.clients: dict[tuple[str, str], list[int]] = {}     # (client_id, address) -> [requests, errors]
         self._recent: dict[int, dict[str, int]] = {}            # second -> api -> count
         self.packets = 0
+        self.dropped: int | None = None                         # packets the kernel dropped, when known
 
     def add(self, ex: Exchange) -> None:
         self.accumulator.add(ex)
@@ -532,6 +538,8 @@ class Dashboard:
             ("  unanswered " + str(st.get("unanswered", 0)), "yellow" if st.get("unanswered") else ""),
             ("  malformed " + str(st.get("malformed", 0)), "red" if st.get("malformed") else ""),
             ("  orphans " + str(st.get("orphan_response", 0)), "yellow" if st.get("orphan_response") else ""),
+            (f"  kernel drops {self.dropped}" if self.dropped is not None else "",
+             "bold red" if self.dropped else ""),
         )
         t = Table(title="per API (req/s: last 5 s; avg/s: since start; latency in ms)", title_justify="left", expand=False, box=box.SIMPLE_HEAD,
                   pad_edge=False)

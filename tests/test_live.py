@@ -212,6 +212,56 @@ def test_replay_through_loop_equals_read(name: str) -> None:
     assert len(mine) > 10
 
 
+def test_kernel_drops_are_read_every_tick_and_shown() -> None:
+    """The kernel's drop count is read at each tick (not only at the end), so `live --stats`
+    shows drops while it runs; the dashboard says them in its head line."""
+    now = [1000.0]
+
+    def clock() -> float:
+        now[0] += 0.1
+        return now[0]
+
+    class Dropping:
+        linktype = 1
+
+        def __init__(self) -> None:
+            self.dropped = 0
+            self.reads = 0
+
+        def read(self, timeout: float) -> list[tuple[float, bytes, int]]:
+            return []
+
+        def kernel_stats(self) -> tuple[int, int]:
+            self.reads += 1
+            self.dropped += 7
+            return 10, 7
+
+        def close(self) -> None:
+            pass
+
+    src = Dropping()
+    seen: list[int] = []
+    res = live.LiveSession(FakePipeline(), src, lambda e: None, duration=3.0,
+                           on_tick=lambda t: seen.append(src.dropped), clock=clock, handle_signals=False).run()
+    assert res.reason == "duration" and res.dropped == src.dropped
+    # a tick a second over 3 s: the count grew while the session ran
+    assert src.reads >= 2 and seen == sorted(seen) and seen[0] > 0
+    from rich.console import Console
+
+    dash = live.Dashboard("live on lo", clock=lambda: 1000.0)
+    buf = io.StringIO()
+    Console(file=buf, width=140).print(dash.renderable(1001.0))
+    assert "kernel drops" not in buf.getvalue()          # not known (no live socket)
+    dash.dropped = 0
+    buf = io.StringIO()
+    Console(file=buf, width=140).print(dash.renderable(1001.0))
+    assert "kernel drops 0" in buf.getvalue()
+    dash.dropped = 1234
+    buf = io.StringIO()
+    Console(file=buf, width=140).print(dash.renderable(1001.0))
+    assert "kernel drops 1234" in buf.getvalue()
+
+
 def test_dashboard_figures_and_render() -> None:
     pipeline = _pipeline_module()
     from rich.console import Console

@@ -105,6 +105,7 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
     def on_tick(now: float) -> None:
         if dash is not None:
             dash.packets = session.packets
+            dash.dropped = getattr(source, "dropped", None)
         if view is not None and dash is not None:
             view.update(dash.renderable(now), refresh=True)
 
@@ -120,6 +121,7 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
     finally:
         if view is not None and dash is not None:
             dash.packets = session.packets
+            dash.dropped = getattr(source, "dropped", None)
             view.update(dash.renderable(), refresh=True)
             view.stop()
     try:
