@@ -241,6 +241,14 @@ impl Link {
         }
     }
 
+    /// The correlation ids in flight, in the order they were first waited on (a reused
+    /// id's later requests keep its place).
+    fn inflight_order(&self) -> Vec<i32> {
+        let mut keyed: Vec<(u64, i32)> = self.inflight.iter().map(|(c, (s, _))| (*s, *c)).collect();
+        keyed.sort_unstable();
+        keyed.into_iter().map(|(_, c)| c).collect()
+    }
+
     fn pop_pending(&mut self, cid: Option<i32>) -> Option<Pending> {
         let cid = cid?;
         let (seq, p) = self.inflight.remove(&cid)?;
@@ -669,18 +677,7 @@ impl Pairing {
                 self.close(conn, reason);
                 self.conns.remove(&conn);
             }
-            Some(d) => {
-                let st = self.states.get_mut(&conn).expect("state made above");
-                if st.link.ignored {
-                    return;
-                }
-                // a direction mostly ends at a frame boundary with nothing held or
-                // skipped: then there is nothing to finish
-                if st.framers[d as usize].as_ref().is_some_and(|f| f.holds()) {
-                    self.frames_of(conn, d, |fr, judge, out| fr.finish(judge, out));
-                    self.collect(conn, d);
-                }
-            }
+            Some(d) => self.finish_direction(conn, d),
         }
     }
 
@@ -722,6 +719,22 @@ impl Pairing {
         }
     }
 
+    /// Direction `d` ended: a framer holding bytes or counts cuts what it holds (unless the
+    /// connection is ignored) and adds its counts. A direction mostly ends at a frame
+    /// boundary with nothing held or skipped: then there is nothing to finish.
+    fn finish_direction(&mut self, conn: u64, d: u8) {
+        let Some(st) = self.states.get(&conn) else {
+            return;
+        };
+        if !st.framers[d as usize].as_ref().is_some_and(|f| f.holds()) {
+            return;
+        }
+        if !st.link.ignored {
+            self.frames_of(conn, d, |fr, judge, out| fr.finish(judge, out));
+        }
+        self.collect(conn, d);
+    }
+
     /// Add a framer's skipped bytes and limit hits to the counts.
     fn collect(&mut self, conn: u64, d: u8) {
         let Some(st) = self.states.get_mut(&conn) else {
@@ -738,20 +751,6 @@ impl Pairing {
         }
     }
 
-    /// End of the capture: every connection still with pairing state is closed.
-    pub fn finish(&mut self) {
-        let mut left: Vec<(u64, u64)> = self
-            .states
-            .iter()
-            .filter(|(_, st)| !st.link.handed)
-            .map(|(id, st)| (st.link.order, *id))
-            .collect();
-        left.sort_unstable();
-        for (_, id) in left {
-            self.close(id, "end of capture");
-        }
-    }
-
     /// Requests older than `timeout` seconds at `now` become unanswered exchanges.
     pub fn expire(&mut self, now: f64, timeout: f64) {
         let mut ids: Vec<(u64, u64)> = self
@@ -763,15 +762,8 @@ impl Pairing {
         let why = format!("no response after {} s", fmt_g(timeout));
         for (_, id) in ids {
             let st = self.states.get_mut(&id).expect("listed above");
-            let mut keys: Vec<(u64, i32)> = st
-                .link
-                .inflight
-                .iter()
-                .map(|(c, (s, _))| (*s, *c))
-                .collect();
-            keys.sort_unstable();
             let mut expired = Vec::new();
-            for (_, cid) in keys {
+            for cid in st.link.inflight_order() {
                 while st
                     .link
                     .inflight
@@ -822,10 +814,8 @@ impl Pairing {
     /// response makes the exchange with its request.
     fn frame(&mut self, conn: u64, frame: Frame) {
         let Some(response) = self.frame_kind(conn, &frame) else {
-            // (a pre-0.8 frame: handled there)
-            if self.link(conn).protocol == Protocol::Legacy {
-                self.legacy(conn, frame);
-            }
+            // (a pre-0.8 frame)
+            self.legacy(conn, frame);
             return;
         };
         if response {
@@ -1136,30 +1126,20 @@ impl Pairing {
     }
 
     fn close(&mut self, conn: u64, reason: &'static str) {
-        let Some(st) = self.states.get(&conn) else {
+        if !self.states.contains_key(&conn) {
             return;
-        };
-        let ignored = st.link.ignored;
-        for d in 0..2u8 {
-            let st = self.states.get_mut(&conn).expect("present");
-            if st.framers[d as usize].as_ref().is_some_and(|f| f.holds()) {
-                if !ignored {
-                    self.frames_of(conn, d, |fr, judge, out| fr.finish(judge, out));
-                }
-                self.collect(conn, d);
-            }
         }
-        let mut st = self.states.remove(&conn).expect("present");
-        let link = &mut st.link;
+        for d in 0..2u8 {
+            self.finish_direction(conn, d);
+        }
+        let link = &mut self.states.get_mut(&conn).expect("present").link;
         let why = if reason == "end of capture" {
             "connection ended (end of capture)".to_string()
         } else {
             format!("connection closed ({reason})")
         };
-        let mut keyed: Vec<(u64, i32)> = link.inflight.iter().map(|(c, (s, _))| (*s, *c)).collect();
-        keyed.sort_unstable();
         let mut pending: Vec<Pending> = Vec::new();
-        for (_, cid) in keyed {
+        for cid in link.inflight_order() {
             let (_, p) = link.inflight.remove(&cid).expect("listed");
             pending.push(p);
             if let Some(q) = link.reused.remove(&cid) {
@@ -1177,7 +1157,6 @@ impl Pairing {
             handed: link.handed,
         };
         // (the unanswered exchanges are made with the state still there)
-        self.states.insert(conn, st);
         for p in pending {
             self.unanswered(conn, p, why.clone());
         }
@@ -1689,7 +1668,7 @@ mod tests {
             }
         }
         ra.finish(None, &mut tee);
-        tee.pair.finish();
+        assert_eq!(tee.pair.open_states(), 0);
         let mut framed = 0;
         for o in &tee.pair.out {
             if let Out::Exchange(r) = o {

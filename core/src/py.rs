@@ -534,8 +534,8 @@ impl Stream {
     #[pyo3(signature = (ts = None))]
     fn finish<'py>(&mut self, py: Python<'py>, ts: Option<f64>) -> PyResult<Bound<'py, PyList>> {
         self.pair.now = END_OF_CAPTURE;
+        // (the reassembler ends every connection still open: pairing closes each at its end)
         self.ra.finish(ts, &mut self.pair);
-        self.pair.finish();
         self.drain(py)
     }
 
