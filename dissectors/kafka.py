@@ -150,29 +150,45 @@ def decode_request(data: bytes, ctx: DecodeContext, size: int | None = None) -> 
                     e.out.append(Field(e.name, e.typ, None, e.offset, n - e.offset).mark_malformed(e.reason, ctx))
                 return root
     header.length = pos
+    _add_body(root, api, api_key, api_version, True, buf, pos, n, ctx, slack,
+              " (header assumed flexible)" if hv == 2 else "")
+    return root
+
+
+def _add_body(root: Field, api: ApiDef | None, api_key: int, api_version: int, request: bool, buf: bytes,
+              pos: int, n: int, ctx: DecodeContext, slack: int, unknown_note: str = "") -> Field | None:
+    """Add the body of a message whose header ends at ``pos`` to ``root``: decoded with its
+    version's layout (or the newest known, when a newer version fits it), else kept as raw
+    bytes with a note that says why (an unknown API key, a version beyond the layouts known).
+    The decoded body is returned (None when kept raw)."""
     if api is None:
         body = Field("body", "bytes", buf[pos:], pos, n - pos)
-        body.note(f"unknown API key {api_key}: body kept as raw bytes"
-                  + (" (header assumed flexible)" if hv == 2 else ""))
+        body.note(f"unknown API key {api_key}: body kept as raw bytes" + unknown_note)
         root.add(body)
-        return root
+        return None
     clamp = _clamp(api, api_version)
     st = State(ctx, api_key, slack, n)
     if clamp[0] is None:
         root.add(_raw_body(buf, pos, n, clamp[1]))
-        return root
+        return None
     used, why = clamp
-    if used < api_version and not _newer_fits(api, used, True, buf, pos, n, ctx, st):
+    # (a broker answers an ApiVersions version it does not support with error 35 in the v0
+    # layout, whatever the version asked: decoded below, not judged on the newest layout)
+    api_versions_refusal = not request and api_key == 18 and n - pos >= 2 and _I16.unpack_from(buf, pos)[0] == 35
+    if used < api_version and not api_versions_refusal and not _newer_fits(api, used, request, buf, pos, n, ctx, st):
         root.add(_raw_body(buf, pos, n, f"version {api_version} is newer than the newest known "
                                         f"({api.max_version}) and the v{used} layout does not fit: "
                                         "body kept as raw bytes"))
-        return root
-    body = decode_body(api, used, True, buf, pos, n, ctx, st)
+        return None
+    if not request and api_key == 18 and used > 0:
+        body = _api_versions_response(api, used, buf, pos, n, ctx, st)
+    else:
+        body = decode_body(api, used, request, buf, pos, n, ctx, st)
     root.add(body)
     if why:
         body.note(why)
-    _nested(api_key, body, buf, st, True)
-    return root
+    _nested(api_key, body, buf, st, request)
+    return body
 
 
 def response_header(buf: bytes, api_key: int, api_version: int, ctx: DecodeContext,
@@ -247,32 +263,8 @@ def decode_response(data: bytes, api_key: int, api_version: int, ctx: DecodeCont
     _cut_note(root, n, size, ctx)
     if pos is None:
         return root
-    if api is None:
-        body = Field("body", "bytes", buf[pos:], pos, n - pos)
-        body.note(f"unknown API key {api_key}: body kept as raw bytes")
-        root.add(body)
-        return root
-    clamp = _clamp(api, api_version)
-    st = State(ctx, api_key, slack, n)
-    if clamp[0] is None:
-        root.add(_raw_body(buf, pos, n, clamp[1]))
-        return root
-    used, why = clamp
-    if used < api_version and not (api_key == 18 and n - pos >= 2 and _I16.unpack_from(buf, pos)[0] == 35) \
-            and not _newer_fits(api, used, False, buf, pos, n, ctx, st):
-        root.add(_raw_body(buf, pos, n, f"version {api_version} is newer than the newest known "
-                                        f"({api.max_version}) and the v{used} layout does not fit: "
-                                        "body kept as raw bytes"))
-        return root
-    if api_key == 18 and used > 0:
-        body = _api_versions_response(api, used, buf, pos, n, ctx, st)
-    else:
-        body = decode_body(api, used, False, buf, pos, n, ctx, st)
-    root.add(body)
-    if why:
-        body.note(why)
-    _nested(api_key, body, buf, st, False)
-    if api_key in _LEARN_FROM:
+    body = _add_body(root, api, api_key, api_version, False, buf, pos, n, ctx, slack)
+    if body is not None and api_key in _LEARN_FROM:
         learn_topic_ids(body, ctx)
     return root
 
