@@ -29,6 +29,7 @@ from analyzer.model import Conn, Exchange
 from analyzer.sinks.insights import elements as _elements
 from analyzer.sinks.insights import fetch_partitions as _fetch_partitions
 from analyzer.sinks.insights import group_event, group_stories, rejoins_same_generation
+from analyzer.sinks.insights import partition_number as _partition_number
 from analyzer.sinks.insights import produce_partitions as _produce_partitions
 from analyzer.sinks.insights import topic_name as _topic_name
 from dissectors.field import MALFORMED, Field
@@ -344,12 +345,7 @@ def _produce_errors(body: Field | None) -> dict[tuple[str, int], int]:
     for t in _elements(body.child("responses") if body is not None else None):
         topic = _topic_name(t)
         for p in _elements(t.child("partition_responses")):
-            idx = p.get("index")
-            if idx is None:
-                idx = p.get("partition_index", p.get("partition"))
-            code = _int(p.get("error_code")) or 0
-            n = _int(idx)
-            out[(topic, n if n is not None else -1)] = code
+            out[(topic, _partition_number(p))] = _int(p.get("error_code")) or 0
     return out
 
 

@@ -79,16 +79,28 @@ def topic_name(t: Field) -> str:
     return str(name)
 
 
+# the names a partition element's number has, in the order they are looked for: Produce
+# calls it `index`, Fetch `partition_index`, pre-0.8 messages `partition`
+_PRODUCE_INDEX = ("index", "partition_index", "partition")
+_FETCH_INDEX = ("partition_index", "index", "partition")
+
+
+def partition_number(p: Field, names: tuple[str, ...] = _PRODUCE_INDEX) -> int:
+    """The partition number of a partition element: the first of ``names`` it has (-1 if none)."""
+    for name in names:
+        v = p.get(name)
+        if v is not None:
+            n = _int(v)
+            return n if n is not None else -1
+    return -1
+
+
 def produce_partitions(body: Field | None) -> Iterator[tuple[str, int, Field | None]]:
     """(topic, partition, records field) of a Produce request body."""
     for t in elements(body.child("topic_data") if body is not None else None):
         topic = topic_name(t)
         for p in elements(t.child("partition_data")):
-            idx = p.get("index")
-            if idx is None:
-                idx = p.get("partition_index", p.get("partition"))
-            n = _int(idx)
-            yield topic, n if n is not None else -1, p.child("records")
+            yield topic, partition_number(p, _PRODUCE_INDEX), p.child("records")
 
 
 def fetch_partitions(body: Field | None) -> Iterator[tuple[str, int, Field | None]]:
@@ -96,11 +108,7 @@ def fetch_partitions(body: Field | None) -> Iterator[tuple[str, int, Field | Non
     for t in elements(body.child("responses") if body is not None else None):
         topic = topic_name(t)
         for p in elements(t.child("partitions") or t.child("partition_responses")):
-            idx = p.get("partition_index")
-            if idx is None:
-                idx = p.get("index", p.get("partition"))
-            n = _int(idx)
-            yield topic, n if n is not None else -1, p.child("records")
+            yield topic, partition_number(p, _FETCH_INDEX), p.child("records")
 
 
 def _named(f: Field) -> dict[str, Field]:
