@@ -621,7 +621,8 @@ def test_legacy_score_separates_the_protocols(table: Any, exchanges: dict[str, l
     every capture scores below LEGACY_FROM."""
     requests, _ = legacy_frames(exchanges)
     modern = modern_requests(exchanges)
-    assert len(requests) > 20 and len(modern) > 500
+    # (the samples hold 236 0.8+ requests; with ../shared's captures beside them, thousands)
+    assert len(requests) > 20 and len(modern) > (500 if SHARED_CAPTURES.is_dir() else 200)
     for data in requests:
         score = _core.probe_legacy_request_score(data, True)
         also_modern = _core.probe_request_header(table, data, False, True) is not False
