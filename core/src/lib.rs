@@ -10,14 +10,18 @@
 //! checks with the Python ones.
 
 pub mod capture;
+pub mod figures;
 pub mod frame;
 pub mod kafka;
 pub mod legacy;
 pub mod net;
 pub mod pair;
+pub mod records;
 pub mod tcp;
 
 #[cfg(feature = "python")]
 mod py;
+#[cfg(feature = "python")]
+mod py_figures;
 #[cfg(feature = "python")]
 mod py_probe;
