@@ -1109,6 +1109,8 @@ impl Walk<'_> {
 #[derive(Debug)]
 pub struct Figures {
     apis: HashMap<i16, ApiDef>,
+    /// api_key -> the symbols of its root types (request, response)
+    roots: HashMap<i16, (u32, u32)>,
     syms: Syms,
     k: Known,
     /// (api_key, version, request) -> the body's plan, compiled on first use
@@ -1124,7 +1126,16 @@ impl Figures {
     pub fn new(apis: Vec<ApiDef>, max_array_len: i64, max_decompressed: i64) -> Figures {
         let mut syms = Syms::default();
         let k = Known::new(&mut syms);
+        let roots = apis
+            .iter()
+            .map(|a| {
+                let q = syms.get(&format!("{}Request", a.name));
+                let r = syms.get(&format!("{}Response", a.name));
+                (a.key, (q, r))
+            })
+            .collect();
         Figures {
+            roots,
             apis: apis.into_iter().map(|a| (a.key, a)).collect(),
             syms,
             k,
@@ -1280,8 +1291,7 @@ impl Figures {
             };
         };
         let version = Self::clamp(api, version);
-        let root_type = format!("{}Request", api.name);
-        let root_type = self.syms.get(&root_type);
+        let root_type = self.roots[&key].0;
         let w = self.body(key, version, true, buf, header_len);
         Self::tree(w, k.request, root_type)
     }
@@ -1299,8 +1309,7 @@ impl Figures {
         } else {
             usize::from(api.flexible(api_version.min(api.max_version)))
         };
-        let root_type = format!("{}Response", api.name);
-        let root_type = self.syms.get(&root_type);
+        let root_type = self.roots[&api_key].1;
         let mut pos = 4 + hv;
         if n < pos || (pos == 5 && buf[4] != 0) {
             // the header is short or has tagged fields: read as the full decoder does

@@ -389,13 +389,11 @@ fn lean<'py>(
     let (mut rq, mut rs) = ((none(), none()), (none(), none()));
     if !req.truncated {
         let t = fig.inner.request(&req.data, h.header_len);
-        let pair = fig.result(py, &t)?;
-        rq = (pair.get_item(0)?, pair.get_item(1)?);
+        rq = fig.result(py, &t)?;
     }
     if let Some(resp) = r.response.as_ref().filter(|f| !f.truncated) {
         if let Some(t) = fig.inner.response(&resp.data, h.api_key, h.api_version) {
-            let pair = fig.result(py, &t)?;
-            rs = (pair.get_item(0)?, pair.get_item(1)?);
+            rs = fig.result(py, &t)?;
         }
     }
     Ok((rq.0, rq.1, rs.0, rs.1).into_pyobject(py)?.into_any())

@@ -201,7 +201,11 @@ impl Figures {
     }
 
     /// `(tree, (malformed, crc_valid, crc_invalid, trailing, limits))`.
-    pub(crate) fn result<'py>(&mut self, py: Python<'py>, t: &Tree) -> PyResult<Bound<'py, PyTuple>> {
+    pub(crate) fn result<'py>(
+        &mut self,
+        py: Python<'py>,
+        t: &Tree,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
         let tree = self.node(py, t, t.root)?;
         let c = &t.counts;
         let counts = (
@@ -211,7 +215,7 @@ impl Figures {
             c.trailing,
             PyTuple::new(py, &c.limits)?,
         );
-        PyTuple::new(py, [tree, counts.into_pyobject(py)?.into_any()])
+        Ok((tree, counts.into_pyobject(py)?.into_any()))
     }
 }
 
@@ -262,7 +266,8 @@ impl Figures {
     /// `(malformed, crc_valid, crc_invalid, trailing, limits hit)`.
     fn request<'py>(&mut self, py: Python<'py>, data: &[u8], header_len: usize) -> PyResult<Bound<'py, PyTuple>> {
         let t = self.inner.request(data, header_len);
-        self.result(py, &t)
+        let (tree, counts) = self.result(py, &t)?;
+        PyTuple::new(py, [tree, counts])
     }
 
     /// The lean tree of a response to `api_key` v`api_version` and its counts (None for
@@ -275,7 +280,10 @@ impl Figures {
         api_version: i16,
     ) -> PyResult<Option<Bound<'py, PyTuple>>> {
         match self.inner.response(data, api_key, api_version) {
-            Some(t) => Ok(Some(self.result(py, &t)?)),
+            Some(t) => {
+                let (tree, counts) = self.result(py, &t)?;
+                Ok(Some(PyTuple::new(py, [tree, counts])?))
+            }
             None => Ok(None),
         }
     }
