@@ -574,7 +574,8 @@ class Pipeline:
                                                       response.size if response.truncated else None)
             else:
                 _add_counts(ctx, rs_counts)
-                if api_key in _TEACHES_TOPIC_IDS and response_tree.__class__ is ErrorsRoot:
+                if api_key in _TEACHES_TOPIC_IDS and isinstance(response_tree, ErrorsRoot) \
+                        and response_tree.children:
                     learn_topic_ids(response_tree.children[0], ctx, annotate=False)
         # (only _count_bad marks a tree: what it marks here is known without reading it)
         if mid != before:

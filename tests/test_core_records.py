@@ -1,8 +1,8 @@
-"""The native lean records summary (core/src/records.rs) against Python's.
+"""The native lean records summary (core/src/records.rs) against two oracles.
 
-``analyzer._core.probe_records_summary`` runs ``records::lean_summary``; Python's is
-``dissectors.records.decode_records`` with ``DecodeContext(decode_records=False)``. Both
-are compared on: every records field of every Produce request and Fetch response in the
+``analyzer._core.probe_records_summary`` runs ``records::lean_summary``. Its reference is the
+Python summary it was ported from (tests/records_reference.py, kept as the oracle); both are
+compared on: every records field of every Produce request and Fetch response in the
 repo's samples and in ../shared/captures (skipped with a reason when ../shared is
 absent), under the default limits and under tight ones; damaged variants of those
 (bit flips, truncations, random bytes: seeded, bounded in count); and synthetic magic 0/1
@@ -15,6 +15,11 @@ limits_hit. Notes are compared exactly, except those quoting a codec library's o
 message (``_why(exc)`` in dissectors.compression), where the two sides use different
 libraries' words: there only the part before the library's words is compared (the note
 count and everything else still are). Each test prints its count of cases.
+
+The full records decoder (``dissectors.records.decode_records``) is the second oracle, for
+the records of the captures under the default limits: there the summary's counts, codec,
+CRC verdicts and malformed and limit counts are the full decode's (on damaged bytes the full
+decoder, which reads every record, says more).
 """
 from __future__ import annotations
 
@@ -35,6 +40,7 @@ from analyzer import _core
 from dissectors.compression import xxh32
 from dissectors.context import DecodeContext
 from dissectors.records import decode_records
+from tests.records_reference import lean_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "captures"
@@ -62,7 +68,7 @@ def _library_part(note: str) -> str | None:
 
 def python_summary(data: bytes, start: int, end: int, max_array_len: int, max_decompressed: int) -> dict:
     ctx = DecodeContext(decode_records=False, max_array_len=max_array_len, max_decompressed=max_decompressed)
-    f = decode_records(data, start, end, ctx)
+    f = lean_summary(data, start, end, ctx)
     x = f.extra
     assert x is not None and f.value == x["records"]
     return {"records": x["records"], "codec": x["codec"], "crc_ok": x["crc_ok"], "truncated": x["truncated"],
@@ -351,3 +357,23 @@ def test_v2_batches_and_limits() -> None:
         for cut in (len(raw), rng.randrange(len(raw) + 1)):
             d.check("v2", raw, 0, cut, LIMITS[rng.randrange(len(LIMITS))])
     d.done(800)
+
+
+def test_capture_records_as_the_full_decoder_counts_them(sample_fields: list) -> None:
+    fields = list(sample_fields)
+    if SHARED.is_dir():
+        fields += [f for p in _captures(SHARED) for f in _records_fields(p)]
+    n = 0
+    for what, data, start, end in fields:
+        ctx = DecodeContext(decode_records=True)
+        full = decode_records(data, start, end, ctx)
+        x = full.extra
+        assert x is not None
+        got = core_summary(data, start, end, DEFAULT.max_array_len, DEFAULT.max_decompressed)
+        want = {"records": x["records"], "codec": x["codec"], "crc_ok": x["crc_ok"], "truncated": x["truncated"],
+                "crc_valid": ctx.crc_valid, "crc_invalid": ctx.crc_invalid, "malformed": ctx.malformed,
+                "limits": dict(ctx.limits_hit)}
+        got.pop("notes")
+        assert got == want, (what, start, end)
+        n += 1
+    assert n >= 150
