@@ -326,7 +326,8 @@ struct Plan {
 }
 
 fn is_error(fd: &FieldDef) -> bool {
-    fd.error_meaning || (fd.ty == "int16" && (fd.name == "error_code" || fd.name.ends_with("_error_code")))
+    fd.error_meaning
+        || (fd.ty == "int16" && (fd.name == "error_code" || fd.name.ends_with("_error_code")))
 }
 
 fn is_anchor(name: &str) -> bool {
@@ -619,7 +620,10 @@ impl Walk<'_> {
     }
 
     fn attach(&mut self, out: usize, id: usize) {
-        self.nodes[out].children.get_or_insert_with(Vec::new).push(id);
+        self.nodes[out]
+            .children
+            .get_or_insert_with(Vec::new)
+            .push(id);
     }
 
     fn bad(reason: String, name: Name, ty: Name, offset: usize, out: usize) -> Bad {
@@ -634,7 +638,13 @@ impl Walk<'_> {
 
     /// Mark bad bytes: a malformed node where the walk stopped.
     fn mark(&mut self, e: Bad, end: usize) {
-        let mut node = leaf(e.name, e.ty, Value::Null, e.offset, end.saturating_sub(e.offset));
+        let mut node = leaf(
+            e.name,
+            e.ty,
+            Value::Null,
+            e.offset,
+            end.saturating_sub(e.offset),
+        );
         node.notes.push(format!("{MALFORMED}{}", e.reason));
         self.counts.malformed += 1;
         self.add(e.out, node);
@@ -770,7 +780,8 @@ impl Walk<'_> {
                 out,
             ));
         }
-        self.nodes.push(branch(tf, tf, Value::Int(n as i64), start, 0));
+        self.nodes
+            .push(branch(tf, tf, Value::Int(n as i64), start, 0));
         let kept = self.nodes.len() - 1;
         let tag_sym = Name::Sym(self.k.tag);
         let bytes_sym = Name::Sym(self.k.bytes);
@@ -802,7 +813,11 @@ impl Walk<'_> {
             }
             p += size;
         }
-        if self.nodes[kept].children.as_ref().is_some_and(|c| !c.is_empty()) {
+        if self.nodes[kept]
+            .children
+            .as_ref()
+            .is_some_and(|c| !c.is_empty())
+        {
             self.nodes[kept].length = p - start;
             self.attach(out, kept);
         }
@@ -848,7 +863,14 @@ impl Walk<'_> {
 
     /// A run of fixed-size fields: one bound check; the kept ones made nodes (an error
     /// code only when it is not zero).
-    fn fixed(&mut self, run: &[FixedField], size: usize, pos: usize, end: usize, out: usize) -> Step {
+    fn fixed(
+        &mut self,
+        run: &[FixedField],
+        size: usize,
+        pos: usize,
+        end: usize,
+        out: usize,
+    ) -> Step {
         if pos + size > end {
             let mut p = pos;
             for f in run {
@@ -1189,7 +1211,8 @@ impl Figures {
         buf: &'s [u8],
         start: usize,
     ) -> Walk<'s> {
-        let (max_array_len, max_decompressed, k) = (self.max_array_len, self.max_decompressed, self.k);
+        let (max_array_len, max_decompressed, k) =
+            (self.max_array_len, self.max_decompressed, self.k);
         let flexible = self.apis.get(&key).is_some_and(|a| a.flexible(version));
         self.plan(key, version, request);
         let plan = &self.plans[&(key, version, request)];
@@ -1206,8 +1229,23 @@ impl Figures {
             max_array_len,
             max_decompressed,
         };
-        w.nodes.push(branch(Name::Sym(k.request), Name::Sym(k.request), Value::Null, 0, end));
-        let body = w.add(0, branch(Name::Sym(k.body), Name::Sym(plan.type_name), Value::Null, start, 0));
+        w.nodes.push(branch(
+            Name::Sym(k.request),
+            Name::Sym(k.request),
+            Value::Null,
+            0,
+            end,
+        ));
+        let body = w.add(
+            0,
+            branch(
+                Name::Sym(k.body),
+                Name::Sym(plan.type_name),
+                Value::Null,
+                start,
+                0,
+            ),
+        );
         match w.run(plan, start, end, body) {
             Ok(mut p) => {
                 if p < end {
@@ -1250,12 +1288,24 @@ impl Figures {
         let n = buf.len();
         let k = self.k;
         if n < 8 {
-            let mut root = branch(Name::Sym(k.request), Name::Sym(k.request_type), Value::Null, 0, n);
+            let mut root = branch(
+                Name::Sym(k.request),
+                Name::Sym(k.request_type),
+                Value::Null,
+                0,
+                n,
+            );
             root.children = Some(vec![1]);
-            let mut header = leaf(Name::Sym(k.header), Name::Sym(k.request_header), Value::Null, 0, header_len);
-            header
-                .notes
-                .push(format!("{MALFORMED}request header needs 8 bytes, {n} present"));
+            let mut header = leaf(
+                Name::Sym(k.header),
+                Name::Sym(k.request_header),
+                Value::Null,
+                0,
+                header_len,
+            );
+            header.notes.push(format!(
+                "{MALFORMED}request header needs 8 bytes, {n} present"
+            ));
             return Tree {
                 nodes: vec![root, header],
                 root: 0,
@@ -1270,7 +1320,13 @@ impl Figures {
         let key = i16::from_be_bytes([buf[0], buf[1]]);
         let version = i16::from_be_bytes([buf[2], buf[3]]);
         let Some(api) = self.apis.get(&key) else {
-            let root = branch(Name::Sym(k.request), Name::Sym(k.request_type), Value::Null, 0, n);
+            let root = branch(
+                Name::Sym(k.request),
+                Name::Sym(k.request_type),
+                Value::Null,
+                0,
+                n,
+            );
             return Tree {
                 nodes: vec![root],
                 root: 0,
@@ -1317,13 +1373,28 @@ impl Figures {
                 max_array_len: self.max_array_len,
                 max_decompressed: self.max_decompressed,
             };
-            w.nodes.push(branch(Name::Sym(k.response), Name::Sym(root_type), Value::Null, 0, n));
-            let header = w.add(0, branch(Name::Sym(k.header), Name::Sym(header_type), Value::Null, 0, 0));
+            w.nodes.push(branch(
+                Name::Sym(k.response),
+                Name::Sym(root_type),
+                Value::Null,
+                0,
+                n,
+            ));
+            let header = w.add(
+                0,
+                branch(
+                    Name::Sym(k.header),
+                    Name::Sym(header_type),
+                    Value::Null,
+                    0,
+                    0,
+                ),
+            );
             let stop = if n < 4 {
                 w.nodes[header].length = n;
-                w.nodes[header]
-                    .notes
-                    .push(format!("{MALFORMED}response header needs 4 bytes, {n} present"));
+                w.nodes[header].notes.push(format!(
+                    "{MALFORMED}response header needs 4 bytes, {n} present"
+                ));
                 w.counts.malformed += 1;
                 true
             } else {
@@ -1350,7 +1421,10 @@ impl Figures {
             }
         }
         let mut version = version;
-        if probe && n - pos >= 2 && i16::from_be_bytes([buf[pos], buf[pos + 1]]) == UNSUPPORTED_VERSION {
+        if probe
+            && n - pos >= 2
+            && i16::from_be_bytes([buf[pos], buf[pos + 1]]) == UNSUPPORTED_VERSION
+        {
             // an UNSUPPORTED_VERSION answer may be in the v0 layout
             let clean = |w: Walk<'_>| w.counts.malformed == 0 && w.counts.trailing == 0;
             if !clean(self.body(api_key, version, false, buf, pos))

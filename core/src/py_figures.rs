@@ -126,7 +126,11 @@ impl Figures {
     fn node<'py>(&mut self, py: Python<'py>, t: &Tree, id: usize) -> PyResult<Bound<'py, PyAny>> {
         let n = &t.nodes[id];
         let root = id == t.root && t.errors_root;
-        let cls = if root { &self.out.root } else { &self.out.field };
+        let cls = if root {
+            &self.out.root
+        } else {
+            &self.out.field
+        };
         let f = self.out.new.bind(py).call1((cls.bind(py),))?;
         f.setattr(intern!(py, "name"), self.name(py, n.name))?;
         f.setattr(intern!(py, "type"), self.name(py, n.ty))?;
@@ -201,7 +205,11 @@ impl Figures {
     }
 
     /// `(tree, (malformed, crc_valid, crc_invalid, trailing, limits))`.
-    pub(crate) fn result<'py>(&mut self, py: Python<'py>, t: &Tree) -> PyResult<Bound<'py, PyTuple>> {
+    pub(crate) fn result<'py>(
+        &mut self,
+        py: Python<'py>,
+        t: &Tree,
+    ) -> PyResult<Bound<'py, PyTuple>> {
         let tree = self.node(py, t, t.root)?;
         let c = &t.counts;
         let counts = (
@@ -217,7 +225,14 @@ impl Figures {
 
 fn uuid_text(u: &[u8; 16]) -> String {
     let h: String = u.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
 }
 
 #[pymethods]
@@ -244,7 +259,11 @@ impl Figures {
             out: Out {
                 field: field_mod.getattr("Field")?.unbind(),
                 root: field_mod.getattr("ErrorsRoot")?.unbind(),
-                new: py.import("builtins")?.getattr("object")?.getattr("__new__")?.unbind(),
+                new: py
+                    .import("builtins")?
+                    .getattr("object")?
+                    .getattr("__new__")?
+                    .unbind(),
                 strs: Vec::new(),
                 index: Vec::new(),
                 error_table: errors,
@@ -260,7 +279,12 @@ impl Figures {
 
     /// The lean tree of a request whose header is `header_len` bytes, and its counts
     /// `(malformed, crc_valid, crc_invalid, trailing, limits hit)`.
-    fn request<'py>(&mut self, py: Python<'py>, data: &[u8], header_len: usize) -> PyResult<Bound<'py, PyTuple>> {
+    fn request<'py>(
+        &mut self,
+        py: Python<'py>,
+        data: &[u8],
+        header_len: usize,
+    ) -> PyResult<Bound<'py, PyTuple>> {
         let t = self.inner.request(data, header_len);
         self.result(py, &t)
     }
