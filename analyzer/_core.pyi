@@ -1,10 +1,12 @@
 """Types of the native core (core/src/py.rs): capture reading, link/IP/TCP, reassembly, Kafka
-framing and pairing."""
-from collections.abc import Iterator
+framing and pairing, the lean figures walk."""
+from collections.abc import Iterator, Mapping
 from types import TracebackType
 from typing import Any
 
 from analyzer.model import Packet
+from dissectors.field import Field
+from dissectors.schema import ApiDef
 
 SUPPORTED_LINKTYPES: list[int]
 # the ``now`` of the events made at the end of the capture (Stream.finish)
@@ -52,12 +54,25 @@ class Capture:
 
 def open_capture(path: str, strict: bool = False) -> Capture: ...
 
+# what one lean walk adds to a DecodeContext: malformed, crc_valid, crc_invalid, trailing, limits hit
+LeanCounts = tuple[int, int, int, int, tuple[str, ...]]
+
+
+class Figures:
+    """The lean figures walk (core/src/figures.rs) over the schema handed in."""
+    def __init__(self, apis: Mapping[int, ApiDef], errors: Mapping[int, str], max_array_len: int = ...,
+                 max_decompressed: int = ...) -> None: ...
+    def covers(self, api_key: int, api_version: int) -> bool: ...
+    def request(self, data: bytes, header_len: int) -> tuple[Field, LeanCounts]: ...
+    def response(self, data: bytes, api_key: int, api_version: int) -> tuple[Field, LeanCounts] | None: ...
+
+
 class Stream:
     def __init__(self, ports: list[int] = ..., autodetect: bool = True, ids_from_index: bool = False,
                  share: tuple[int, int] | None = None, max_buffer: int = ..., overlap_window: int = ...,
                  max_closed: int = ..., max_total_buffer: int = ...,
                  apis: list[tuple[int, int, list[int]]] | None = None, protocol: str = "auto",
-                 max_frame_size: int = ...) -> None: ...
+                 max_frame_size: int = ..., figures: Figures | None = None) -> None: ...
     def feed_capture(self, cap: Capture, max_packets: int) -> list[Event] | None: ...
     def feed(self, packets: list[PacketTuple] | list[Packet]) -> list[Event]: ...
     def finish(self, ts: float | None = None) -> list[Event]: ...
@@ -91,3 +106,8 @@ def parse_packet(linktype: int, data: bytes, orig_len: int
                  ) -> tuple[str, int, str, int, int, int, int, bytes, int] | str: ...
 def conn_key(linktype: int, data: bytes, orig_len: int
              ) -> tuple[tuple[str, int, str, int] | None, str | None]: ...
+
+# the test probe of the lean records summary (core/src/records.rs; tests/test_core_records.py):
+# (records, codec, crc_ok, truncated, crc_valid, crc_invalid, malformed, notes, limits)
+def probe_records_summary(data: bytes, start: int, end: int, max_array_len: int, max_decompressed: int
+                          ) -> tuple[int, str, bool, bool, int, int, int, list[str], list[str]]: ...

@@ -27,7 +27,7 @@ its dotted path under ``request.`` or ``response.`` (the body's fields, or
 checked against the schema, so a misspelt one is an error naming the close ones.
 
 Cost: the exchange fields are read from the exchange; shorthands and paths need the
-full field trees. A command that decodes digests (``stats``) gets full trees decoded
+full field trees. A command that reads lean trees (``stats``) gets full trees decoded
 only for the exchanges that reach such a test: ``&&`` and ``||`` test their cheap
 operands first.
 """
@@ -360,7 +360,7 @@ class Subject:
 
 class TreeSource:
     """Full field trees for an exchange: its own, or decoded again when the run decoded
-    digests (``dissectors.digest``: their roots are ``ErrorsRoot``). Decoding again uses a
+    lean trees (the core's figures walk: their roots are ``ErrorsRoot``). Decoding again uses a
     context of its own (the run's counters stay the run's) that shares the run's topic
     names, so topic ids resolve as in a full run."""
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from analyzer._core import END_OF_CAPTURE, Capture, Stream, open_capture
+from analyzer._core import END_OF_CAPTURE, Capture, Figures, Stream, open_capture
 from analyzer.model import (
     Conn,
     Endpoint,
@@ -32,11 +32,13 @@ from analyzer.model import (
     Frame,
     PacketRecord,
 )
-from dissectors import digest, kafka, legacy
+from dissectors import kafka, legacy
 from dissectors.context import DecodeContext
-from dissectors.field import Field
+from dissectors.errors import ERRORS
+from dissectors.field import ErrorsRoot, Field
 from dissectors.header import RequestHeader, api_table, response_correlation_id
-from dissectors.schema import APIS as _APIS
+from dissectors.kafka import learn_topic_ids
+from dissectors.schema import APIS
 from dissectors.schema import api_name
 from dissectors.summary import partitions_of
 from dissectors.tls import looks_like_tls, parse_hello
@@ -53,7 +55,7 @@ class Options:
     ports: tuple[int, ...] = (9092,)
     autodetect: bool = True
     protocol: str = "auto"            # auto | legacy | modern
-    decode: str = "full"              # full | lite (digest trees: what stats reads) | none
+    decode: str = "full"              # full | lite (the core's lean trees: what stats reads) | none
     max_frame_size: int = 100 * 1024 * 1024
     unanswered_timeout: float | None = None
     tls_keylog: Any = None            # analyzer.tlsdecrypt.TlsKeyLog: decrypt TLS connections
@@ -143,12 +145,14 @@ class Pipeline:
     def __init__(self, options: Options | None = None, ctx: DecodeContext | None = None) -> None:
         self.options = options or Options()
         self.ctx = ctx or DecodeContext(max_frame_size=self.options.max_frame_size)
+        # lite: the core walks each exchange's lean trees (core/src/figures.rs) under the
+        # context's limits and hands them with the exchange's record
+        self.figures: Figures | None = None
         if self.options.decode == "lite":
-            # records give counts, sizes, codecs and CRCs without per-record Fields (the
-            # digest's memo, made under another setting, goes)
-            if self.ctx.decode_records:
-                self.ctx.decode_records = False
-                self.ctx.digest_memo = None
+            ctx = self.ctx
+            # (the frames the full decoder takes keep their records as bytes)
+            ctx.decode_records = False
+            self.figures = Figures(APIS, ERRORS, ctx.max_array_len, ctx.max_decompressed)
         self.summary = Summary()
         self.stream = self.new_stream()
         self._conn_objs: dict[int, Conn] = {}      # the connections the core has open, by id
@@ -166,7 +170,7 @@ class Pipeline:
         o = self.options
         return Stream(ports=list(o.ports), autodetect=o.autodetect, ids_from_index=o.conn_ids_from_index,
                       share=o.share, apis=api_table(), protocol=o.protocol, max_frame_size=o.max_frame_size,
-                      **limits)
+                      figures=self.figures, **limits)
 
     # -- public ---------------------------------------------------------------
     def feed(self, packet: PacketRecord) -> list[Exchange]:
@@ -281,7 +285,7 @@ class Pipeline:
     def _record(self, r: tuple[Any, ...], out: list[Exchange]) -> None:
         """One exchange of the core's: its frames and trees, as an Exchange in ``out``."""
         (_k, cid, self.packet_now, kind, status, h, legacy_type, corr, req, resp, note, mechanism,
-         client_dir, protocol, last_ts) = r
+         client_dir, protocol, last_ts, lean) = r
         conn = self._conn_objs[cid]
         conn.client_dir = client_dir
         conn.protocol = protocol
@@ -296,10 +300,11 @@ class Pipeline:
                 name = _API_NAMES[api_key] = api_name(api_key)
             if status == "unanswered":
                 self._unanswered(self._new_exchange(conn, "kafka", api_key, name, header[1], header[2], header[3],
-                                                    request, None, status, None, None, header), note, out)
+                                                    request, None, status, None, None, header, lean=lean),
+                                 note, out)
             else:
                 self._new_exchange(conn, "kafka", api_key, name, header[1], header[2], header[3], request,
-                                   response, status, None, None, header, out)
+                                   response, status, None, None, header, out, lean=lean)
         elif kind == "orphan":
             assert response is not None
             self._new_exchange(conn, "kafka", None, "Unknown", None, corr, None, None, response, status,
@@ -480,10 +485,11 @@ class Pipeline:
                       request: Frame | None, response: Frame | None, status: str,
                       request_tree: Field | None = None, response_tree: Field | None = None,
                       header: RequestHeader | None = None, out: list[Exchange] | None = None,
-                      note: str | None = None) -> Exchange:
+                      note: str | None = None, lean: tuple[Any, ...] | None = None) -> Exchange:
         """The Exchange; emitted (counted and appended) to ``out`` if given. ``note`` is its
         first note. With the ``header`` of a 0.8+ request, its trees (and the response's) are
-        decoded here as the options ask, and its error codes and partitions are found.
+        decoded here as the options ask (``lean``: the core's lean trees, see _decode), and
+        its error codes and partitions are found.
 
         A tree whose decoding counted malformed fields says how many (_count_bad) and makes an
         emitted ``ok`` exchange malformed, unless its frame was cut short in the capture."""
@@ -494,7 +500,7 @@ class Pipeline:
             assert request is not None      # a request header comes with its request
             if self.options.decode != "none":
                 status, request_tree, response_tree, error_codes, partitions = self._decode(
-                    header, request, response, status, out is not None)
+                    header, request, response, status, out is not None, lean)
         elif status == "ok" and out is not None:
             # trees decoded by the caller (an ok exchange has both frames; the tests ordered so
             # that the common tree without extra costs least)
@@ -535,40 +541,42 @@ class Pipeline:
             out.append(ex)
         return ex
 
-    def _decode(self, header: RequestHeader, request: Frame, response: Frame | None, status: str, emitted: bool
+    def _decode(self, header: RequestHeader, request: Frame, response: Frame | None, status: str, emitted: bool,
+                lean: tuple[Any, ...] | None = None
                 ) -> tuple[str, Field, Field | None, list[str] | None, list[dict[str, Any]] | None]:
         """The trees of a 0.8+ exchange as the options ask, its status (an emitted ``ok`` one
         whose tree counted malformed fields is malformed, unless its frame was cut short in
-        the capture), error codes and partitions."""
+        the capture), error codes and partitions.
+
+        In lite mode the core has walked the lean trees (``lean``: request tree and its
+        counts, response tree and its counts); a frame cut by the capture, or of an API or
+        version newer than the schema, has none there and gets the full decoder, which
+        knows its declared size and keeps a body it cannot read raw: a cut rather than
+        malformed, no error codes read from a layout that is not its own (such exchanges
+        are few)."""
         api_key, api_version = header[0], header[1]
         ctx = self.ctx
         before = ctx.malformed
         response_tree: Field | None = None
-        if self.options.decode == "lite":
-            # (a frame cut by the capture, or of an API or version newer than the table,
-            # gets the full decoder, which knows its declared size and keeps a body it
-            # cannot read raw: a cut rather than malformed, no error codes read from a
-            # layout that is not its own; such exchanges are few)
-            api = _APIS.get(api_key)
-            full = api is None or api_version > api.max_version
-            if full or request.truncated:
-                request_tree = kafka.decode_request(request.data, ctx, request.size if request.truncated else None)
-            else:
-                request_tree = digest.digest_request(request.data, header[4], ctx)
-            mid = ctx.malformed
-            if response is not None:
-                if full or response.truncated:
-                    response_tree = kafka.decode_response(response.data, api_key, api_version, ctx,
-                                                          response.size if response.truncated else None)
-                else:
-                    response_tree = digest.digest_response(response.data, api_key, api_version, ctx)
+        if lean is not None:
+            request_tree, rq_counts, response_tree, rs_counts = lean
         else:
+            request_tree = rq_counts = rs_counts = None
+        if request_tree is None:
             # (a frame cut by the capture is decoded as far as it goes: its declared size)
             request_tree = kafka.decode_request(request.data, ctx, request.size if request.truncated else None)
-            mid = ctx.malformed
-            if response is not None:
+        else:
+            _add_counts(ctx, rq_counts)
+        mid = ctx.malformed
+        if response is not None:
+            if response_tree is None:
                 response_tree = kafka.decode_response(response.data, api_key, api_version, ctx,
                                                       response.size if response.truncated else None)
+            else:
+                _add_counts(ctx, rs_counts)
+                if api_key in _TEACHES_TOPIC_IDS and isinstance(response_tree, ErrorsRoot) \
+                        and response_tree.children:
+                    learn_topic_ids(response_tree.children[0], ctx, annotate=False)
         # (only _count_bad marks a tree: what it marks here is known without reading it)
         if mid != before:
             _count_bad(request_tree, mid - before)
@@ -593,6 +601,25 @@ class Pipeline:
         tree.add(Field("body", "bytes", None, 4, max(len(frame.data) - 4, 0),
                        notes=["request not captured: API unknown, body not decoded"]))
         return tree
+
+
+# Metadata, CreateTopics, DescribeTopicPartitions: their answers teach topic ids
+_TEACHES_TOPIC_IDS = frozenset({3, 19, 75})
+
+
+def _add_counts(ctx: DecodeContext, counts: tuple[int, int, int, int, tuple[str, ...]]) -> None:
+    """What one of the core's lean walks adds to the run's counters."""
+    malformed, valid, invalid, trailing, limits = counts
+    if malformed:
+        ctx.malformed += malformed
+    if valid:
+        ctx.crc_valid += valid
+    if invalid:
+        ctx.crc_invalid += invalid
+    if trailing:
+        ctx.trailing += trailing
+    for name in limits:
+        ctx.hit_limit(name)
 
 
 def _count_bad(tree: Field, n: int) -> Field:

@@ -29,16 +29,6 @@ class DecodeContext:
     trailing: int = 0          # messages followed by bytes their schema does not describe
     cut: int = 0               # messages cut short by the capture, decoded as far as they go
     limits_hit: dict[str, int] = field(default_factory=dict)
-    # the digest's bodies already decoded in this run, by their bytes (dissectors.digest):
-    # made on first use, never compared, copied or pickled. Its trees were made under the
-    # limits and decode_records above: whoever changes those once decoding has begun sets
-    # it to None
-    digest_memo: dict | None = field(default=None, repr=False, compare=False)
-
-    def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
-        state["digest_memo"] = None
-        return state
 
     def hit_limit(self, which: str) -> None:
         self.limits_hit[which] = self.limits_hit.get(which, 0) + 1

@@ -199,7 +199,7 @@ def response_header(buf: bytes, api_key: int, api_version: int, ctx: DecodeConte
     Returns (root, api, position of the body), the position None when the header is bad
     (marked malformed) or, in a frame the capture cut short (``slack`` bytes missing), cut.
     ``read_tags(buf, pos, end, out) -> pos`` reads the tagged-field section of a v1 header
-    (the full decoder and the digest bring their own).
+    (the full decoder brings its own).
     """
     n = len(buf)
     api = APIS.get(api_key)
@@ -333,7 +333,7 @@ def decode_sasl_token(data: bytes, ctx: DecodeContext, mechanism: str | None, fr
 def learn_topic_ids(body: Field, ctx: DecodeContext, annotate: bool = True) -> None:
     """Record topic id -> name from a Metadata / CreateTopics / DescribeTopicPartitions
     response body, and annotate those ids with the name just learnt (unless ``annotate``
-    is false: the digest, whose readers never see notes)."""
+    is false: a lean tree, whose readers never see notes)."""
     topics = body.child("topics")
     if topics is None or not topics.children:
         return
@@ -350,8 +350,8 @@ def learn_topic_ids(body: Field, ctx: DecodeContext, annotate: bool = True) -> N
 
 
 def error_codes(tree: Field) -> list[str]:
-    """Names of the non-zero error codes anywhere in a tree, in wire order: from a digest
-    root the list it carries (collected while decoding: that list itself, no copy)."""
+    """Names of the non-zero error codes anywhere in a tree, in wire order: from a lean
+    root (the core's) the list it carries (collected while decoding: that list itself, no copy)."""
     if tree.__class__ is ErrorsRoot:
         return tree.error_codes
     out: list[str] = []

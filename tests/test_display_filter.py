@@ -267,7 +267,7 @@ def test_topic_names_and_ids() -> None:
 
 
 def test_topic_ids_resolved_in_stats_lite_mode() -> None:
-    # stats decodes digests: the tree tests decode full trees again, for the exchanges that reach them
+    # stats reads lean trees: the tree tests decode full trees again, for the exchanges that reach them
     got = _selected(GROUP, "api_name == Fetch && topic == grp", decode="lite")
     assert got == _expected(GROUP, lambda o: o["api_name"] == "Fetch" and _topics_by_value(o, "grp"))
 
@@ -337,7 +337,7 @@ def test_tree_path_any_partition_over_a_threshold() -> None:
 
 
 def test_cheap_filters_decode_no_trees() -> None:
-    """stats (lite digests): a filter on the exchange's fields decodes nothing again; a tree test
+    """stats (lean trees): a filter on the exchange's fields decodes nothing again; a tree test
     behind `&&` decodes only the exchanges that pass the cheap test before it."""
     from analyzer.cli import iter_captures
 

@@ -9,7 +9,6 @@ agree (or checks exact values).
 - tcp: the core's reassembly fed a packet at a time against the same packets in one batch
   and in batches of three (events, counters, notes, connections); the overlap history,
   closing and forgetting connections, buffer bounds.
-- digest: memo hits against fresh decodes (counters replayed, limits, offsets).
 - stats: ``StatsAccumulator.add``'s inlined tests (top floor, conn cache, waits, throttle,
   exact/sketch switch) against exact expected values.
 """
@@ -603,130 +602,6 @@ def test_pure_ack_moves_last_ts() -> None:
     assert r.conns[0].last_ts == segs[-1].ts and evs[-1] == ("end", 0, None, "end of capture", segs[-1].ts, 0)
 
 
-# -- digest: memo hits against fresh decodes ---------------------------------------------------
-
-def _digest_twice_and_fresh(call: tuple, **kw: object) -> tuple:
-    """(first root, second root, shared ctx, ctx of one fresh decode)."""
-    from dissectors import digest
-    from dissectors.context import DecodeContext
-
-    def decode(ctx: DecodeContext) -> object:
-        if call[0] == "q":
-            return digest.digest_request(call[1], call[2], ctx)
-        return digest.digest_response(call[1], call[2], call[3], ctx)
-
-    shared = DecodeContext(**kw)       # type: ignore[arg-type]
-    first, second = decode(shared), decode(shared)
-    fresh = DecodeContext(**kw)        # type: ignore[arg-type]
-    decode(fresh)
-    return first, second, shared, fresh
-
-
-def test_memo_hit_replays_trailing_bytes() -> None:
-    from tests.test_digest_gen import dump
-    from tests.test_digest_shape import heartbeat_v4
-    first, second, shared, fresh = _digest_twice_and_fresh(("s", heartbeat_v4(27) + b"junk", 12, 4))
-    assert fresh.trailing == 1 and fresh.malformed == 0
-    assert second is first and shared.trailing == 2 and dump(second) == dump(first)
-
-
-def test_memo_hit_replays_bad_crcs() -> None:
-    from tests.test_digest_gen import dump
-    from tests.test_digest_memo import produce_with_records
-    c = produce_with_records()
-    from dissectors import digest
-    from dissectors.context import DecodeContext
-    recs = next(digest.digest_request(c[1], c[2], DecodeContext(decode_records=False)).find_all("records"))
-    bad = bytearray(c[1])
-    bad[recs.offset + recs.length - 1] ^= 0x55          # inside the last batch, after its CRC
-    first, second, shared, fresh = _digest_twice_and_fresh(("q", bytes(bad), c[2]), decode_records=False)
-    assert fresh.crc_invalid >= 1
-    assert (shared.crc_valid, shared.crc_invalid, shared.malformed) == \
-        (2 * fresh.crc_valid, 2 * fresh.crc_invalid, 2 * fresh.malformed)
-    assert dump(second) == dump(first)
-
-
-def test_memo_never_remembers_a_decode_that_hit_a_limit() -> None:
-    """Each decode of a body that hits a limit counts it, also when that limit was hit before."""
-    from dissectors import digest
-    from dissectors.context import DecodeContext
-    from tests.test_digest_shape import metadata_v12_response
-    ctx = DecodeContext(max_array_len=1)
-    frames = [metadata_v12_response([0, 0, 0]), metadata_v12_response([0, 0, 0, 0])]
-    for i in range(3):
-        for f in frames:
-            digest.digest_response(f, 3, 12, ctx)
-        assert ctx.limits_hit == {"max_array_len": 2 * (i + 1)}
-
-
-@pytest.mark.parametrize("api_key", [3, 19, 75])
-def test_memo_hit_learns_topic_ids_of_every_teaching_answer(api_key: int) -> None:
-    """Metadata, CreateTopics and DescribeTopicPartitions answers teach topic ids, on a memo
-    hit as on a decode."""
-    import random
-
-    from dissectors import digest
-    from dissectors.context import DecodeContext
-    from dissectors.schema import APIS, is_flexible
-    from tests.test_digest_gen import Encoder
-    from tests.test_digest_memo import Learning
-
-    api = APIS[api_key]
-    version = api.max_version
-    flexible = is_flexible(api, version)
-    for seed in range(200):
-        body = Encoder(version, flexible, random.Random(f"guard/{api_key}/{seed}")).struct(api.response)
-        frame = struct.pack(">i", 7) + (b"\x00" if flexible else b"") + body
-        probe = DecodeContext()
-        probe.topic_names = Learning()
-        digest.digest_response(frame, api_key, version, probe)
-        if probe.topic_names.learnt and not probe.malformed:
-            break
-    else:
-        raise AssertionError("no answer that teaches a topic id")
-    ctx = DecodeContext()
-    ctx.topic_names = names = Learning()
-    a = digest.digest_response(frame, api_key, version, ctx)
-    b = digest.digest_response(frame, api_key, version, ctx)
-    assert b is a and names.learnt == 2 * probe.topic_names.learnt and dict(names) == dict(probe.topic_names)
-
-
-def test_memo_never_remembers_a_decompression_limit_hit() -> None:
-    """A decompression limit hit marks nothing malformed: the memo must still not remember it."""
-    from dissectors import digest
-    from dissectors.context import DecodeContext
-    from tests.test_digest_gen import capture_calls
-    for c in capture_calls():
-        if c[0] == "q" and c[1][:2] == b"\x00\x00":
-            fresh = DecodeContext(decode_records=True, max_decompressed=10)
-            digest.digest_request(c[1], c[2], fresh)
-            if fresh.limits_hit.get("max_decompressed") and not fresh.malformed:
-                break
-    else:
-        pytest.skip("no compressed Produce request in the samples")
-    ctx = DecodeContext(decode_records=True, max_decompressed=10)
-    for i in range(1, 4):
-        digest.digest_request(c[1], c[2], ctx)
-        assert ctx.limits_hit == {k: i * v for k, v in fresh.limits_hit.items()}
-        assert ctx.crc_valid == i * fresh.crc_valid and ctx.malformed == 0
-
-
-def test_memo_key_is_every_byte_of_the_body() -> None:
-    """Bodies that differ in one byte only (any one) never share a memo entry."""
-    from dissectors import digest
-    from dissectors.context import DecodeContext
-    from tests.test_digest_gen import dump
-    base = struct.pack(">i", 7) + b"\x00" + struct.pack(">ih", 25, 27) + b"\x00"
-    ctx = DecodeContext()
-    digest.digest_response(base, 12, 4, ctx)
-    for pos in range(5, 11):
-        for b in (0x01, 0x40):
-            frame = bytearray(base)
-            frame[pos] ^= b
-            got = digest.digest_response(bytes(frame), 12, 4, ctx)
-            assert dump(got) == dump(digest.digest_response(bytes(frame), 12, 4, DecodeContext())), (pos, b)
-
-
 # -- tcp: SYNs, closing, forgetting, buffer bounds -------------------------------------
 
 def test_syn_on_a_known_connection() -> None:
@@ -1082,69 +957,29 @@ def test_syn_ack_again_after_close() -> None:
     assert r.counters == {"retransmitted SYN": 1} and r.conn_count == 1
 
 
-# -- digest: a body marked malformed on the way ----------------------------------------
-
-def test_memo_never_remembers_a_body_marked_malformed_on_the_way() -> None:
-    """A body the decoder marks malformed without stopping (a records count that does not
-    match) is decoded, and counted, every time."""
-    from dissectors import digest
-    from dissectors.context import DecodeContext
-    from tests.test_digest_gen import dump
-    from tests.test_digest_memo import produce_with_records
-    c = produce_with_records()
-    tree = digest.digest_request(c[1], c[2], DecodeContext(decode_records=True))
-    count = next(tree.find_all("records_count"))
-    bad = bytearray(c[1])
-    bad[count.offset:count.offset + 4] = struct.pack(">i", count.value + 1)
-    first, second, shared, fresh = _digest_twice_and_fresh(("q", bytes(bad), c[2]), decode_records=True)
-    assert fresh.malformed >= 1 and first.child("body").extra is None
-    assert shared.malformed == 2 * fresh.malformed and dump(second) == dump(first)
-
-
 @pytest.mark.parametrize("version", [1, 2, 3])
 def test_api_versions_unsupported_answer_in_the_v0_layout(version: int) -> None:
     """An ApiVersions v1+ answer with UNSUPPORTED_VERSION (35) may come in the v0 layout: the
-    digest reads it so, as a fresh decode of the v0 body does, and never from the memo."""
-    from dissectors import digest
+    lean walk reads it so, as a walk of the v0 body does."""
     from dissectors.context import DecodeContext
-    from tests.test_digest_gen import dump
+    from tests.lean import dump, lean_response
     body = struct.pack(">hi", 35, 2) + struct.pack(">hhh", 0, 0, 9) + struct.pack(">hhh", 18, 0, 3)
     frame = struct.pack(">i", 7) + body
     ctx = DecodeContext()
-    a = digest.digest_response(frame, 18, version, ctx)
-    b = digest.digest_response(frame, 18, version, ctx)
-    assert ctx.malformed == 0 and ctx.trailing == 0 and b is not a
-    v0 = digest.digest_response(frame, 18, 0, DecodeContext())
-    assert dump(a.child("body")) == dump(v0.child("body")) == dump(b.child("body"))
+    a = lean_response(frame, 18, version, ctx)
+    assert ctx.malformed == 0 and ctx.trailing == 0
+    v0 = lean_response(frame, 18, 0, DecodeContext())
+    assert dump(a.child("body")) == dump(v0.child("body"))
     assert a.child("body").type.endswith("v0") and kafka_errors(a) == ["UNSUPPORTED_VERSION"]
+    # an answer that fits the asked version is read in it
+    ok = struct.pack(">hi", 35, 1) + struct.pack(">hhh", 18, 0, 3) + struct.pack(">i", 0)
+    b = lean_response(struct.pack(">i", 7) + ok, 18, 1, DecodeContext())
+    assert b.child("body").type.endswith("v1")
 
 
 def kafka_errors(root: object) -> list[str]:
     from dissectors import kafka
     return kafka.error_codes(root)      # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize("api_key", [3, 12])
-def test_versions_past_the_known_ones_decode_as_the_latest(api_key: int) -> None:
-    """A request or answer of a version newer than the schema knows is read as the latest one."""
-    import random
-
-    from dissectors import digest
-    from dissectors.context import DecodeContext
-    from dissectors.schema import APIS, is_flexible
-    from tests.test_digest_gen import Encoder, dump
-    api = APIS[api_key]
-    top = api.max_version
-    enc = Encoder(top, is_flexible(api, top), random.Random(f"newer/{api_key}"))
-    req, resp = enc.struct(api.request), enc.struct(api.response)
-    for v in (top, top + 1, top + 7):
-        head = struct.pack(">hhi", api_key, v, 7) + b"\x00\x03cli\x00"
-        q = digest.digest_request(head + req, len(head), DecodeContext())
-        s = digest.digest_response(struct.pack(">i", 7) + b"\x00" + resp, api_key, v, DecodeContext())
-        assert q.child("body").type.endswith(f"v{top}") and s.child("body").type.endswith(f"v{top}")
-        if v == top:
-            want = (dump(q), dump(s))
-        assert (dump(q), dump(s)) == want
 
 
 def test_throughput_partition_keys_are_ints_or_none() -> None:

@@ -1,5 +1,5 @@
 """Consumer lag (analyzer.sinks.insights): crafted fetch sessions with known lag, real captures,
-the digest and full trees alike, state round trips, and the stats outputs."""
+the lean and full trees alike, state round trips, and the stats outputs."""
 from __future__ import annotations
 
 import csv
@@ -13,7 +13,7 @@ import pytest
 from analyzer.sinks.insights import ConsumerLag
 from analyzer.sinks.stats import StatsAccumulator
 from analyzer.sinks.stats_render import csv_rows, lag_table
-from dissectors import digest
+from tests.lean import lean_request
 from dissectors.context import DecodeContext
 from tests.checkgen import Wire
 
@@ -135,9 +135,9 @@ def fetch_v7_request(forgotten: list[int]) -> tuple[bytes, int]:
     return header + body, len(header)
 
 
-def test_digest_keeps_what_lag_reads_and_forgotten_partitions_are_read_in_full() -> None:
+def test_lean_tree_keeps_what_lag_reads_and_forgotten_partitions_are_read_in_full() -> None:
     data, hl = fetch_v7_request([1, 2])
-    tree = digest.digest_request(data, hl, DecodeContext())
+    tree = lean_request(data, hl, DecodeContext())
     body = tree.child("body")
     assert (body.get("isolation_level"), body.get("session_id"), body.get("session_epoch")) == (1, 9, 3)
     p = body.child("topics").children[0].child("partitions").children[0]

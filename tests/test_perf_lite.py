@@ -8,8 +8,9 @@ import pytest
 
 from analyzer.pipeline import Options, Run
 from analyzer.sinks.stats import StatsAccumulator
-from dissectors import digest, kafka
+from dissectors import kafka
 from dissectors.context import DecodeContext
+from tests.lean import lean_response
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "captures"
@@ -52,7 +53,7 @@ def test_lite_stats_identical_on_shared_captures() -> None:
     assert n > 1000
 
 
-def test_digest_keeps_errors_throttle_and_partitions() -> None:
+def test_lean_tree_keeps_errors_throttle_and_partitions() -> None:
     # a Produce v9 response with one partition error and a throttle time, built by hand
     import struct
 
@@ -65,7 +66,7 @@ def test_digest_keeps_errors_throttle_and_partitions() -> None:
     frame = struct.pack(">i", 7) + b"\x00" + body
     ctx = DecodeContext()
     full = kafka.decode_response(frame, 0, 9, ctx)
-    lite = digest.digest_response(frame, 0, 9, DecodeContext())
+    lite = lean_response(frame, 0, 9, DecodeContext())
     assert kafka.error_codes(lite) == kafka.error_codes(full) == ["NOT_LEADER_OR_FOLLOWER"]
     assert lite.child("body").get("throttle_time_ms") == 250
     p = lite.child("body").child("responses").children[0].child("partition_responses").children[0]
@@ -75,12 +76,12 @@ def test_digest_keeps_errors_throttle_and_partitions() -> None:
         .child("partition_responses").children[0].child("base_offset") is not None
 
 
-def test_digest_marks_malformed_like_full() -> None:
+def test_lean_tree_marks_malformed_like_full() -> None:
     import struct
     frame = struct.pack(">i", 7) + b"\x00" + b"\x05"   # array count 4, nothing after
     c1, c2 = DecodeContext(), DecodeContext()
     kafka.decode_response(frame, 0, 9, c1)
-    digest.digest_response(frame, 0, 9, c2)
+    lean_response(frame, 0, 9, c2)
     assert c1.malformed == c2.malformed == 1
 
 

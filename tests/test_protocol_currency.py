@@ -246,7 +246,7 @@ def test_a_first_request_beyond_key_127_counts_only_on_a_kafka_port(tmp_path: Pa
 
 
 def test_stats_lean_decoding_keeps_such_bodies_raw_too(tmp_path: Path) -> None:
-    # (the lean digest would read v1000's body with v3's layout: an error code 8960 that is not)
+    # (the lean walk would read v1000's body with v3's layout: an error code 8960 that is not)
     path = tmp_path / "unknown.pcap"
     _unknown_capture(path)
     run = pipeline.Run(str(path), pipeline.Options(decode="lite"))

@@ -17,6 +17,7 @@ import pytest
 import zstandard
 from crc32c import crc32c
 
+from analyzer import _core
 from dissectors.context import DecodeContext
 from dissectors.field import Field
 from dissectors.records import decode_records, iter_records
@@ -51,7 +52,23 @@ def expected(i: int, magic: int, offset: int = 0):
 
 
 def decode(raw: bytes, ctx: DecodeContext | None = None, start: int = 0, end: int | None = None) -> Field:
-    return decode_records(raw, start, len(raw) if end is None else end, ctx or DecodeContext())
+    """The records field of ``raw[start:end]``: the full decode, or with ``ctx.decode_records``
+    off the lean summary `stats` reads, which is the core's (core/src/records.rs) made a
+    Field here as the core's lean trees carry it."""
+    ctx = ctx or DecodeContext()
+    end = len(raw) if end is None else end
+    if ctx.decode_records:
+        return decode_records(raw, start, end, ctx)
+    (records, codec, crc_ok, truncated, valid, invalid, malformed, notes,
+     limits) = _core.probe_records_summary(raw, start, end, ctx.max_array_len, ctx.max_decompressed)
+    ctx.crc_valid += valid
+    ctx.crc_invalid += invalid
+    ctx.malformed += malformed
+    for name in limits:
+        ctx.hit_limit(name)
+    end = min(end, len(raw))
+    return Field("records", "records", records, start, end - start, None, notes or None,
+                 {"records": records, "bytes": end - start, "codec": codec, "crc_ok": crc_ok, "truncated": truncated})
 
 
 MATRIX = [(m, c) for m in (0, 1, 2) for c in range(5) if not (m < 2 and c == 4)]

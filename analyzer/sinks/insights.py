@@ -25,9 +25,9 @@ plain, JSON-safe and mergeable in any order (``StatsAccumulator`` ships it with 
 the fetch sessions are per connection and a connection is never split between workers,
 so they are not shipped.
 
-The figures are read from the digest trees of ``stats`` (dissectors.digest keeps the
-fields above) and from full trees alike; a request that forgets partitions is decoded
-again in full to learn which (the digest keeps only how many).
+The figures are read from the lean trees of ``stats`` (the core's figures walk,
+core/src/figures.rs, keeps the fields above) and from full trees alike; a request that
+forgets partitions is decoded again in full to learn which (the lean tree keeps only how many).
 
 ``ProducerStories`` follows Produce requests per client id and producer id (-1: a producer
 that is not idempotent): batches (record batches v2, read by
@@ -352,7 +352,7 @@ class ConsumerLag:
 
     @staticmethod
     def _forgotten(ex: Exchange, q: Field) -> list[tuple[str, int]]:
-        """(topic key, partition) the request drops from its session. A digest tree keeps the
+        """(topic key, partition) the request drops from its session. A lean tree keeps the
         forgotten topics as empty structs: then the request is decoded again in full."""
         ft = q.child("forgotten_topics_data")
         if ft is None or not ft.children:
@@ -645,7 +645,7 @@ MAX_GROUP_EVENTS = 200_000      # group events kept in all
 
 def full_trees(ex: Exchange) -> tuple[Field | None, Field | None]:
     """The exchange's request and response trees with every field: its own, or decoded again
-    when they are digests (``stats``; dissectors.digest), records left as summaries."""
+    when they are lean trees (``stats``; core/src/figures.rs), records left as summaries."""
     q, r = ex.request_tree, ex.response_tree
     if (q is None or q.__class__ is not ErrorsRoot) and (r is None or r.__class__ is not ErrorsRoot):
         return q, r
@@ -684,7 +684,7 @@ def group_event(ex: Exchange, conn_name: str, full: bool = True) -> dict[str, An
     epoch for ConsumerGroupHeartbeat), error, and per API protocols, leader, members,
     assignments, offsets. None for other APIs or a request without a body.
 
-    ``full`` False: the trees as they are (a digest keeps group, member, generation,
+    ``full`` False: the trees as they are (a lean tree keeps group, member, generation,
     protocol name, leader and member lists: the story's fields, not protocols, plans and
     offsets), but for ConsumerGroupHeartbeat, whose assignment is read in full."""
     key = ex.api_key
@@ -900,7 +900,7 @@ class GroupStories:
             return
         ev = group_event(ex, str(ex.conn), full=False)
         if ev is not None:
-            # what a story does not tell (and a digest does not keep): state stays small
+            # what a story does not tell (and a lean tree does not keep): state stays small
             for k in _UNTOLD if ex.api_key != CONSUMER_GROUP_HEARTBEAT else ():
                 ev.pop(k, None)
             self.events.append(ev)

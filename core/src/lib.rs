@@ -5,19 +5,24 @@
 //! layer, IPv4/IPv6, TCP), [`tcp`] (per-direction reassembly), [`frame`] (Kafka frames
 //! of a direction's stream) and [`pair`] (each connection's client side and protocol,
 //! requests paired with responses). [`kafka`] and [`legacy`] are the header checks that
-//! framing and pairing run on every frame (0.8+ and pre-0.8 Kafka). [`py`] is the thin
+//! framing and pairing run on every frame (0.8+ and pre-0.8 Kafka). [`records`] is the lean
+//! summary of a Produce / Fetch partition's records that `stats` reads. [`py`] is the thin
 //! PyO3 binding (`analyzer._core`); `py_probe` lets the Python tests compare the header
 //! checks with the Python ones.
 
 pub mod capture;
+pub mod figures;
 pub mod frame;
 pub mod kafka;
 pub mod legacy;
 pub mod net;
 pub mod pair;
+pub mod records;
 pub mod tcp;
 
 #[cfg(feature = "python")]
 mod py;
+#[cfg(feature = "python")]
+mod py_figures;
 #[cfg(feature = "python")]
 mod py_probe;

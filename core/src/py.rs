@@ -47,6 +47,7 @@ use crate::frame::Frame;
 use crate::kafka::ApiTable;
 use crate::net::{self, Skip};
 use crate::pair::{Forced, Kind, Out, PairConfig, Pairing};
+use crate::py_figures::Figures;
 use crate::tcp::{Config, Reassembler};
 
 create_exception!(
@@ -235,7 +236,11 @@ fn kind_name(k: Kind) -> &'static str {
 }
 
 /// The stage's output as the tuples the module docstring lists.
-fn records<'py>(py: Python<'py>, out: Vec<Out>) -> PyResult<Bound<'py, PyList>> {
+fn records<'py>(
+    py: Python<'py>,
+    out: Vec<Out>,
+    figures: Option<&Py<Figures>>,
+) -> PyResult<Bound<'py, PyList>> {
     let mut v: Vec<Bound<'py, PyAny>> = Vec::with_capacity(out.len());
     for o in out {
         let t = match o {
@@ -344,6 +349,7 @@ fn records<'py>(py: Python<'py>, out: Vec<Out>) -> PyResult<Bound<'py, PyList>> 
                 let (a, b) = (head.into_pyobject(py)?, tail.into_pyobject(py)?);
                 let mut items: Vec<Bound<'py, PyAny>> = a.iter().collect();
                 items.extend(b.iter());
+                items.push(lean(py, figures, &r)?);
                 pyo3::types::PyTuple::new(py, items)?.into_any()
             }
             Out::Closed(c) => (
@@ -363,6 +369,36 @@ fn records<'py>(py: Python<'py>, out: Vec<Out>) -> PyResult<Bound<'py, PyList>> 
     PyList::new(py, v)
 }
 
+/// The lean trees of a 0.8+ exchange when the stream walks them (`figures`): `(request
+/// tree, its counts, response tree or None, its counts or None)`, or None (no walk, an API
+/// or version the schema does not know). A frame the capture cut short is left to the
+/// front's full decoder (None in its place).
+fn lean<'py>(
+    py: Python<'py>,
+    figures: Option<&Py<Figures>>,
+    r: &crate::pair::ExchangeRec,
+) -> PyResult<Bound<'py, PyAny>> {
+    let none = || py.None().into_bound(py);
+    let (Some(fig), Some(h), Some(req)) = (figures, &r.header, &r.request) else {
+        return Ok(none());
+    };
+    let mut fig = fig.borrow_mut(py);
+    if !fig.inner.covers(h.api_key, h.api_version) {
+        return Ok(none());
+    }
+    let (mut rq, mut rs) = ((none(), none()), (none(), none()));
+    if !req.truncated {
+        let t = fig.inner.request(&req.data, h.header_len);
+        rq = fig.result(py, &t)?;
+    }
+    if let Some(resp) = r.response.as_ref().filter(|f| !f.truncated) {
+        if let Some(t) = fig.inner.response(&resp.data, h.api_key, h.api_version) {
+            rs = fig.result(py, &t)?;
+        }
+    }
+    Ok((rq.0, rq.1, rs.0, rs.1).into_pyobject(py)?.into_any())
+}
+
 /// The net, tcp and Kafka stages over a capture or packets handed in: records in
 /// batches, with the counts that account for every packet, frame and skipped byte.
 #[pyclass(module = "analyzer._core")]
@@ -376,6 +412,7 @@ pub struct Stream {
     first_ts: Option<f64>,
     last_ts: Option<f64>,
     skips: std::collections::BTreeMap<String, u64>,
+    figures: Option<Py<Figures>>,
 }
 
 impl Stream {
@@ -421,7 +458,7 @@ impl Stream {
 
     fn drain<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let out = std::mem::take(&mut self.pair.out);
-        records(py, out)
+        records(py, out, self.figures.as_ref())
     }
 }
 
@@ -431,7 +468,7 @@ impl Stream {
     #[pyo3(signature = (ports = vec![9092], autodetect = true, ids_from_index = false, share = None,
                         max_buffer = 4 * 1024 * 1024, overlap_window = 32 * 1024, max_closed = 10_000,
                         max_total_buffer = 256 * 1024 * 1024, apis = None, protocol = "auto",
-                        max_frame_size = 100 * 1024 * 1024))]
+                        max_frame_size = 100 * 1024 * 1024, figures = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         ports: Vec<u16>,
@@ -445,6 +482,7 @@ impl Stream {
         apis: Option<Vec<(i16, i16, Vec<u8>)>>,
         protocol: &str,
         max_frame_size: u32,
+        figures: Option<Py<Figures>>,
     ) -> PyResult<Self> {
         if let Some((k, n)) = share {
             if n == 0 || k >= n {
@@ -492,6 +530,7 @@ impl Stream {
             first_ts: None,
             last_ts: None,
             skips: Default::default(),
+            figures,
         })
     }
 
@@ -723,6 +762,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CaptureError", m.py().get_type::<CaptureError>())?;
     m.add_class::<Capture>()?;
     m.add_class::<Stream>()?;
+    m.add_class::<Figures>()?;
     m.add_function(wrap_pyfunction!(open_capture, m)?)?;
     m.add_function(wrap_pyfunction!(conn_key, m)?)?;
     m.add_function(wrap_pyfunction!(parse_packet, m)?)?;

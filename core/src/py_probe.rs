@@ -14,6 +14,7 @@ use pyo3::IntoPyObjectExt;
 
 use crate::kafka::{self, ApiTable, HeaderCheck, RequestHeader};
 use crate::legacy;
+use crate::records;
 
 type HeaderTuple = (i16, i16, i32, Option<String>, usize, u8);
 
@@ -164,6 +165,47 @@ fn probe_legacy_expects_response(rtype: i32) -> bool {
     legacy::legacy_expects_response(rtype)
 }
 
+/// The lean records summary's tuple: (records, codec, crc_ok, truncated, crc_valid,
+/// crc_invalid, malformed, notes, limits).
+type SummaryTuple = (
+    i64,
+    &'static str,
+    bool,
+    bool,
+    u32,
+    u32,
+    u32,
+    Vec<String>,
+    Vec<&'static str>,
+);
+
+/// `records::lean_summary(data, start, end, max_array_len, max_decompressed)`, what
+/// `dissectors.records.decode_records` gives with `decode_records=False`
+/// (tests/test_core_records.py compares them).
+#[pyfunction]
+fn probe_records_summary(
+    py: Python<'_>,
+    data: &[u8],
+    start: usize,
+    end: usize,
+    max_array_len: i64,
+    max_decompressed: i64,
+) -> SummaryTuple {
+    let s = py
+        .allow_threads(|| records::lean_summary(data, start, end, max_array_len, max_decompressed));
+    (
+        s.records,
+        s.codec,
+        s.crc_ok,
+        s.truncated,
+        s.crc_valid,
+        s.crc_invalid,
+        s.malformed,
+        s.notes,
+        s.limits,
+    )
+}
+
 /// Add the probes to the module (called from `py.rs`'s module init).
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ProbeApiTable>()?;
@@ -182,5 +224,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(probe_legacy_request_plausible, m)?)?;
     m.add_function(wrap_pyfunction!(probe_legacy_response_plausible, m)?)?;
     m.add_function(wrap_pyfunction!(probe_legacy_expects_response, m)?)?;
+    m.add_function(wrap_pyfunction!(probe_records_summary, m)?)?;
     Ok(())
 }

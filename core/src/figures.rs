@@ -1,0 +1,1919 @@
+//! The lean figures walk: a Kafka message body read against the schema, keeping only the
+//! fields the per-exchange figures read (`stats`, `live`, the Spark tables, the insights).
+//!
+//! The schema is the Python one (`dissectors/schema_data.py`), handed over at start-up as
+//! [`ApiDef`] values: there is no second table. A body of an (API, version, direction) is
+//! walked by a [`Plan`] compiled from it on first use. What is kept:
+//!
+//! - error codes anywhere in the message that are not zero (their names, in wire order,
+//!   are the root's `errors`);
+//! - records fields, as the lean summary of `records.rs` (counts, codec, CRC verdicts);
+//! - the figures named in [`ANCHORS`] (throttle, waits, acks, the group and consumer-lag
+//!   fields...), and [`COMPANIONS`] (topic names and ids, partition indexes) in a struct
+//!   kept for another reason;
+//! - the structs and arrays that lead to them; but an element of an array of structs that
+//!   keep fixed-size error codes and companions alone (the partitions of a Metadata or
+//!   Produce answer) is kept only when one of its codes is not zero.
+//!
+//! Everything else is stepped over by length. What is kept has the full decoder's shape
+//! (`dissectors/decoder.py`: names, types, values, offsets), so the readers of its trees
+//! read these unchanged; the root holds the body alone (a header is there only when it is
+//! malformed). Bad bytes stop the walk with a `malformed:` node where they are, as in the
+//! full decoder. Every length from the wire is checked before it is used.
+
+use std::collections::HashMap;
+
+use crate::records::lean_summary;
+
+/// Fields kept wherever they are (with the structs that lead to them).
+pub const ANCHORS: [&str; 20] = [
+    "throttle_time_ms",
+    "max_wait_ms",
+    "min_bytes",
+    "acks",
+    "assignments",
+    "mechanism",
+    "group_id",
+    "isolation_level",
+    "session_id",
+    "session_epoch",
+    "fetch_offset",
+    "high_watermark",
+    "last_stable_offset",
+    "forgotten_topics_data",
+    "transactional_id",
+    "member_id",
+    "generation_id",
+    "generation_id_or_member_epoch",
+    "protocol_name",
+    "leader",
+];
+
+/// Fields kept in a struct kept for another reason: topic names and ids, partition indexes.
+pub const COMPANIONS: [&str; 6] = [
+    "name",
+    "topic",
+    "index",
+    "partition",
+    "partition_index",
+    "topic_id",
+];
+
+/// A version range, both ends included.
+pub type Range = (i32, i32);
+
+fn in_range(version: i32, r: Option<Range>) -> bool {
+    matches!(r, Some((lo, hi)) if lo <= version && version <= hi)
+}
+
+/// One field of the schema (`dissectors.schema.FieldDef`).
+#[derive(Debug, Clone)]
+pub struct FieldDef {
+    pub name: String,
+    /// the wire type: a primitive, "struct" or "array"
+    pub ty: String,
+    pub versions: Range,
+    pub nullable: Option<Range>,
+    pub tag: Option<i64>,
+    pub tagged: Option<Range>,
+    pub struct_name: Option<String>,
+    /// an array's element type: a primitive or "struct"
+    pub element: Option<String>,
+    pub fields: Vec<FieldDef>,
+    /// its meaning is "error_code" (an error code of another type than int16, or named so)
+    pub error_meaning: bool,
+}
+
+/// One API of the schema (`dissectors.schema.ApiDef`).
+#[derive(Debug, Clone)]
+pub struct ApiDef {
+    pub key: i16,
+    pub name: String,
+    pub min_version: i16,
+    pub max_version: i16,
+    pub flexible_from: Option<i16>,
+    pub request: Vec<FieldDef>,
+    pub response: Vec<FieldDef>,
+}
+
+impl ApiDef {
+    fn flexible(&self, version: i16) -> bool {
+        matches!(self.flexible_from, Some(f) if version >= f)
+    }
+}
+
+/// Fixed-size wire types: (size, kind).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fixed {
+    I8,
+    I16,
+    I32,
+    I64,
+    U16,
+    U32,
+    F64,
+    Bool,
+    Uuid,
+}
+
+fn fixed_of(ty: &str) -> Option<Fixed> {
+    Some(match ty {
+        "int8" => Fixed::I8,
+        "int16" => Fixed::I16,
+        "int32" => Fixed::I32,
+        "int64" => Fixed::I64,
+        "uint16" => Fixed::U16,
+        "uint32" => Fixed::U32,
+        "float64" => Fixed::F64,
+        "bool" => Fixed::Bool,
+        "uuid" => Fixed::Uuid,
+        _ => return None,
+    })
+}
+
+impl Fixed {
+    fn size(self) -> usize {
+        match self {
+            Fixed::I8 | Fixed::Bool => 1,
+            Fixed::I16 | Fixed::U16 => 2,
+            Fixed::I32 | Fixed::U32 => 4,
+            Fixed::I64 | Fixed::F64 => 8,
+            Fixed::Uuid => 16,
+        }
+    }
+
+    fn read(self, b: &[u8]) -> Value {
+        match self {
+            Fixed::I8 => Value::Int(i64::from(b[0] as i8)),
+            Fixed::I16 => Value::Int(i64::from(i16::from_be_bytes([b[0], b[1]]))),
+            Fixed::I32 => Value::Int(i64::from(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))),
+            Fixed::I64 => Value::Int(i64::from_be_bytes(b[..8].try_into().unwrap_or([0; 8]))),
+            Fixed::U16 => Value::Int(i64::from(u16::from_be_bytes([b[0], b[1]]))),
+            Fixed::U32 => Value::Int(i64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))),
+            Fixed::F64 => Value::Float(f64::from_be_bytes(b[..8].try_into().unwrap_or([0; 8]))),
+            Fixed::Bool => Value::Bool(b[0] != 0),
+            Fixed::Uuid => Value::Uuid(b[..16].try_into().unwrap_or([0; 16])),
+        }
+    }
+}
+
+/// A name or type of a node: a symbol of the table, an array index `[i]` or a tag `tag_<n>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Name {
+    Sym(u32),
+    Index(usize),
+    Tag(u64),
+}
+
+/// A node's value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Null,
+    Int(i64),
+    Bool(bool),
+    Float(f64),
+    Str(String),
+    Uuid([u8; 16]),
+}
+
+/// A node's side channel (`Field.extra`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Extra {
+    None,
+    /// `{"error_code": v}`: an error code annotated as the full decoder does
+    ErrorCode(i64),
+    /// a records field's lean summary (`null`: null records)
+    Records {
+        records: i64,
+        bytes: usize,
+        codec: &'static str,
+        crc_ok: bool,
+        truncated: bool,
+        null: bool,
+    },
+    /// `{"malformed_at": offset}`: a body whose walk stopped at bad bytes
+    MalformedAt(usize),
+}
+
+/// One kept item (`dissectors.field.Field`).
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub name: Name,
+    pub ty: Name,
+    pub value: Value,
+    pub offset: usize,
+    pub length: usize,
+    pub children: Option<Vec<usize>>,
+    pub notes: Vec<String>,
+    pub extra: Extra,
+    /// an error code (what the root's `errors` collect)
+    pub error: bool,
+}
+
+/// What a walk adds to the run's counters (`DecodeContext`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub malformed: u32,
+    pub crc_valid: u32,
+    pub crc_invalid: u32,
+    pub trailing: u32,
+    /// each limit hit, in order ("max_array_len", "max_decompressed")
+    pub limits: Vec<&'static str>,
+}
+
+/// The lean tree of one message: `nodes[root]` is its root. `errors_root`: the root
+/// carries `errors` (the non-zero error codes in wire order); otherwise it is a plain root
+/// (a request or response whose header could not be read).
+#[derive(Debug, Clone)]
+pub struct Tree {
+    pub nodes: Vec<Node>,
+    pub root: usize,
+    pub errors_root: bool,
+    pub errors: Vec<i64>,
+    pub counts: Counts,
+}
+
+// -- the symbol table ------------------------------------------------------------------
+
+/// Every name and type a tree can carry, numbered: the Python side makes each string once.
+#[derive(Debug, Default)]
+pub struct Syms {
+    names: Vec<String>,
+    index: HashMap<String, u32>,
+}
+
+impl Syms {
+    pub fn get(&mut self, s: &str) -> u32 {
+        if let Some(&i) = self.index.get(s) {
+            return i;
+        }
+        let i = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
+        self.names.push(s.to_string());
+        self.index.insert(s.to_string(), i);
+        i
+    }
+
+    pub fn name(&self, i: u32) -> &str {
+        self.names.get(i as usize).map_or("", String::as_str)
+    }
+
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+}
+
+// -- plans -------------------------------------------------------------------------------
+
+#[derive(Debug)]
+struct FixedField {
+    name: u32,
+    ty: u32,
+    kind: Fixed,
+    keep: bool,
+    error: bool,
+    meaning: bool,
+}
+
+#[derive(Debug)]
+enum Op {
+    Fixed(Vec<FixedField>, usize),
+    Varint { name: u32, ty: u32, max: usize },
+    Str { name: u32, keep: bool },
+    Bytes { name: u32 },
+    Records { name: u32 },
+    Struct(Box<StructOp>),
+    Array(Box<ArrayOp>),
+    Unsupported { name: u32, ty: u32, text: String },
+}
+
+#[derive(Debug)]
+struct StructOp {
+    name: u32,
+    plan: Plan,
+    nullable: bool,
+    keep: bool,
+}
+
+#[derive(Debug)]
+struct ArrayOp {
+    name: u32,
+    elem: Elem,
+    elem_min: usize,
+    keep: bool,
+}
+
+#[derive(Debug)]
+enum Elem {
+    Struct(Plan),
+    Prim(Op),
+}
+
+#[derive(Debug, Default)]
+struct Plan {
+    ops: Vec<Op>,
+    /// (tag, op): the last of a repeated tag wins, as in a dict
+    tags: Vec<(i64, Op)>,
+    flexible: bool,
+    min_size: usize,
+    type_name: u32,
+    /// keeps fixed-size error codes and companions alone: as an array element it is kept
+    /// only when one of its error codes is not zero
+    errors_only: bool,
+}
+
+fn is_error(fd: &FieldDef) -> bool {
+    fd.error_meaning
+        || (fd.ty == "int16" && (fd.name == "error_code" || fd.name.ends_with("_error_code")))
+}
+
+fn is_anchor(name: &str) -> bool {
+    ANCHORS.contains(&name)
+}
+
+fn is_companion(name: &str) -> bool {
+    COMPANIONS.contains(&name)
+}
+
+fn kept(fd: &FieldDef, companions: bool) -> bool {
+    is_anchor(&fd.name) || is_error(fd) || (companions && is_companion(&fd.name))
+}
+
+/// Does this field, or anything below it, have to be kept?
+fn wanted(fd: &FieldDef) -> bool {
+    is_anchor(&fd.name) || fd.ty == "records" || is_error(fd) || fd.fields.iter().any(wanted)
+}
+
+fn min_size(fd: &FieldDef, flexible: bool) -> usize {
+    if let Some(f) = fixed_of(&fd.ty) {
+        return f.size();
+    }
+    match fd.ty.as_str() {
+        "string" | "bytes" | "records" | "array" if flexible => 1,
+        "struct" => 0,
+        "string" => 2,
+        "bytes" | "records" | "array" => 4,
+        "varint" | "varlong" => 1,
+        _ => 0,
+    }
+}
+
+/// (field, tagged) for the fields of a struct present at this version, in wire order.
+fn present(fields: &[FieldDef], version: i32, flexible: bool) -> Vec<(&FieldDef, bool)> {
+    let mut out = Vec::new();
+    for fd in fields {
+        if flexible && fd.tag.is_some() && (fd.tagged.is_none() || in_range(version, fd.tagged)) {
+            if fd.tagged.is_none() && !in_range(version, Some(fd.versions)) {
+                continue;
+            }
+            out.push((fd, true));
+            continue;
+        }
+        if !in_range(version, Some(fd.versions)) || (fd.tag.is_some() && !flexible) {
+            continue;
+        }
+        out.push((fd, false));
+    }
+    out
+}
+
+fn errors_only(present: &[(&FieldDef, bool)]) -> bool {
+    let wanted: Vec<_> = present.iter().filter(|(fd, _)| wanted(fd)).collect();
+    !wanted.is_empty()
+        && wanted.iter().all(|(fd, tagged)| {
+            !tagged && fixed_of(&fd.ty).is_some() && is_error(fd) && !is_anchor(&fd.name)
+        })
+        && !present
+            .iter()
+            .any(|(fd, tagged)| *tagged && is_companion(&fd.name))
+}
+
+struct Compiler<'a> {
+    syms: &'a mut Syms,
+    version: i32,
+    flexible: bool,
+}
+
+impl Compiler<'_> {
+    fn plan(&mut self, fields: &[FieldDef], type_name: &str) -> Plan {
+        let mut plan = Plan {
+            flexible: self.flexible,
+            type_name: self.syms.get(type_name),
+            ..Plan::default()
+        };
+        let present = present(fields, self.version, self.flexible);
+        let companions = present.iter().any(|(fd, _)| wanted(fd));
+        let mut run: Vec<FixedField> = Vec::new();
+        let mut run_size = 0;
+        for &(fd, tagged) in &present {
+            if tagged {
+                let (op, _) = self.field(fd, companions);
+                plan.tags.push((fd.tag.unwrap_or(-1), op));
+                continue;
+            }
+            if let Some(kind) = fixed_of(&fd.ty) {
+                run.push(self.fixed_field(fd, kind, kept(fd, companions)));
+                run_size += kind.size();
+                plan.min_size += kind.size();
+                continue;
+            }
+            if !run.is_empty() {
+                plan.ops.push(Op::Fixed(std::mem::take(&mut run), run_size));
+                run_size = 0;
+            }
+            let (op, size) = self.field(fd, companions);
+            plan.ops.push(op);
+            plan.min_size += size;
+        }
+        if !run.is_empty() {
+            plan.ops.push(Op::Fixed(run, run_size));
+        }
+        if self.flexible {
+            plan.min_size += 1;
+        }
+        plan.errors_only = errors_only(&present);
+        plan
+    }
+
+    fn fixed_field(&mut self, fd: &FieldDef, kind: Fixed, keep: bool) -> FixedField {
+        FixedField {
+            name: self.syms.get(&fd.name),
+            ty: self.syms.get(&fd.ty),
+            kind,
+            keep,
+            error: is_error(fd),
+            meaning: fd.error_meaning,
+        }
+    }
+
+    /// The op of one field (regular or tagged) and its least size.
+    fn field(&mut self, fd: &FieldDef, companions: bool) -> (Op, usize) {
+        let nullable = in_range(self.version, fd.nullable);
+        let keep = kept(fd, companions);
+        let name = self.syms.get(&fd.name);
+        if let Some(kind) = fixed_of(&fd.ty) {
+            let f = self.fixed_field(fd, kind, keep);
+            return (Op::Fixed(vec![f], kind.size()), kind.size());
+        }
+        match fd.ty.as_str() {
+            "varint" | "varlong" => {
+                let max = if fd.ty == "varint" { 5 } else { 10 };
+                let ty = self.syms.get(&fd.ty);
+                (Op::Varint { name, ty, max }, 1)
+            }
+            "string" => (Op::Str { name, keep }, min_size(fd, self.flexible)),
+            "bytes" => (Op::Bytes { name }, min_size(fd, self.flexible)),
+            "records" => (Op::Records { name }, min_size(fd, self.flexible)),
+            "struct" => {
+                let tname = fd.struct_name.clone().unwrap_or_else(|| fd.name.clone());
+                let plan = self.plan(&fd.fields, &tname);
+                let size = if nullable { 1 } else { plan.min_size };
+                let op = StructOp {
+                    name,
+                    plan,
+                    nullable,
+                    keep: wanted(fd),
+                };
+                (Op::Struct(Box::new(op)), size)
+            }
+            "array" => {
+                let el = fd.element.as_deref().unwrap_or("struct");
+                let (elem, elem_min, keep) = if el == "struct" {
+                    let tname = fd.struct_name.clone().unwrap_or_else(|| fd.name.clone());
+                    let plan = self.plan(&fd.fields, &tname);
+                    let m = plan.min_size.max(1);
+                    (Elem::Struct(plan), m, wanted(fd))
+                } else {
+                    let efd = FieldDef {
+                        name: "[]".into(),
+                        ty: el.into(),
+                        versions: (0, 0x7FFF),
+                        nullable: None,
+                        tag: None,
+                        tagged: None,
+                        struct_name: None,
+                        element: None,
+                        fields: Vec::new(),
+                        error_meaning: false,
+                    };
+                    let (op, m) = self.field(&efd, false);
+                    (Elem::Prim(op), m.max(1), false)
+                };
+                let op = ArrayOp {
+                    name,
+                    elem,
+                    elem_min,
+                    keep,
+                };
+                (Op::Array(Box::new(op)), min_size(fd, self.flexible))
+            }
+            other => {
+                let ty = self.syms.get(other);
+                let text = format!("type {} is not supported by the decoder", py_repr(other));
+                (Op::Unsupported { name, ty, text }, 0)
+            }
+        }
+    }
+}
+
+/// Python's `repr` of a plain ASCII string (the schema's type names).
+fn py_repr(s: &str) -> String {
+    if s.contains('\'') && !s.contains('"') {
+        format!("\"{s}\"")
+    } else {
+        format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
+    }
+}
+
+// -- the walk --------------------------------------------------------------------------
+
+/// Bad bytes: where the walk stops (`out`: the node whose children get the malformed node).
+struct Bad {
+    reason: String,
+    name: Name,
+    ty: Name,
+    offset: usize,
+    out: usize,
+}
+
+type Step = Result<usize, Bad>;
+
+/// The symbols the walk itself names nodes with.
+#[derive(Debug, Clone, Copy)]
+struct Known {
+    array: u32,
+    string: u32,
+    records: u32,
+    bytes: u32,
+    tagged_fields: u32,
+    tag: u32,
+    body: u32,
+    header: u32,
+    request: u32,
+    response: u32,
+    request_type: u32,
+    request_header: u32,
+}
+
+impl Known {
+    fn new(syms: &mut Syms) -> Known {
+        Known {
+            array: syms.get("array"),
+            string: syms.get("string"),
+            records: syms.get("records"),
+            bytes: syms.get("bytes"),
+            tagged_fields: syms.get("tagged_fields"),
+            tag: syms.get("tag"),
+            body: syms.get("body"),
+            header: syms.get("header"),
+            request: syms.get("request"),
+            response: syms.get("response"),
+            request_type: syms.get("Request"),
+            request_header: syms.get("RequestHeader"),
+        }
+    }
+}
+
+fn leaf(name: Name, ty: Name, value: Value, offset: usize, length: usize) -> Node {
+    Node {
+        name,
+        ty,
+        value,
+        offset,
+        length,
+        children: None,
+        notes: Vec::new(),
+        extra: Extra::None,
+        error: false,
+    }
+}
+
+fn branch(name: Name, ty: Name, value: Value, offset: usize, length: usize) -> Node {
+    let mut n = leaf(name, ty, value, offset, length);
+    n.children = Some(Vec::new());
+    n
+}
+
+const MALFORMED: &str = "malformed: ";
+
+struct Walk<'a> {
+    buf: &'a [u8],
+    syms: &'a Syms,
+    k: Known,
+    flexible: bool,
+    nodes: Vec<Node>,
+    errs: Vec<i64>,
+    counts: Counts,
+    max_array_len: i64,
+    max_decompressed: i64,
+}
+
+impl Walk<'_> {
+    fn add(&mut self, out: usize, node: Node) -> usize {
+        let id = self.nodes.len();
+        self.nodes.push(node);
+        self.attach(out, id);
+        id
+    }
+
+    fn attach(&mut self, out: usize, id: usize) {
+        self.nodes[out]
+            .children
+            .get_or_insert_with(Vec::new)
+            .push(id);
+    }
+
+    fn bad(reason: String, name: Name, ty: Name, offset: usize, out: usize) -> Bad {
+        Bad {
+            reason,
+            name,
+            ty,
+            offset,
+            out,
+        }
+    }
+
+    /// Mark bad bytes: a malformed node where the walk stopped.
+    fn mark(&mut self, e: Bad, end: usize) {
+        let mut node = leaf(
+            e.name,
+            e.ty,
+            Value::Null,
+            e.offset,
+            end.saturating_sub(e.offset),
+        );
+        node.notes.push(format!("{MALFORMED}{}", e.reason));
+        self.counts.malformed += 1;
+        self.add(e.out, node);
+    }
+
+    /// An unsigned LEB128 varint at `pos` of at most `max` bytes: (value, next position).
+    #[allow(clippy::too_many_arguments)]
+    fn uvar(
+        &self,
+        pos: usize,
+        end: usize,
+        name: Name,
+        ty: Name,
+        out: usize,
+        max: usize,
+    ) -> Result<(u64, usize), Bad> {
+        let mut result: u64 = 0;
+        let mut p = pos;
+        for i in 0..max {
+            if p >= end {
+                return Err(Self::bad(
+                    "varint runs past the end of the message".into(),
+                    name,
+                    ty,
+                    pos,
+                    out,
+                ));
+            }
+            let b = self.buf[p];
+            p += 1;
+            result |= u64::from(b & 0x7F).checked_shl(7 * i as u32).unwrap_or(0);
+            if b < 0x80 {
+                return Ok((result, p));
+            }
+        }
+        Err(Self::bad(
+            format!("varint longer than {max} bytes"),
+            name,
+            ty,
+            pos,
+            out,
+        ))
+    }
+
+    /// A length / count prefix: (the length, -1 for null; the position after it).
+    #[allow(clippy::too_many_arguments)]
+    fn prefix(
+        &self,
+        wide: bool,
+        what: &str,
+        pos: usize,
+        end: usize,
+        name: Name,
+        ty: Name,
+        out: usize,
+    ) -> Result<(i64, usize), Bad> {
+        let buf = self.buf;
+        if self.flexible {
+            if pos < end && buf[pos] < 0x80 {
+                return Ok((i64::from(buf[pos]) - 1, pos + 1));
+            }
+            let (n, p) = self.uvar(pos, end, name, ty, out, 5)?;
+            return Ok((n as i64 - 1, p));
+        }
+        let size = if wide { 4 } else { 2 };
+        if pos + size > end {
+            return Err(Self::bad(
+                format!(
+                    "{what} length needs {size} bytes, {} left",
+                    end.saturating_sub(pos)
+                ),
+                name,
+                ty,
+                pos,
+                out,
+            ));
+        }
+        let n = if wide {
+            i64::from(i32::from_be_bytes([
+                buf[pos],
+                buf[pos + 1],
+                buf[pos + 2],
+                buf[pos + 3],
+            ]))
+        } else {
+            i64::from(i16::from_be_bytes([buf[pos], buf[pos + 1]]))
+        };
+        if n < -1 {
+            return Err(Self::bad(
+                format!("{what} length {n} is negative"),
+                name,
+                ty,
+                pos,
+                out,
+            ));
+        }
+        Ok((n, pos + size))
+    }
+
+    fn run(&mut self, plan: &Plan, pos: usize, end: usize, out: usize) -> Step {
+        let mut p = pos;
+        for op in &plan.ops {
+            p = self.op(op, p, end, out)?;
+        }
+        if plan.flexible {
+            if p < end && self.buf[p] == 0 {
+                return Ok(p + 1);
+            }
+            p = self.tagged(&plan.tags, p, end, out)?;
+        }
+        Ok(p)
+    }
+
+    /// A tagged-field section: the known tags' ops run over their bytes (what they keep
+    /// goes under a `tagged_fields` node, in the tree only when it keeps something).
+    fn tagged(&mut self, tags: &[(i64, Op)], pos: usize, end: usize, out: usize) -> Step {
+        let start = pos;
+        let tf = Name::Sym(self.k.tagged_fields);
+        let (n, mut p) = if pos < end && self.buf[pos] < 0x80 {
+            (u64::from(self.buf[pos]), pos + 1)
+        } else {
+            self.uvar(pos, end, tf, tf, out, 5)?
+        };
+        if n == 0 {
+            return Ok(p);
+        }
+        if n > (end - p) as u64 {
+            return Err(Self::bad(
+                format!("tagged field count {n} exceeds the {} bytes left", end - p),
+                tf,
+                tf,
+                start,
+                out,
+            ));
+        }
+        self.nodes
+            .push(branch(tf, tf, Value::Int(n as i64), start, 0));
+        let kept = self.nodes.len() - 1;
+        let tag_sym = Name::Sym(self.k.tag);
+        let bytes_sym = Name::Sym(self.k.bytes);
+        for _ in 0..n {
+            let tstart = p;
+            let (tag, q) = self.uvar(p, end, tag_sym, tag_sym, kept, 5)?;
+            let (size, q) = self.uvar(q, end, Name::Tag(tag), bytes_sym, kept, 5)?;
+            p = q;
+            if size > (end - p) as u64 {
+                self.attach(out, kept);
+                return Err(Self::bad(
+                    format!(
+                        "tagged field {tag} size {size} exceeds the {} bytes left",
+                        end - p
+                    ),
+                    Name::Tag(tag),
+                    bytes_sym,
+                    tstart,
+                    kept,
+                ));
+            }
+            let size = size as usize;
+            if let Some((_, op)) = tags
+                .iter()
+                .rev()
+                .find(|(t, _)| u64::try_from(*t).is_ok_and(|t| t == tag))
+            {
+                self.op(op, p, p + size, kept)?;
+            }
+            p += size;
+        }
+        if self.nodes[kept]
+            .children
+            .as_ref()
+            .is_some_and(|c| !c.is_empty())
+        {
+            self.nodes[kept].length = p - start;
+            self.attach(out, kept);
+        }
+        Ok(p)
+    }
+
+    fn op(&mut self, op: &Op, pos: usize, end: usize, out: usize) -> Step {
+        match op {
+            Op::Fixed(run, size) => self.fixed(run, *size, pos, end, out),
+            Op::Varint { name, ty, max } => Ok(self
+                .uvar(pos, end, Name::Sym(*name), Name::Sym(*ty), out, *max)?
+                .1),
+            Op::Str { name, keep } => self.string(Name::Sym(*name), *keep, pos, end, out),
+            Op::Bytes { name } => {
+                let (name, ty) = (Name::Sym(*name), Name::Sym(self.k.bytes));
+                let (n, p) = self.prefix(true, "bytes", pos, end, name, ty, out)?;
+                if n < 0 {
+                    return Ok(p);
+                }
+                if n > (end - p) as i64 {
+                    return Err(Self::bad(
+                        format!("bytes length {n} exceeds the {} bytes left", end - p),
+                        name,
+                        ty,
+                        pos,
+                        out,
+                    ));
+                }
+                Ok(p + n as usize)
+            }
+            Op::Records { name } => self.records(Name::Sym(*name), pos, end, out),
+            Op::Struct(s) => self.structure(s, pos, end, out),
+            Op::Array(a) => self.array(a, pos, end, out),
+            Op::Unsupported { name, ty, text } => Err(Self::bad(
+                text.clone(),
+                Name::Sym(*name),
+                Name::Sym(*ty),
+                pos,
+                out,
+            )),
+        }
+    }
+
+    /// A run of fixed-size fields: one bound check; the kept ones made nodes (an error
+    /// code only when it is not zero).
+    fn fixed(
+        &mut self,
+        run: &[FixedField],
+        size: usize,
+        pos: usize,
+        end: usize,
+        out: usize,
+    ) -> Step {
+        if pos + size > end {
+            let mut p = pos;
+            for f in run {
+                let ln = f.kind.size();
+                if p + ln > end {
+                    return Err(Self::bad(
+                        format!(
+                            "{} needs {ln} bytes, {} left",
+                            self.syms.name(f.ty),
+                            end.saturating_sub(p)
+                        ),
+                        Name::Sym(f.name),
+                        Name::Sym(f.ty),
+                        p,
+                        out,
+                    ));
+                }
+                p += ln;
+            }
+        }
+        let mut p = pos;
+        for f in run {
+            let ln = f.kind.size();
+            if f.keep {
+                let value = f.kind.read(&self.buf[p..p + ln]);
+                let code = match value {
+                    Value::Int(c) => c,
+                    Value::Bool(b) => i64::from(b),
+                    _ => 0,
+                };
+                if f.error {
+                    if code == 0 {
+                        p += ln;
+                        continue; // an error code is kept when not zero
+                    }
+                    self.errs.push(code);
+                }
+                let mut node = leaf(Name::Sym(f.name), Name::Sym(f.ty), value, p, ln);
+                node.error = f.error;
+                if f.meaning {
+                    node.extra = Extra::ErrorCode(code);
+                }
+                self.add(out, node);
+            }
+            p += ln;
+        }
+        Ok(p)
+    }
+
+    fn string(&mut self, name: Name, keep: bool, pos: usize, end: usize, out: usize) -> Step {
+        let ty = Name::Sym(self.k.string);
+        let (n, p) = self.prefix(false, "string", pos, end, name, ty, out)?;
+        if n < 0 {
+            if keep {
+                self.add(out, leaf(name, ty, Value::Null, pos, p - pos));
+            }
+            return Ok(p);
+        }
+        if n > (end - p) as i64 {
+            return Err(Self::bad(
+                format!("string length {n} exceeds the {} bytes left", end - p),
+                name,
+                ty,
+                pos,
+                out,
+            ));
+        }
+        let q = p + n as usize;
+        if keep {
+            let text = String::from_utf8_lossy(&self.buf[p..q]).into_owned();
+            self.add(out, leaf(name, ty, Value::Str(text), pos, q - pos));
+        }
+        Ok(q)
+    }
+
+    fn records(&mut self, name: Name, pos: usize, end: usize, out: usize) -> Step {
+        let ty = Name::Sym(self.k.records);
+        let (n, p) = self.prefix(true, "records", pos, end, name, ty, out)?;
+        if n < 0 {
+            let mut node = leaf(name, ty, Value::Null, pos, p - pos);
+            node.notes.push("null".into());
+            node.extra = Extra::Records {
+                records: 0,
+                bytes: 0,
+                codec: "none",
+                crc_ok: true,
+                truncated: false,
+                null: true,
+            };
+            self.add(out, node);
+            return Ok(p);
+        }
+        if n > (end - p) as i64 {
+            return Err(Self::bad(
+                format!("records length {n} exceeds the {} bytes left", end - p),
+                name,
+                ty,
+                pos,
+                out,
+            ));
+        }
+        let q = p + n as usize;
+        let s = lean_summary(self.buf, p, q, self.max_array_len, self.max_decompressed);
+        self.counts.crc_valid += s.crc_valid;
+        self.counts.crc_invalid += s.crc_invalid;
+        self.counts.malformed += s.malformed;
+        self.counts.limits.extend(s.limits.iter().copied());
+        let mut node = leaf(name, ty, Value::Int(s.records), p, q - p);
+        node.notes = s.notes;
+        node.extra = Extra::Records {
+            records: s.records,
+            bytes: q - p,
+            codec: s.codec,
+            crc_ok: s.crc_ok,
+            truncated: s.truncated,
+            null: false,
+        };
+        self.add(out, node);
+        Ok(q)
+    }
+
+    fn structure(&mut self, s: &StructOp, pos: usize, end: usize, out: usize) -> Step {
+        let (name, ty) = (Name::Sym(s.name), Name::Sym(s.plan.type_name));
+        let mut p = pos;
+        if s.nullable {
+            if p >= end {
+                return Err(Self::bad(
+                    "struct presence byte missing".into(),
+                    name,
+                    ty,
+                    pos,
+                    out,
+                ));
+            }
+            let marker = self.buf[p];
+            p += 1;
+            if marker == 0xFF {
+                if s.keep {
+                    self.add(out, leaf(name, ty, Value::Null, pos, 1));
+                }
+                return Ok(p);
+            }
+        }
+        if !s.keep {
+            return self.run(&s.plan, p, end, out);
+        }
+        let id = self.add(out, branch(name, ty, Value::Null, pos, 0));
+        let q = self.run(&s.plan, p, end, id)?;
+        self.nodes[id].length = q - pos;
+        Ok(q)
+    }
+
+    fn array(&mut self, a: &ArrayOp, pos: usize, end: usize, out: usize) -> Step {
+        let (name, ty) = (Name::Sym(a.name), Name::Sym(self.k.array));
+        let (n, mut p) = self.prefix(true, "array", pos, end, name, ty, out)?;
+        if n > self.max_array_len {
+            self.counts.limits.push("max_array_len");
+            return Err(Self::bad(
+                format!(
+                    "array count {n} exceeds max_array_len {}",
+                    self.max_array_len
+                ),
+                name,
+                ty,
+                pos,
+                out,
+            ));
+        }
+        if i128::from(n) * a.elem_min as i128 > (end - p) as i128 {
+            return Err(Self::bad(
+                format!("array count {n} exceeds the {} bytes left", end - p),
+                name,
+                ty,
+                pos,
+                out,
+            ));
+        }
+        match &a.elem {
+            Elem::Struct(plan) if a.keep => {
+                if n < 0 {
+                    self.add(out, leaf(name, ty, Value::Null, pos, p - pos));
+                    return Ok(p);
+                }
+                let arr = self.add(out, branch(name, ty, Value::Int(n), pos, 0));
+                let ety = Name::Sym(plan.type_name);
+                for i in 0..n as usize {
+                    let e = self.add(arr, branch(Name::Index(i), ety, Value::Null, p, 0));
+                    let k = self.errs.len();
+                    let q = self.run(plan, p, end, e)?;
+                    if plan.errors_only && self.errs.len() == k {
+                        // its error codes are all zero: nothing to keep (nor what it made)
+                        if let Some(c) = self.nodes[arr].children.as_mut() {
+                            c.pop();
+                        }
+                        self.nodes.truncate(e);
+                    } else {
+                        self.nodes[e].length = q - p;
+                    }
+                    p = q;
+                }
+                self.nodes[arr].length = p - pos;
+                Ok(p)
+            }
+            Elem::Struct(plan) => {
+                for _ in 0..n.max(0) {
+                    p = self.run(plan, p, end, out)?;
+                }
+                Ok(p)
+            }
+            Elem::Prim(op) => {
+                for _ in 0..n.max(0) {
+                    p = self.op(op, p, end, out)?;
+                }
+                Ok(p)
+            }
+        }
+    }
+
+    /// After bad bytes: stretch containers over the children they hold (records aside).
+    fn fix_lengths(&mut self, id: usize) -> usize {
+        let node = &self.nodes[id];
+        let mut end = node.offset + node.length;
+        if node.ty != Name::Sym(self.k.records) {
+            if let Some(children) = node.children.clone() {
+                if !children.is_empty() {
+                    for c in children {
+                        end = end.max(self.fix_lengths(c));
+                    }
+                    let node = &mut self.nodes[id];
+                    node.length = end - node.offset;
+                }
+            }
+        }
+        end
+    }
+
+    /// The error codes of the tree under `id` in wire order (records not walked).
+    fn collect_errors(&self, id: usize, out: &mut Vec<i64>) {
+        let node = &self.nodes[id];
+        if node.error {
+            if let Value::Int(v) = node.value {
+                if v != 0 {
+                    out.push(v);
+                }
+            }
+        }
+        if node.ty != Name::Sym(self.k.records) {
+            for &c in node.children.as_deref().unwrap_or(&[]) {
+                self.collect_errors(c, out);
+            }
+        }
+    }
+}
+
+// -- entry points ----------------------------------------------------------------------
+
+/// The compiled schema and the walks of message bodies against it.
+#[derive(Debug)]
+pub struct Figures {
+    apis: HashMap<i16, ApiDef>,
+    /// api_key -> the symbols of its root types (request, response)
+    roots: HashMap<i16, (u32, u32)>,
+    syms: Syms,
+    k: Known,
+    /// (api_key, version, request) -> the body's plan, compiled on first use
+    plans: HashMap<(i16, i16, bool), Plan>,
+    pub max_array_len: i64,
+    pub max_decompressed: i64,
+}
+
+/// ApiVersions' UNSUPPORTED_VERSION.
+const UNSUPPORTED_VERSION: i16 = 35;
+
+impl Figures {
+    pub fn new(apis: Vec<ApiDef>, max_array_len: i64, max_decompressed: i64) -> Figures {
+        let mut syms = Syms::default();
+        let k = Known::new(&mut syms);
+        let roots = apis
+            .iter()
+            .map(|a| {
+                let q = syms.get(&format!("{}Request", a.name));
+                let r = syms.get(&format!("{}Response", a.name));
+                (a.key, (q, r))
+            })
+            .collect();
+        Figures {
+            roots,
+            apis: apis.into_iter().map(|a| (a.key, a)).collect(),
+            syms,
+            k,
+            plans: HashMap::new(),
+            max_array_len,
+            max_decompressed,
+        }
+    }
+
+    pub fn syms(&self) -> &Syms {
+        &self.syms
+    }
+
+    /// Is there a plan for this API at this version (a known API, a version not newer than
+    /// the schema's newest)?
+    pub fn covers(&self, api_key: i16, api_version: i16) -> bool {
+        self.apis
+            .get(&api_key)
+            .is_some_and(|a| api_version <= a.max_version)
+    }
+
+    fn clamp(api: &ApiDef, version: i16) -> i16 {
+        if version > api.max_version {
+            api.max_version
+        } else if version < api.min_version {
+            version.max(0)
+        } else {
+            version
+        }
+    }
+
+    fn plan(&mut self, key: i16, version: i16, request: bool) -> Option<&Plan> {
+        if !self.plans.contains_key(&(key, version, request)) {
+            let api = self.apis.get(&key)?;
+            let flexible = api.flexible(version);
+            let type_name = format!(
+                "{}{} v{version}",
+                api.name,
+                if request { "Request" } else { "Response" }
+            );
+            let fields = if request { &api.request } else { &api.response };
+            let mut c = Compiler {
+                syms: &mut self.syms,
+                version: i32::from(version),
+                flexible,
+            };
+            let plan = c.plan(fields, &type_name);
+            if self.plans.len() >= 4096 {
+                self.plans.clear();
+            }
+            self.plans.insert((key, version, request), plan);
+        }
+        self.plans.get(&(key, version, request))
+    }
+
+    /// The walk of a body `buf[start..end]`: node 0 is a root to fill, node 1 the body.
+    fn body<'s>(
+        &'s mut self,
+        key: i16,
+        version: i16,
+        request: bool,
+        buf: &'s [u8],
+        start: usize,
+    ) -> Walk<'s> {
+        let (max_array_len, max_decompressed, k) =
+            (self.max_array_len, self.max_decompressed, self.k);
+        let flexible = self.apis.get(&key).is_some_and(|a| a.flexible(version));
+        self.plan(key, version, request);
+        let plan = &self.plans[&(key, version, request)];
+        let end = buf.len();
+        let start = start.min(end);
+        let mut w = Walk {
+            buf,
+            syms: &self.syms,
+            k,
+            flexible,
+            nodes: Vec::with_capacity(16),
+            errs: Vec::new(),
+            counts: Counts::default(),
+            max_array_len,
+            max_decompressed,
+        };
+        w.nodes.push(branch(
+            Name::Sym(k.request),
+            Name::Sym(k.request),
+            Value::Null,
+            0,
+            end,
+        ));
+        let body = w.add(
+            0,
+            branch(
+                Name::Sym(k.body),
+                Name::Sym(plan.type_name),
+                Value::Null,
+                start,
+                0,
+            ),
+        );
+        match w.run(plan, start, end, body) {
+            Ok(mut p) => {
+                if p < end {
+                    w.counts.trailing += 1;
+                    p = end;
+                }
+                w.nodes[body].length = p - start;
+            }
+            Err(e) => {
+                let at = e.offset;
+                w.mark(e, end);
+                for c in w.nodes[body].children.clone().unwrap_or_default() {
+                    w.fix_lengths(c);
+                }
+                w.nodes[body].length = end - start;
+                w.nodes[body].extra = Extra::MalformedAt(at);
+                let mut errs = Vec::new();
+                w.collect_errors(body, &mut errs);
+                w.errs = errs;
+            }
+        }
+        w
+    }
+
+    fn tree(w: Walk<'_>, name: u32, ty: u32) -> Tree {
+        let mut nodes = w.nodes;
+        nodes[0].name = Name::Sym(name);
+        nodes[0].ty = Name::Sym(ty);
+        Tree {
+            nodes,
+            root: 0,
+            errors_root: true,
+            errors: w.errs,
+            counts: w.counts,
+        }
+    }
+
+    /// The lean tree of a request whose header (parsed by the caller) is `header_len` bytes.
+    pub fn request(&mut self, buf: &[u8], header_len: usize) -> Tree {
+        let n = buf.len();
+        let k = self.k;
+        if n < 8 {
+            let mut root = branch(
+                Name::Sym(k.request),
+                Name::Sym(k.request_type),
+                Value::Null,
+                0,
+                n,
+            );
+            root.children = Some(vec![1]);
+            let mut header = leaf(
+                Name::Sym(k.header),
+                Name::Sym(k.request_header),
+                Value::Null,
+                0,
+                header_len,
+            );
+            header.notes.push(format!(
+                "{MALFORMED}request header needs 8 bytes, {n} present"
+            ));
+            return Tree {
+                nodes: vec![root, header],
+                root: 0,
+                errors_root: false,
+                errors: Vec::new(),
+                counts: Counts {
+                    malformed: 1,
+                    ..Counts::default()
+                },
+            };
+        }
+        let key = i16::from_be_bytes([buf[0], buf[1]]);
+        let version = i16::from_be_bytes([buf[2], buf[3]]);
+        let Some(api) = self.apis.get(&key) else {
+            let root = branch(
+                Name::Sym(k.request),
+                Name::Sym(k.request_type),
+                Value::Null,
+                0,
+                n,
+            );
+            return Tree {
+                nodes: vec![root],
+                root: 0,
+                errors_root: false,
+                errors: Vec::new(),
+                counts: Counts::default(),
+            };
+        };
+        let version = Self::clamp(api, version);
+        let root_type = self.roots[&key].0;
+        let w = self.body(key, version, true, buf, header_len);
+        Self::tree(w, k.request, root_type)
+    }
+
+    /// The lean tree of a response to a request of `api_key` v`api_version` (None: an
+    /// API the schema does not know).
+    pub fn response(&mut self, buf: &[u8], api_key: i16, api_version: i16) -> Option<Tree> {
+        let api = self.apis.get(&api_key)?;
+        let n = buf.len();
+        let k = self.k;
+        let version = Self::clamp(api, api_version);
+        let probe = api_key == 18 && version > 0;
+        let hv = if api_key == 18 {
+            0
+        } else {
+            usize::from(api.flexible(api_version.min(api.max_version)))
+        };
+        let root_type = self.roots[&api_key].1;
+        let mut pos = 4 + hv;
+        if n < pos || (pos == 5 && buf[4] != 0) {
+            // the header is short or has tagged fields: read as the full decoder does
+            let header_type = format!("ResponseHeader v{hv}");
+            let header_type = self.syms.get(&header_type);
+            let mut w = Walk {
+                buf,
+                syms: &self.syms,
+                k,
+                flexible: true,
+                nodes: Vec::new(),
+                errs: Vec::new(),
+                counts: Counts::default(),
+                max_array_len: self.max_array_len,
+                max_decompressed: self.max_decompressed,
+            };
+            w.nodes.push(branch(
+                Name::Sym(k.response),
+                Name::Sym(root_type),
+                Value::Null,
+                0,
+                n,
+            ));
+            let header = w.add(
+                0,
+                branch(
+                    Name::Sym(k.header),
+                    Name::Sym(header_type),
+                    Value::Null,
+                    0,
+                    0,
+                ),
+            );
+            let stop = if n < 4 {
+                w.nodes[header].length = n;
+                w.nodes[header].notes.push(format!(
+                    "{MALFORMED}response header needs 4 bytes, {n} present"
+                ));
+                w.counts.malformed += 1;
+                true
+            } else {
+                match w.tagged(&[], 4, n, header) {
+                    Ok(p) => {
+                        pos = p;
+                        false
+                    }
+                    Err(e) => {
+                        w.nodes[header].length = n;
+                        w.mark(e, n);
+                        true
+                    }
+                }
+            };
+            if stop {
+                return Some(Tree {
+                    nodes: w.nodes,
+                    root: 0,
+                    errors_root: false,
+                    errors: Vec::new(),
+                    counts: w.counts,
+                });
+            }
+        }
+        let mut version = version;
+        if probe
+            && n - pos >= 2
+            && i16::from_be_bytes([buf[pos], buf[pos + 1]]) == UNSUPPORTED_VERSION
+        {
+            // an UNSUPPORTED_VERSION answer may be in the v0 layout
+            let clean = |w: Walk<'_>| w.counts.malformed == 0 && w.counts.trailing == 0;
+            if !clean(self.body(api_key, version, false, buf, pos))
+                && clean(self.body(api_key, 0, false, buf, pos))
+            {
+                version = 0;
+            }
+        }
+        let w = self.body(api_key, version, false, buf, pos);
+        Some(Self::tree(w, k.response, root_type))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ANY: i32 = 0x7FFF;
+
+    fn f(name: &str, ty: &str) -> FieldDef {
+        FieldDef {
+            name: name.into(),
+            ty: ty.into(),
+            versions: (0, ANY),
+            nullable: None,
+            tag: None,
+            tagged: None,
+            struct_name: None,
+            element: None,
+            fields: Vec::new(),
+            error_meaning: name.ends_with("error_code"),
+        }
+    }
+
+    fn array(name: &str, sname: &str, fields: Vec<FieldDef>) -> FieldDef {
+        FieldDef {
+            struct_name: Some(sname.into()),
+            element: Some("struct".into()),
+            fields,
+            ..f(name, "array")
+        }
+    }
+
+    /// API 100 "Test", v0-v1, flexible from v1. Its response: a throttle time, an error
+    /// code, topics of partitions (error codes and companions alone), a nullable struct,
+    /// and from v1 two tagged fields (a group_id, kept; an int32, not kept). Its request:
+    /// acks and an array of int32.
+    fn schema() -> Vec<ApiDef> {
+        let partition = vec![
+            f("partition_index", "int32"),
+            f("error_code", "int16"),
+            f("other", "int64"),
+        ];
+        let topic = vec![
+            f("name", "string"),
+            array("partitions", "Partition", partition),
+        ];
+        let current = FieldDef {
+            nullable: Some((0, ANY)),
+            struct_name: Some("Current".into()),
+            fields: vec![f("leader", "int32")],
+            ..f("current", "struct")
+        };
+        let tagged = |name: &str, ty: &str, tag: i64| FieldDef {
+            versions: (1, ANY),
+            tag: Some(tag),
+            tagged: Some((1, ANY)),
+            ..f(name, ty)
+        };
+        let response = vec![
+            f("throttle_time_ms", "int32"),
+            f("error_code", "int16"),
+            array("topics", "Topic", topic),
+            current,
+            tagged("group_id", "string", 0),
+            tagged("unused", "int32", 1),
+        ];
+        let request = vec![
+            f("acks", "int16"),
+            FieldDef {
+                element: Some("int32".into()),
+                ..f("ids", "array")
+            },
+        ];
+        vec![ApiDef {
+            key: 100,
+            name: "Test".into(),
+            min_version: 0,
+            max_version: 1,
+            flexible_from: Some(1),
+            request,
+            response,
+        }]
+    }
+
+    fn figures() -> Figures {
+        Figures::new(schema(), 1_000_000, 64 << 20)
+    }
+
+    fn i16b(v: i16) -> Vec<u8> {
+        v.to_be_bytes().to_vec()
+    }
+    fn i32b(v: i32) -> Vec<u8> {
+        v.to_be_bytes().to_vec()
+    }
+    fn str16(s: &str) -> Vec<u8> {
+        [i16b(s.len() as i16), s.as_bytes().to_vec()].concat()
+    }
+    fn partition(index: i32, error: i16) -> Vec<u8> {
+        [i32b(index), i16b(error), 7i64.to_be_bytes().to_vec()].concat()
+    }
+
+    /// A v0 response: correlation id, throttle 9, `error`, one topic "t" of `parts`,
+    /// `current` (None: null).
+    fn v0(error: i16, parts: &[(i32, i16)], current: Option<i32>) -> Vec<u8> {
+        let mut b = [
+            i32b(1),
+            i32b(9),
+            i16b(error),
+            i32b(1),
+            str16("t"),
+            i32b(parts.len() as i32),
+        ]
+        .concat();
+        for &(i, e) in parts {
+            b.extend(partition(i, e));
+        }
+        match current {
+            None => b.push(0xFF),
+            Some(l) => b.extend([vec![1], i32b(l)].concat()),
+        }
+        b
+    }
+
+    fn name(fig: &Figures, n: Name) -> String {
+        match n {
+            Name::Sym(s) => fig.syms().name(s).to_string(),
+            Name::Index(i) => format!("[{i}]"),
+            Name::Tag(t) => format!("tag_{t}"),
+        }
+    }
+
+    /// The node at `path` (names from the root's child down), if the tree has it.
+    fn at<'t>(fig: &Figures, t: &'t Tree, path: &[&str]) -> Option<&'t Node> {
+        let mut id = t.root;
+        for step in path {
+            let kids = t.nodes[id].children.as_deref()?;
+            id = *kids
+                .iter()
+                .find(|&&c| name(fig, t.nodes[c].name) == *step)?;
+        }
+        Some(&t.nodes[id])
+    }
+
+    fn kids(fig: &Figures, t: &Tree, n: &Node) -> Vec<String> {
+        n.children
+            .iter()
+            .flatten()
+            .map(|&c| name(fig, t.nodes[c].name))
+            .collect()
+    }
+
+    fn malformed(t: &Tree) -> Vec<&Node> {
+        t.nodes
+            .iter()
+            .filter(|n| n.notes.iter().any(|s| s.starts_with(MALFORMED)))
+            .collect()
+    }
+
+    #[test]
+    fn an_error_code_is_kept_when_not_zero() {
+        let mut fig = figures();
+        let t = fig.response(&v0(0, &[], None), 100, 0).unwrap();
+        assert!(t.errors_root && t.errors.is_empty());
+        assert!(at(&fig, &t, &["body", "error_code"]).is_none());
+        assert_eq!(
+            at(&fig, &t, &["body", "throttle_time_ms"]).unwrap().value,
+            Value::Int(9)
+        );
+        assert_eq!(t.counts, Counts::default());
+
+        let t = fig.response(&v0(29, &[], None), 100, 0).unwrap();
+        assert_eq!(t.errors, vec![29]);
+        let e = at(&fig, &t, &["body", "error_code"]).unwrap();
+        assert_eq!(
+            (e.value.clone(), e.offset, e.length),
+            (Value::Int(29), 8, 2)
+        );
+        assert!(e.error);
+        assert_eq!(e.extra, Extra::ErrorCode(29));
+    }
+
+    #[test]
+    fn an_errors_only_element_is_dropped() {
+        let mut fig = figures();
+        let t = fig
+            .response(&v0(0, &[(0, 0), (1, 3), (2, 0)], None), 100, 0)
+            .unwrap();
+        let parts = at(&fig, &t, &["body", "topics", "[0]", "partitions"]).unwrap();
+        assert_eq!(
+            parts.value,
+            Value::Int(3),
+            "the array's value counts every element"
+        );
+        assert_eq!(kids(&fig, &t, parts), ["[1]"]);
+        assert_eq!(parts.length, 4 + 3 * 14);
+        let p1 = at(&fig, &t, &["body", "topics", "[0]", "partitions", "[1]"]).unwrap();
+        assert_eq!(kids(&fig, &t, p1), ["partition_index", "error_code"]);
+        assert_eq!((p1.offset, p1.length), (4 + 10 + 3 + 4 + 14, 14));
+        assert_eq!(t.errors, vec![3]);
+        // the topic (kept for its partitions) keeps its name
+        assert_eq!(
+            at(&fig, &t, &["body", "topics", "[0]", "name"])
+                .unwrap()
+                .value,
+            Value::Str("t".into())
+        );
+        // the nodes of dropped elements are gone, not left behind
+        assert!(t
+            .nodes
+            .iter()
+            .all(|n| n.name != Name::Index(0) || name(&fig, n.ty) == "Topic"));
+    }
+
+    #[test]
+    fn a_nullable_struct() {
+        let mut fig = figures();
+        let b = v0(0, &[], None);
+        let t = fig.response(&b, 100, 0).unwrap();
+        let c = at(&fig, &t, &["body", "current"]).unwrap();
+        assert_eq!(
+            (c.value.clone(), c.offset, c.length),
+            (Value::Null, b.len() - 1, 1)
+        );
+        assert!(c.children.is_none());
+        assert_eq!(name(&fig, c.ty), "Current");
+
+        let b = v0(0, &[], Some(5));
+        let t = fig.response(&b, 100, 0).unwrap();
+        let c = at(&fig, &t, &["body", "current"]).unwrap();
+        assert_eq!((c.offset, c.length), (b.len() - 5, 5));
+        assert_eq!(
+            at(&fig, &t, &["body", "current", "leader"]).unwrap().value,
+            Value::Int(5)
+        );
+        assert_eq!(t.counts, Counts::default());
+    }
+
+    /// A v1 (flexible) response: correlation id, empty header tags, throttle, error code
+    /// 0, no topics, a null `current`, then the top-level tagged section `tags`.
+    fn v1(tags: &[u8]) -> Vec<u8> {
+        [
+            i32b(1),
+            vec![0],
+            i32b(9),
+            i16b(0),
+            vec![1, 0xFF],
+            tags.to_vec(),
+        ]
+        .concat()
+    }
+
+    #[test]
+    fn a_tagged_section_kept_or_not() {
+        let mut fig = figures();
+        // tag 1 (unused, not kept) alone: no tagged_fields node
+        let t = fig.response(&v1(&[1, 1, 4, 0, 0, 0, 7]), 100, 1).unwrap();
+        let body = at(&fig, &t, &["body"]).unwrap();
+        assert_eq!(
+            kids(&fig, &t, body),
+            ["throttle_time_ms", "topics", "current"]
+        );
+        assert_eq!(t.counts, Counts::default());
+
+        // tag 1 and tag 0 (group_id "g": compact string 2, 'g'): kept under tagged_fields
+        let tags = [2, 1, 4, 0, 0, 0, 7, 0, 2, 2, b'g'];
+        let b = v1(&tags);
+        let t = fig.response(&b, 100, 1).unwrap();
+        let tf = at(&fig, &t, &["body", "tagged_fields"]).unwrap();
+        assert_eq!(
+            (tf.value.clone(), tf.offset, tf.length),
+            (Value::Int(2), b.len() - tags.len(), tags.len())
+        );
+        let g = at(&fig, &t, &["body", "tagged_fields", "group_id"]).unwrap();
+        assert_eq!(
+            (g.value.clone(), g.offset, g.length),
+            (Value::Str("g".into()), b.len() - 2, 2)
+        );
+        assert_eq!(t.counts, Counts::default());
+    }
+
+    #[test]
+    fn bad_bytes_stop_the_walk_and_stretch_containers() {
+        let mut fig = figures();
+        // two topics; the second one's name is cut: 2 bytes announced, 1 there
+        let b = [
+            i32b(1),
+            i32b(9),
+            i16b(0),
+            i32b(2),
+            str16("t"),
+            i32b(1),
+            partition(0, 4),
+            i16b(2),
+            b"u".to_vec(),
+        ]
+        .concat();
+        assert_eq!(b.len(), 38);
+        let t = fig.response(&b, 100, 0).unwrap();
+        let body = at(&fig, &t, &["body"]).unwrap();
+        assert_eq!(body.extra, Extra::MalformedAt(35));
+        assert_eq!((body.offset, body.length), (4, 34));
+        assert_eq!(t.counts.malformed, 1);
+        let m = malformed(&t);
+        assert_eq!(m.len(), 1);
+        assert_eq!(
+            m[0].notes,
+            ["malformed: string length 2 exceeds the 1 bytes left"]
+        );
+        assert_eq!(
+            (name(&fig, m[0].name), m[0].offset, m[0].length),
+            ("name".into(), 35, 3)
+        );
+        // the containers being read are stretched over what they hold, the others not
+        let topics = at(&fig, &t, &["body", "topics"]).unwrap();
+        assert_eq!(
+            (topics.offset, topics.length, topics.value.clone()),
+            (10, 28, Value::Int(2))
+        );
+        let t0 = at(&fig, &t, &["body", "topics", "[0]"]).unwrap();
+        assert_eq!((t0.offset, t0.length), (14, 21));
+        let t1 = at(&fig, &t, &["body", "topics", "[1]"]).unwrap();
+        assert_eq!((t1.offset, t1.length), (35, 3));
+        assert_eq!(kids(&fig, &t, t1), ["name"]);
+        // the codes read before the bad bytes are the root's
+        assert_eq!(t.errors, vec![4]);
+
+        // an array announcing more elements than the bytes left can hold: stopped at its
+        // count, in the element that holds it
+        let full = v0(0, &[(0, 4), (1, 5)], None);
+        let b = &full[..4 + 10 + 3 + 4 + 14 + 6];
+        let t = fig.response(b, 100, 0).unwrap();
+        assert_eq!(
+            at(&fig, &t, &["body"]).unwrap().extra,
+            Extra::MalformedAt(17)
+        );
+        let m = at(&fig, &t, &["body", "topics", "[0]", "partitions"]).unwrap();
+        assert_eq!(
+            m.notes,
+            ["malformed: array count 2 exceeds the 20 bytes left"]
+        );
+        assert_eq!(
+            (m.offset, m.length, m.value.clone()),
+            (17, b.len() - 17, Value::Null)
+        );
+        let t0 = at(&fig, &t, &["body", "topics", "[0]"]).unwrap();
+        assert_eq!(t0.offset + t0.length, b.len());
+        assert!(t.errors.is_empty());
+    }
+
+    #[test]
+    fn trailing_bytes_are_counted() {
+        let mut fig = figures();
+        let mut b = v0(0, &[], None);
+        b.extend([1, 2, 3]);
+        let t = fig.response(&b, 100, 0).unwrap();
+        assert_eq!(t.counts.trailing, 1);
+        let body = at(&fig, &t, &["body"]).unwrap();
+        assert_eq!(
+            (body.offset, body.length, body.extra.clone()),
+            (4, b.len() - 4, Extra::None)
+        );
+    }
+
+    #[test]
+    fn max_array_len_is_a_limit() {
+        let mut fig = Figures::new(schema(), 2, 64 << 20);
+        let t = fig
+            .response(&v0(0, &[(0, 1), (1, 2)], None), 100, 0)
+            .unwrap();
+        assert_eq!(t.counts.limits, Vec::<&str>::new());
+        let b = v0(0, &[(0, 1), (1, 2), (2, 3)], None);
+        let t = fig.response(&b, 100, 0).unwrap();
+        assert_eq!(t.counts.limits, ["max_array_len"]);
+        assert_eq!(t.counts.malformed, 1);
+        let m = malformed(&t);
+        assert_eq!(
+            m[0].notes,
+            ["malformed: array count 3 exceeds max_array_len 2"]
+        );
+        let at_ = 4 + 10 + 3;
+        assert_eq!(
+            at(&fig, &t, &["body"]).unwrap().extra,
+            Extra::MalformedAt(at_)
+        );
+        // the array is not made: the malformed node is in the topic, which spans to the end
+        let topic = at(&fig, &t, &["body", "topics", "[0]"]).unwrap();
+        assert_eq!(kids(&fig, &t, topic), ["name", "partitions"]);
+        assert_eq!(topic.offset + topic.length, b.len());
+    }
+
+    #[test]
+    fn requests() {
+        let mut fig = figures();
+        // header: key 100 v0, correlation id, client_id "c": 11 bytes; acks -1, ids [1, 2]
+        let head = [i16b(100), i16b(0), i32b(7), str16("c")].concat();
+        let b = [head.clone(), i16b(-1), i32b(2), i32b(1), i32b(2)].concat();
+        let t = fig.request(&b, head.len());
+        assert!(t.errors_root);
+        let body = at(&fig, &t, &["body"]).unwrap();
+        assert_eq!(
+            (body.offset, body.length),
+            (head.len(), b.len() - head.len())
+        );
+        assert_eq!(kids(&fig, &t, body), ["acks"]);
+        assert_eq!(
+            at(&fig, &t, &["body", "acks"]).unwrap().value,
+            Value::Int(-1)
+        );
+        assert_eq!(t.counts, Counts::default());
+        // an array of int32 announcing more than there is
+        let b = [head.clone(), i16b(1), i32b(3), i32b(1)].concat();
+        let t = fig.request(&b, head.len());
+        assert_eq!(
+            malformed(&t)[0].notes,
+            ["malformed: array count 3 exceeds the 4 bytes left"]
+        );
+        // an API the schema does not know: a plain root
+        let t = fig.request(&[0, 99, 0, 0, 0, 0, 0, 1], 8);
+        assert!(!t.errors_root && t.nodes.len() == 1 && t.counts == Counts::default());
+        // a header too short
+        let t = fig.request(&[0, 100, 0], 3);
+        assert!(!t.errors_root);
+        assert_eq!(
+            malformed(&t)[0].notes,
+            ["malformed: request header needs 8 bytes, 3 present"]
+        );
+        assert_eq!(t.counts.malformed, 1);
+    }
+
+    /// Bad bytes inside a tagged field's value: the section is left out of the tree (as
+    /// `_tagged` in dissectors/digest.py leaves it), its malformed node with it; the walk
+    /// still stops and counts it.
+    #[test]
+    fn bad_bytes_in_a_tagged_field() {
+        let mut fig = figures();
+        // tag 0 of 2 bytes: a compact string announcing 5 bytes
+        let tags = [1, 0, 2, 6, b'g'];
+        let b = v1(&tags);
+        let t = fig.response(&b, 100, 1).unwrap();
+        let at_ = b.len() - 2;
+        assert_eq!(
+            at(&fig, &t, &["body"]).unwrap().extra,
+            Extra::MalformedAt(at_)
+        );
+        assert_eq!(t.counts.malformed, 1);
+        assert!(at(&fig, &t, &["body", "tagged_fields"]).is_none());
+        let m = malformed(&t);
+        assert_eq!((m.len(), m[0].offset), (1, at_));
+    }
+
+    /// A response header whose tagged section runs past the end: the header spans the
+    /// message, the section's node keeps its length (dissectors.kafka.response_header does
+    /// not stretch it either), and there is no body.
+    #[test]
+    fn a_bad_response_header() {
+        let mut fig = figures();
+        let b = [i32b(3), vec![1, 0, 9, 0]].concat();
+        let t = fig.response(&b, 100, 1).unwrap();
+        assert!(!t.errors_root);
+        let h = at(&fig, &t, &["header"]).unwrap();
+        assert_eq!((h.offset, h.length), (0, b.len()));
+        let tf = at(&fig, &t, &["header", "tagged_fields"]).unwrap();
+        assert_eq!((tf.offset, tf.length), (4, 0));
+        let m = at(&fig, &t, &["header", "tagged_fields", "tag_0"]).unwrap();
+        assert_eq!(
+            m.notes,
+            ["malformed: tagged field 0 size 9 exceeds the 1 bytes left"]
+        );
+        assert_eq!((m.offset, m.length), (5, 3));
+        assert_eq!(t.counts.malformed, 1);
+    }
+}

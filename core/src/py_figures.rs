@@ -1,0 +1,310 @@
+//! `analyzer._core.Figures`: the lean figures walk (`figures.rs`) for the Python front.
+//! Its trees come out as `dissectors.field.Field` objects (the root an `ErrorsRoot`
+//! carrying the names of the non-zero error codes), so the sinks read them as they read
+//! the full decoder's. A `Stream` made with `figures=` walks every exchange it pairs and
+//! hands the trees with the exchange's record, in the same batch.
+
+use std::collections::HashMap;
+
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+
+use crate::figures::{self, ApiDef, Extra, FieldDef, Name, Tree, Value};
+
+fn range(v: &Bound<'_, PyAny>) -> PyResult<Option<(i32, i32)>> {
+    if v.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(v.extract()?))
+}
+
+fn opt_string(v: Bound<'_, PyAny>) -> PyResult<Option<String>> {
+    if v.is_none() {
+        Ok(None)
+    } else {
+        Ok(Some(v.extract()?))
+    }
+}
+
+/// A `dissectors.schema.FieldDef`.
+fn field_def(fd: &Bound<'_, PyAny>) -> PyResult<FieldDef> {
+    let py = fd.py();
+    let fields: Vec<Bound<'_, PyAny>> = fd.getattr(intern!(py, "fields"))?.extract()?;
+    let meaning = fd.getattr(intern!(py, "meaning"))?;
+    Ok(FieldDef {
+        name: fd.getattr(intern!(py, "name"))?.extract()?,
+        ty: fd.getattr(intern!(py, "type"))?.extract()?,
+        versions: fd.getattr(intern!(py, "versions"))?.extract()?,
+        nullable: range(&fd.getattr(intern!(py, "nullable"))?)?,
+        tag: fd.getattr(intern!(py, "tag"))?.extract()?,
+        tagged: range(&fd.getattr(intern!(py, "tagged"))?)?,
+        struct_name: opt_string(fd.getattr(intern!(py, "struct"))?)?,
+        element: opt_string(fd.getattr(intern!(py, "element"))?)?,
+        fields: fields.iter().map(field_def).collect::<PyResult<_>>()?,
+        error_meaning: !meaning.is_none() && meaning.extract::<String>()? == "error_code",
+    })
+}
+
+/// A `dissectors.schema.ApiDef`.
+fn api_def(a: &Bound<'_, PyAny>) -> PyResult<ApiDef> {
+    let py = a.py();
+    let defs = |name: &Bound<'_, PyString>| -> PyResult<Vec<FieldDef>> {
+        let v: Vec<Bound<'_, PyAny>> = a.getattr(name)?.extract()?;
+        v.iter().map(field_def).collect()
+    };
+    Ok(ApiDef {
+        key: a.getattr(intern!(py, "key"))?.extract()?,
+        name: a.getattr(intern!(py, "name"))?.extract()?,
+        min_version: a.getattr(intern!(py, "min_version"))?.extract()?,
+        max_version: a.getattr(intern!(py, "max_version"))?.extract()?,
+        flexible_from: a.getattr(intern!(py, "flexible_from"))?.extract()?,
+        request: defs(intern!(py, "request"))?,
+        response: defs(intern!(py, "response"))?,
+    })
+}
+
+/// The Python classes and strings the trees are made of.
+struct Out {
+    field: Py<PyAny>,
+    root: Py<PyAny>,
+    new: Py<PyAny>,
+    /// the symbol table's strings, made once each
+    strs: Vec<Py<PyString>>,
+    index: Vec<Py<PyString>>,
+    error_table: HashMap<i64, String>,
+    errors: HashMap<i64, Py<PyString>>,
+}
+
+const INDEX_CACHED: usize = 4096;
+
+/// The lean figures walk over the schema handed in (`dissectors.schema.APIS`).
+#[pyclass(module = "analyzer._core")]
+pub struct Figures {
+    pub(crate) inner: figures::Figures,
+    out: Out,
+}
+
+impl Figures {
+    fn name<'py>(&mut self, py: Python<'py>, n: Name) -> Bound<'py, PyString> {
+        match n {
+            Name::Sym(i) => {
+                let syms = self.inner.syms();
+                while self.out.strs.len() < syms.len() {
+                    let s = syms.name(self.out.strs.len() as u32);
+                    self.out.strs.push(PyString::intern(py, s).unbind());
+                }
+                self.out.strs[i as usize].bind(py).clone()
+            }
+            Name::Index(i) if i < INDEX_CACHED => {
+                while self.out.index.len() <= i {
+                    let s = format!("[{}]", self.out.index.len());
+                    self.out.index.push(PyString::intern(py, &s).unbind());
+                }
+                self.out.index[i].bind(py).clone()
+            }
+            Name::Index(i) => PyString::new(py, &format!("[{i}]")),
+            Name::Tag(t) => PyString::new(py, &format!("tag_{t}")),
+        }
+    }
+
+    fn error_name<'py>(&mut self, py: Python<'py>, code: i64) -> Bound<'py, PyString> {
+        if let Some(s) = self.out.errors.get(&code) {
+            return s.bind(py).clone();
+        }
+        let text = match self.out.error_table.get(&code) {
+            Some(s) => s.clone(),
+            None => format!("UNKNOWN_ERROR_CODE_{code}"),
+        };
+        let s = PyString::intern(py, &text);
+        if self.out.errors.len() < 4096 {
+            self.out.errors.insert(code, s.clone().unbind());
+        }
+        s
+    }
+
+    fn node<'py>(&mut self, py: Python<'py>, t: &Tree, id: usize) -> PyResult<Bound<'py, PyAny>> {
+        let n = &t.nodes[id];
+        let root = id == t.root && t.errors_root;
+        let cls = if root {
+            &self.out.root
+        } else {
+            &self.out.field
+        };
+        let f = self.out.new.bind(py).call1((cls.bind(py),))?;
+        f.setattr(intern!(py, "name"), self.name(py, n.name))?;
+        f.setattr(intern!(py, "type"), self.name(py, n.ty))?;
+        let value: Bound<'py, PyAny> = match &n.value {
+            Value::Null => py.None().into_bound(py),
+            Value::Int(v) => v.into_pyobject(py)?.into_any(),
+            Value::Bool(b) => pyo3::types::PyBool::new(py, *b).to_owned().into_any(),
+            Value::Float(x) => x.into_pyobject(py)?.into_any(),
+            Value::Str(s) => PyString::new(py, s).into_any(),
+            Value::Uuid(u) => PyString::new(py, &uuid_text(u)).into_any(),
+        };
+        f.setattr(intern!(py, "value"), value)?;
+        f.setattr(intern!(py, "offset"), n.offset)?;
+        f.setattr(intern!(py, "length"), n.length)?;
+        match &n.children {
+            None => f.setattr(intern!(py, "children"), py.None())?,
+            Some(ids) => {
+                let list = PyList::empty(py);
+                for &c in ids {
+                    list.append(self.node(py, t, c)?)?;
+                }
+                f.setattr(intern!(py, "children"), list)?;
+            }
+        }
+        if n.notes.is_empty() {
+            f.setattr(intern!(py, "notes"), py.None())?;
+        } else {
+            f.setattr(intern!(py, "notes"), PyList::new(py, &n.notes)?)?;
+        }
+        let extra: Bound<'py, PyAny> = match &n.extra {
+            Extra::None => py.None().into_bound(py),
+            Extra::ErrorCode(v) => {
+                let d = PyDict::new(py);
+                d.set_item(intern!(py, "error_code"), v)?;
+                d.into_any()
+            }
+            Extra::MalformedAt(o) => {
+                let d = PyDict::new(py);
+                d.set_item(intern!(py, "malformed_at"), o)?;
+                d.into_any()
+            }
+            Extra::Records {
+                records,
+                bytes,
+                codec,
+                crc_ok,
+                truncated,
+                null,
+            } => {
+                let d = PyDict::new(py);
+                d.set_item(intern!(py, "records"), records)?;
+                d.set_item(intern!(py, "bytes"), bytes)?;
+                d.set_item(intern!(py, "codec"), PyString::intern(py, codec))?;
+                d.set_item(intern!(py, "crc_ok"), crc_ok)?;
+                d.set_item(intern!(py, "truncated"), truncated)?;
+                if *null {
+                    d.set_item(intern!(py, "magics"), PyList::empty(py))?;
+                    d.set_item(intern!(py, "batches"), PyList::empty(py))?;
+                }
+                d.into_any()
+            }
+        };
+        f.setattr(intern!(py, "extra"), extra)?;
+        if root {
+            let names = PyList::empty(py);
+            for &code in &t.errors {
+                names.append(self.error_name(py, code))?;
+            }
+            f.setattr(intern!(py, "error_codes"), names)?;
+        }
+        Ok(f)
+    }
+
+    /// `(tree, (malformed, crc_valid, crc_invalid, trailing, limits))`.
+    pub(crate) fn result<'py>(
+        &mut self,
+        py: Python<'py>,
+        t: &Tree,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+        let tree = self.node(py, t, t.root)?;
+        let c = &t.counts;
+        let counts = (
+            c.malformed,
+            c.crc_valid,
+            c.crc_invalid,
+            c.trailing,
+            PyTuple::new(py, &c.limits)?,
+        );
+        Ok((tree, counts.into_pyobject(py)?.into_any()))
+    }
+}
+
+fn uuid_text(u: &[u8; 16]) -> String {
+    let h: String = u.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
+}
+
+#[pymethods]
+impl Figures {
+    /// `apis`: the schema (`dissectors.schema.APIS`); `errors`: the error names by code
+    /// (`dissectors.errors.ERRORS`); the limits are the `DecodeContext`'s.
+    #[new]
+    #[pyo3(signature = (apis, errors, max_array_len = 1_000_000, max_decompressed = 64 * 1024 * 1024))]
+    fn new(
+        py: Python<'_>,
+        apis: &Bound<'_, PyDict>,
+        errors: HashMap<i64, String>,
+        max_array_len: i64,
+        max_decompressed: i64,
+    ) -> PyResult<Self> {
+        let defs = apis
+            .values()
+            .iter()
+            .map(|a| api_def(&a))
+            .collect::<PyResult<Vec<_>>>()?;
+        let field_mod = py.import("dissectors.field")?;
+        Ok(Figures {
+            inner: figures::Figures::new(defs, max_array_len, max_decompressed),
+            out: Out {
+                field: field_mod.getattr("Field")?.unbind(),
+                root: field_mod.getattr("ErrorsRoot")?.unbind(),
+                new: py
+                    .import("builtins")?
+                    .getattr("object")?
+                    .getattr("__new__")?
+                    .unbind(),
+                strs: Vec::new(),
+                index: Vec::new(),
+                error_table: errors,
+                errors: HashMap::new(),
+            },
+        })
+    }
+
+    /// Does the schema have a layout for this API at this version (known, not newer)?
+    fn covers(&self, api_key: i16, api_version: i16) -> bool {
+        self.inner.covers(api_key, api_version)
+    }
+
+    /// The lean tree of a request whose header is `header_len` bytes, and its counts
+    /// `(malformed, crc_valid, crc_invalid, trailing, limits hit)`.
+    fn request<'py>(
+        &mut self,
+        py: Python<'py>,
+        data: &[u8],
+        header_len: usize,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let t = self.inner.request(data, header_len);
+        let (tree, counts) = self.result(py, &t)?;
+        PyTuple::new(py, [tree, counts])
+    }
+
+    /// The lean tree of a response to `api_key` v`api_version` and its counts (None for
+    /// an API the schema does not know).
+    fn response<'py>(
+        &mut self,
+        py: Python<'py>,
+        data: &[u8],
+        api_key: i16,
+        api_version: i16,
+    ) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        match self.inner.response(data, api_key, api_version) {
+            Some(t) => {
+                let (tree, counts) = self.result(py, &t)?;
+                Ok(Some(PyTuple::new(py, [tree, counts])?))
+            }
+            None => Ok(None),
+        }
+    }
+}

@@ -1,0 +1,56 @@
+"""Write the schema (``dissectors.schema.APIS``) as JSON, for the core's figures fuzz target.
+
+    python3 tests/schema_json.py OUT.json
+
+A list of APIs, each ``{key, name, min_version, max_version, flexible_from, request,
+response}``; a field is ``{name, type, versions, nullable, tag, tagged, struct, element,
+fields, meaning}`` (ranges as ``[lo, hi]`` or null), as ``core/src/py_figures.rs`` reads
+the same NamedTuples.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from dissectors.schema import APIS, ApiDef, FieldDef
+
+
+def field(fd: FieldDef) -> dict[str, Any]:
+    return {
+        "name": fd.name,
+        "type": fd.type,
+        "versions": list(fd.versions),
+        "nullable": list(fd.nullable) if fd.nullable is not None else None,
+        "tag": fd.tag,
+        "tagged": list(fd.tagged) if fd.tagged is not None else None,
+        "struct": fd.struct,
+        "element": fd.element,
+        "fields": [field(c) for c in fd.fields],
+        "meaning": fd.meaning,
+    }
+
+
+def api(a: ApiDef) -> dict[str, Any]:
+    return {
+        "key": a.key,
+        "name": a.name,
+        "min_version": a.min_version,
+        "max_version": a.max_version,
+        "flexible_from": a.flexible_from,
+        "request": [field(f) for f in a.request],
+        "response": [field(f) for f in a.response],
+    }
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+        return 2
+    with open(argv[1], "w") as out:
+        json.dump([api(a) for _k, a in sorted(APIS.items())], out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
