@@ -54,6 +54,12 @@ class Capture:
 
 def open_capture(path: str, strict: bool = False) -> Capture: ...
 
+# (producer_id, producer_epoch, base_sequence, records, bytes, uncompressed or None, codec,
+#  base_timestamp, max_timestamp, transactional, control)
+BatchSummary = tuple[int, int, int, int, int, int | None, str, int, int, bool, bool]
+
+def batch_summaries(data: bytes, start: int, end: int, max_decompressed: int) -> list[BatchSummary]: ...
+
 # what one lean walk adds to a DecodeContext: malformed, crc_valid, crc_invalid, trailing, limits hit
 LeanCounts = tuple[int, int, int, int, tuple[str, ...]]
 

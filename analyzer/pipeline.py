@@ -38,8 +38,7 @@ from dissectors.errors import ERRORS
 from dissectors.field import ErrorsRoot, Field
 from dissectors.header import RequestHeader, api_table, response_correlation_id
 from dissectors.kafka import learn_topic_ids
-from dissectors.schema import APIS
-from dissectors.schema import api_name
+from dissectors.schema import APIS, api_name
 from dissectors.summary import partitions_of
 from dissectors.tls import looks_like_tls, parse_hello
 

@@ -681,50 +681,6 @@ def _absolute_inner(wrapper: Field, offset: int, ts: int | None, ts_type: int, m
             kids[0].note("offset as written")
 
 
-# -- batch headers ----------------------------------------------------------------
-class BatchSummary(NamedTuple):
-    """One v2 record batch as a producer story reads it (``batch_summaries``)."""
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    records: int                # records_count
-    bytes: int                  # the whole batch on the wire (12-byte log header included)
-    uncompressed: int | None    # the same with its records decompressed (None: could not)
-    codec: str
-    base_timestamp: int
-    max_timestamp: int
-    transactional: bool
-    control: bool
-
-
-def batch_summaries(buf: bytes, start: int, end: int, max_decompressed: int) -> list[BatchSummary]:
-    """The v2 batches of the records bytes ``buf[start:end]``, header fields and sizes, the
-    records of each compressed batch decompressed (at most ``max_decompressed`` bytes in
-    all) to tell their size before compression. Stops at the first entry that is not a
-    whole v2 batch (magic 0/1 messages, a batch cut short): those are not summarised."""
-    out: list[BatchSummary] = []
-    budget = max_decompressed
-    pos = start
-    end = min(end, len(buf))
-    while end - pos >= V2_HEADER:
-        (_base_offset, length, _epoch, magic, _crc, attrs, _lod, base_ts, max_ts, pid, pepoch, seq,
-         count) = _V2.unpack_from(buf, pos)
-        size = 12 + length
-        if magic != 2 or length < V2_MIN_LENGTH or pos + size > end:
-            break
-        codec_id = attrs & 7
-        codec = CODEC_NAMES[codec_id] if codec_id < 5 else f"unknown({codec_id})"
-        uncompressed: int | None = size
-        if codec_id:
-            data, note, _info = decompress_detail(codec, memoryview(buf)[pos + V2_HEADER:pos + size], budget)
-            budget = max(0, budget - len(data))
-            uncompressed = None if note is not None else V2_HEADER + len(data)
-        out.append(BatchSummary(pid, pepoch, seq, count, size, uncompressed, codec, base_ts, max_ts,
-                                bool(attrs & 0x10), bool(attrs & 0x20)))
-        pos += size
-    return out
-
-
 # -- reading back -----------------------------------------------------------------
 def iter_records(field: Field) -> list[RecordView]:
     """Every record or (inner) message decoded under a records Field, in order,

@@ -134,10 +134,10 @@ def full_of(c: Call) -> tuple[Field, int, bool]:
     ctx = DecodeContext(decode_records=False)
     if c[0] == "q":
         tree = kafka.decode_request(c[1], ctx)
-        key, version = struct.unpack_from(">hh", c[1])
+        key = struct.unpack_from(">h", c[1])[0]
     else:
         tree = kafka.decode_response(c[1], c[2], c[3], ctx)
-        key, version = c[2], c[3]
+        key = c[2]
     body = tree.child("body")
     assert body is not None
     # the version the body was read in (ApiVersions' v0 refusal, a newer one read as the newest)

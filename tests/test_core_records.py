@@ -104,7 +104,7 @@ class Diff:
         same = py == core and len(pn) == len(cn)
         texts = 0
         if same:
-            for a, b in zip(pn, cn):
+            for a, b in zip(pn, cn, strict=True):
                 if a != b:
                     lib = _library_part(a)
                     if lib is None or lib != _library_part(b):
@@ -377,3 +377,39 @@ def test_capture_records_as_the_full_decoder_counts_them(sample_fields: list) ->
         assert got == want, (what, start, end)
         n += 1
     assert n >= 150
+
+
+def test_batch_summaries_as_the_full_decoder_reads_the_batches(sample_fields: list) -> None:
+    """``analyzer._core.batch_summaries`` (what a producer story reads of each v2 batch)
+    against the full records decoder's batch Fields and Python's decompression of their
+    records, for the records of every capture, whole and cut short."""
+    from dissectors.compression import decompress_detail
+
+    fields = list(sample_fields)
+    if SHARED.is_dir():
+        fields += [f for p in _captures(SHARED) for f in _records_fields(p)]
+    n = 0
+    for what, data, start, end in fields:
+        for stop in (end, (start + end) // 2):
+            full = decode_records(data, start, stop, DecodeContext())
+            want = []
+            budget = DEFAULT.max_decompressed
+            for b in full.children or ():
+                if b.type != "RecordBatch":
+                    break
+                v = {c.name: c.value for c in b.children or ()}
+                size = v["batch_length"] + 12
+                codec_id = v["attributes"] & 7
+                codec = ("none", "gzip", "snappy", "lz4", "zstd")[codec_id] if codec_id < 5 else f"unknown({codec_id})"
+                unc: int | None = size
+                if codec_id:
+                    out, note, _info = decompress_detail(codec, data[b.offset + 61:b.offset + size], budget)
+                    budget = max(0, budget - len(out))
+                    unc = None if note is not None else 61 + len(out)
+                want.append((v["producer_id"], v["producer_epoch"], v["base_sequence"], v["records_count"], size, unc,
+                             codec, v["base_timestamp"], v["max_timestamp"], bool(v["attributes"] & 0x10),
+                             bool(v["attributes"] & 0x20)))
+            got = _core.batch_summaries(data, start, stop, DEFAULT.max_decompressed)
+            assert got == want, (what, start, stop)
+            n += len(got)
+    assert n >= 100

@@ -13,9 +13,9 @@ import pytest
 from analyzer.sinks.insights import ConsumerLag
 from analyzer.sinks.stats import StatsAccumulator
 from analyzer.sinks.stats_render import csv_rows, lag_table
-from tests.lean import lean_request
 from dissectors.context import DecodeContext
 from tests.checkgen import Wire
+from tests.lean import lean_request
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "captures"
 ROOT = Path(__file__).resolve().parents[1]

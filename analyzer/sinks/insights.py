@@ -31,7 +31,7 @@ forgets partitions is decoded again in full to learn which (the lean tree keeps 
 
 ``ProducerStories`` follows Produce requests per client id and producer id (-1: a producer
 that is not idempotent): batches (record batches v2, read by
-``dissectors.records.batch_summaries`` from the request's bytes: header fields, size on the
+``analyzer._core.batch_summaries`` (core/src/records.rs) from the request's bytes: header fields, size on the
 wire and, decompressed, before compression), records per batch, bytes per batch before and
 after compression and the ratio per codec, linger (a batch's max_timestamp minus its
 base_timestamp: how long the producer gathered it, CreateTime), acks, idempotence,
@@ -45,13 +45,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from analyzer._core import batch_summaries
 from analyzer.model import Conn, Exchange
 from dissectors.context import DecodeContext
 from dissectors.errors import error_name
 from dissectors.field import ErrorsRoot, Field
 from dissectors.field import body_of as _body
 from dissectors.field import int_value as _int
-from dissectors.records import batch_summaries
 
 # API keys whose requests tie a client id to a consumer group
 GROUP_MEMBER_APIS = frozenset({8, 11, 12, 13, 14, 68})
@@ -533,41 +533,42 @@ class ProducerStories:
         for topic, part, rec in produce_partitions(body):
             if rec is None or rec.offset is None or not rec.length:
                 continue
-            for b in batch_summaries(data, rec.offset, rec.offset + rec.length, budget):
-                if b.control:
+            for (pid, epoch, seq, count, size, uncompressed, codec, base_ts, max_ts, txn_batch,
+                 control) in batch_summaries(data, rec.offset, rec.offset + rec.length, budget):
+                if control:
                     continue
-                if b.uncompressed is not None and b.codec != "none":
-                    budget = max(0, budget - b.uncompressed)
-                g = self._producer(ex.client_id, b.producer_id)
-                if b.producer_id not in seen:
-                    seen.add(b.producer_id)
+                if uncompressed is not None and codec != "none":
+                    budget = max(0, budget - uncompressed)
+                g = self._producer(ex.client_id, pid)
+                if pid not in seen:
+                    seen.add(pid)
                     g.requests += 1
                     if ack is not None:
                         g.acks[ack] = g.acks.get(ack, 0) + 1
                     if isinstance(txn, str) and (g.transactional_id is None or txn < g.transactional_id):
                         g.transactional_id = txn
                 g.batches += 1
-                g.records += b.records
-                g.max_records = max(g.max_records, b.records)
-                g.bytes += b.bytes
-                row = g.codecs.setdefault(b.codec, [0, 0, 0, 0, 0])
+                g.records += count
+                g.max_records = max(g.max_records, count)
+                g.bytes += size
+                row = g.codecs.setdefault(codec, [0, 0, 0, 0, 0])
                 row[0] += 1
-                row[1] += b.bytes
-                if b.uncompressed is not None:
+                row[1] += size
+                if uncompressed is not None:
                     row[2] += 1
-                    row[3] += b.bytes
-                    row[4] += b.uncompressed
-                if b.max_timestamp >= b.base_timestamp >= 0:
-                    linger = b.max_timestamp - b.base_timestamp
+                    row[3] += size
+                    row[4] += uncompressed
+                if max_ts >= base_ts >= 0:
+                    linger = max_ts - base_ts
                     g.linger_n += 1
                     g.linger_total += linger
                     g.linger_max = max(g.linger_max, linger)
-                if b.transactional:
+                if txn_batch:
                     g.txn_batches += 1
-                if b.producer_id >= 0:
-                    g.epochs.add(b.producer_epoch)
-                    if b.base_sequence >= 0:
-                        k = (b.producer_epoch, topic, part, b.base_sequence)
+                if pid >= 0:
+                    g.epochs.add(epoch)
+                    if seq >= 0:
+                        k = (epoch, topic, part, seq)
                         n = g.seqs.get(k)
                         if n is not None:
                             g.seqs[k] = n + 1

@@ -757,6 +757,54 @@ fn parse_packet(py: Python<'_>, linktype: i32, data: &[u8], orig_len: u32) -> Py
     })
 }
 
+/// A batch summary as `analyzer.sinks.insights` reads it: (producer_id, producer_epoch,
+/// base_sequence, records, bytes, uncompressed or None, codec, base_timestamp,
+/// max_timestamp, transactional, control).
+type BatchTuple = (
+    i64,
+    i16,
+    i32,
+    i32,
+    usize,
+    Option<usize>,
+    &'static str,
+    i64,
+    i64,
+    bool,
+    bool,
+);
+
+/// The v2 batches of the records bytes `data[start:end]` (`records::batch_summaries`): what
+/// a producer story reads of each, compressed batches decompressed (at most
+/// `max_decompressed` bytes in all) for their size before compression.
+#[pyfunction]
+fn batch_summaries(
+    py: Python<'_>,
+    data: &[u8],
+    start: usize,
+    end: usize,
+    max_decompressed: i64,
+) -> Vec<BatchTuple> {
+    py.allow_threads(|| crate::records::batch_summaries(data, start, end, max_decompressed))
+        .into_iter()
+        .map(|b| {
+            (
+                b.producer_id,
+                b.producer_epoch,
+                b.base_sequence,
+                b.records,
+                b.bytes,
+                b.uncompressed,
+                b.codec,
+                b.base_timestamp,
+                b.max_timestamp,
+                b.transactional,
+                b.control,
+            )
+        })
+        .collect()
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CaptureError", m.py().get_type::<CaptureError>())?;
@@ -765,6 +813,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Figures>()?;
     m.add_function(wrap_pyfunction!(open_capture, m)?)?;
     m.add_function(wrap_pyfunction!(conn_key, m)?)?;
+    m.add_function(wrap_pyfunction!(batch_summaries, m)?)?;
     m.add_function(wrap_pyfunction!(parse_packet, m)?)?;
     crate::py_probe::register(m)?;
     m.add("END_OF_CAPTURE", END_OF_CAPTURE)?;

@@ -338,5 +338,87 @@ fn summary_message(
     summary_set(&inner, 0, inner.len(), acc, depth + 1, Some(magic), limited).0
 }
 
+/// One v2 record batch as a producer story reads it ([`batch_summaries`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchSummary {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    /// records_count
+    pub records: i32,
+    /// the whole batch on the wire (12-byte log header included)
+    pub bytes: usize,
+    /// the same with its records decompressed (None: they could not be)
+    pub uncompressed: Option<usize>,
+    pub codec: &'static str,
+    pub base_timestamp: i64,
+    pub max_timestamp: i64,
+    pub transactional: bool,
+    pub control: bool,
+}
+
+fn be_i64(buf: &[u8], at: usize) -> Option<i64> {
+    Some(i64::from_be_bytes(buf.get(at..at + 8)?.try_into().ok()?))
+}
+
+fn be_i16(buf: &[u8], at: usize) -> Option<i16> {
+    Some(i16::from_be_bytes(buf.get(at..at + 2)?.try_into().ok()?))
+}
+
+/// The v2 batches of the records bytes `buf[start..end]`: their header fields and sizes,
+/// the records of each compressed batch decompressed (at most `max_decompressed` bytes in
+/// all) to tell their size before compression. Stops at the first entry that is not a
+/// whole v2 batch (magic 0/1 messages, a batch cut short): those are not summarised.
+pub fn batch_summaries(
+    buf: &[u8],
+    start: usize,
+    end: usize,
+    max_decompressed: i64,
+) -> Vec<BatchSummary> {
+    let end = end.min(buf.len());
+    let mut budget = max_decompressed;
+    let mut out = Vec::new();
+    let mut pos = start;
+    while pos <= end && end - pos >= V2_HEADER {
+        let (Some(length), Some(attrs)) = (be_i32(buf, pos + 8), be_i16(buf, pos + 21)) else {
+            break;
+        };
+        let magic = buf[pos + 16] as i8;
+        let Ok(size) = usize::try_from(i64::from(length) + 12) else {
+            break;
+        };
+        if magic != 2 || length < V2_MIN_LENGTH || size > end - pos {
+            break;
+        }
+        let codec_id = (attrs & 7) as u8;
+        let mut uncompressed = Some(size);
+        if codec_id != 0 {
+            let (data, verdict) =
+                decompress::decompress(codec_id, &buf[pos + V2_HEADER..pos + size], budget);
+            budget = (budget - data.len() as i64).max(0);
+            uncompressed = match verdict {
+                decompress::Verdict::Done => Some(V2_HEADER + data.len()),
+                _ => None,
+            };
+        }
+        let field = |at: usize| be_i64(buf, pos + at).unwrap_or(0);
+        out.push(BatchSummary {
+            producer_id: field(43),
+            producer_epoch: be_i16(buf, pos + 51).unwrap_or(0),
+            base_sequence: be_i32(buf, pos + 53).unwrap_or(0),
+            records: be_i32(buf, pos + 57).unwrap_or(0),
+            bytes: size,
+            uncompressed,
+            codec: LEAN_CODECS[usize::from(codec_id)],
+            base_timestamp: field(27),
+            max_timestamp: field(35),
+            transactional: attrs & 0x10 != 0,
+            control: attrs & 0x20 != 0,
+        });
+        pos += size;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests;
