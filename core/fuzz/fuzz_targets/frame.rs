@@ -29,7 +29,7 @@ fn be(h: &[u8]) -> u32 {
 
 impl Judge for Fuzzed {
     fn checks(&self) -> bool {
-        self.mode % 4 != 0
+        !self.mode.is_multiple_of(4)
     }
     fn plausible(&mut self, head: &[u8]) -> Verdict {
         self.calls += 1;
@@ -52,7 +52,7 @@ impl Judge for Fuzzed {
         }
     }
     fn sane(&mut self, head: &[u8], size: u32) -> bool {
-        self.sane && (size as u64 + head.len() as u64 + self.seed as u64) % 3 != 0
+        self.sane && !(size as u64 + head.len() as u64 + self.seed as u64).is_multiple_of(3)
     }
     fn first_known(&self) -> (bool, bool) {
         (self.syn_seen, self.kafka)

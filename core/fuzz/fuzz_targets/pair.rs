@@ -55,10 +55,19 @@ fn drain(p: &mut Pairing, t: &mut Tally) {
                         t.frame_bytes += 4 + f.data.len() as u64;
                     }
                 }
-                Out::Closed(c) => assert!(t.closed.insert(c.conn), "connection {} closed twice", c.conn),
+                Out::Closed(c) => assert!(
+                    t.closed.insert(c.conn),
+                    "connection {} closed twice",
+                    c.conn
+                ),
                 Out::Data { data, .. } => t.handed_bytes += data.len() as u64,
                 Out::Gap { length, .. } => t.handed_bytes += length,
-                Out::End { conn, dir: None, reason, .. } => {
+                Out::End {
+                    conn,
+                    dir: None,
+                    reason,
+                    ..
+                } => {
                     p.ignore(conn, None);
                     p.end(conn, None, reason);
                 }
@@ -70,17 +79,37 @@ fn drain(p: &mut Pairing, t: &mut Tally) {
 
 fuzz_target!(|data: &[u8]| {
     let src = Box::new(std::io::Cursor::new(data.to_vec()));
-    let Ok(mut r) = CaptureReader::from_reader("fuzz", src, data.len() as u64, false) else { return };
-    let hv = |max: i16, flex: i16| -> Vec<u8> { (0..=max).map(|v| if v >= flex { 2 } else { 1 }).collect() };
-    let table = ApiTable::new(vec![(0, 11, hv(11, 9)), (1, 13, hv(13, 12)), (3, 12, hv(12, 9)), (17, 1, hv(1, 99)),
-                                   (18, 4, hv(4, 3))]).expect("a valid table");
+    let Ok(mut r) = CaptureReader::from_reader("fuzz", src, data.len() as u64, false) else {
+        return;
+    };
+    let hv = |max: i16, flex: i16| -> Vec<u8> {
+        (0..=max).map(|v| if v >= flex { 2 } else { 1 }).collect()
+    };
+    let table = ApiTable::new(vec![
+        (0, 11, hv(11, 9)),
+        (1, 13, hv(13, 12)),
+        (3, 12, hv(12, 9)),
+        (17, 1, hv(1, 99)),
+        (18, 4, hv(4, 3)),
+    ])
+    .expect("a valid table");
     let forced = match data.last().map(|b| b % 3) {
         Some(1) => Forced::Legacy,
         Some(2) => Forced::Modern,
         _ => Forced::Auto,
     };
-    let pair = Pairing::new(PairConfig { ports: vec![9092], forced, max_frame_size: 1 << 16, table });
-    let cfg = Config { max_buffer: 4096, max_total_buffer: 16384, max_closed: 4, ..Config::default() };
+    let pair = Pairing::new(PairConfig {
+        ports: vec![9092],
+        forced,
+        max_frame_size: 1 << 16,
+        table,
+    });
+    let cfg = Config {
+        max_buffer: 4096,
+        max_total_buffer: 16384,
+        max_closed: 4,
+        ..Config::default()
+    };
     let mut ra = Reassembler::new(cfg);
     let mut tee = Tee { pair, delivered: 0 };
     let mut tally = Tally::default();
@@ -100,9 +129,24 @@ fuzz_target!(|data: &[u8]| {
     ra.finish(None, &mut tee);
     drain(&mut tee.pair, &mut tally);
     let c = &tee.pair.counts;
-    assert_eq!(tee.pair.open_states(), 0, "a connection was never closed (by the reassembler's ends alone)");
-    assert_eq!(tally.opened, tally.closed, "every connection opened is closed once");
-    assert_eq!(tally.frames, c.request_frames + c.response_frames, "a frame is in no exchange record");
+    assert_eq!(
+        tee.pair.open_states(),
+        0,
+        "a connection was never closed (by the reassembler's ends alone)"
+    );
+    assert_eq!(
+        tally.opened, tally.closed,
+        "every connection opened is closed once"
+    );
+    assert_eq!(
+        tally.frames,
+        c.request_frames + c.response_frames,
+        "a frame is in no exchange record"
+    );
     let skipped: u64 = c.bytes_skipped.values().sum();
-    assert_eq!(tee.delivered, tally.frame_bytes + skipped + tally.handed_bytes, "bytes not accounted for");
+    assert_eq!(
+        tee.delivered,
+        tally.frame_bytes + skipped + tally.handed_bytes,
+        "bytes not accounted for"
+    );
 });

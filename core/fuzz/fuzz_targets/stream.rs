@@ -19,22 +19,44 @@ impl Sink for Check {
     fn event(&mut self, ev: Event<'_>) {
         match ev {
             Event::Open(c) => {
-                assert!(self.open.insert(c.id, true).is_none(), "connection {} opened twice", c.id);
+                assert!(
+                    self.open.insert(c.id, true).is_none(),
+                    "connection {} opened twice",
+                    c.id
+                );
             }
             Event::Update(c) => assert!(self.open.contains_key(&c.id)),
-            Event::Data { conn, dir, offset, data, .. } => {
+            Event::Data {
+                conn,
+                dir,
+                offset,
+                data,
+                ..
+            } => {
                 assert!(!data.is_empty());
                 let at = self.next.entry((conn, dir)).or_insert(offset);
                 assert_eq!(*at, offset, "data of {conn}/{dir} not contiguous");
                 *at += data.len() as i64;
             }
-            Event::Gap { conn, dir, offset, length, .. } => {
+            Event::Gap {
+                conn,
+                dir,
+                offset,
+                length,
+                ..
+            } => {
                 let at = self.next.entry((conn, dir)).or_insert(offset);
                 assert_eq!(*at, offset, "gap of {conn}/{dir} not contiguous");
                 *at += length as i64;
             }
-            Event::End { conn, dir: None, .. } => {
-                assert_eq!(self.open.insert(conn, false), Some(true), "connection {conn} ended twice");
+            Event::End {
+                conn, dir: None, ..
+            } => {
+                assert_eq!(
+                    self.open.insert(conn, false),
+                    Some(true),
+                    "connection {conn} ended twice"
+                );
             }
             Event::End { .. } => {}
         }
@@ -43,8 +65,15 @@ impl Sink for Check {
 
 fuzz_target!(|data: &[u8]| {
     let src = Box::new(std::io::Cursor::new(data.to_vec()));
-    let Ok(mut r) = CaptureReader::from_reader("fuzz", src, data.len() as u64, false) else { return };
-    let cfg = Config { max_buffer: 4096, max_total_buffer: 16384, max_closed: 4, ..Config::default() };
+    let Ok(mut r) = CaptureReader::from_reader("fuzz", src, data.len() as u64, false) else {
+        return;
+    };
+    let cfg = Config {
+        max_buffer: 4096,
+        max_total_buffer: 16384,
+        max_closed: 4,
+        ..Config::default()
+    };
     let mut ra = Reassembler::new(cfg);
     let mut check = Check::default();
     while let Ok(Some(p)) = r.next_packet() {
@@ -53,6 +82,9 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     ra.finish(None, &mut check);
-    assert!(check.open.values().all(|open| !open), "a connection was never ended");
+    assert!(
+        check.open.values().all(|open| !open),
+        "a connection was never ended"
+    );
     assert_eq!(ra.stats.pending_total, 0);
 });
