@@ -833,20 +833,8 @@ impl Walk<'_> {
             Op::Str { name, keep } => self.string(Name::Sym(*name), *keep, pos, end, out),
             Op::Bytes { name } => {
                 let (name, ty) = (Name::Sym(*name), Name::Sym(self.k.bytes));
-                let (n, p) = self.prefix(true, "bytes", pos, end, name, ty, out)?;
-                if n < 0 {
-                    return Ok(p);
-                }
-                if n > (end - p) as i64 {
-                    return Err(Self::bad(
-                        format!("bytes length {n} exceeds the {} bytes left", end - p),
-                        name,
-                        ty,
-                        pos,
-                        out,
-                    ));
-                }
-                Ok(p + n as usize)
+                let (p, q) = self.sized(true, "bytes", pos, end, name, ty, out)?;
+                Ok(q.unwrap_or(p))
             }
             Op::Records { name } => self.records(Name::Sym(*name), pos, end, out),
             Op::Struct(s) => self.structure(s, pos, end, out),
@@ -920,25 +908,44 @@ impl Walk<'_> {
         Ok(p)
     }
 
-    fn string(&mut self, name: Name, keep: bool, pos: usize, end: usize, out: usize) -> Step {
-        let ty = Name::Sym(self.k.string);
-        let (n, p) = self.prefix(false, "string", pos, end, name, ty, out)?;
+    /// A length-prefixed item at `pos`: the position after its prefix and its end (None:
+    /// null), its length checked against the bytes left.
+    #[allow(clippy::too_many_arguments)]
+    fn sized(
+        &self,
+        wide: bool,
+        what: &str,
+        pos: usize,
+        end: usize,
+        name: Name,
+        ty: Name,
+        out: usize,
+    ) -> Result<(usize, Option<usize>), Bad> {
+        let (n, p) = self.prefix(wide, what, pos, end, name, ty, out)?;
         if n < 0 {
-            if keep {
-                self.add(out, leaf(name, ty, Value::Null, pos, p - pos));
-            }
-            return Ok(p);
+            return Ok((p, None));
         }
         if n > (end - p) as i64 {
             return Err(Self::bad(
-                format!("string length {n} exceeds the {} bytes left", end - p),
+                format!("{what} length {n} exceeds the {} bytes left", end - p),
                 name,
                 ty,
                 pos,
                 out,
             ));
         }
-        let q = p + n as usize;
+        Ok((p, Some(p + n as usize)))
+    }
+
+    fn string(&mut self, name: Name, keep: bool, pos: usize, end: usize, out: usize) -> Step {
+        let ty = Name::Sym(self.k.string);
+        let (p, q) = self.sized(false, "string", pos, end, name, ty, out)?;
+        let Some(q) = q else {
+            if keep {
+                self.add(out, leaf(name, ty, Value::Null, pos, p - pos));
+            }
+            return Ok(p);
+        };
         if keep {
             let text = String::from_utf8_lossy(&self.buf[p..q]).into_owned();
             self.add(out, leaf(name, ty, Value::Str(text), pos, q - pos));
@@ -948,8 +955,8 @@ impl Walk<'_> {
 
     fn records(&mut self, name: Name, pos: usize, end: usize, out: usize) -> Step {
         let ty = Name::Sym(self.k.records);
-        let (n, p) = self.prefix(true, "records", pos, end, name, ty, out)?;
-        if n < 0 {
+        let (p, q) = self.sized(true, "records", pos, end, name, ty, out)?;
+        let Some(q) = q else {
             let mut node = leaf(name, ty, Value::Null, pos, p - pos);
             node.notes.push("null".into());
             node.extra = Extra::Records {
@@ -962,17 +969,7 @@ impl Walk<'_> {
             };
             self.add(out, node);
             return Ok(p);
-        }
-        if n > (end - p) as i64 {
-            return Err(Self::bad(
-                format!("records length {n} exceeds the {} bytes left", end - p),
-                name,
-                ty,
-                pos,
-                out,
-            ));
-        }
-        let q = p + n as usize;
+        };
         let s = lean_summary(self.buf, p, q, self.max_array_len, self.max_decompressed);
         self.counts.crc_valid += s.crc_valid;
         self.counts.crc_invalid += s.crc_invalid;

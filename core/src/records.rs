@@ -106,6 +106,14 @@ fn be_u32(buf: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_be_bytes(buf.get(at..at + 4)?.try_into().ok()?))
 }
 
+fn be_i64(buf: &[u8], at: usize) -> Option<i64> {
+    Some(i64::from_be_bytes(buf.get(at..at + 8)?.try_into().ok()?))
+}
+
+fn be_i16(buf: &[u8], at: usize) -> Option<i16> {
+    Some(i16::from_be_bytes(buf.get(at..at + 2)?.try_into().ok()?))
+}
+
 /// The lean summary of the records bytes `buf[start..end]` (`end` clamped to the
 /// buffer, as Python does), under the limits `max_array_len` (a v2 records_count above it
 /// is not counted) and `max_decompressed` (the bytes all compressed wrappers of the field
@@ -355,14 +363,6 @@ pub struct BatchSummary {
     pub max_timestamp: i64,
     pub transactional: bool,
     pub control: bool,
-}
-
-fn be_i64(buf: &[u8], at: usize) -> Option<i64> {
-    Some(i64::from_be_bytes(buf.get(at..at + 8)?.try_into().ok()?))
-}
-
-fn be_i16(buf: &[u8], at: usize) -> Option<i16> {
-    Some(i16::from_be_bytes(buf.get(at..at + 2)?.try_into().ok()?))
 }
 
 /// The v2 batches of the records bytes `buf[start..end]`: their header fields and sizes,
