@@ -23,6 +23,8 @@
 
 use std::collections::HashMap;
 
+use rustc_hash::FxHashMap;
+
 use crate::records::lean_summary;
 
 /// Fields kept wherever they are (with the structs that lead to them).
@@ -1127,13 +1129,13 @@ impl Walk<'_> {
 /// The compiled schema and the walks of message bodies against it.
 #[derive(Debug)]
 pub struct Figures {
-    apis: HashMap<i16, ApiDef>,
+    apis: FxHashMap<i16, ApiDef>,
     /// api_key -> the symbols of its root types (request, response)
-    roots: HashMap<i16, (u32, u32)>,
+    roots: FxHashMap<i16, (u32, u32)>,
     syms: Syms,
     k: Known,
     /// (api_key, version, request) -> the body's plan, compiled on first use
-    plans: HashMap<(i16, i16, bool), Plan>,
+    plans: FxHashMap<(i16, i16, bool), Plan>,
     pub max_array_len: i64,
     pub max_decompressed: i64,
 }
@@ -1158,7 +1160,7 @@ impl Figures {
             apis: apis.into_iter().map(|a| (a.key, a)).collect(),
             syms,
             k,
-            plans: HashMap::new(),
+            plans: FxHashMap::default(),
             max_array_len,
             max_decompressed,
         }

@@ -73,7 +73,7 @@ struct Out {
     strs: Vec<Py<PyString>>,
     index: Vec<Py<PyString>>,
     error_table: HashMap<i64, String>,
-    errors: HashMap<i64, Py<PyString>>,
+    errors: rustc_hash::FxHashMap<i64, Py<PyString>>,
 }
 
 const INDEX_CACHED: usize = 4096;
@@ -267,7 +267,7 @@ impl Figures {
                 strs: Vec::new(),
                 index: Vec::new(),
                 error_table: errors,
-                errors: HashMap::new(),
+                errors: rustc_hash::FxHashMap::default(),
             },
         })
     }
