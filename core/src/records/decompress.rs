@@ -1123,18 +1123,13 @@ impl ZstdReader<'_> {
     /// name.
     fn read(&mut self, out: &mut Vec<u8>, size: usize) -> Result<(), &'static str> {
         let start = out.len();
-        out.resize(start + size, 0);
         let mut produced = 0usize;
         let mut idle = 0u32;
         let result = loop {
             // decompress_input
             if self.active && self.pos < self.src.len() {
-                let mut output = zstd_safe::OutBuffer::around_pos(&mut out[start..], produced);
-                let mut input = zstd_safe::InBuffer::around(&self.src[self.pos..]);
-                let r = self.dctx.decompress_stream(&mut output, &mut input);
-                let (moved_in, moved_out) = (input.pos(), output.pos() - produced);
+                let (moved_in, r) = self.stream(out, start, &mut produced, size);
                 self.pos += moved_in;
-                produced = output.pos();
                 if self.pos >= self.src.len() {
                     self.active = false;
                     self.finished_input = true;
@@ -1142,6 +1137,7 @@ impl ZstdReader<'_> {
                 if let Err(code) = r {
                     break Err(zstd_safe::get_error_name(code));
                 }
+                let moved_out = r.unwrap_or(0);
                 if produced > 0 && produced == size {
                     break Ok(());
                 }
@@ -1165,6 +1161,43 @@ impl ZstdReader<'_> {
         };
         out.truncate(start + produced);
         result
+    }
+
+    /// One `ZSTD_decompressStream` call with room for `size` bytes of output in all (past
+    /// the `produced` ones, from `start` in `out`): (input consumed, output made or the
+    /// error code). The room is zero-filled as it fills, 32 KiB first, four times more each
+    /// time, rather than `size` (up to 1 MiB) at once for a batch of a few kilobytes;
+    /// calling again while the output fills the room makes what one call with all of it
+    /// makes (libzstd stops a call only when its output is full or its input done).
+    fn stream(
+        &mut self,
+        out: &mut Vec<u8>,
+        start: usize,
+        produced: &mut usize,
+        size: usize,
+    ) -> (usize, Result<usize, zstd_safe::ErrorCode>) {
+        let first = *produced;
+        let mut moved_in = 0usize;
+        let mut block = 32 * 1024;
+        loop {
+            let room = (*produced + block).min(size);
+            block = block.saturating_mul(4);
+            if out.len() < start + room {
+                out.resize(start + room, 0);
+            }
+            let mut output =
+                zstd_safe::OutBuffer::around_pos(&mut out[start..start + room], *produced);
+            let mut input = zstd_safe::InBuffer::around(&self.src[self.pos + moved_in..]);
+            let r = self.dctx.decompress_stream(&mut output, &mut input);
+            moved_in += input.pos();
+            *produced = output.pos();
+            if let Err(code) = r {
+                return (moved_in, Err(code));
+            }
+            if *produced < room || room == size {
+                return (moved_in, Ok(*produced - first));
+            }
+        }
     }
 }
 
