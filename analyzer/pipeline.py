@@ -54,7 +54,10 @@ class Options:
     ports: tuple[int, ...] = (9092,)
     autodetect: bool = True
     protocol: str = "auto"            # auto | legacy | modern
-    decode: str = "full"              # full | lite (the core's lean trees: what stats reads) | none
+    # full | lite (the core's lean trees: what stats reads) | lite-topics (lite, and each
+    # request's topics and partition indexes: what stats grouped by topic or partition reads)
+    # | none
+    decode: str = "full"
     max_frame_size: int = 100 * 1024 * 1024
     unanswered_timeout: float | None = None
     tls_keylog: Any = None            # analyzer.tlsdecrypt.TlsKeyLog: decrypt TLS connections
@@ -147,11 +150,12 @@ class Pipeline:
         # lite: the core walks each exchange's lean trees (core/src/figures.rs) under the
         # context's limits and hands them with the exchange's record
         self.figures: Figures | None = None
-        if self.options.decode == "lite":
+        if self.options.decode in ("lite", "lite-topics"):
             ctx = self.ctx
             # (the frames the full decoder takes keep their records as bytes)
             ctx.decode_records = False
-            self.figures = Figures(APIS, ERRORS, ctx.max_array_len, ctx.max_decompressed)
+            self.figures = Figures(APIS, ERRORS, ctx.max_array_len, ctx.max_decompressed,
+                                   topics=self.options.decode == "lite-topics")
         self.summary = Summary()
         self.stream = self.new_stream()
         self._conn_objs: dict[int, Conn] = {}      # the connections the core has open, by id

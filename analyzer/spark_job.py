@@ -278,16 +278,16 @@ def pack_tasks(reads: list[ReadSplit], sources: list[Source], pack_size: int = D
 
 
 def lite_if_enough(cfg: JobConfig) -> JobConfig:
-    """The lean decode mode (``Options.decode="lite"``, what `stats` uses) when only the stats
-    figures are asked for: no check rule, no table rows, no topic/partition grouping (which
-    `stats` decodes fully too). The rules and the exchange rows read full trees (records
-    batches, fetch sessions, notes...), so any of them keeps the full decoder."""
+    """The lean decode mode (``Options.decode="lite"``, what `stats` uses; ``lite-topics``
+    when grouping by topic or partition) when only the stats figures are asked for: no check
+    rule, no table rows. The rules and the exchange rows read full trees (records batches,
+    fetch sessions, notes...), so any of them keeps the full decoder."""
     from dataclasses import replace
 
-    if cfg.options.decode != "full" or cfg.rules is None or cfg.rules or cfg.rows or cfg.with_trees \
-            or {"topic", "partition"} & set(cfg.by):
+    if cfg.options.decode != "full" or cfg.rules is None or cfg.rules or cfg.rows or cfg.with_trees:
         return cfg
-    return replace(cfg, options=replace(cfg.options, decode="lite"))
+    lite = "lite-topics" if {"topic", "partition"} & set(cfg.by) else "lite"
+    return replace(cfg, options=replace(cfg.options, decode=lite))
 
 
 # -- 2. scan ----------------------------------------------------------------------------

@@ -286,3 +286,36 @@ def test_unknown_api_and_short_request() -> None:
     assert (tree.name, tree.type, tree.children) == ("request", "Request", []) and counts[0] == 0
     tree, counts = fig.request(b"\x00\x0c\x00", 3)
     assert [c.name for c in tree.children] == ["header"] and tree.children[0].is_malformed and counts[0] == 1
+
+
+# -- the request's topics, kept for stats grouped by topic or partition ---------------------
+
+def _topic_view(tree: Field) -> list:
+    """What `stats --by topic/partition` reads of a request tree (stats.topic_partitions)."""
+    from types import SimpleNamespace
+
+    from analyzer.sinks.stats import topic_partitions
+    return topic_partitions(SimpleNamespace(partitions=[], request_tree=tree))  # type: ignore[arg-type]
+
+
+def test_topics_kept_for_grouping_as_the_full_decoder_reads_them() -> None:
+    """With topics on, every request's topics and partition indexes read as in the full
+    tree (schema-shaped requests of every API version, the captures' requests, and damaged
+    ones); with topics off, the lean tree is what it was."""
+    fig = Figures(APIS, ERRORS, topics=True)
+    plain = Figures(APIS, ERRORS)
+    rng = random.Random(3)
+    calls = [c for c in (*schema_calls(3), *capture_calls()) if c[0] == "q"]
+    n = named = 0
+    for c in calls:
+        for d in (c, *damaged(c, rng, 2)):
+            full = kafka.decode_request(d[1], DecodeContext(decode_records=False))
+            tree, _counts = fig.request(d[1], d[2])
+            want = _topic_view(full)
+            assert _topic_view(tree) == want, (d[2:], d[1].hex())
+            n += 1
+            named += any(t is not None for t, _p, _d in want)
+        # the figures alone: a subset of the topics' tree, the same where both keep a field
+        lean, _ = plain.request(c[1], c[2])
+        assert {f.name for f in lean.walk()} <= {f.name for f in fig.request(c[1], c[2])[0].walk()}
+    assert n > 5000 and named > 1000

@@ -40,6 +40,14 @@ def test_lite_stats_identical_on_samples(path: str) -> None:
     assert lite == full
 
 
+@pytest.mark.parametrize("path", _captures(), ids=lambda p: Path(p).name)
+def test_lite_topics_stats_identical_on_samples(path: str) -> None:
+    """Grouped by topic and partition (the request's topics kept in the lean trees)."""
+    by = ("api", "version", "topic", "partition")
+    full = _stats(path, "full", by)
+    assert _stats(path, "lite-topics", by) == full
+
+
 @pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/captures not present")
 def test_lite_stats_identical_on_shared_captures() -> None:
     files = sorted(glob.glob(str(SHARED / "*.pcap*")))
@@ -49,6 +57,8 @@ def test_lite_stats_identical_on_shared_captures() -> None:
         full = _stats(path, "full", ("api", "version", "client_id", "conn"))
         lite = _stats(path, "lite", ("api", "version", "client_id", "conn"))
         assert lite == full, path
+        by = ("api", "topic", "partition")
+        assert _stats(path, "lite-topics", by) == _stats(path, "full", by), path
         n += sum(g["count"] for g in full[0]["groups"])
     assert n > 1000
 

@@ -66,9 +66,9 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
     total = StatsAccumulator(by, keep_top=keep_top_for(top))
     points = PointSample() if plot_path else None
     many = len(captures) > 1
-    # every figure but the topic/partition grouping of non-Produce/Fetch APIs comes from
-    # lean trees (the core's figures walk, core/src/figures.rs): the same numbers as full trees
-    decode = "full" if ("topic" in by or "partition" in by) else "lite"
+    # every figure comes from lean trees (the core's figures walk, core/src/figures.rs): the
+    # same numbers as full trees; grouping by topic or partition keeps each request's topics
+    decode = "lite-topics" if ("topic" in by or "partition" in by) else "lite"
     from analyzer.cli import iter_captures
     from analyzer.shards import auto_jobs, run_stats_sharded
 

@@ -61,6 +61,49 @@ pub const COMPANIONS: [&str; 6] = [
     "topic_id",
 ];
 
+/// With topics on ([`Figures::new`]): a request's top-level arrays of topics, kept with
+/// their names and the indexes of their partitions (what `stats` groups by when asked to
+/// group by topic or partition), besides what the figures keep.
+pub const TOPIC_ARRAYS: [&str; 2] = ["topics", "topic_data"];
+const TOPIC_NAMES: [&str; 3] = ["name", "topic", "topic_name"];
+const PARTITION_ARRAYS: [&str; 3] = ["partitions", "partition_indexes", "partition_data"];
+const PARTITION_INDEXES: [&str; 3] = ["partition_index", "partition", "index"];
+
+/// Where a struct sits, for the topics' keeping: a request body's top level, an element of
+/// its topics array, an element of that topic's partitions array, or anywhere else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    Plain,
+    RequestTop,
+    Topic,
+    Partition,
+}
+
+impl Scope {
+    /// Is `fd` kept in this scope for the topics' sake (array fields: kept whole)?
+    fn keeps(self, fd: &FieldDef) -> bool {
+        let n = fd.name.as_str();
+        match self {
+            Scope::Plain => false,
+            Scope::RequestTop => fd.ty == "array" && TOPIC_ARRAYS.contains(&n),
+            Scope::Topic => {
+                (fd.ty == "string" && TOPIC_NAMES.contains(&n))
+                    || (fd.ty == "array" && PARTITION_ARRAYS.contains(&n))
+            }
+            Scope::Partition => fixed_of(&fd.ty).is_some() && PARTITION_INDEXES.contains(&n),
+        }
+    }
+
+    /// The scope of the elements of an array `fd` kept in this scope.
+    fn inner(self, fd: &FieldDef) -> Scope {
+        match self {
+            Scope::RequestTop if self.keeps(fd) => Scope::Topic,
+            Scope::Topic if self.keeps(fd) => Scope::Partition,
+            _ => Scope::Plain,
+        }
+    }
+}
+
 /// A version range, both ends included.
 pub type Range = (i32, i32);
 
@@ -311,7 +354,7 @@ struct ArrayOp {
 #[derive(Debug)]
 enum Elem {
     Struct(Plan),
-    Prim(Op),
+    Prim(PrimElem),
 }
 
 #[derive(Debug, Default)]
@@ -399,8 +442,15 @@ struct Compiler<'a> {
     flexible: bool,
 }
 
+/// The element op of an array of primitives: `keep` makes each element a node `[i]`.
+#[derive(Debug)]
+struct PrimElem {
+    op: Op,
+    keep: bool,
+}
+
 impl Compiler<'_> {
-    fn plan(&mut self, fields: &[FieldDef], type_name: &str) -> Plan {
+    fn plan(&mut self, fields: &[FieldDef], type_name: &str, scope: Scope) -> Plan {
         let mut plan = Plan {
             flexible: self.flexible,
             type_name: self.syms.get(type_name),
@@ -408,16 +458,18 @@ impl Compiler<'_> {
         };
         let present = present(fields, self.version, self.flexible);
         let companions = present.iter().any(|(fd, _)| wanted(fd));
+        let field = |c: &mut Self, fd: &FieldDef| c.field(fd, companions, scope);
         let mut run: Vec<FixedField> = Vec::new();
         let mut run_size = 0;
         for &(fd, tagged) in &present {
             if tagged {
-                let (op, _) = self.field(fd, companions);
+                let (op, _) = field(self, fd);
                 plan.tags.push((fd.tag.unwrap_or(-1), op));
                 continue;
             }
             if let Some(kind) = fixed_of(&fd.ty) {
-                run.push(self.fixed_field(fd, kind, kept(fd, companions)));
+                let keep = kept(fd, companions) || scope.keeps(fd);
+                run.push(self.fixed_field(fd, kind, keep));
                 run_size += kind.size();
                 plan.min_size += kind.size();
                 continue;
@@ -426,7 +478,7 @@ impl Compiler<'_> {
                 plan.ops.push(Op::Fixed(std::mem::take(&mut run), run_size));
                 run_size = 0;
             }
-            let (op, size) = self.field(fd, companions);
+            let (op, size) = field(self, fd);
             plan.ops.push(op);
             plan.min_size += size;
         }
@@ -436,7 +488,9 @@ impl Compiler<'_> {
         if self.flexible {
             plan.min_size += 1;
         }
-        plan.errors_only = errors_only(&present);
+        // (a topic or partition element kept for the topics is kept whatever its codes)
+        plan.errors_only =
+            errors_only(&present) && !matches!(scope, Scope::Topic | Scope::Partition);
         plan
     }
 
@@ -452,9 +506,10 @@ impl Compiler<'_> {
     }
 
     /// The op of one field (regular or tagged) and its least size.
-    fn field(&mut self, fd: &FieldDef, companions: bool) -> (Op, usize) {
+    fn field(&mut self, fd: &FieldDef, companions: bool, scope: Scope) -> (Op, usize) {
         let nullable = in_range(self.version, fd.nullable);
-        let keep = kept(fd, companions);
+        let topics = scope.keeps(fd);
+        let keep = kept(fd, companions) || topics;
         let name = self.syms.get(&fd.name);
         if let Some(kind) = fixed_of(&fd.ty) {
             let f = self.fixed_field(fd, kind, keep);
@@ -471,7 +526,7 @@ impl Compiler<'_> {
             "records" => (Op::Records { name }, min_size(fd, self.flexible)),
             "struct" => {
                 let tname = fd.struct_name.clone().unwrap_or_else(|| fd.name.clone());
-                let plan = self.plan(&fd.fields, &tname);
+                let plan = self.plan(&fd.fields, &tname, Scope::Plain);
                 let size = if nullable { 1 } else { plan.min_size };
                 let op = StructOp {
                     name,
@@ -485,9 +540,9 @@ impl Compiler<'_> {
                 let el = fd.element.as_deref().unwrap_or("struct");
                 let (elem, elem_min, keep) = if el == "struct" {
                     let tname = fd.struct_name.clone().unwrap_or_else(|| fd.name.clone());
-                    let plan = self.plan(&fd.fields, &tname);
+                    let plan = self.plan(&fd.fields, &tname, scope.inner(fd));
                     let m = plan.min_size.max(1);
-                    (Elem::Struct(plan), m, wanted(fd))
+                    (Elem::Struct(plan), m, wanted(fd) || topics)
                 } else {
                     let efd = FieldDef {
                         name: "[]".into(),
@@ -501,8 +556,17 @@ impl Compiler<'_> {
                         fields: Vec::new(),
                         error_meaning: false,
                     };
-                    let (op, m) = self.field(&efd, false);
-                    (Elem::Prim(op), m.max(1), false)
+                    // (kept for the topics: each element a node, as the full decoder has it)
+                    let (mut op, m) = self.field(&efd, false, Scope::Plain);
+                    if topics {
+                        match &mut op {
+                            Op::Fixed(run, _) => run.iter_mut().for_each(|f| f.keep = true),
+                            Op::Str { keep, .. } => *keep = true,
+                            _ => {}
+                        }
+                    }
+                    let elem = PrimElem { op, keep: topics };
+                    (Elem::Prim(elem), m.max(1), topics)
                 };
                 let op = ArrayOp {
                     name,
@@ -861,29 +925,25 @@ impl Walk<'_> {
         end: usize,
         out: usize,
     ) -> Step {
-        if pos + size > end {
-            let mut p = pos;
-            for f in run {
-                let ln = f.kind.size();
-                if p + ln > end {
-                    return Err(Self::bad(
-                        format!(
-                            "{} needs {ln} bytes, {} left",
-                            self.syms.name(f.ty),
-                            end.saturating_sub(p)
-                        ),
-                        Name::Sym(f.name),
-                        Name::Sym(f.ty),
-                        p,
-                        out,
-                    ));
-                }
-                p += ln;
-            }
-        }
+        // (one bound check for the run; when it fails, the fields before the one that does
+        // not fit are kept, as the full decoder keeps them, and the walk stops there)
+        let whole = pos + size <= end;
         let mut p = pos;
         for f in run {
             let ln = f.kind.size();
+            if !whole && p + ln > end {
+                return Err(Self::bad(
+                    format!(
+                        "{} needs {ln} bytes, {} left",
+                        self.syms.name(f.ty),
+                        end.saturating_sub(p)
+                    ),
+                    Name::Sym(f.name),
+                    Name::Sym(f.ty),
+                    p,
+                    out,
+                ));
+            }
             if f.keep {
                 let value = f.kind.read(&self.buf[p..p + ln]);
                 let code = match value {
@@ -1079,9 +1139,25 @@ impl Walk<'_> {
                 }
                 Ok(p)
             }
-            Elem::Prim(op) => {
+            Elem::Prim(e) if e.keep => {
+                if n < 0 {
+                    self.add(out, leaf(name, ty, Value::Null, pos, p - pos));
+                    return Ok(p);
+                }
+                let arr = self.add(out, branch(name, ty, Value::Int(n), pos, 0));
+                for i in 0..n as usize {
+                    let before = self.nodes.len();
+                    p = self.op(&e.op, p, end, arr)?;
+                    if self.nodes.len() > before {
+                        self.nodes[before].name = Name::Index(i);
+                    }
+                }
+                self.nodes[arr].length = p - pos;
+                Ok(p)
+            }
+            Elem::Prim(e) => {
                 for _ in 0..n.max(0) {
-                    p = self.op(op, p, end, out)?;
+                    p = self.op(&e.op, p, end, out)?;
                 }
                 Ok(p)
             }
@@ -1138,13 +1214,20 @@ pub struct Figures {
     plans: FxHashMap<(i16, i16, bool), Plan>,
     pub max_array_len: i64,
     pub max_decompressed: i64,
+    /// keep the request's topics and partition indexes too ([`TOPIC_ARRAYS`])
+    pub topics: bool,
 }
 
 /// ApiVersions' UNSUPPORTED_VERSION.
 const UNSUPPORTED_VERSION: i16 = 35;
 
 impl Figures {
-    pub fn new(apis: Vec<ApiDef>, max_array_len: i64, max_decompressed: i64) -> Figures {
+    pub fn new(
+        apis: Vec<ApiDef>,
+        max_array_len: i64,
+        max_decompressed: i64,
+        topics: bool,
+    ) -> Figures {
         let mut syms = Syms::default();
         let k = Known::new(&mut syms);
         let roots = apis
@@ -1163,6 +1246,7 @@ impl Figures {
             plans: FxHashMap::default(),
             max_array_len,
             max_decompressed,
+            topics,
         }
     }
 
@@ -1203,7 +1287,12 @@ impl Figures {
                 version: i32::from(version),
                 flexible,
             };
-            let plan = c.plan(fields, &type_name);
+            let scope = if request && self.topics {
+                Scope::RequestTop
+            } else {
+                Scope::Plain
+            };
+            let plan = c.plan(fields, &type_name, scope);
             if self.plans.len() >= 4096 {
                 self.plans.clear();
             }
@@ -1529,7 +1618,7 @@ mod tests {
     }
 
     fn figures() -> Figures {
-        Figures::new(schema(), 1_000_000, 64 << 20)
+        Figures::new(schema(), 1_000_000, 64 << 20, false)
     }
 
     fn i16b(v: i16) -> Vec<u8> {
@@ -1809,7 +1898,7 @@ mod tests {
 
     #[test]
     fn max_array_len_is_a_limit() {
-        let mut fig = Figures::new(schema(), 2, 64 << 20);
+        let mut fig = Figures::new(schema(), 2, 64 << 20, false);
         let t = fig
             .response(&v0(0, &[(0, 1), (1, 2)], None), 100, 0)
             .unwrap();

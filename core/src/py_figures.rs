@@ -238,15 +238,18 @@ fn uuid_text(u: &[u8; 16]) -> String {
 #[pymethods]
 impl Figures {
     /// `apis`: the schema (`dissectors.schema.APIS`); `errors`: the error names by code
-    /// (`dissectors.errors.ERRORS`); the limits are the `DecodeContext`'s.
+    /// (`dissectors.errors.ERRORS`); the limits are the `DecodeContext`'s; `topics`: keep a
+    /// request's topics and partition indexes too (`stats` grouped by topic or partition).
     #[new]
-    #[pyo3(signature = (apis, errors, max_array_len = 1_000_000, max_decompressed = 64 * 1024 * 1024))]
+    #[pyo3(signature = (apis, errors, max_array_len = 1_000_000, max_decompressed = 64 * 1024 * 1024,
+                        topics = false))]
     fn new(
         py: Python<'_>,
         apis: &Bound<'_, PyDict>,
         errors: HashMap<i64, String>,
         max_array_len: i64,
         max_decompressed: i64,
+        topics: bool,
     ) -> PyResult<Self> {
         let defs = apis
             .values()
@@ -255,7 +258,7 @@ impl Figures {
             .collect::<PyResult<Vec<_>>>()?;
         let field_mod = py.import("dissectors.field")?;
         Ok(Figures {
-            inner: figures::Figures::new(defs, max_array_len, max_decompressed),
+            inner: figures::Figures::new(defs, max_array_len, max_decompressed, topics),
             out: Out {
                 field: field_mod.getattr("Field")?.unbind(),
                 root: field_mod.getattr("ErrorsRoot")?.unbind(),

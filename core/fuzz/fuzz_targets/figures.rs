@@ -15,7 +15,8 @@
 //! path comes in `KWS_FIGURES_SCHEMA` (`tests/fuzz_core.sh` sets it).
 //!
 //! Input: byte 0 is the mode: bit 0 a request (0) or a response (1); bits 1-2 the limits
-//! (one `Figures` per setting, reused across inputs as the pipeline reuses one);
+//! and whether the request's topics are kept too (one `Figures` per setting, reused
+//! across inputs as the pipeline reuses one);
 //! requests: bit 3 takes the header length from bits 4-7 (times 3) instead of parsing
 //! the header (a header that does not parse takes it from there too). Bytes 1-2 choose
 //! the API: the index of a known key (high bit clear), or a raw key (high bit set, the
@@ -34,8 +35,13 @@ use serde_json::Value as Json;
 const SCHEMA_VAR: &str = "KWS_FIGURES_SCHEMA";
 const MALFORMED: &str = "malformed: ";
 
-/// (max_array_len, max_decompressed) of each limits setting.
-const LIMITS: [(i64, i64); 4] = [(1_000_000, 64 << 20), (8, 4096), (0, 0), (1, 256)];
+/// (max_array_len, max_decompressed, topics) of each setting.
+const LIMITS: [(i64, i64, bool); 4] = [
+    (1_000_000, 64 << 20, false),
+    (1_000_000, 64 << 20, true),
+    (8, 4096, false),
+    (0, 0, true),
+];
 
 fn range(v: &Json) -> Option<(i32, i32)> {
     let a = v.as_array()?;
@@ -130,7 +136,7 @@ fn setup() -> &'static Setup {
         .expect("a valid header table");
         let figures = LIMITS
             .iter()
-            .map(|&(a, d)| Figures::new(apis.clone(), a, d))
+            .map(|&(a, d, topics)| Figures::new(apis.clone(), a, d, topics))
             .collect();
         Setup {
             apis,
