@@ -1,9 +1,12 @@
 """Live capture: packets from an interface, fed to the Pipeline as they arrive.
 
-    PacketSource.read(timeout) -> [(ts, data, orig_len)]  (scapy PF_PACKET socket, raw bytes)
+    PacketSource.read(timeout) -> [(ts, data, orig_len)]  (a PF_PACKET socket, raw bytes)
         -> a batch of packet records (analyzer.model.PacketRecord) -> Pipeline.feed_packets
         -> Exchange -> callback (printed at once)
         -> optional PcapSink (the raw packets, the interface's link type)
+    or, without --write: PacketSource.feed(pipeline, first_index, timeout)
+        -> the core reads the socket into its stages itself (no Python object per packet)
+        -> Exchange -> callback
 
 ``LiveSession.run`` is the loop: bounded waits (so --duration, Ctrl-C and the
 unanswered timeout are honoured within a quarter of a second), ``Pipeline.expire``
@@ -11,11 +14,14 @@ twice a second, a tick callback once a second (the --stats dashboard), and on th
 out ``Pipeline.finish`` so requests still in flight are reported as unanswered, as
 ``read`` reports them at the end of the file that ``--write`` saved.
 
-Packets are read with scapy's socket layer (``recv_raw``: bytes and a timestamp, no
-per-packet dissection), with the BPF filter attached in the kernel. On a loopback
+The socket is opened with scapy (interface, BPF filter compiled and attached in the
+kernel, permissions and their errors) and read by the core (``analyzer._core.PacketReader``:
+``recvmmsg`` batches of what is queued, the kernel's timestamps, lengths on the wire, VLAN
+tags put back); the loop waits for the first packet with ``select``. On a loopback
 interface every packet is seen twice by a PF_PACKET socket (outgoing and incoming);
 like libpcap we keep only the incoming copy, with ``inbound`` added to the kernel's filter
-(the buffer then holds each packet once, and a drop counts once).
+(the buffer then holds each packet once, and a drop counts once; the reader also skips a
+PACKET_OUTGOING copy, should one pass).
 """
 from __future__ import annotations
 
@@ -28,17 +34,26 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any, BinaryIO, Protocol
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 from analyzer.model import Exchange, PacketRecord
+
+if TYPE_CHECKING:
+    from analyzer._core import PacketReader
 
 SNAPLEN = 262144
 BUFFER_BYTES = 32 * 1024 * 1024   # kernel receive buffer: loopback packets reach 64 KiB each
 SOL_PACKET = 263
 PACKET_STATISTICS = 6
 SO_RCVBUFFORCE = 33
+SO_TIMESTAMPNS = 35
+PACKET_AUXDATA = 8
 MAX_BATCH = 256             # packets read per wake-up before the loop looks at the clock again
 MAX_BATCH_BYTES = 4 * 1024 * 1024
+# after a read that was not full, the next one starts this long after it at the earliest, so
+# that packets gather in the kernel's buffer meanwhile: fewer wake-ups, each with its fixed
+# cost (a select, a crossing into the core, the summary's counts), at 1 ms of delay at most
+GATHER = 0.001
 
 LINKTYPE_ETHERNET = 1
 LINKTYPE_RAW = 101
@@ -118,11 +133,12 @@ def _why(e: BaseException) -> str:
     return text
 
 
-# ---------------------------------------------------------------- the scapy source
+# ---------------------------------------------------------------- the socket source
 
 
 class ScapySource:
-    """Raw packets from ``iface`` through a scapy PF_PACKET socket with ``bpf`` attached."""
+    """Raw packets from ``iface``: a PF_PACKET socket scapy opens with ``bpf`` attached in the
+    kernel, read by the core's ``PacketReader``."""
 
     def __init__(self, iface: str, bpf: str, snaplen: int = SNAPLEN, promisc: bool = False,
                  buffer_bytes: int = BUFFER_BYTES) -> None:
@@ -171,12 +187,22 @@ class ScapySource:
         else:
             self.linktype = int(conf.l2types.layer2num.get(self.sock.LL, LINKTYPE_ETHERNET))
         self._fd = self.sock.fileno()
-        # read() waits for the first packet with select, then takes what is queued until the
-        # socket says it would block: no select per packet
-        self.sock.ins.setblocking(False)
+        self._last_read = 0.0
+        self._full = True               # the last read took all it might (no gathering wait)
         self.received = 0
         self.dropped = 0
         self._set_buffer(buffer_bytes)
+        self._set_options()
+        # read() and feed() wait for the first packet with select, then the reader takes what
+        # is queued (recvmmsg, without blocking) until none is left: no select per packet
+        from analyzer._core import PacketReader
+
+        try:
+            self.reader: PacketReader = PacketReader(self._fd, snaplen, skip_outgoing=self.loopback,
+                                                     vlan_tags=self.linktype == LINKTYPE_ETHERNET)
+        except (OSError, ValueError) as e:
+            self.sock.close()
+            raise LiveError(f"cannot capture on {iface}: {e}") from None
         self.kernel_stats()                     # reset the kernel's counters: count from here
 
     def _set_buffer(self, nbytes: int) -> None:
@@ -190,6 +216,19 @@ class ScapySource:
             except OSError:
                 continue
 
+    def _set_options(self) -> None:
+        """The kernel's receive time and the packet's auxiliary data (length on the wire, VLAN
+        tag) with each packet: scapy's L2Socket turns both on; said again, as the reader
+        relies on them (without them: the clock's time, the length as queued)."""
+        import socket
+
+        s = self.sock.ins
+        for level, opt in ((socket.SOL_SOCKET, SO_TIMESTAMPNS), (SOL_PACKET, PACKET_AUXDATA)):
+            try:
+                s.setsockopt(level, opt, 1)
+            except OSError:
+                pass
+
     def kernel_stats(self) -> tuple[int, int]:
         """(packets, drops) the kernel counted since the last call; drops also add up in ``dropped``."""
         try:
@@ -200,36 +239,47 @@ class ScapySource:
         self.dropped += drops
         return packets, drops
 
-    def read(self, timeout: float) -> list[tuple[float, bytes, int]]:
-        out: list[tuple[float, bytes, int]] = []
+    def _ready(self, timeout: float) -> bool:
+        """A packet is queued (waiting at most ``timeout`` s for one); after a read that was not
+        full, no sooner than GATHER after it."""
         try:
             ready, _, _ = select.select([self._fd], [], [], max(0.0, timeout))
         except InterruptedError:
-            return out
+            return False
         if not ready:
-            return out
-        sock = self.sock
-        snap = self.snaplen
-        nbytes = 0
-        while len(out) < MAX_BATCH and nbytes < MAX_BATCH_BYTES:
-            try:
-                _cls, data, ts = sock.recv_raw(snap)
-            except (BlockingIOError, InterruptedError):
-                break
-            except OSError as e:
-                if e.errno in (errno.EAGAIN, errno.EINTR):
-                    break
-                raise
-            if data is not None:
-                out.append((float(ts) if ts is not None else time.time(), data, len(data)))
-                self.received += 1
-                nbytes += len(data)
+            return False
+        now = time.monotonic()
+        if not self._full and now < self._last_read + GATHER:
+            time.sleep(self._last_read + GATHER - now)
+            now = time.monotonic()
+        self._last_read = now
+        return True
+
+    def read(self, timeout: float) -> list[tuple[float, bytes, int]]:
+        """The packets queued once one arrived within ``timeout`` s (at most MAX_BATCH, about
+        MAX_BATCH_BYTES): ``(ts, data, orig_len)`` each, ``data`` at most snaplen bytes."""
+        if not self._ready(timeout):
+            return []
+        out = self.reader.read(MAX_BATCH, MAX_BATCH_BYTES)
+        self.received += len(out)
+        self._full = len(out) >= MAX_BATCH
         return out
+
+    def feed(self, pipeline: _ReaderPipeline, first_index: int, timeout: float) -> tuple[int, Iterable[Exchange]]:
+        """As ``read``, the packets handed straight to ``pipeline`` (numbered from
+        ``first_index``): how many, and the exchanges they completed."""
+        if not self._ready(timeout):
+            return 0, ()
+        n, exchanges = pipeline.feed_reader(self.reader, self.linktype, first_index, MAX_BATCH, MAX_BATCH_BYTES)
+        self.received += n
+        self._full = n >= MAX_BATCH
+        return n, exchanges
 
     def close(self) -> None:
         if getattr(self.sock, "closed", False):
             return
         self.kernel_stats()
+        self.reader.close()          # (it borrows the socket's descriptor: forgotten first)
         try:
             self.sock.close()
         except Exception:  # noqa: BLE001 - closing twice or after an error
@@ -305,6 +355,12 @@ class _Pipeline(Protocol):
     def finish(self) -> list[Exchange]: ...
 
 
+class _ReaderPipeline(Protocol):
+    """What ScapySource.feed asks of its pipeline (analyzer.pipeline.Pipeline)."""
+    def feed_reader(self, reader: PacketReader, linktype: int, first_index: int, max_packets: int,
+                    max_bytes: int) -> tuple[int, Iterable[Exchange]]: ...
+
+
 @dataclass
 class LiveResult:
     reason: str                 # "count" | "duration" | "interrupted" (SIGINT) | "terminated" (SIGTERM)
@@ -368,6 +424,9 @@ class LiveSession:
         pipe = self.pipeline
         linktype = self.source.linktype
         sink = self.sink
+        # without --write no Python object need be made per packet: a source that can
+        # (ScapySource.feed) hands its packets to the pipeline in the core
+        feed = getattr(self.source, "feed", None) if sink is None and hasattr(pipe, "feed_reader") else None
         try:
             while self._stop is None:
                 now = self.clock()
@@ -378,18 +437,23 @@ class LiveSession:
                         self.stop("duration")
                         break
                     wait = min(wait, left)
-                batch = self.source.read(wait)
-                if batch is None:
-                    self.stop("source ended")
-                    break
-                if sink is not None:
-                    for ts, data, orig_len in batch:
-                        sink.write(ts, data, orig_len)
-                # the batch crosses into the core at once (packets numbered from 1, as tshark does)
+                # a batch crosses into the core at once (packets numbered from 1, as tshark does)
                 first = self._packets + 1
-                self._packets += len(batch)
-                self._emit(pipe.feed_packets([(first + i, ts, linktype, data, orig_len)
-                                              for i, (ts, data, orig_len) in enumerate(batch)]))
+                if feed is not None:
+                    n, exchanges = feed(pipe, first, wait)
+                    self._packets += n
+                    self._emit(exchanges)
+                else:
+                    batch = self.source.read(wait)
+                    if batch is None:
+                        self.stop("source ended")
+                        break
+                    if sink is not None:
+                        for ts, data, orig_len in batch:
+                            sink.write(ts, data, orig_len)
+                    self._packets += len(batch)
+                    self._emit(pipe.feed_packets([(first + i, ts, linktype, data, orig_len)
+                                                  for i, (ts, data, orig_len) in enumerate(batch)]))
                 now = self.clock()
                 if self._stop is None and now - last_expire >= self.expire_every:
                     last_expire = now

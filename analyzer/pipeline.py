@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from analyzer._core import END_OF_CAPTURE, Capture, Figures, Stream, open_capture
 from analyzer.model import (
@@ -41,6 +41,9 @@ from dissectors.kafka import learn_topic_ids
 from dissectors.schema import APIS, api_name
 from dissectors.summary import partitions_of
 from dissectors.tls import looks_like_tls, parse_hello
+
+if TYPE_CHECKING:
+    from analyzer._core import PacketReader  # (Linux only)
 
 _new = tuple.__new__
 _obj_new = object.__new__
@@ -187,6 +190,17 @@ class Pipeline:
         records = self.stream.feed(packets)
         self._sync()
         return self._exchanges(records)
+
+    def feed_reader(self, reader: PacketReader, linktype: int, first_index: int, max_packets: int,
+                    max_bytes: int) -> tuple[int, Iterator[Exchange]]:
+        """The packets queued on a live capture's socket (``reader``), read and fed by the core
+        without a Python object per packet, numbered from ``first_index``: how many, and the
+        exchanges they complete, as ``feed_packets`` gives them."""
+        n, records = self.stream.feed_reader(reader, linktype, first_index, max_packets, max_bytes)
+        if not n:
+            return 0, iter(())
+        self._sync()
+        return n, self._exchanges(records)
 
     def feed_capture(self, cap: Capture, tick: Callable[[], None] | None = None) -> Iterator[Exchange]:
         """Every packet of ``cap`` through the core, a batch at a time: the exchanges, in

@@ -535,3 +535,202 @@ def test_reader_closing_the_pipe_stops_with_the_summary_on_stderr(tmp_path: Path
     lines = text.splitlines()
     assert "  connections: 1 (kafka 1)" in lines
     assert any(line in lines for line in ("  exchanges: ok 2", "  exchanges: ok 3", "  exchanges: ok 4")), text
+
+
+# ---------------------------------------------------------------- the core's packet reader
+
+
+def _udp_frames(got: list[tuple[float, bytes, int]], port: int) -> list[tuple[float, bytes, int]]:
+    """The Ethernet/IPv4/UDP packets to ``port`` among ``got`` (lo carries other tests' traffic)."""
+    import struct
+
+    return [(ts, d, n) for ts, d, n in got
+            if len(d) >= 38 and d[12:14] == b"\x08\x00" and d[23] == 17 and struct.unpack_from("!H", d, 36)[0] == port]
+
+
+def _read_until(read: Any, want: int, pick: Any, seconds: float = 5.0) -> list[tuple[float, bytes, int]]:
+    got: list[tuple[float, bytes, int]] = []
+    deadline = time.monotonic() + seconds
+    while len(got) < want and time.monotonic() < deadline:
+        got += pick(read())
+        time.sleep(0.01)
+    return got
+
+
+def test_reader_gives_udp_datagrams_of_lo_cut_to_the_snap_length() -> None:
+    """ScapySource's socket on lo (the kernel filter on a private UDP port, ``inbound`` added)
+    read by the core: every datagram once, its bytes cut to the snap length, its length on
+    the wire, and the kernel's receive time."""
+    import socket
+    import struct
+
+    why = lab.can_capture()
+    if why:
+        pytest.skip(why)
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    rx.bind(("127.0.0.1", 0))
+    port = rx.getsockname()[1]
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    snap = 128
+    src = live.ScapySource("lo", f"udp and port {port}", snaplen=snap)
+    try:
+        assert src.reader.snaplen == snap and not src.reader.closed
+        sizes = [1, 60, 86, 87, 1400, 9000, 60000]
+        t0 = time.time()
+        for i, n in enumerate(sizes):
+            tx.sendto(bytes([65 + i]) * n, ("127.0.0.1", port))
+        t1 = time.time()
+        got = _read_until(lambda: src.read(0.5), len(sizes), lambda b: _udp_frames(b, port))
+        assert len(got) == len(sizes), got       # once each: the outgoing copy is not read
+        for (ts, data, orig_len), (i, n) in zip(got, enumerate(sizes), strict=True):
+            wire = 14 + 20 + 8 + n
+            assert orig_len == wire
+            assert data[:6] == bytes(6) and len(data) == min(wire, snap)
+            assert struct.unpack_from("!H", data, 16)[0] == 28 + n      # the IP total length
+            assert data[42:] == bytes([65 + i]) * (min(wire, snap) - 42)
+            assert t0 - 0.01 <= ts <= t1 + 0.01, (ts, t0, t1)
+        assert src.received >= len(sizes)
+        counts = src.reader.counts
+        assert counts["clock_times"] == 0 and counts["truncated"] >= 4 and counts["calls"] >= 1
+        # nothing queued: [] at once, after the wait
+        assert _udp_frames(src.read(0.05), port) == []
+    finally:
+        src.close()
+        rx.close()
+        tx.close()
+    assert src.reader.closed
+    with pytest.raises(ValueError, match="closed PacketReader"):
+        src.reader.read()
+
+
+def test_reader_skips_outgoing_copies_and_falls_back_to_the_clock() -> None:
+    """A PF_PACKET socket on lo without any filter sees each packet twice, sent and
+    received (sll_pkttype PACKET_OUTGOING, then PACKET_HOST): with ``skip_outgoing`` the
+    reader gives the received copy only. Without SO_TIMESTAMPNS the time is the clock's.
+    ``max_packets`` bounds a read; the rest stays queued for the next."""
+    import socket
+
+    from analyzer._core import PacketReader
+
+    why = lab.can_capture()
+    if why:
+        pytest.skip(why)
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    rx.bind(("127.0.0.1", 0))
+    port = rx.getsockname()[1]
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    socks = [socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3)) for _ in range(2)]
+    try:
+        for s in socks:
+            s.bind(("lo", 0))
+        socks[0].setsockopt(socket.SOL_SOCKET, live.SO_TIMESTAMPNS, 1)
+        both = PacketReader(socks[0].fileno(), 65535, skip_outgoing=False)
+        incoming = PacketReader(socks[1].fileno(), 65535, skip_outgoing=True)
+        for r in (both, incoming):           # what lo carried before
+            while r.read(10000):
+                pass
+        t0 = time.time()
+        for i in range(10):
+            tx.sendto(b"%d" % i * 10, ("127.0.0.1", port))
+        t1 = time.time()
+        first = _udp_frames(incoming.read(max_packets=3), port)
+        got_in = first + _read_until(incoming.read, 10 - len(first), lambda b: _udp_frames(b, port))
+        got_both = _read_until(both.read, 20, lambda b: _udp_frames(b, port))
+        assert len(got_in) == 10 and len(got_both) == 20
+        # (each datagram once with skip_outgoing, twice without, the same bytes)
+        assert [d[42:] for _, d, _ in got_in] == [b"%d" % i * 10 for i in range(10)]     # in order
+        assert Counter(d for _, d, _ in got_both) == Counter(d for _, d, _ in got_in * 2)
+        assert incoming.counts["outgoing"] >= 10 and both.counts["outgoing"] == 0
+        assert all(t0 - 0.01 <= ts <= t1 + 0.01 for ts, _, _ in got_both)    # the kernel's times
+        assert incoming.counts["clock_times"] >= 10 and both.counts["clock_times"] == 0
+        assert all(t0 <= ts <= time.time() for ts, _, _ in got_in)            # the clock's, at the read
+    finally:
+        for s in (*socks, rx, tx):
+            s.close()
+
+
+def test_reader_on_a_bad_descriptor_is_a_one_line_error() -> None:
+    """A descriptor that is no socket, a socket that is no packet socket, a socket closed
+    under the reader: one-line errors (OSError with its errno, ValueError), no crash."""
+    import errno
+    import socket
+
+    from analyzer._core import PacketReader
+
+    r = open(os.devnull, "rb")  # noqa: SIM115
+    fd = r.fileno()
+    r.close()
+    with pytest.raises(OSError) as e:
+        PacketReader(fd, 65535)
+    assert e.value.errno == errno.EBADF and str(e.value) == (
+        f"[Errno {errno.EBADF}] cannot read packets from fd {fd}: Bad file descriptor")
+    with open(os.devnull, "rb") as f, pytest.raises(OSError) as e:
+        PacketReader(f.fileno(), 65535)
+    assert e.value.errno == errno.ENOTSOCK and "\n" not in str(e.value)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s, pytest.raises(ValueError) as v:
+        PacketReader(s.fileno(), 65535)
+    assert str(v.value).endswith("not a packet (AF_PACKET) socket (family Inet)")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s, pytest.raises(ValueError, match="snap length 0"):
+        PacketReader(s.fileno(), 0)
+    why = lab.can_capture()
+    if why:
+        pytest.skip(f"the rest reads a packet socket: {why}")
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+    dup = os.dup(s.fileno())
+    s.close()
+    reader = PacketReader(dup, 65535)
+    os.close(dup)                  # closed under the reader (nothing opened since: not reused)
+    with pytest.raises(OSError) as e:
+        reader.read()
+    assert e.value.errno == errno.EBADF and str(e.value) == f"[Errno {errno.EBADF}] Bad file descriptor"
+
+
+def test_feeding_the_core_from_the_reader_equals_feeding_it_the_packets_read(tmp_path: Path) -> None:
+    """Two sockets on lo see the same Kafka conversation. One is fed to its pipeline by the
+    core itself (``ScapySource.feed``: the path of ``live`` without --write), the other read
+    into Python and fed (the path with --write, its packets written): the same exchanges,
+    field for field (packet numbers too; times within a millisecond), and the same as
+    ``read`` finds in the pcap the second wrote."""
+    from analyzer.pipeline import Options, Pipeline, Run
+    from analyzer.sinks.output import exchange_to_json
+
+    why = lab.can_capture()
+    if why:
+        pytest.skip(why)
+    pair = _KafkaPair()
+    bpf = live.port_filter([pair.port])
+    direct, listed = live.ScapySource("lo", bpf), live.ScapySource("lo", bpf)
+    pcap = tmp_path / "listed.pcap"
+    try:
+        for _ in range(20):
+            pair.exchange()
+        pair.close()                    # FIN both ways
+        time.sleep(0.3)
+        results = []
+        for src, sink in ((direct, None), (listed, live.PcapSink(str(pcap), listed.linktype))):
+            pipe = Pipeline(Options(ports=(pair.port,)))
+            got: list[Any] = []
+            session = live.LiveSession(pipe, src, got.append, sink=sink, duration=1.0, handle_signals=False)
+            if sink is None:
+                assert hasattr(src, "feed") and hasattr(pipe, "feed_reader")
+            res = session.run()
+            results.append((res, [exchange_to_json(e, trees=True) for e in got], pipe.summary.packets))
+    finally:
+        pair.close()
+        direct.close()
+        listed.close()
+    (res_d, ex_d, n_d), (res_l, ex_l, n_l) = results
+    assert res_d.packets == res_l.packets == n_d == n_l and res_d.packets >= 20 * 2 + 3
+    assert res_l.written == res_l.packets and res_d.written is None
+    # each socket has its own receive time of a packet (the kernel stamps each socket's
+    # copy): the times agree within a millisecond, latencies within 0.1 ms, the rest exactly
+    times = ("request_time", "response_time", "response_first_time", "latency_ms", "ttfb_ms")
+    for d, li in zip(ex_d, ex_l, strict=True):
+        for k in times:
+            assert d.pop(k) == pytest.approx(li.pop(k), abs=0.1 if k.endswith("_ms") else 1e-3), k
+    assert len(ex_d) == 20 and ex_d == ex_l
+    read_back = [exchange_to_json(e, trees=True) for e in Run(str(pcap), Options(ports=(pair.port,)))]
+    for e in read_back:
+        for k in times:
+            e.pop(k)
+    assert read_back == ex_l

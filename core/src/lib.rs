@@ -6,7 +6,8 @@
 //! of a direction's stream) and [`pair`] (each connection's client side and protocol,
 //! requests paired with responses). [`kafka`] and [`legacy`] are the header checks that
 //! framing and pairing run on every frame (0.8+ and pre-0.8 Kafka). [`records`] is the lean
-//! summary of a Produce / Fetch partition's records that `stats` reads. [`py`] is the thin
+//! summary of a Produce / Fetch partition's records that `stats` reads. [`live`] (Linux) reads
+//! the packets queued on the packet socket `live` captures with, in batches. [`py`] is the thin
 //! PyO3 binding (`analyzer._core`); `py_probe` lets the Python tests compare the header
 //! checks with the Python ones.
 
@@ -15,6 +16,8 @@ pub mod figures;
 pub mod frame;
 pub mod kafka;
 pub mod legacy;
+#[cfg(target_os = "linux")]
+pub mod live;
 pub mod net;
 pub mod pair;
 pub mod records;

@@ -569,6 +569,32 @@ impl Stream {
         self.drain(py)
     }
 
+    /// The packets queued on a live capture's socket through the stages, without a Python
+    /// object per packet: `reader.read`'s packets numbered from `first_index`, the
+    /// interface's `linktype`. Returns how many were read and their events.
+    #[cfg(target_os = "linux")]
+    #[pyo3(signature = (reader, linktype, first_index, max_packets = 256, max_bytes = 4 * 1024 * 1024))]
+    fn feed_reader<'py>(
+        &mut self,
+        py: Python<'py>,
+        reader: &mut PacketReader,
+        linktype: i32,
+        first_index: u64,
+        max_packets: usize,
+        max_bytes: usize,
+    ) -> PyResult<(usize, Bound<'py, PyList>)> {
+        reader.check_open()?;
+        let mut index = first_index;
+        let n = reader
+            .inner
+            .read(max_packets, max_bytes, |p| {
+                self.packet(index, p.ts, linktype, p.data, p.orig_len);
+                index += 1;
+            })
+            .map_err(errno_error)?;
+        Ok((n, self.drain(py)?))
+    }
+
     /// End of capture: flush every open connection (at `ts`, else each one's last packet).
     #[pyo3(signature = (ts = None))]
     fn finish<'py>(&mut self, py: Python<'py>, ts: Option<f64>) -> PyResult<Bound<'py, PyList>> {
@@ -701,6 +727,121 @@ impl Stream {
     }
 }
 
+/// The packets queued on a packet socket the caller opened (`analyzer.live` opens it
+/// with scapy: interface, kernel BPF filter, buffer, `SO_TIMESTAMPNS` and `PACKET_AUXDATA`
+/// on), read in batches of `recvmmsg` without blocking (`crate::live`). The reader
+/// borrows the descriptor: close the reader before the socket.
+#[cfg(target_os = "linux")]
+#[pyclass(module = "analyzer._core", unsendable)]
+pub struct PacketReader {
+    inner: crate::live::Reader,
+}
+
+#[cfg(target_os = "linux")]
+fn errno_error(e: nix::errno::Errno) -> PyErr {
+    pyo3::exceptions::PyOSError::new_err((e as i32, crate::live::strerror(e)))
+}
+
+#[cfg(target_os = "linux")]
+impl PacketReader {
+    fn check_open(&self) -> PyResult<()> {
+        if self.inner.closed() {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "read of a closed PacketReader",
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[pymethods]
+impl PacketReader {
+    #[new]
+    #[pyo3(signature = (fd, snaplen, skip_outgoing = false, vlan_tags = true))]
+    fn new(fd: i32, snaplen: usize, skip_outgoing: bool, vlan_tags: bool) -> PyResult<Self> {
+        use crate::live::OpenError;
+        match crate::live::Reader::new(fd, snaplen, skip_outgoing, vlan_tags) {
+            Ok(inner) => Ok(PacketReader { inner }),
+            Err(OpenError::Sys(e)) => Err(pyo3::exceptions::PyOSError::new_err((
+                e as i32,
+                format!(
+                    "cannot read packets from fd {fd}: {}",
+                    crate::live::strerror(e)
+                ),
+            ))),
+            Err(e) => Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "cannot read packets from fd {fd}: {e}"
+            ))),
+        }
+    }
+
+    /// The packets queued now, as `(ts, data, orig_len)`: until none is left, or
+    /// `max_packets` of them, or `max_bytes` bytes (passed by at most one system call's
+    /// worth). `[]` when none is queued; OSError when the socket fails.
+    #[pyo3(signature = (max_packets = 256, max_bytes = 4 * 1024 * 1024))]
+    fn read<'py>(
+        &mut self,
+        py: Python<'py>,
+        max_packets: usize,
+        max_bytes: usize,
+    ) -> PyResult<Bound<'py, PyList>> {
+        self.check_open()?;
+        let mut out: Vec<Bound<'py, PyAny>> = Vec::new();
+        let mut failed = None;
+        self.inner
+            .read(max_packets, max_bytes, |p| {
+                match (p.ts, PyBytes::new(py, p.data), p.orig_len).into_pyobject(py) {
+                    Ok(t) => out.push(t.into_any()),
+                    Err(e) => failed = Some(e),
+                }
+            })
+            .map_err(errno_error)?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        PyList::new(py, out)
+    }
+
+    /// Forget the descriptor (the caller closes the socket); reads then raise ValueError.
+    fn close(&mut self) {
+        self.inner.close();
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.closed()
+    }
+    #[getter]
+    fn fd(&self) -> i32 {
+        self.inner.fd()
+    }
+    #[getter]
+    fn snaplen(&self) -> usize {
+        self.inner.snaplen()
+    }
+    /// packets one system call reads at most
+    #[getter]
+    fn batch(&self) -> usize {
+        self.inner.slots()
+    }
+    /// packets, bytes, truncated (longer than the snap length), outgoing (copies skipped),
+    /// clock_times (packets without a kernel timestamp), vlan_tags (put back), calls
+    #[getter]
+    fn counts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let c = &self.inner.counts;
+        let d = PyDict::new(py);
+        d.set_item("packets", c.packets)?;
+        d.set_item("bytes", c.bytes)?;
+        d.set_item("truncated", c.truncated)?;
+        d.set_item("outgoing", c.outgoing)?;
+        d.set_item("clock_times", c.clock_times)?;
+        d.set_item("vlan_tags", c.vlan_tags)?;
+        d.set_item("calls", c.calls)?;
+        Ok(d)
+    }
+}
+
 /// The reasons a connection ends for, as the static strings the stages keep.
 fn reason_str(reason: &str) -> &'static str {
     match reason {
@@ -811,6 +952,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Capture>()?;
     m.add_class::<Stream>()?;
     m.add_class::<Figures>()?;
+    #[cfg(target_os = "linux")]
+    m.add_class::<PacketReader>()?;
     m.add_function(wrap_pyfunction!(open_capture, m)?)?;
     m.add_function(wrap_pyfunction!(conn_key, m)?)?;
     m.add_function(wrap_pyfunction!(batch_summaries, m)?)?;
