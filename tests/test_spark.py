@@ -209,16 +209,16 @@ def test_steps_match_stats_and_check_with_tiny_splits(by: tuple[str, ...], split
     assert res.summary["packets"] == _packets(SAMPLES) > 1000
 
 
-@pytest.mark.parametrize("by", [("api", "version"), ("conn", "client_id")])
+@pytest.mark.parametrize("by", [("api", "version"), ("conn", "client_id"), ("api", "topic", "partition")])
 def test_stats_only_uses_lite_decoding_with_the_same_figures(by: tuple[str, ...]) -> None:
-    """No rule and no rows: the lean decoder, as `stats` uses it, and the same figures."""
+    """No rule and no rows: the lean decoder, as `stats` uses it (with the requests' topics
+    when grouping by topic or partition), and the same figures."""
     from analyzer.spark_job import lite_if_enough
 
     cfg = JobConfig(by=by, split_size=700, rules=frozenset(), rows=False)
-    assert lite_if_enough(cfg).options.decode == "lite"
+    assert lite_if_enough(cfg).options.decode == ("lite-topics" if "topic" in by else "lite")
     assert lite_if_enough(JobConfig(by=by, rows=False)).options.decode == "full"           # rules: full trees
     assert lite_if_enough(JobConfig(by=by, rules=frozenset())).options.decode == "full"    # rows: full trees
-    assert lite_if_enough(JobConfig(by=("topic",), rules=frozenset(), rows=False)).options.decode == "full"
     ref_stats, _findings, _rows = reference(SAMPLES, by)
     res, ex_rows, _parts = run_local(SAMPLES, cfg)
     assert same_json(res.stats.result(), ref_stats)
