@@ -15,6 +15,10 @@
 //!   keep fixed-size error codes and companions alone (the partitions of a Metadata or
 //!   Produce answer) is kept only when one of its codes is not zero.
 //!
+//! With `topics` ([`Figures::new`]) a request's top-level topics arrays ([`TOPIC_ARRAYS`])
+//! are kept too, with their names and the indexes of their partitions: what `stats` reads
+//! when it groups by topic or partition.
+//!
 //! Everything else is stepped over by length. What is kept has the full decoder's shape
 //! (`dissectors/decoder.py`: names, types, values, offsets), so the readers of its trees
 //! read these unchanged; the root holds the body alone (a header is there only when it is

@@ -7,7 +7,7 @@
 //! (3, conn, a_ip, a_port, b_ip, b_port, first_ts)                 a new connection
 //! (4, conn, syn_seen, closed, closed_by, lost_from, last_ts)      its state changed
 //! (5, conn, now, kind, status, header, legacy_type, correlation_id,
-//!     request, response, note, mechanism, client_dir, protocol, last_ts)
+//!     request, response, note, mechanism, client_dir, protocol, last_ts, lean)
 //!                                                                 an exchange
 //! (6, conn, protocol, client_dir, responses_only, any_data, handed)
 //!                                                                 it ended, after its last exchanges
@@ -22,7 +22,10 @@
 //! "sasl_token" (`mechanism`); `status` one of the front's exchange statuses; `request`
 //! and `response` frames as `(dir, data, size, first_index, last_index, first_ts,
 //! last_ts, offset, truncated)`; `note` its first note; `client_dir`, `protocol` and
-//! `last_ts` the connection's as the exchange completed.
+//! `last_ts` the connection's as the exchange completed; `lean`, with a `Stream` made with
+//! `figures=` (`py_figures.rs`), the lean trees of a 0.8+ exchange the schema covers:
+//! `(request tree, its counts, response tree, its counts)` (None for a frame the capture
+//! cut short, which the front decodes in full), else None.
 //!
 //! A connection whose first bytes in a direction are a TLS record is handed to the front:
 //! its stream events come as kinds 0-2, and the front gives the plaintext back
