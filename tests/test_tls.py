@@ -54,6 +54,13 @@ def test_tls_keylog_decrypts_kafka(tmp_path: Path) -> None:
         ("ApiVersions", 1, "ok"), ("Metadata", 2, "ok")]
     assert objs[0]["client_id"] == "tls-client"
     assert "decrypting" in r.stderr and "SNI b.kafka.test" in r.stderr
+    # stats reads the plaintext handed back to the core through its lean walk
+    r = subprocess.run([sys.executable, "-m", "analyzer", "stats", str(p), "-p", "9093", "--tls-keylog", str(keylog),
+                        "-f", "json", "-j", "1"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    groups = json.loads(r.stdout)["groups"]
+    assert [(g["api"], g["count"], g["errors"], g["unanswered"]) for g in groups] == [
+        ("ApiVersions", 1, {}, 0), ("Metadata", 1, {}, 0)]
     bad = tmp_path / "bad.log"
     bad.write_text("CLIENT_RANDOM nothex\n")
     r = subprocess.run([sys.executable, "-m", "analyzer", "read", str(p), "--tls-keylog", str(bad)],
