@@ -557,20 +557,25 @@ def _read_until(read: Any, want: int, pick: Any, seconds: float = 5.0) -> list[t
     return got
 
 
+def _udp_pair() -> tuple[Any, int, Any]:
+    """A UDP socket bound to a free port on 127.0.0.1, that port, and a socket to send to it."""
+    import socket
+
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    rx.bind(("127.0.0.1", 0))
+    return rx, rx.getsockname()[1], socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+
+
 def test_reader_gives_udp_datagrams_of_lo_cut_to_the_snap_length() -> None:
     """ScapySource's socket on lo (the kernel filter on a private UDP port, ``inbound`` added)
     read by the core: every datagram once, its bytes cut to the snap length, its length on
     the wire, and the kernel's receive time."""
-    import socket
     import struct
 
     why = lab.can_capture()
     if why:
         pytest.skip(why)
-    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    rx.bind(("127.0.0.1", 0))
-    port = rx.getsockname()[1]
-    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    rx, port, tx = _udp_pair()
     snap = 128
     src = live.ScapySource("lo", f"udp and port {port}", snaplen=snap)
     try:
@@ -615,10 +620,7 @@ def test_reader_skips_outgoing_copies_and_falls_back_to_the_clock() -> None:
     why = lab.can_capture()
     if why:
         pytest.skip(why)
-    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    rx.bind(("127.0.0.1", 0))
-    port = rx.getsockname()[1]
-    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    rx, port, tx = _udp_pair()
     socks = [socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3)) for _ in range(2)]
     try:
         for s in socks:
