@@ -696,6 +696,14 @@ impl Walk<'_> {
             .push(id);
     }
 
+    /// The text of a type symbol (a length prefix's "string", "bytes", "records", "array").
+    fn ty_name(&self, ty: Name) -> &str {
+        match ty {
+            Name::Sym(i) => self.syms.name(i),
+            _ => "",
+        }
+    }
+
     fn bad(reason: String, name: Name, ty: Name, offset: usize, out: usize) -> Bad {
         Bad {
             reason,
@@ -760,11 +768,9 @@ impl Walk<'_> {
     }
 
     /// A length / count prefix: (the length, -1 for null; the position after it).
-    #[allow(clippy::too_many_arguments)]
     fn prefix(
         &self,
         wide: bool,
-        what: &str,
         pos: usize,
         end: usize,
         name: Name,
@@ -783,7 +789,8 @@ impl Walk<'_> {
         if pos + size > end {
             return Err(Self::bad(
                 format!(
-                    "{what} length needs {size} bytes, {} left",
+                    "{} length needs {size} bytes, {} left",
+                    self.ty_name(ty),
                     end.saturating_sub(pos)
                 ),
                 name,
@@ -804,7 +811,7 @@ impl Walk<'_> {
         };
         if n < -1 {
             return Err(Self::bad(
-                format!("{what} length {n} is negative"),
+                format!("{} length {n} is negative", self.ty_name(ty)),
                 name,
                 ty,
                 pos,
@@ -903,7 +910,7 @@ impl Walk<'_> {
             Op::Str { name, keep } => self.string(Name::Sym(*name), *keep, pos, end, out),
             Op::Bytes { name } => {
                 let (name, ty) = (Name::Sym(*name), Name::Sym(self.k.bytes));
-                let (p, q) = self.sized(true, "bytes", pos, end, name, ty, out)?;
+                let (p, q) = self.sized(true, pos, end, name, ty, out)?;
                 Ok(q.unwrap_or(p))
             }
             Op::Records { name } => self.records(Name::Sym(*name), pos, end, out),
@@ -976,24 +983,26 @@ impl Walk<'_> {
 
     /// A length-prefixed item at `pos`: the position after its prefix and its end (None:
     /// null), its length checked against the bytes left.
-    #[allow(clippy::too_many_arguments)]
     fn sized(
         &self,
         wide: bool,
-        what: &str,
         pos: usize,
         end: usize,
         name: Name,
         ty: Name,
         out: usize,
     ) -> Result<(usize, Option<usize>), Bad> {
-        let (n, p) = self.prefix(wide, what, pos, end, name, ty, out)?;
+        let (n, p) = self.prefix(wide, pos, end, name, ty, out)?;
         if n < 0 {
             return Ok((p, None));
         }
         if n > (end - p) as i64 {
             return Err(Self::bad(
-                format!("{what} length {n} exceeds the {} bytes left", end - p),
+                format!(
+                    "{} length {n} exceeds the {} bytes left",
+                    self.ty_name(ty),
+                    end - p
+                ),
                 name,
                 ty,
                 pos,
@@ -1005,7 +1014,7 @@ impl Walk<'_> {
 
     fn string(&mut self, name: Name, keep: bool, pos: usize, end: usize, out: usize) -> Step {
         let ty = Name::Sym(self.k.string);
-        let (p, q) = self.sized(false, "string", pos, end, name, ty, out)?;
+        let (p, q) = self.sized(false, pos, end, name, ty, out)?;
         let Some(q) = q else {
             if keep {
                 self.add(out, leaf(name, ty, Value::Null, pos, p - pos));
@@ -1021,7 +1030,7 @@ impl Walk<'_> {
 
     fn records(&mut self, name: Name, pos: usize, end: usize, out: usize) -> Step {
         let ty = Name::Sym(self.k.records);
-        let (p, q) = self.sized(true, "records", pos, end, name, ty, out)?;
+        let (p, q) = self.sized(true, pos, end, name, ty, out)?;
         let Some(q) = q else {
             let mut node = leaf(name, ty, Value::Null, pos, p - pos);
             node.notes.push("null".into());
@@ -1088,7 +1097,7 @@ impl Walk<'_> {
 
     fn array(&mut self, a: &ArrayOp, pos: usize, end: usize, out: usize) -> Step {
         let (name, ty) = (Name::Sym(a.name), Name::Sym(self.k.array));
-        let (n, mut p) = self.prefix(true, "array", pos, end, name, ty, out)?;
+        let (n, mut p) = self.prefix(true, pos, end, name, ty, out)?;
         if n > self.max_array_len {
             self.counts.limits.push("max_array_len");
             return Err(Self::bad(
@@ -1305,6 +1314,23 @@ impl Figures {
         self.plans.get(&(key, version, request))
     }
 
+    /// A walk over `buf` under this schema's limits, `root` its node 0.
+    fn walk<'s>(&'s self, buf: &'s [u8], flexible: bool, root: Node) -> Walk<'s> {
+        let mut nodes = Vec::with_capacity(16);
+        nodes.push(root);
+        Walk {
+            buf,
+            syms: &self.syms,
+            k: self.k,
+            flexible,
+            nodes,
+            errs: Vec::new(),
+            counts: Counts::default(),
+            max_array_len: self.max_array_len,
+            max_decompressed: self.max_decompressed,
+        }
+    }
+
     /// The walk of a body `buf[start..end]`: node 0 is a root to fill, node 1 the body.
     fn body<'s>(
         &'s mut self,
@@ -1314,31 +1340,19 @@ impl Figures {
         buf: &'s [u8],
         start: usize,
     ) -> Walk<'s> {
-        let (max_array_len, max_decompressed, k) =
-            (self.max_array_len, self.max_decompressed, self.k);
-        let flexible = self.apis.get(&key).is_some_and(|a| a.flexible(version));
+        let k = self.k;
         self.plan(key, version, request);
         let plan = &self.plans[&(key, version, request)];
         let end = buf.len();
         let start = start.min(end);
-        let mut w = Walk {
-            buf,
-            syms: &self.syms,
-            k,
-            flexible,
-            nodes: Vec::with_capacity(16),
-            errs: Vec::new(),
-            counts: Counts::default(),
-            max_array_len,
-            max_decompressed,
-        };
-        w.nodes.push(branch(
+        let root = branch(
             Name::Sym(k.request),
             Name::Sym(k.request),
             Value::Null,
             0,
             end,
-        ));
+        );
+        let mut w = self.walk(buf, plan.flexible, root);
         let body = w.add(
             0,
             branch(
@@ -1463,24 +1477,14 @@ impl Figures {
             // the header is short or has tagged fields: read as the full decoder does
             let header_type = format!("ResponseHeader v{hv}");
             let header_type = self.syms.get(&header_type);
-            let mut w = Walk {
-                buf,
-                syms: &self.syms,
-                k,
-                flexible: true,
-                nodes: Vec::new(),
-                errs: Vec::new(),
-                counts: Counts::default(),
-                max_array_len: self.max_array_len,
-                max_decompressed: self.max_decompressed,
-            };
-            w.nodes.push(branch(
+            let root = branch(
                 Name::Sym(k.response),
                 Name::Sym(root_type),
                 Value::Null,
                 0,
                 n,
-            ));
+            );
+            let mut w = self.walk(buf, true, root);
             let header = w.add(
                 0,
                 branch(
