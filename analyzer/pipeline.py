@@ -590,10 +590,7 @@ class Pipeline:
                 response_tree = kafka.decode_response(response.data, api_key, api_version, ctx,
                                                       response.size if response.truncated else None)
             else:
-                _add_counts(ctx, rs_counts)
-                if api_key in _TEACHES_TOPIC_IDS and isinstance(response_tree, ErrorsRoot) \
-                        and response_tree.children:
-                    learn_topic_ids(response_tree.children[0], ctx, annotate=False)
+                _take_lean_response(ctx, api_key, response_tree, rs_counts)
         # (only _count_bad marks a tree: what it marks here is known without reading it)
         if mid != before:
             _count_bad(request_tree, mid - before)
@@ -637,6 +634,16 @@ def _add_counts(ctx: DecodeContext, counts: tuple[int, int, int, int, tuple[str,
         ctx.trailing += trailing
     for name in limits:
         ctx.hit_limit(name)
+
+
+def _take_lean_response(ctx: DecodeContext, api_key: int, tree: Field,
+                        counts: tuple[int, int, int, int, tuple[str, ...]]) -> None:
+    """A response's lean tree taken into the run: its counts added, and the topic ids a
+    Metadata-like answer teaches learnt (from its body: a tree whose header could not be
+    read has none)."""
+    _add_counts(ctx, counts)
+    if api_key in _TEACHES_TOPIC_IDS and isinstance(tree, ErrorsRoot) and tree.children:
+        learn_topic_ids(tree.children[0], ctx, annotate=False)
 
 
 def _count_bad(tree: Field, n: int) -> Field:

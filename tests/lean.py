@@ -5,11 +5,10 @@ counts added to a DecodeContext and the topic ids a Metadata-like answer teaches
 from __future__ import annotations
 
 from analyzer._core import Figures
-from analyzer.pipeline import _TEACHES_TOPIC_IDS, _add_counts
+from analyzer.pipeline import _add_counts, _take_lean_response
 from dissectors.context import DecodeContext
 from dissectors.errors import ERRORS
-from dissectors.field import ErrorsRoot, Field
-from dissectors.kafka import learn_topic_ids
+from dissectors.field import Field
 from dissectors.schema import APIS
 
 _FIGURES: dict[tuple[int, int], Figures] = {}
@@ -34,9 +33,7 @@ def lean_response(data: bytes, api_key: int, api_version: int, ctx: DecodeContex
     got = figures(ctx).response(data, api_key, api_version)
     assert got is not None, f"API {api_key} is not in the schema"
     tree, counts = got
-    _add_counts(ctx, counts)
-    if api_key in _TEACHES_TOPIC_IDS and tree.__class__ is ErrorsRoot:
-        learn_topic_ids(tree.children[0], ctx, annotate=False)
+    _take_lean_response(ctx, api_key, tree, counts)
     return tree
 
 

@@ -153,6 +153,14 @@ def sample_fields() -> list[tuple[str, bytes, int, int]]:
 
 
 @pytest.fixture(scope="module")
+def capture_fields(sample_fields: list) -> list[tuple[str, bytes, int, int]]:
+    """The samples' records fields, and ../shared's when it is beside the clone (no skip)."""
+    if not SHARED.is_dir():
+        return list(sample_fields)
+    return [*sample_fields, *(r for p in _captures(SHARED) for r in _records_fields(p))]
+
+
+@pytest.fixture(scope="module")
 def shared_fields() -> list[tuple[str, bytes, int, int]]:
     if not SHARED.is_dir():
         pytest.skip(f"{SHARED} is absent (the shared captures sit beside the clone)")
@@ -359,12 +367,9 @@ def test_v2_batches_and_limits() -> None:
     d.done(800)
 
 
-def test_capture_records_as_the_full_decoder_counts_them(sample_fields: list) -> None:
-    fields = list(sample_fields)
-    if SHARED.is_dir():
-        fields += [f for p in _captures(SHARED) for f in _records_fields(p)]
+def test_capture_records_as_the_full_decoder_counts_them(capture_fields: list) -> None:
     n = 0
-    for what, data, start, end in fields:
+    for what, data, start, end in capture_fields:
         ctx = DecodeContext(decode_records=True)
         full = decode_records(data, start, end, ctx)
         x = full.extra
@@ -379,17 +384,14 @@ def test_capture_records_as_the_full_decoder_counts_them(sample_fields: list) ->
     assert n >= 150
 
 
-def test_batch_summaries_as_the_full_decoder_reads_the_batches(sample_fields: list) -> None:
+def test_batch_summaries_as_the_full_decoder_reads_the_batches(capture_fields: list) -> None:
     """``analyzer._core.batch_summaries`` (what a producer story reads of each v2 batch)
     against the full records decoder's batch Fields and Python's decompression of their
     records, for the records of every capture, whole and cut short."""
     from dissectors.compression import decompress_detail
 
-    fields = list(sample_fields)
-    if SHARED.is_dir():
-        fields += [f for p in _captures(SHARED) for f in _records_fields(p)]
     n = 0
-    for what, data, start, end in fields:
+    for what, data, start, end in capture_fields:
         for stop in (end, (start + end) // 2):
             full = decode_records(data, start, stop, DecodeContext())
             want = []
