@@ -414,4 +414,5 @@ def test_batch_summaries_as_the_full_decoder_reads_the_batches(capture_fields: l
             got = _core.batch_summaries(data, start, stop, DEFAULT.max_decompressed)
             assert got == want, (what, start, stop)
             n += len(got)
-    assert n >= 100
+    # (the samples alone hold 84 batches; with ../shared's captures, over 100)
+    assert n >= (100 if SHARED.is_dir() else 80)
