@@ -60,6 +60,11 @@ BatchSummary = tuple[int, int, int, int, int, int | None, str, int, int, bool, b
 
 def batch_summaries(data: bytes, start: int, end: int, max_decompressed: int) -> list[BatchSummary]: ...
 
+# a field tree as compact JSON text in UTF-8, as orjson writes Field.to_json()'s dicts (core/src/py_json.rs);
+# ValueError for what it does not write that way (floats, integers beyond 64 bits, lone
+# surrogates, dict keys that are not strings, other value types)
+def tree_json(field: Field | None) -> bytes: ...
+
 # what one lean walk adds to a DecodeContext: malformed, crc_valid, crc_invalid, trailing, limits hit
 LeanCounts = tuple[int, int, int, int, tuple[str, ...]]
 

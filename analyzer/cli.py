@@ -252,8 +252,13 @@ def read_cmd(captures: tuple[str, ...], fmt: str, api: tuple[str, ...], client_i
         from rich.console import Console
         console = Console()
     first_json = True
-    if fmt == "json":
-        out.write("[")
+    # (ndjson and json lines are UTF-8 bytes: they go to stdout's binary buffer)
+    write_bytes: Callable[[bytes], object] | None = None
+    if fmt in ("ndjson", "json"):
+        from analyzer.sinks.output import binary_writer
+        write_bytes = binary_writer(out)
+    if write_bytes is not None and fmt == "json":
+        write_bytes(b"[")
     for path, run in iter_captures(captures, kw):
         t0: float | None = None
         keep = selection.matcher(run.ctx) if selection is not None else None
@@ -273,14 +278,14 @@ def read_cmd(captures: tuple[str, ...], fmt: str, api: tuple[str, ...], client_i
             if fmt == "summary":
                 from analyzer.sinks.output import summary_line
                 out.write(summary_line(ex, t0) + "\n")
-            elif fmt in ("ndjson", "json"):
+            elif write_bytes is not None:
                 from analyzer.sinks.output import exchange_json_line
-                text = exchange_json_line(ex, source=path if len(captures) > 1 else None)
+                js = exchange_json_line(ex, source=path if len(captures) > 1 else None)
                 if fmt == "json":
-                    out.write(("\n" if first_json else ",\n") + text)
+                    write_bytes((b"\n" if first_json else b",\n") + js)
                     first_json = False
                 else:
-                    out.write(text + "\n")
+                    write_bytes(js + b"\n")
             else:
                 _print_tree(ex, t0, console, max_value_bytes)
         if not no_summary:
@@ -290,8 +295,8 @@ def read_cmd(captures: tuple[str, ...], fmt: str, api: tuple[str, ...], client_i
             click.echo(header + " summary", err=to_err)
             for line in lines:
                 click.echo("  " + line, err=to_err)
-    if fmt == "json":
-        out.write("\n]\n")
+    if write_bytes is not None and fmt == "json":
+        write_bytes(b"\n]\n")
     return 0
 
 

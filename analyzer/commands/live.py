@@ -5,7 +5,6 @@ Only wiring: the loop and the dashboard live in ``analyzer.live``, the formats i
 """
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
@@ -191,10 +190,9 @@ class _Printer:
             return
         out = sys.stdout
         if fmt == "ndjson":
-            from analyzer.sinks.output import exchange_to_json
+            from analyzer.sinks.output import binary_writer, exchange_json_line
 
-            out.write(json.dumps(exchange_to_json(ex, trees=True), separators=(",", ":"), ensure_ascii=False)
-                      + "\n")
+            binary_writer(out)(exchange_json_line(ex) + b"\n")
         elif fmt == "summary":
             from analyzer.sinks.output import summary_line
 

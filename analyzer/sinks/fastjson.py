@@ -1,10 +1,14 @@
-"""Compact one-line JSON for ndjson/json output: orjson when installed, else the json module.
+"""Compact one-line JSON for ndjson/json output.
 
-Both give the same JSON values (compact separators, non-ASCII kept as UTF-8); orjson is
-several times faster on big field trees. Anything orjson refuses (integers beyond 64
-bits, non-string keys, lone surrogates) falls back to the json module. One difference:
-a NaN or infinite float (possible in a float64 field on the wire) is ``null`` with
-orjson, and the non-standard ``NaN``/``Infinity`` with the json module.
+``dumps_line``: orjson (a dependency of the package), or the json module for what orjson
+refuses (integers beyond 64 bits, non-string keys, lone surrogates) and where orjson is
+missing; both give the same JSON values (compact separators, non-ASCII kept as UTF-8).
+One difference: a NaN or infinite float (possible in a float64 field on the wire) is
+``null`` with orjson, and the non-standard ``NaN``/``Infinity`` with the json module.
+
+``dumps_tree``: a field tree in UTF-8 bytes, written by the core (``analyzer._core.tree_json``)
+as orjson writes ``to_json()``'s dicts, with no Python call per field; what the core refuses
+goes the ``dumps_line`` way. Bytes, because they go to the output as they are.
 """
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import json
 from types import ModuleType
 from typing import Any
 
+from analyzer._core import tree_json
 from dissectors.field import Field
 
 _orjson: ModuleType | None     # None: orjson not installed
@@ -31,30 +36,13 @@ def dumps_line(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
-def _tree_default(o: Any) -> Any:
-    """orjson's hook in ``dumps_tree``: a Field as the dict ``to_json`` gives, but one
-    level at a time (its children stay Field objects, serialised through this hook in
-    turn), and bytes as hex. The empty lists are shared: orjson only reads them."""
-    if o.__class__ is Field:
-        return {"name": o.name, "type": o.type, "value": o.value, "offset": o.offset, "length": o.length,
-                "children": o.children or _EMPTY, "notes": o.notes or _EMPTY}
-    if isinstance(o, (bytes, bytearray, memoryview)):
-        return bytes(o).hex()
-    raise TypeError(f"{type(o).__name__} is not JSON serializable")
-
-
-_EMPTY: list[Any] = []
-
-
-def dumps_tree(f: Field | None) -> str:
-    """A field tree as compact JSON text: exactly ``dumps_line(f.to_json())``, without
-    building the whole dict tree first (orjson asks ``_tree_default`` field by field).
-    Anything the hook or orjson refuses goes the ``to_json`` way."""
-    if f is None:
-        return "null"
-    if _orjson is not None:
-        try:
-            return _orjson.dumps(f, default=_tree_default).decode()
-        except (TypeError, ValueError):
-            pass
-    return dumps_line(f.to_json())
+def dumps_tree(f: Field | None) -> bytes:
+    """A field tree as compact JSON text in UTF-8: exactly ``dumps_line(f.to_json()).encode()``,
+    written by the core (``analyzer._core.tree_json``) without a Python call per field. What
+    the core refuses (floats, integers beyond 64 bits, lone surrogates, other value types)
+    goes the ``to_json`` way."""
+    try:
+        return tree_json(f)
+    except ValueError:
+        assert f is not None        # (None is always written)
+        return dumps_line(f.to_json()).encode("utf-8", "backslashreplace")   # (a lone surrogate as \\udcxx)

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TextIO
 
 from analyzer.model import Exchange
 from analyzer.sinks.fastjson import dumps_line, dumps_tree
@@ -48,12 +49,24 @@ def exchange_to_json(ex: Exchange, trees: bool = True, source: str | None = None
     return d
 
 
-def exchange_json_line(ex: Exchange, source: str | None = None) -> str:
-    """The ``read -f ndjson`` line of one exchange: exactly
-    ``dumps_line(exchange_to_json(ex, trees=True, source=source))``, faster (the trees
-    go to JSON text without a dict tree in between)."""
-    head = dumps_line(exchange_to_json(ex, trees=False, source=source))
-    return f'{head[:-1]},"request":{dumps_tree(ex.request_tree)},"response":{dumps_tree(ex.response_tree)}}}'
+def exchange_json_line(ex: Exchange, source: str | None = None) -> bytes:
+    """The ``read -f ndjson`` line of one exchange (no newline) in UTF-8: exactly
+    ``dumps_line(exchange_to_json(ex, trees=True, source=source)).encode()``, faster (the
+    trees go to JSON text without a dict tree in between, and never through a str)."""
+    head = dumps_line(exchange_to_json(ex, trees=False, source=source)).encode()
+    return b"".join((head[:-1], b',"request":', dumps_tree(ex.request_tree), b',"response":',
+                     dumps_tree(ex.response_tree), b"}"))
+
+
+def binary_writer(out: TextIO) -> Callable[[bytes], object]:
+    """How to write UTF-8 bytes to the text stream ``out`` after the text written so far:
+    to its binary buffer (the text flushed first), or decoded where it has none."""
+    buf = getattr(out, "buffer", None)
+    if buf is None:
+        return lambda b: out.write(b.decode("utf-8", "backslashreplace"))
+    out.flush()
+    write: Callable[[bytes], object] = buf.write
+    return write
 
 
 def _round(v: float | None) -> float | None:

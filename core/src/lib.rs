@@ -8,7 +8,8 @@
 //! framing and pairing run on every frame (0.8+ and pre-0.8 Kafka). [`records`] is the lean
 //! summary of a Produce / Fetch partition's records that `stats` reads. [`live`] (Linux) reads
 //! the packets queued on the packet socket `live` captures with, in batches. [`py`] is the thin
-//! PyO3 binding (`analyzer._core`); `py_probe` lets the Python tests compare the header
+//! PyO3 binding (`analyzer._core`), with `py_figures` (the walk's trees as Python fields) and
+//! `py_json` (a field tree as the JSON text `read -f ndjson` writes); `py_probe` lets the Python tests compare the header
 //! checks with the Python ones.
 
 pub mod capture;
@@ -27,5 +28,7 @@ pub mod tcp;
 mod py;
 #[cfg(feature = "python")]
 mod py_figures;
+#[cfg(feature = "python")]
+mod py_json;
 #[cfg(feature = "python")]
 mod py_probe;

@@ -961,6 +961,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(conn_key, m)?)?;
     m.add_function(wrap_pyfunction!(batch_summaries, m)?)?;
     m.add_function(wrap_pyfunction!(parse_packet, m)?)?;
+    m.add_function(wrap_pyfunction!(crate::py_json::tree_json, m)?)?;
     crate::py_probe::register(m)?;
     m.add("END_OF_CAPTURE", END_OF_CAPTURE)?;
     m.add(
