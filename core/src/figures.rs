@@ -860,15 +860,45 @@ impl Walk<'_> {
         self.nodes
             .push(branch(tf, tf, Value::Int(n as i64), start, 0));
         let kept = self.nodes.len() - 1;
+        match self.tag_values(tags, n, p, end, kept) {
+            Ok(p) => {
+                if self.nodes[kept]
+                    .children
+                    .as_ref()
+                    .is_some_and(|c| !c.is_empty())
+                {
+                    self.nodes[kept].length = p - start;
+                    self.attach(out, kept);
+                }
+                Ok(p)
+            }
+            Err(e) => {
+                // (bad bytes within the section: it stays in the tree with what it read and
+                // the mark, as the full decoder leaves it; the stretch after the stop spans it)
+                self.attach(out, kept);
+                Err(e)
+            }
+        }
+    }
+
+    /// The `n` tagged fields of a section from `pos`, what they keep under `kept`.
+    fn tag_values(
+        &mut self,
+        tags: &[(i64, Op)],
+        n: u64,
+        pos: usize,
+        end: usize,
+        kept: usize,
+    ) -> Step {
         let tag_sym = Name::Sym(self.k.tag);
         let bytes_sym = Name::Sym(self.k.bytes);
+        let mut p = pos;
         for _ in 0..n {
             let tstart = p;
             let (tag, q) = self.uvar(p, end, tag_sym, tag_sym, kept, 5)?;
             let (size, q) = self.uvar(q, end, Name::Tag(tag), bytes_sym, kept, 5)?;
             p = q;
             if size > (end - p) as u64 {
-                self.attach(out, kept);
                 return Err(Self::bad(
                     format!(
                         "tagged field {tag} size {size} exceeds the {} bytes left",
@@ -889,14 +919,6 @@ impl Walk<'_> {
                 self.op(op, p, p + size, kept)?;
             }
             p += size;
-        }
-        if self.nodes[kept]
-            .children
-            .as_ref()
-            .is_some_and(|c| !c.is_empty())
-        {
-            self.nodes[kept].length = p - start;
-            self.attach(out, kept);
         }
         Ok(p)
     }
@@ -1970,9 +1992,8 @@ mod tests {
         assert_eq!(t.counts.malformed, 1);
     }
 
-    /// Bad bytes inside a tagged field's value: the section is left out of the tree (as
-    /// `_tagged` in dissectors/digest.py leaves it), its malformed node with it; the walk
-    /// still stops and counts it.
+    /// Bad bytes inside a tagged field's value: the walk stops and counts them, and the
+    /// section stays in the tree with the mark, stretched over it, as the full decoder keeps it.
     #[test]
     fn bad_bytes_in_a_tagged_field() {
         let mut fig = figures();
@@ -1986,9 +2007,14 @@ mod tests {
             Extra::MalformedAt(at_)
         );
         assert_eq!(t.counts.malformed, 1);
-        assert!(at(&fig, &t, &["body", "tagged_fields"]).is_none());
+        let tf = at(&fig, &t, &["body", "tagged_fields"]).unwrap();
+        assert_eq!(
+            (&tf.value, tf.offset, tf.length),
+            (&Value::Int(1), b.len() - tags.len(), tags.len())
+        );
         let m = malformed(&t);
         assert_eq!((m.len(), m[0].offset), (1, at_));
+        assert!(at(&fig, &t, &["body", "tagged_fields", "group_id"]).is_some());
     }
 
     /// A response header whose tagged section runs past the end: the header spans the

@@ -4,9 +4,9 @@
 //! node within the message, and within its parent (records nodes have no children), but
 //! for a response header's tagged-field section cut by bad bytes, which keeps its length as
 //! in dissectors.kafka.response_header; error codes kept only when not zero, the root's
-//! `errors` those of the tree in wire order; at most one malformed node outside records
-//! (anywhere in `nodes`: one under a tagged-field section is left out of the tree, as
-//! `_tagged` in dissectors/digest.py leaves it), each counted; the root holding the body
+//! `errors` those of the tree in wire order; at most one malformed node outside records,
+//! in the tree (one under a tagged-field section too: the section stays, as the full
+//! decoder keeps it) and counted; the root holding the body
 //! alone, running to the message's end, MalformedAt (where that node is) iff there is a
 //! malformed node, no trailing bytes counted then; the array limit stops the walk; the same
 //! input walked twice gives the same tree (plans are cached across inputs).
@@ -239,8 +239,7 @@ fn check(t: &Tree, n: usize, body_start: Option<usize>, syms: &Syms) {
     }
 
     // malformed notes: the walk stops at the first bad bytes, so one at most outside
-    // records; it may be under a tagged-field section that is then left out of the tree
-    // (as in dissectors/digest.py's _tagged), so it is looked for in every node made
+    // records, and it is in the tree (looked for in every node made)
     let records = nodes.iter().any(is_records);
     let bad: Vec<usize> = (0..nodes.len())
         .filter(|&i| !is_records(&nodes[i]) && malformed(&nodes[i]))
@@ -249,6 +248,10 @@ fn check(t: &Tree, n: usize, body_start: Option<usize>, syms: &Syms) {
         bad.len() <= 1,
         "{} malformed nodes: the walk goes on after bad bytes",
         bad.len()
+    );
+    assert!(
+        bad.iter().all(|&i| seen[i]),
+        "a malformed node left out of the tree"
     );
     let c = &t.counts;
     assert!(
