@@ -840,7 +840,7 @@ impl Walk<'_> {
     fn tagged(&mut self, tags: &[(i64, Op)], pos: usize, end: usize, out: usize) -> Step {
         let start = pos;
         let tf = Name::Sym(self.k.tagged_fields);
-        let (n, mut p) = if pos < end && self.buf[pos] < 0x80 {
+        let (n, p) = if pos < end && self.buf[pos] < 0x80 {
             (u64::from(self.buf[pos]), pos + 1)
         } else {
             self.uvar(pos, end, tf, tf, out, 5)?
