@@ -10,7 +10,9 @@
 //! takes the `to_json` path: floats (orjson's own number format), integers beyond 64 bits,
 //! strings that are not valid UTF-8 (lone surrogates), dicts with keys that are not strings,
 //! values of other types, and trees nested deeper than [`MAX_DEPTH`]. No Python code runs
-//! per field: the time `read -f ndjson` spent in a per-field hook goes.
+//! per field: the time `read -f ndjson` spent in a per-field hook goes. (Its tests are
+//! tests/test_tree_json.py, against orjson itself: the crate's own tests run without the
+//! Python binding.)
 
 use pyo3::exceptions::PyValueError;
 use pyo3::intern;
@@ -235,27 +237,4 @@ fn escape_into(out: &mut String, text: &str) {
     }
     out.push_str(&text[plain_from..]);
     out.push('"');
-}
-
-#[cfg(test)]
-mod tests {
-    use super::escape_into;
-
-    fn escaped(s: &str) -> String {
-        let mut out = String::new();
-        escape_into(&mut out, s);
-        out
-    }
-
-    #[test]
-    fn strings_get_orjsons_escapes() {
-        assert_eq!(escaped(""), "\"\"");
-        assert_eq!(
-            escaped("plain/é\u{2028}\u{7f}"),
-            "\"plain/é\u{2028}\u{7f}\""
-        );
-        assert_eq!(escaped("a\"b\\c"), "\"a\\\"b\\\\c\"");
-        assert_eq!(escaped("\n\r\t\u{8}\u{c}"), "\"\\n\\r\\t\\b\\f\"");
-        assert_eq!(escaped("\u{0}x\u{b}\u{1f}"), "\"\\u0000x\\u000b\\u001f\"");
-    }
 }
