@@ -90,7 +90,7 @@ def _leaf(v: object) -> Field:
     return Field("leaf", "T", v, 3, 4, None, ["a note \x01\"\\"])
 
 
-@pytest.mark.parametrize("value", ODD_VALUES, ids=repr)
+@pytest.mark.parametrize("value", ODD_VALUES, ids=[f"{i}-{type(v).__name__}" for i, v in enumerate(ODD_VALUES)])
 def test_odd_values_are_written_as_orjson_writes_them(value: object) -> None:
     root = Field("root", "Struct", None, 0, 9, [_leaf(value), Field("x", "int8", 1, 1, 1)], None)
     want = orjson.dumps(root.to_json())
@@ -98,7 +98,8 @@ def test_odd_values_are_written_as_orjson_writes_them(value: object) -> None:
     assert dumps_tree(root) == want
 
 
-@pytest.mark.parametrize("value", REFUSED_VALUES, ids=repr)
+@pytest.mark.parametrize("value", REFUSED_VALUES,
+                         ids=[f"{i}-{type(v).__name__}" for i, v in enumerate(REFUSED_VALUES)])
 def test_what_the_writer_refuses_goes_the_to_json_way(value: object) -> None:
     root = Field("root", "Struct", None, 0, 9, [_leaf(value)])
     with pytest.raises(ValueError):
