@@ -160,6 +160,8 @@ def _api_filter(api: tuple[str, ...]) -> str | None:
 def read_selection(api: tuple[str, ...], client_id: str | None, conn: tuple[int, ...], errors_only: bool,
                    display_filter: Any) -> Any:
     """The one DisplayFilter of read's options (--api, --client-id, --conn, --errors-only, -Y), or None."""
+    if not api and client_id is None and not conn and not errors_only and display_filter is None:
+        return None         # (without importing the filter language: a fifth of a small read's time)
     from analyzer.display_filter import all_of, compile_filter, quote
 
     parts = [_api_filter(api)]
