@@ -59,7 +59,8 @@ def test_every_capture_tree_is_written_as_orjson_writes_it() -> None:
                     written += 1
                 assert dumps_tree(tree) == want
     # the writer takes (nearly) every tree of the wire: only float64 fields go the other way
-    assert trees > 2_000 and written >= trees - 20, (trees, written)
+    least = 2_000 if SHARED_CAPTURES.is_dir() else 500      # (the samples alone: 576 trees)
+    assert trees > least and written >= trees - 20, (trees, written)
 
 
 class Colour(enum.IntEnum):
