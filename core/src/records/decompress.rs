@@ -1111,7 +1111,7 @@ fn zstd_structure(data: &[u8]) -> Option<String> {
 
 /// python-zstandard's stream reader over a buffer (`read_across_frames=True`).
 struct ZstdReader<'a> {
-    dctx: zstd_safe::DCtx<'static>,
+    dctx: &'a mut zstd_safe::DCtx<'static>,
     src: &'a [u8],
     pos: usize,
     active: bool,
@@ -1216,13 +1216,35 @@ fn zstd(data: &[u8], limit: usize) -> (Vec<u8>, Verdict) {
     while (1usize << window_log) < limit && window_log < 27 {
         window_log += 1;
     }
-    let mut dctx = zstd_safe::DCtx::create();
-    if dctx
-        .set_parameter(zstd_safe::DParameter::WindowLogMax(window_log))
-        .is_err()
-    {
-        return bad(Vec::new(), "bad zstd data: could not set the window limit");
-    }
+    ZSTD_DCTX.with(|cell| {
+        let mut dctx = cell.borrow_mut();
+        // (reset to a new context's state: what python-zstandard's new decompressor starts from)
+        if dctx
+            .reset(zstd_safe::ResetDirective::SessionAndParameters)
+            .is_err()
+            || dctx
+                .set_parameter(zstd_safe::DParameter::WindowLogMax(window_log))
+                .is_err()
+        {
+            return bad(Vec::new(), "bad zstd data: could not set the window limit");
+        }
+        zstd_frames(&mut dctx, data, limit)
+    })
+}
+
+thread_local! {
+    /// One zstd decompression context per thread, reset for each call: making one cost
+    /// about as much as decompressing a producer's small batch.
+    static ZSTD_DCTX: std::cell::RefCell<zstd_safe::DCtx<'static>> =
+        std::cell::RefCell::new(zstd_safe::DCtx::create());
+}
+
+/// The frames of `data` through `dctx` (set up by `zstd`), at most `limit` bytes out.
+fn zstd_frames(
+    dctx: &mut zstd_safe::DCtx<'static>,
+    data: &[u8],
+    limit: usize,
+) -> (Vec<u8>, Verdict) {
     let mut reader = ZstdReader {
         dctx,
         src: data,
