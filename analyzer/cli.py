@@ -17,8 +17,27 @@ from analyzer.model import Exchange
 PROG = "kafkawire-sniff"
 
 
+# the commands that live in their own modules (each owns its options and output), imported
+# when they are run or listed: a command does not pay for the others' imports
+COMMAND_MODULES = {"stats": "analyzer.commands.stats", "check": "analyzer.commands.check",
+                   "live": "analyzer.commands.live", "spark": "analyzer.commands.spark"}
+
+
 class Group(click.Group):
-    """A click group whose usage errors are one line: ``kafkawire-sniff: error: ... (see --help)``."""
+    """A click group whose usage errors are one line: ``kafkawire-sniff: error: ... (see --help)``,
+    and whose commands of ``COMMAND_MODULES`` are imported when asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *COMMAND_MODULES})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        cmd = super().get_command(ctx, name)
+        if cmd is None and name in COMMAND_MODULES:
+            import importlib
+
+            cmd = getattr(importlib.import_module(COMMAND_MODULES[name]), f"{name}_command")
+            self.add_command(cmd)
+        return cmd
 
     def main(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D401
         kwargs["standalone_mode"] = False
@@ -347,21 +366,3 @@ def apis_cmd(fmt: str) -> int:
                       "-" if flex is None else f"v{flex}")
     stdout_console().print(table)
     return 0
-
-
-def _register_optional() -> None:
-    """Commands that live in their own modules (each owns its options and output)."""
-    import importlib
-
-    for mod, attr in (("analyzer.commands.stats", "stats_command"), ("analyzer.commands.check", "check_command"),
-                      ("analyzer.commands.live", "live_command"), ("analyzer.commands.spark", "spark_command")):
-        try:
-            m = importlib.import_module(mod)
-        except ImportError as e:
-            if e.name != mod:
-                raise
-            continue
-        main.add_command(getattr(m, attr))
-
-
-_register_optional()
