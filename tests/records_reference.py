@@ -1,7 +1,7 @@
 """The lean records summary as Python defined it before the core took it over
-(core/src/records.rs): the reference tests/test_core_records.py holds the core to on every
-input, damaged ones included (the full records decoder, its other oracle, reads more than
-the summary and so says more of bad bytes). Test code only."""
+(core/src/records.rs), with the records of v2 batches walked one by one by the full
+decoder's own code: the reference tests/test_core_records.py holds the core to on every
+input, damaged ones included. Test code only."""
 from __future__ import annotations
 
 import struct
@@ -12,14 +12,16 @@ from crc32c import crc32c
 from dissectors.annotate import crc_verdict
 from dissectors.compression import decompress_detail
 from dissectors.context import DecodeContext
-from dissectors.field import Field
+from dissectors.field import MALFORMED, Field
 from dissectors.records import (
     CODEC_NAMES,
     LEGACY_MIN_SIZE,
     MAX_WRAPPER_DEPTH,
+    MIN_RECORD_SIZE,
     V2_HEADER,
     V2_MIN_LENGTH,
     _bad_records_count,
+    _decode_v2_records,
     _decompression_note,
 )
 
@@ -103,10 +105,12 @@ def _summary_set(buf: bytes, pos: int, end: int, ctx: DecodeContext, top: Field,
                 if c != cid:
                     cid = c if cid < 0 else _MIXED
                 bad_count = _bad_records_count(n, c, entry_end - pos - V2_HEADER, ctx)
-                if bad_count is None:
-                    count += n
-                else:
+                if bad_count is not None:
                     top.mark_malformed(f"[{index}]: {bad_count}", ctx)
+                if budget is None:
+                    budget = [ctx.max_decompressed]
+                count += _v2_records(buf, pos + V2_HEADER, entry_end, c, n, bad_count is None, ctx, top, budget,
+                                     index)
         elif magic == 0 or magic == 1:
             if size < LEGACY_MIN_SIZE[magic]:
                 top.mark_malformed(f"[{index}]: message_size {size} shorter than a magic {magic} message", ctx)
@@ -125,6 +129,50 @@ def _summary_set(buf: bytes, pos: int, end: int, ctx: DecodeContext, top: Field,
         pos = entry_end
         index += 1
     return count, cid, False
+
+
+def _v2_records(buf: bytes, rstart: int, batch_end: int, codec_id: int, count: int, sane: bool,
+                ctx: DecodeContext, top: Field, budget: list[int], index: int) -> int:
+    """``_decode_v2``'s records part, its marks on ``top``: the records decompressed by
+    ``decompress_detail`` and walked by the full decoder's own ``_decode_v2_records`` (its
+    marks read off the Fields it makes). The records it counts."""
+    marked = limited = False
+    if codec_id == 0:
+        rbuf, rpos, rend = buf, rstart, batch_end
+    else:
+        codec = CODEC_NAMES[codec_id] if codec_id < 5 else f"unknown({codec_id})"
+        rbuf, note, _info = decompress_detail(codec, memoryview(buf)[rstart:batch_end], budget[0])
+        budget[0] = max(0, budget[0] - len(rbuf))
+        rpos, rend = 0, len(rbuf)
+        if note is not None:
+            if note.startswith("decompressed size limit"):
+                ctx.hit_limit("max_decompressed")
+                limited = True
+            else:
+                top.mark_malformed(f"[{index}]: {note}", ctx)
+                marked = True
+        elif sane and count > len(rbuf) // MIN_RECORD_SIZE:
+            top.mark_malformed(f"[{index}]: records_count {count} exceeds what {len(rbuf)} decompressed bytes "
+                               "can hold", ctx)
+            sane = False
+        if note is not None and not rbuf:
+            return count if sane else 0
+    parent = Field("records", "array", count, rpos, rend - rpos)
+    decoded = _decode_v2_records(rbuf, rpos, rend, count if sane else ctx.max_array_len, parent, 0, 0, False,
+                                 False, DecodeContext(), limited)
+    for rec in parent.children or ():
+        if rec.name == "truncated_record":
+            top.note("record cut by the decompressed size limit")
+        for n in rec.notes or ():
+            if n.startswith(MALFORMED):
+                top.mark_malformed(f"[{index}]: record {rec.name}: {n[len(MALFORMED):]}", ctx)
+    for n in parent.notes or ():
+        if n.startswith(MALFORMED):
+            top.mark_malformed(f"[{index}]: {n[len(MALFORMED):]}", ctx)
+            marked = True
+    if sane and decoded != count and not marked and not limited:
+        top.mark_malformed(f"[{index}]: records_count {count} but {decoded} records present", ctx)
+    return count if sane else decoded
 
 
 def _summary_message(buf: bytes, pos: int, msg_end: int, magic: int, ctx: DecodeContext,

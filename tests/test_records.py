@@ -740,12 +740,18 @@ def test_lean_legacy_counts_inner_messages() -> None:
 
 
 def test_lean_marks_on_the_records_field() -> None:
-    # bad entries are counted (and noted on the one Field) as the full decode counts them
+    # bad entries are counted (and noted on the one Field) as the full decode counts them:
+    # its value, its malformed marks, its CRC verdicts and limits are the full decode's
     a, b = build(2, 0, n=7), build(2, 1, n=3, offset=7)
 
     def lean(raw: bytes, **kw) -> tuple[Field, DecodeContext]:
         ctx = DecodeContext(decode_records=False, **kw)
-        return decode(raw, ctx), ctx
+        f = decode(raw, ctx)
+        full_ctx = DecodeContext(**kw)
+        full = decode(raw, full_ctx)
+        assert (f.value, ctx.malformed, ctx.crc_valid, ctx.crc_invalid, ctx.limits_hit) == \
+            (full.value, full_ctx.malformed, full_ctx.crc_valid, full_ctx.crc_invalid, full_ctx.limits_hit)
+        return f, ctx
 
     bad_crc = bytearray(a)
     bad_crc[-1] ^= 1
@@ -755,9 +761,12 @@ def test_lean_marks_on_the_records_field() -> None:
     assert f.notes[0].startswith(f"[0]: crc INVALID (0x{stored:08x}), computed 0x") and ctx.malformed == 0
     f, ctx = lean(a + b + b[:30])
     assert f.value == 10 and f.extra["truncated"] is True and ctx.malformed == 0 and f.notes is None
+    # a records_count over the limit: the records up to the limit are walked and counted,
+    # the bytes after them marked
     f, ctx = lean(a + b, max_array_len=5)
-    assert f.value == 3 and ctx.limits_hit == {"max_array_len": 1}
-    assert f.notes == ["malformed: [0]: records_count 7 over the limit 5"] and ctx.malformed == 1
+    assert f.value == 8 and ctx.limits_hit == {"max_array_len": 1}
+    assert f.notes[0] == "malformed: [0]: records_count 7 over the limit 5" and ctx.malformed == 2
+    assert f.notes[1].startswith("malformed: [0]: ") and f.notes[1].endswith(" bytes after the last record")
     short = bytearray(a)
     struct.pack_into(">i", short, 8, 40)
     f, ctx = lean(bytes(short[:52]) + b)
@@ -775,5 +784,13 @@ def test_lean_marks_on_the_records_field() -> None:
     many = bytearray(a)
     struct.pack_into(">i", many, 57, 1000)
     f, ctx = lean(bytes(many))
-    assert f.value == 0 and ctx.malformed == 1 and "records_count 1000 exceeds what" in f.notes[-1]
-
+    assert f.value == 7 and ctx.malformed == 1 and "records_count 1000 exceeds what" in f.notes[-1]
+    # bad bytes inside a record of a batch whose CRC is good (a producer's bug): marked, as
+    # `read` marks them (the summary used to stop at the batch header)
+    inner = bytearray(a)
+    inner[61] = 0x02                          # the first record's length: 1, too short for a record
+    struct.pack_into(">I", inner, 17, crc32c(bytes(inner[21:])))
+    f, ctx = lean(bytes(inner))
+    assert ctx.crc_valid == 1 and ctx.malformed == 2
+    assert f.notes == ["malformed: [0]: record [0]: record length 1 does not fit the "
+                       f"{len(a) - 62} bytes left", "malformed: [0]: records_count 7 but 0 records present"]

@@ -1,14 +1,17 @@
-//! The lean summary of the records of a Produce request or Fetch response partition:
-//! what `dissectors.records.decode_records` gives when `ctx.decode_records` is False
-//! (its `_summary_set` / `_summary_message`), which `stats` reads once per partition.
+//! The lean summary of the records of a Produce request or Fetch response partition,
+//! which `stats` reads once per partition: no Field per record, but the full decoder's
+//! verdicts.
 //!
 //! Three on-wire formats share one framing (offset int64, size int32, then the rest) and
 //! the magic byte at offset 16 of each entry tells them apart: magic 0 / 1 messages
 //! (CRC-32 over magic..end; a compressed message carries an inner message set in its
 //! value) and magic 2 record batches (CRC-32C over attributes..end). The summary counts
 //! records (a v2 batch's records_count, one per magic 0/1 message, the inner messages of
-//! a compressed wrapper), names the codec of the outer entries, checks every CRC, and
-//! notes what is malformed, as Python does, note for note: [`lean_summary`].
+//! a compressed wrapper), names the codec of the outer entries, checks every CRC, walks
+//! the records of each v2 batch one by one (decompressed first when compressed), and
+//! notes what is malformed: [`lean_summary`]. Its counts, CRC verdicts, limits and
+//! malformed marks are those of the full decoder (`dissectors.records.decode_records`), so
+//! `stats` counts the bad bytes inside a batch with a good CRC that `read` marks.
 //!
 //! Every length from the wire is checked before use; decompression stops at the
 //! `max_decompressed` budget, shared by all the wrappers of one records field, and
@@ -220,10 +223,14 @@ fn summary_set(
                         cid = if cid < 0 { c } else { MIXED };
                     }
                     let room = (entry_end - pos - V2_HEADER) as i64;
-                    match bad_records_count(i64::from(n), c, room, acc) {
-                        None => count += i64::from(n),
-                        Some(why) => acc.malformed(format!("[{index}]: {why}")),
-                    }
+                    let sane = match bad_records_count(i64::from(n), c, room, acc) {
+                        None => true,
+                        Some(why) => {
+                            acc.malformed(format!("[{index}]: {why}"));
+                            false
+                        }
+                    };
+                    count += v2_records(buf, pos + V2_HEADER, entry_end, c, n, sane, acc, index);
                 }
             }
             0 | 1 => {
@@ -250,6 +257,217 @@ fn summary_set(
         index += 1;
     }
     (count, cid, false)
+}
+
+/// The records of the v2 batch whose records run `buf[rstart..batch_end]` (`index` in
+/// its set), decompressed when `codec_id` says so and walked record by record as
+/// `_decode_v2` and `_decode_v2_records` walk them, with their malformed marks: the
+/// records it counts (records_count when `sane`, else those present).
+#[allow(clippy::too_many_arguments)]
+fn v2_records(
+    buf: &[u8],
+    rstart: usize,
+    batch_end: usize,
+    codec_id: i32,
+    count: i32,
+    mut sane: bool,
+    acc: &mut Acc,
+    index: usize,
+) -> i64 {
+    let count = i64::from(count);
+    // `marked`: the records field's own mark (a bad decompression, bytes after the last
+    // record), after which records_count is not held against the records present
+    let mut marked = false;
+    let mut limited = false;
+    let inner;
+    let (rbuf, rpos, rend) = if codec_id == 0 {
+        (buf, rstart, batch_end)
+    } else {
+        let (out, verdict) =
+            decompress::decompress(codec_id as u8, &buf[rstart..batch_end], acc.budget);
+        acc.budget = (acc.budget.max(0) - out.len() as i64).max(0);
+        match verdict {
+            Verdict::Done => {
+                if sane && count > out.len() as i64 / MIN_RECORD_SIZE {
+                    acc.malformed(format!(
+                        "[{index}]: records_count {count} exceeds what {} decompressed bytes can hold",
+                        out.len()
+                    ));
+                    sane = false;
+                }
+            }
+            Verdict::Limit => {
+                acc.limits.push("max_decompressed");
+                limited = true;
+            }
+            Verdict::Bad(note) => {
+                acc.malformed(format!("[{index}]: {note}"));
+                marked = true;
+            }
+        }
+        if (limited || marked) && out.is_empty() {
+            return if sane { count } else { 0 };
+        }
+        inner = out;
+        (&inner[..], 0, inner.len())
+    };
+    let limit = if sane { count } else { acc.max_array_len };
+    let decoded = walk_records(rbuf, rpos, rend, limit, limited, &mut marked, acc, index);
+    if sane && decoded != count && !marked && !limited {
+        acc.malformed(format!(
+            "[{index}]: records_count {count} but {decoded} records present"
+        ));
+    }
+    if sane {
+        count
+    } else {
+        decoded
+    }
+}
+
+/// `_varint`: a zigzag varint of at most 10 bytes at `pos` before `end`: (value, next
+/// position), or why not.
+fn zigzag(buf: &[u8], mut pos: usize, end: usize) -> Result<(i128, usize), &'static str> {
+    let mut result: u128 = 0;
+    let mut shift = 0u32;
+    loop {
+        if pos >= end {
+            return Err("varint cut short");
+        }
+        let b = buf[pos];
+        pos += 1;
+        result |= u128::from(b & 0x7F) << shift;
+        if b < 0x80 {
+            let v = (result >> 1) as i128;
+            return Ok((if result & 1 == 1 { -v - 1 } else { v }, pos));
+        }
+        shift += 7;
+        if shift > 63 {
+            return Err("varint longer than 10 bytes");
+        }
+    }
+}
+
+/// Why a record stops the walk.
+enum Stop {
+    /// Bad bytes: the mark's text.
+    Bad(String),
+    /// Its length could not be read or held (before any field of it was).
+    Length(String),
+}
+
+/// `_decode_v2_records` without Fields: the records of `buf[pos..end]` (at most `limit`),
+/// each record's bad bytes marked `[index]: record [n]: ...`, the field's own mark setting
+/// `marked`; `cut_by_limit`: the decompressed size limit cut the data (a record it cut is
+/// not malformed). The records walked.
+#[allow(clippy::too_many_arguments)]
+fn walk_records(
+    buf: &[u8],
+    mut pos: usize,
+    end: usize,
+    limit: i64,
+    cut_by_limit: bool,
+    marked: &mut bool,
+    acc: &mut Acc,
+    index: usize,
+) -> i64 {
+    let mut n = 0i64;
+    while pos < end && n < limit {
+        match one_record(buf, pos, end, cut_by_limit) {
+            Ok((rend, length, early)) => {
+                if early > 0 {
+                    acc.malformed(format!(
+                        "[{index}]: record [{n}]: record length {length} but its fields end {early} bytes early"
+                    ));
+                }
+                pos = rend;
+                n += 1;
+            }
+            Err(Stop::Length(_)) if cut_by_limit => {
+                acc.notes
+                    .push("record cut by the decompressed size limit".to_string());
+                return n;
+            }
+            Err(Stop::Bad(why) | Stop::Length(why)) => {
+                acc.malformed(format!("[{index}]: record [{n}]: {why}"));
+                return n;
+            }
+        }
+    }
+    if pos < end && !*marked {
+        acc.malformed(format!(
+            "[{index}]: {} bytes after the last record",
+            end - pos
+        ));
+        *marked = true;
+    }
+    n
+}
+
+/// One record at `pos`: (its end, its declared length, how many of its bytes its fields
+/// left unread), or why it stops the walk.
+fn one_record(
+    buf: &[u8],
+    pos: usize,
+    end: usize,
+    cut_by_limit: bool,
+) -> Result<(usize, i128, usize), Stop> {
+    let (length, p) = zigzag(buf, pos, end).map_err(|e| Stop::Length(e.to_string()))?;
+    let left = (end - p) as i128;
+    if cut_by_limit && length > left {
+        return Err(Stop::Length("cut".into()));
+    }
+    if length < MIN_RECORD_SIZE as i128 - 1 || length > left {
+        return Err(Stop::Length(format!(
+            "record length {length} does not fit the {left} bytes left"
+        )));
+    }
+    let rend = p + length as usize;
+    let read = |at: usize| zigzag(buf, at, rend).map_err(|e| Stop::Bad(e.to_string()));
+    // attributes, then the timestamp and offset deltas
+    let (_, q) = read(p + 1)?;
+    let (_, mut q) = read(q)?;
+    for part in ["key", "value"] {
+        let (len, r) = read(q)?;
+        q = r;
+        if len < 0 {
+            if len != -1 {
+                return Err(Stop::Bad(format!("negative {part} length {len}")));
+            }
+        } else if len > (rend - q) as i128 {
+            return Err(Stop::Bad(format!("{part} length {len} exceeds the record")));
+        } else {
+            q += len as usize;
+        }
+    }
+    let (headers, r) = read(q)?;
+    q = r;
+    if headers < 0 || headers > ((rend - q) / 2) as i128 {
+        return Err(Stop::Bad(format!(
+            "headers count {headers} does not fit the record"
+        )));
+    }
+    for _ in 0..headers {
+        let (klen, r) = read(q)?;
+        if klen < 0 || klen > (rend - r) as i128 {
+            return Err(Stop::Bad(format!(
+                "header key length {klen} does not fit the record"
+            )));
+        }
+        let (vlen, r) = read(r + klen as usize)?;
+        q = r;
+        if vlen >= 0 {
+            if vlen > (rend - q) as i128 {
+                return Err(Stop::Bad(format!(
+                    "header value length {vlen} does not fit the record"
+                )));
+            }
+            q += vlen as usize;
+        } else if vlen != -1 {
+            return Err(Stop::Bad(format!("negative header value length {vlen}")));
+        }
+    }
+    Ok((rend, length, rend - q))
 }
 
 /// `_bad_records_count`: why a v2 batch's records_count cannot be counted (`room`: the

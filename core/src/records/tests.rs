@@ -50,6 +50,12 @@ fn inner_set(magic: u8, n: usize) -> Vec<u8> {
         .collect()
 }
 
+/// `n` records of 7 bytes, the least a record takes: length 6, attributes, timestamp
+/// and offset deltas 0, null key and value, no headers.
+fn records(n: usize) -> Vec<u8> {
+    [12u8, 0, 0, 0, 1, 1, 0].repeat(n)
+}
+
 /// A v2 batch of `count` records around `payload`.
 fn batch(count: i32, codec: i16, payload: &[u8], good_crc: bool) -> Vec<u8> {
     let mut body = codec.to_be_bytes().to_vec();
@@ -157,11 +163,11 @@ fn empty_and_out_of_range() {
 
 #[test]
 fn v2_crc_valid_and_invalid() {
-    let good = batch(3, 0, &[0; 21], true);
+    let good = batch(3, 0, &records(3), true);
     let s = sum(&good);
     assert_eq!((s.records, s.codec, s.crc_ok), (3, "none", true));
     assert_eq!((s.crc_valid, s.crc_invalid), (1, 0));
-    let bad = batch(2, 1, &[0; 30], false);
+    let bad = batch(2, 1, &gzip(&records(2)), false);
     let s = sum(&[good.clone(), bad].concat());
     assert_eq!((s.records, s.codec, s.crc_ok), (5, "mixed", false));
     assert_eq!((s.crc_valid, s.crc_invalid, s.malformed), (1, 1, 0));
@@ -176,22 +182,38 @@ fn v2_crc_valid_and_invalid() {
 
 #[test]
 fn v2_records_count_negative_huge_and_room() {
-    let s = sum(&batch(-1, 0, &[0; 21], true));
-    assert_eq!(s.records, 0);
+    // a records_count that cannot be counted: the records present are (as _decode_v2 counts)
+    let s = sum(&batch(-1, 0, &records(3), true));
+    assert_eq!(s.records, 3);
     assert_eq!(malformed(&s), ["[0]: negative records_count -1"]);
-    let s = lean_summary(&batch(i32::MAX, 1, &[0; 7], true), 0, 100, 1_000_000, BIG);
+    let s = lean_summary(
+        &batch(i32::MAX, 0, &records(1), true),
+        0,
+        100,
+        1_000_000,
+        BIG,
+    );
     assert_eq!(
         malformed(&s),
         ["[0]: records_count 2147483647 over the limit 1000000"]
     );
-    assert_eq!(s.limits, ["max_array_len"]);
+    assert_eq!((s.records, &s.limits[..]), (1, &["max_array_len"][..]));
     // uncompressed: at most one record per 7 bytes after the header
-    let s = sum(&batch(4, 0, &[0; 21], true));
+    let s = sum(&batch(4, 0, &records(3), true));
     assert_eq!(
         malformed(&s),
         ["[0]: records_count 4 exceeds what 21 bytes can hold"]
     );
-    assert_eq!(sum(&batch(4, 2, &[0; 21], true)).records, 4); // compressed: no room check
+    assert_eq!(s.records, 3);
+    // compressed: no room check before decompressing; after, the decompressed bytes'
+    let s = sum(&batch(4, 1, &gzip(&records(4)), true));
+    assert_eq!((s.records, s.malformed), (4, 0));
+    let s = sum(&batch(4, 1, &gzip(&records(3)), true));
+    assert_eq!(
+        malformed(&s),
+        ["[0]: records_count 4 exceeds what 21 decompressed bytes can hold"]
+    );
+    assert_eq!(s.records, 3);
 }
 
 #[test]
@@ -205,7 +227,7 @@ fn v2_shorter_than_its_header_and_truncated_trailing_entry() {
         ["[0]: batch_length 30 shorter than the 49-byte v2 header"]
     );
     // a trailing batch cut by max_bytes: not counted, not malformed (size read or not)
-    let good = batch(2, 0, &[0; 14], true);
+    let good = batch(2, 0, &records(2), true);
     let both = [good.clone(), good.clone()].concat();
     for cut in [good.len() + 5, good.len() + 12, both.len() - 1] {
         let s = lean_summary(&both, 0, cut, 100, BIG);
@@ -461,4 +483,73 @@ fn never_panics_on_damage() {
             assert!(s.records >= 0 && s.malformed as usize <= s.notes.len());
         }
     }
+}
+
+/// The records of a v2 batch are walked one by one, compressed ones after decompression,
+/// with the marks `_decode_v2_records` makes; a CRC over bad records is still valid.
+#[test]
+fn v2_records_walked_one_by_one() {
+    // a record whose headers count does not fit (50 headers in 0 bytes)
+    let bad_headers = [14u8, 0, 0, 0, 1, 1, 100];
+    // (the walk stops there: the record is not counted, records_count is held against it)
+    let both = [
+        "[0]: record [0]: headers count 50 does not fit the record",
+        "[0]: records_count 1 but 0 records present",
+    ];
+    let s = sum(&batch(1, 0, &[&bad_headers[..], &[0]].concat(), true));
+    assert_eq!(malformed(&s), both);
+    assert_eq!((s.crc_valid, s.records), (1, 1));
+    // fields that end early (a 7-byte record declaring 8), then the count of records present
+    let early = [14u8, 0, 0, 0, 1, 1, 0, 9];
+    let s = sum(&batch(2, 0, &[&early[..], &records(1)].concat(), true));
+    assert_eq!(
+        malformed(&s),
+        ["[0]: record [0]: record length 7 but its fields end 1 bytes early"]
+    );
+    let s = sum(&batch(3, 0, &records(2), true));
+    assert_eq!(
+        malformed(&s),
+        ["[0]: records_count 3 exceeds what 14 bytes can hold"]
+    );
+    let s = sum(&batch(3, 0, &[&records(2)[..], &[0; 7]].concat(), true));
+    assert_eq!(
+        malformed(&s),
+        [
+            "[0]: record [2]: record length 0 does not fit the 6 bytes left",
+            "[0]: records_count 3 but 2 records present"
+        ]
+    );
+    // bytes after the last counted record, and a key longer than its record
+    let s = sum(&batch(1, 0, &[&records(1)[..], &[1, 2, 3]].concat(), true));
+    assert_eq!(malformed(&s), ["[0]: 3 bytes after the last record"]);
+    let s = sum(&batch(1, 0, &[12u8, 0, 0, 0, 40, 1, 0], true));
+    assert_eq!(
+        malformed(&s),
+        [
+            "[0]: record [0]: key length 20 exceeds the record",
+            "[0]: records_count 1 but 0 records present"
+        ]
+    );
+    // the same inside gzip; a bad decompression is the records' own mark
+    let s = sum(&batch(
+        1,
+        1,
+        &gzip(&[&bad_headers[..], &[0]].concat()),
+        true,
+    ));
+    assert_eq!(malformed(&s), both);
+    let s = sum(&batch(1, 1, &[1, 2, 3], true));
+    assert_eq!(s.malformed, 1);
+    assert!(
+        s.notes[0].starts_with("malformed: [0]: bad gzip data"),
+        "{:?}",
+        s.notes
+    );
+    // the decompressed size limit cuts a record: a note, not a mark
+    let data = gzip(&records(100));
+    let s = lean_summary(&batch(100, 1, &data, true), 0, 10_000, 100, 300);
+    assert_eq!(s.malformed, 0, "{:?}", s.notes);
+    assert_eq!(s.limits, ["max_decompressed"]);
+    assert_eq!(s.notes, ["record cut by the decompressed size limit"]);
+    assert_eq!(s.records, 100);
 }
