@@ -280,7 +280,9 @@ def read_cmd(captures: tuple[str, ...], fmt: str, api: tuple[str, ...], client_i
         write_bytes = binary_writer(out)
     if write_bytes is not None and fmt == "json":
         write_bytes(b"[")
-    for path, run in iter_captures(captures, kw):
+    # the summary lines need no full trees (a display filter may read any field: full)
+    decode = "summary" if fmt == "summary" and display_filter is None else "full"
+    for path, run in iter_captures(captures, kw, decode=decode):
         t0: float | None = None
         keep = selection.matcher(run.ctx) if selection is not None else None
         at_frames = None

@@ -59,7 +59,10 @@ class Options:
     protocol: str = "auto"            # auto | legacy | modern
     # full | lite (the core's lean trees: what stats reads) | lite-topics (lite, and each
     # request's topics and partition indexes: what stats grouped by topic or partition reads)
-    # | none
+    # | summary (lite-topics, but full trees for the APIs whose bytes fields carry payloads
+    # the full decoder reads further, and for frames cut by the capture records decoded as
+    # `read` decodes them: what the read summary line and the run's counts need, the same
+    # as with full trees) | none
     decode: str = "full"
     max_frame_size: int = 100 * 1024 * 1024
     unanswered_timeout: float | None = None
@@ -153,12 +156,18 @@ class Pipeline:
         # lite: the core walks each exchange's lean trees (core/src/figures.rs) under the
         # context's limits and hands them with the exchange's record
         self.figures: Figures | None = None
-        if self.options.decode in ("lite", "lite-topics"):
+        # API keys whose exchanges get full trees even with lean ones at hand
+        self._full_apis: frozenset[int] = frozenset()
+        decode = self.options.decode
+        if decode in ("lite", "lite-topics", "summary"):
             ctx = self.ctx
-            # (the frames the full decoder takes keep their records as bytes)
-            ctx.decode_records = False
+            if decode == "summary":
+                self._full_apis = kafka.NESTED_PAYLOAD_APIS
+            else:
+                # (the frames the full decoder takes keep their records as bytes)
+                ctx.decode_records = False
             self.figures = Figures(APIS, ERRORS, ctx.max_array_len, ctx.max_decompressed,
-                                   topics=self.options.decode == "lite-topics")
+                                   topics=decode != "lite")
         self.summary = Summary()
         self.stream = self.new_stream()
         self._conn_objs: dict[int, Conn] = {}      # the connections the core has open, by id
@@ -570,12 +579,12 @@ class Pipeline:
         version newer than the schema, has none there and gets the full decoder, which
         knows its declared size and keeps a body it cannot read raw: a cut rather than
         malformed, no error codes read from a layout that is not its own (such exchanges
-        are few)."""
+        are few). In summary mode the APIs of ``_full_apis`` take the full decoder too."""
         api_key, api_version = header[0], header[1]
         ctx = self.ctx
         before = ctx.malformed
         response_tree: Field | None = None
-        if lean is not None:
+        if lean is not None and api_key not in self._full_apis:
             request_tree, rq_counts, response_tree, rs_counts = lean
         else:
             request_tree = rq_counts = rs_counts = None

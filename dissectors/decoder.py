@@ -606,7 +606,8 @@ def _unsupported_op(name: str, typ: str) -> Op:
     return op
 
 
-_DEFERRED = frozenset({"consumer_subscription", "consumer_assignment", "sasl_auth_bytes", "sasl_server_bytes"})
+# the meanings of bytes fields whose payload dissectors.kafka decodes after the body (_nested)
+NESTED_MEANINGS = frozenset({"consumer_subscription", "consumer_assignment", "sasl_auth_bytes", "sasl_server_bytes"})
 
 _MIN_SIZE = {"string": 2, "bytes": 4, "records": 4, "array": 4, "varint": 1, "varlong": 1}
 
@@ -633,7 +634,7 @@ def _field_op(fd: FieldDef, version: int, flexible: bool) -> tuple[Op, int]:
     if t == "string":
         return _string_op(fd.name, flexible, nullable, ann), _min_size(fd, flexible)
     if t == "bytes":
-        deferred = fd.meaning if fd.meaning in _DEFERRED else None
+        deferred = fd.meaning if fd.meaning in NESTED_MEANINGS else None
         return _bytes_op(fd.name, flexible, nullable, ann, deferred), _min_size(fd, flexible)
     if t == "records":
         return _records_op(fd.name, flexible), _min_size(fd, flexible)

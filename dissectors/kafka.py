@@ -15,12 +15,12 @@ from typing import Any
 from dissectors import consumer, sasl
 from dissectors.annotate import redacted, topic_note
 from dissectors.context import DecodeContext
-from dissectors.decoder import State, decode_body, is_cut, read_tagged
+from dissectors.decoder import NESTED_MEANINGS, State, decode_body, is_cut, read_tagged
 from dissectors.decoder import _Bad as _DecodeStop
 from dissectors.errors import error_name
 from dissectors.field import ErrorsRoot, Field
 from dissectors.header import MAX_NEWER_PLAUSIBLE
-from dissectors.schema import APIS, ApiDef, api_name, is_flexible
+from dissectors.schema import APIS, ApiDef, FieldDef, api_name, is_flexible
 
 _HDR = struct.Struct(">hhi")
 _I16 = struct.Struct(">h")
@@ -284,6 +284,19 @@ def _api_versions_response(api: ApiDef, version: int, buf: bytes, pos: int, n: i
                 body.note(f"UNSUPPORTED_VERSION answer in the v0 layout (requested v{version})")
                 return body
     return decode_body(api, version, False, buf, pos, n, ctx, st)
+
+
+def _nested_payload_apis() -> frozenset[int]:
+    """The API keys with a bytes field whose payload ``_nested`` decodes further (the
+    consumer protocol, SASL tokens), from the schema's field meanings."""
+    def has(fields: Sequence[FieldDef]) -> bool:
+        return any(fd.meaning in NESTED_MEANINGS or has(fd.fields) for fd in fields)
+    return frozenset(k for k, a in APIS.items() if has(a.request) or has(a.response))
+
+
+# JoinGroup, SyncGroup, DescribeGroups, SaslAuthenticate: what a walk of the schema alone
+# (the core's lean walk) does not read, and so does not judge
+NESTED_PAYLOAD_APIS = _nested_payload_apis()
 
 
 def _protocol_type(body: Field) -> str | None:

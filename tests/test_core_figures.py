@@ -304,10 +304,20 @@ def _topic_view(tree: Field) -> list:
     return topic_partitions(SimpleNamespace(partitions=[], request_tree=tree))  # type: ignore[arg-type]
 
 
+def _digest_view(tree: Field) -> str:
+    """What a `read` summary line says of a request beside its partitions and errors
+    (analyzer.sinks.output.digest): group, transactional id, SASL mechanism, topics."""
+    from types import SimpleNamespace
+
+    from analyzer.sinks.output import digest
+    return digest(SimpleNamespace(partitions=[], request_tree=tree, error_codes=[]), width=10_000)  # type: ignore[arg-type]
+
+
 def test_topics_kept_for_grouping_as_the_full_decoder_reads_them() -> None:
     """With topics on, every request's topics and partition indexes read as in the full
-    tree (schema-shaped requests of every API version, the captures' requests, and damaged
-    ones); with topics off, the lean tree is what it was."""
+    tree, and so does what a summary line says of it (schema-shaped requests of every API
+    version, the captures' requests, and damaged ones); with topics off, the lean tree is
+    what it was."""
     fig = Figures(APIS, ERRORS, topics=True)
     plain = Figures(APIS, ERRORS)
     rng = random.Random(3)
@@ -319,6 +329,7 @@ def test_topics_kept_for_grouping_as_the_full_decoder_reads_them() -> None:
             tree, _counts = fig.request(d[1], d[2])
             want = _topic_view(full)
             assert _topic_view(tree) == want, (d[2:], d[1].hex())
+            assert _digest_view(tree) == _digest_view(full), (d[2:], d[1].hex())
             n += 1
             named += any(t is not None for t, _p, _d in want)
         # the figures alone: a subset of the topics' tree, the same where both keep a field

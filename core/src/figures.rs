@@ -66,8 +66,9 @@ pub const COMPANIONS: [&str; 6] = [
 ];
 
 /// With topics on ([`Figures::new`]): a request's top-level arrays of topics, kept with
-/// their names and the indexes of their partitions (what `stats` groups by when asked to
-/// group by topic or partition), besides what the figures keep.
+/// their names or ids and the indexes of their partitions (what `stats` groups by when
+/// asked to group by topic or partition, and what a `read` summary line names), besides
+/// what the figures keep.
 pub const TOPIC_ARRAYS: [&str; 2] = ["topics", "topic_data"];
 const TOPIC_NAMES: [&str; 3] = ["name", "topic", "topic_name"];
 const PARTITION_ARRAYS: [&str; 3] = ["partitions", "partition_indexes", "partition_data"];
@@ -92,6 +93,7 @@ impl Scope {
             Scope::RequestTop => fd.ty == "array" && TOPIC_ARRAYS.contains(&n),
             Scope::Topic => {
                 (fd.ty == "string" && TOPIC_NAMES.contains(&n))
+                    || (fd.ty == "uuid" && n == "topic_id")
                     || (fd.ty == "array" && PARTITION_ARRAYS.contains(&n))
             }
             Scope::Partition => fixed_of(&fd.ty).is_some() && PARTITION_INDEXES.contains(&n),

@@ -1,0 +1,121 @@
+"""`read`'s summary lines are made from the core's lean trees (``Options.decode="summary"``:
+request topics kept, full trees for the APIs whose bytes fields carry payloads the full
+decoder reads further, records of frames cut by the capture decoded as `read` decodes
+them). They must say what full trees say: the same lines and the same closing summary, on
+every capture and on damaged exchanges."""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from analyzer.cli import summary_text
+from analyzer.pipeline import Options, Run
+from analyzer.sinks.output import summary_line
+from dissectors.kafka import NESTED_PAYLOAD_APIS
+from tests.conftest import SAMPLES, SHARED_CAPTURES
+from tests.pcapgen import TcpFlow, kafka_frame, write_pcap
+
+
+def summary_output(path: Path, decode: str) -> list[str]:
+    """What `read` prints: a line per exchange, then the closing summary."""
+    run = Run(str(path), Options(decode=decode))
+    lines: list[str] = []
+    t0 = None
+    for ex in run:
+        if t0 is None:
+            t0 = run.summary.first_ts
+        lines.append(summary_line(ex, t0))
+    return lines + summary_text(run.summary, run.ctx)
+
+
+def capture_paths() -> list[Path]:
+    paths = sorted(SAMPLES.glob("*.pcap*"))
+    if SHARED_CAPTURES.is_dir():
+        paths += sorted(SHARED_CAPTURES.rglob("*.pcap*"))
+    return paths
+
+
+def test_the_summary_mode_reads_every_capture_as_full_trees_do() -> None:
+    n = 0
+    for path in capture_paths():
+        got = summary_output(path, "summary")
+        assert got == summary_output(path, "full"), path.name
+        n += len(got)
+    assert n > 500
+
+
+def _damage(data: bytes, lo: int, rng: random.Random) -> bytes:
+    """Bit flips or a run of random bytes at or after ``lo``; the size is kept (the frame's
+    size prefix still holds)."""
+    b = bytearray(data)
+    if len(b) <= lo:
+        return data
+    if rng.random() < 0.6:
+        for _ in range(rng.randint(1, 3)):
+            b[rng.randrange(lo, len(b))] ^= 1 << rng.randrange(8)
+    else:
+        i = rng.randrange(lo, len(b))
+        run = rng.randbytes(min(8, len(b) - i))
+        b[i:i + len(run)] = run
+    return bytes(b)
+
+
+def test_the_summary_mode_reads_damaged_exchanges_as_full_trees_do(tmp_path: Path) -> None:
+    """Every answered exchange of the samples, its request body and its response after the
+    correlation id damaged (twice each), one connection each: the same lines (statuses,
+    error codes, partitions, records, CRC verdicts) and the same closing counts."""
+    rng = random.Random(7)
+    packets = []
+    port = 20000
+    apis = set()
+    for path in sorted(SAMPLES.glob("*.pcap*")):
+        for ex in Run(str(path), Options()):
+            q, r = ex.request, ex.response
+            if q is None or r is None or ex.api_key is None or q.truncated or r.truncated:
+                continue
+            header = ex.request_tree.child("header") if ex.request_tree is not None else None
+            if header is None:
+                continue
+            apis.add(ex.api_key)
+            for _ in range(2):
+                flow = TcpFlow(("10.1.0.1", port), ("10.1.0.2", 9092))
+                port += 1
+                packets += flow.handshake()
+                packets += flow.send(0, kafka_frame(_damage(q.data, header.length, rng)))
+                packets += flow.send(1, kafka_frame(_damage(r.data, 4, rng)))
+                packets += flow.fin(0) + flow.fin(1)
+    cap = tmp_path / "damaged.pcap"
+    write_pcap(str(cap), packets)
+    got = summary_output(cap, "summary")
+    assert got == summary_output(cap, "full")
+    malformed = sum("[malformed]" in line for line in got)
+    assert len(got) > 500 and malformed > 300, (len(got), malformed)
+    # the APIs whose payloads only full trees judge are among them
+    assert apis & NESTED_PAYLOAD_APIS
+
+
+def test_the_summary_mode_needs_full_trees_for_nested_payloads(tmp_path: Path) -> None:
+    """A JoinGroup whose consumer-protocol metadata is bad: the full decoder marks it, a lean
+    walk of the schema alone would not; in summary mode its trees are full ones."""
+    from tests.pcapgen import kafka_request, kafka_response
+
+    # JoinGroup v5 request: group, session and rebalance timeouts, member, instance id (null),
+    # protocol type "consumer", one protocol "range" whose metadata is 3 bytes of nonsense
+    def s(text: str) -> bytes:
+        return len(text).to_bytes(2, "big") + text.encode()
+
+    body = (s("g") + (10000).to_bytes(4, "big") + (30000).to_bytes(4, "big") + s("") + b"\xff\xff"
+            + s("consumer") + (1).to_bytes(4, "big") + s("range") + (3).to_bytes(4, "big") + b"\x00\x07\x01")
+    req = kafka_request(11, 5, 1, "c", body)
+    # its answer: throttle, error MEMBER_ID_REQUIRED (79), generation -1, protocol name null...
+    resp = kafka_response(1, (0).to_bytes(4, "big") + (79).to_bytes(2, "big") + (-1).to_bytes(4, "big", signed=True)
+                          + b"\xff\xff" + s("") + s("m-1") + (0).to_bytes(4, "big"))
+    flow = TcpFlow(("10.2.0.1", 30000), ("10.2.0.2", 9092))
+    packets = flow.handshake() + flow.send(0, req) + flow.send(1, resp) + flow.fin(0) + flow.fin(1)
+    cap = tmp_path / "join.pcap"
+    write_pcap(str(cap), packets)
+    full = summary_output(cap, "full")
+    assert full == summary_output(cap, "summary")
+    assert "[malformed]" in full[0] and any(line.startswith("malformed fields: 1") for line in full), full
+    # (the lean walk alone, as stats has it, does not see into the metadata)
+    assert summary_output(cap, "lite-topics") != full
