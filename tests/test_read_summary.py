@@ -11,14 +11,16 @@ from pathlib import Path
 from analyzer.cli import summary_text
 from analyzer.pipeline import Options, Run
 from analyzer.sinks.output import summary_line
+from dissectors.context import DecodeContext
 from dissectors.kafka import NESTED_PAYLOAD_APIS
 from tests.conftest import SAMPLES, SHARED_CAPTURES
 from tests.pcapgen import TcpFlow, kafka_frame, write_pcap
 
 
-def summary_output(path: Path, decode: str) -> list[str]:
-    """What `read` prints: a line per exchange, then the closing summary."""
-    run = Run(str(path), Options(decode=decode))
+def summary_output(path: Path, decode: str, **limits: int) -> list[str]:
+    """What `read` prints: a line per exchange, then the closing summary (``limits``: the
+    DecodeContext's)."""
+    run = Run(str(path), Options(decode=decode), DecodeContext(**limits))
     lines: list[str] = []
     t0 = None
     for ex in run:
@@ -42,6 +44,18 @@ def test_the_summary_mode_reads_every_capture_as_full_trees_do() -> None:
         assert got == summary_output(path, "full"), path.name
         n += len(got)
     assert n > 500
+
+
+def test_the_summary_mode_reads_as_full_trees_do_under_tight_limits() -> None:
+    """Arrays over --max-array-len and records over --max-decompressed: cut and counted
+    alike (the samples)."""
+    n = 0
+    for path in sorted(SAMPLES.glob("*.pcap*")):
+        for limits in ({"max_array_len": 3}, {"max_decompressed": 300}):
+            got = summary_output(path, "summary", **limits)
+            assert got == summary_output(path, "full", **limits), (path.name, limits)
+            n += any(line.startswith("limits hit:") for line in got)
+    assert n > 10
 
 
 def _damage(data: bytes, lo: int, rng: random.Random) -> bytes:

@@ -40,6 +40,9 @@ class Size(click.ParamType):
             self.fail(str(e), param, ctx)
 
 
+# the decoders' nesting limit unless --max-depth says otherwise (DecodeContext's default)
+DEFAULT_MAX_DEPTH = DecodeContext().max_depth
+
 CAPTURE_OPTIONS = [
     click.option("-p", "--port", "ports", multiple=True, type=click.IntRange(1, 65535),
                  help="Kafka broker port (repeatable; default 9092). Other ports are auto-detected."),
@@ -52,7 +55,7 @@ CAPTURE_OPTIONS = [
                  help="Decompressed-size limit per record batch."),
     click.option("--max-array-len", type=click.IntRange(min=1), default=1_000_000, show_default=True,
                  help="Largest array element count accepted from the wire."),
-    click.option("--max-depth", type=click.IntRange(min=1), default=32, show_default=True,
+    click.option("--max-depth", type=click.IntRange(min=1), default=DEFAULT_MAX_DEPTH, show_default=True,
                  help="Deepest nesting of structures decoded from the wire."),
     click.option("--tls-keylog", type=click.Path(dir_okay=False),
                  help="SSLKEYLOGFILE (NSS key log) to decrypt TLS 1.2/1.3 connections and dissect the Kafka inside."),
@@ -90,7 +93,7 @@ def options_from_kwargs(kw: dict[str, Any], decode: str = "full") -> tuple[Optio
         max_frame_size=opts.max_frame_size,
         max_decompressed=g.get("max_decompressed", 64 * 1024 * 1024),
         max_array_len=g.get("max_array_len", 1_000_000),
-        max_depth=g.get("max_depth", 32),
+        max_depth=g.get("max_depth", DEFAULT_MAX_DEPTH),
         show_secrets=g.get("show_secrets", False),
     )
     return opts, ctx
