@@ -11,11 +11,11 @@ import click
 
 from analyzer._core import CaptureError
 from analyzer.commands.options import (
-    DEFAULT_MAX_DEPTH,
     capture_options,
     filter_option,
     fresh_context,
     options_from_kwargs,
+    summary_decode,
 )
 from analyzer.errors import UserError, fail, reader_gone, stdout_console
 from analyzer.model import Exchange
@@ -286,11 +286,7 @@ def read_cmd(captures: tuple[str, ...], fmt: str, api: tuple[str, ...], client_i
         write_bytes = binary_writer(out)
     if write_bytes is not None and fmt == "json":
         write_bytes(b"[")
-    # the summary lines need no full trees: the core's lean ones say the same (a display
-    # filter may read any field; the lean walk has no depth limit, and the schema nests less
-    # deep than the default one, so a lowered --max-depth, which can be hit, asks for full trees)
-    lean = fmt == "summary" and display_filter is None and kw.get("max_depth", DEFAULT_MAX_DEPTH) >= DEFAULT_MAX_DEPTH
-    decode = "summary" if lean else "full"
+    decode = summary_decode(display_filter, kw) if fmt == "summary" else "full"
     for path, run in iter_captures(captures, kw, decode=decode):
         t0: float | None = None
         keep = selection.matcher(run.ctx) if selection is not None else None

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from analyzer.commands.options import capture_options, filter_option, options_from_kwargs
+from analyzer.commands.options import capture_options, filter_option, options_from_kwargs, summary_decode
 from analyzer.errors import UserError, stdout_console, stdout_to_devnull
 
 
@@ -60,8 +60,10 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
     ports = tuple(kw.get("ports") or ()) or (9092,)
     if fmt is None:
         fmt = "none" if show_stats else "summary"
-    # stats alone need only headers and the few body fields stats read
-    options, ctx = options_from_kwargs(kw, decode="lite" if fmt == "none" else "full")
+    # stats alone need only headers and the few body fields stats read; summary lines the
+    # lean trees that say what full ones do
+    decode = "lite" if fmt == "none" else (summary_decode(display_filter, kw) if fmt == "summary" else "full")
+    options, ctx = options_from_kwargs(kw, decode=decode)
     options.unanswered_timeout = unanswered_timeout
     expr = bpf or live.port_filter(ports)
     try:

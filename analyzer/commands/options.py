@@ -78,6 +78,16 @@ CAPTURE_OPTION_NAMES = ("ports", "no_autodetect", "protocol", "max_frame_size", 
                         "max_array_len", "max_depth", "show_secrets", "tls_keylog")
 
 
+def summary_decode(display_filter: Any, kw: dict[str, Any]) -> str:
+    """The decode mode of summary lines (`read`, `live`): the core's lean trees
+    (``summary``: the lines say what full trees say) unless a display filter (it may read
+    any field) or a lowered --max-depth (the full decoder can hit it; the lean walk has no
+    depth limit and the schema nests less deep than the default) asks for full trees."""
+    if display_filter is None and kw.get("max_depth", DEFAULT_MAX_DEPTH) >= DEFAULT_MAX_DEPTH:
+        return "summary"
+    return "full"
+
+
 def options_from_kwargs(kw: dict[str, Any], decode: str = "full") -> tuple[Options, DecodeContext]:
     """Build pipeline Options and a DecodeContext from the shared options (removing them from kw)."""
     g = {k: kw.pop(k) for k in CAPTURE_OPTION_NAMES if k in kw}
