@@ -15,3 +15,11 @@ def shared_captures() -> Path:
     if not SHARED_CAPTURES.is_dir():
         pytest.skip("../shared/captures is not present")
     return SHARED_CAPTURES
+
+
+def capture_paths() -> list[Path]:
+    """The samples' captures, and the shared ones when ../shared is beside the clone."""
+    paths = sorted(SAMPLES.glob("*.pcap*"))
+    if SHARED_CAPTURES.is_dir():
+        paths += sorted(SHARED_CAPTURES.rglob("*.pcap*"))
+    return paths

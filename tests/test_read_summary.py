@@ -13,7 +13,7 @@ from analyzer.pipeline import Options, Run
 from analyzer.sinks.output import summary_line
 from dissectors.context import DecodeContext
 from dissectors.kafka import NESTED_PAYLOAD_APIS
-from tests.conftest import SAMPLES, SHARED_CAPTURES
+from tests.conftest import SAMPLES, capture_paths
 from tests.pcapgen import TcpFlow, kafka_frame, write_pcap
 
 
@@ -28,13 +28,6 @@ def summary_output(path: Path, decode: str, **limits: int) -> list[str]:
             t0 = run.summary.first_ts
         lines.append(summary_line(ex, t0))
     return lines + summary_text(run.summary, run.ctx)
-
-
-def capture_paths() -> list[Path]:
-    paths = sorted(SAMPLES.glob("*.pcap*"))
-    if SHARED_CAPTURES.is_dir():
-        paths += sorted(SHARED_CAPTURES.rglob("*.pcap*"))
-    return paths
 
 
 def test_the_summary_mode_reads_every_capture_as_full_trees_do() -> None:

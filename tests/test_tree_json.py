@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import enum
 import json
-from pathlib import Path
 
 import orjson
 import pytest
@@ -15,7 +14,7 @@ from analyzer._core import tree_json
 from analyzer.pipeline import Options, Run
 from analyzer.sinks.fastjson import dumps_line, dumps_tree
 from dissectors.field import ErrorsRoot, Field
-from tests.conftest import SAMPLES, SHARED_CAPTURES
+from tests.conftest import SHARED_CAPTURES, capture_paths
 
 
 def reference(f: Field) -> bytes:
@@ -33,13 +32,6 @@ def has_float(f: Field) -> bool:
             return any(map(in_value, v.values()))
         return False
     return in_value(f.value) or any(has_float(c) for c in f.children or ())
-
-
-def capture_paths() -> list[Path]:
-    paths = sorted(SAMPLES.glob("*.pcap*"))
-    if SHARED_CAPTURES.is_dir():
-        paths += sorted(SHARED_CAPTURES.rglob("*.pcap*"))
-    return paths
 
 
 def test_every_capture_tree_is_written_as_orjson_writes_it() -> None:
