@@ -57,12 +57,9 @@ class Options:
     ports: tuple[int, ...] = (9092,)
     autodetect: bool = True
     protocol: str = "auto"            # auto | legacy | modern
-    # full | lite (the core's lean trees: what stats reads) | lite-topics (lite, and each
-    # request's topics and partition indexes: what stats grouped by topic or partition reads)
-    # | summary (lite-topics, but full trees for the APIs whose bytes fields carry payloads
-    # the full decoder reads further, and for frames cut by the capture records decoded as
-    # `read` decodes them: what the read summary line and the run's counts need, the same
-    # as with full trees) | none
+    # full | lite (the core's lean trees: what stats reads; they count what full trees
+    # count) | lite-topics (lite, and each request's topics, named or by id, and partition
+    # indexes: what stats grouped by topic or partition and read's summary lines read) | none
     decode: str = "full"
     max_frame_size: int = 100 * 1024 * 1024
     unanswered_timeout: float | None = None
@@ -154,20 +151,17 @@ class Pipeline:
         self.options = options or Options()
         self.ctx = ctx or DecodeContext(max_frame_size=self.options.max_frame_size)
         # lite: the core walks each exchange's lean trees (core/src/figures.rs) under the
-        # context's limits and hands them with the exchange's record
+        # context's limits and hands them with the exchange's record; the APIs whose bytes
+        # fields carry payloads the full decoder reads further (consumer protocol, SASL
+        # tokens: what a walk of the schema alone does not judge) get full trees instead
         self.figures: Figures | None = None
-        # API keys whose exchanges get full trees even with lean ones at hand
         self._full_apis: frozenset[int] = frozenset()
         decode = self.options.decode
-        if decode in ("lite", "lite-topics", "summary"):
+        if decode in ("lite", "lite-topics"):
             ctx = self.ctx
-            if decode == "summary":
-                self._full_apis = kafka.NESTED_PAYLOAD_APIS
-            else:
-                # (the frames the full decoder takes keep their records as bytes)
-                ctx.decode_records = False
+            self._full_apis = kafka.NESTED_PAYLOAD_APIS
             self.figures = Figures(APIS, ERRORS, ctx.max_array_len, ctx.max_decompressed,
-                                   topics=decode != "lite")
+                                   topics=decode == "lite-topics")
         self.summary = Summary()
         self.stream = self.new_stream()
         self._conn_objs: dict[int, Conn] = {}      # the connections the core has open, by id
@@ -579,7 +573,7 @@ class Pipeline:
         version newer than the schema, has none there and gets the full decoder, which
         knows its declared size and keeps a body it cannot read raw: a cut rather than
         malformed, no error codes read from a layout that is not its own (such exchanges
-        are few). In summary mode the APIs of ``_full_apis`` take the full decoder too."""
+        are few). So do the APIs of ``_full_apis``."""
         api_key, api_version = header[0], header[1]
         ctx = self.ctx
         before = ctx.malformed

@@ -1,8 +1,8 @@
-"""`read`'s summary lines are made from the core's lean trees (``Options.decode="summary"``:
-request topics kept, full trees for the APIs whose bytes fields carry payloads the full
-decoder reads further, records of frames cut by the capture decoded as `read` decodes
-them). They must say what full trees say: the same lines and the same closing summary, on
-every capture and on damaged exchanges."""
+"""`read`'s summary lines are made from the core's lean trees (``Options.decode="lite-topics"``:
+request topics kept; full trees for the APIs whose bytes fields carry payloads the full
+decoder reads further, and for frames cut by the capture). They must say what full trees
+say: the same lines and the same closing summary, on every capture and on damaged
+exchanges."""
 from __future__ import annotations
 
 import random
@@ -14,6 +14,7 @@ from analyzer.sinks.output import summary_line
 from dissectors.context import DecodeContext
 from dissectors.kafka import NESTED_PAYLOAD_APIS
 from tests.conftest import SAMPLES, capture_paths
+from tests.lean import lean_request
 from tests.pcapgen import TcpFlow, kafka_frame, write_pcap
 
 
@@ -30,22 +31,22 @@ def summary_output(path: Path, decode: str, **limits: int) -> list[str]:
     return lines + summary_text(run.summary, run.ctx)
 
 
-def test_the_summary_mode_reads_every_capture_as_full_trees_do() -> None:
+def test_the_lean_mode_reads_every_capture_as_full_trees_do() -> None:
     n = 0
     for path in capture_paths():
-        got = summary_output(path, "summary")
+        got = summary_output(path, "lite-topics")
         assert got == summary_output(path, "full"), path.name
         n += len(got)
     assert n > 500
 
 
-def test_the_summary_mode_reads_as_full_trees_do_under_tight_limits() -> None:
+def test_the_lean_mode_reads_as_full_trees_do_under_tight_limits() -> None:
     """Arrays over --max-array-len and records over --max-decompressed: cut and counted
     alike (the samples)."""
     n = 0
     for path in sorted(SAMPLES.glob("*.pcap*")):
         for limits in ({"max_array_len": 3}, {"max_decompressed": 300}):
-            got = summary_output(path, "summary", **limits)
+            got = summary_output(path, "lite-topics", **limits)
             assert got == summary_output(path, "full", **limits), (path.name, limits)
             n += any(line.startswith("limits hit:") for line in got)
     assert n > 10
@@ -67,7 +68,7 @@ def _damage(data: bytes, lo: int, rng: random.Random) -> bytes:
     return bytes(b)
 
 
-def test_the_summary_mode_reads_damaged_exchanges_as_full_trees_do(tmp_path: Path) -> None:
+def test_the_lean_mode_reads_damaged_exchanges_as_full_trees_do(tmp_path: Path) -> None:
     """Every answered exchange of the samples, its request body and its response after the
     correlation id damaged (twice each), one connection each: the same lines (statuses,
     error codes, partitions, records, CRC verdicts) and the same closing counts."""
@@ -93,7 +94,7 @@ def test_the_summary_mode_reads_damaged_exchanges_as_full_trees_do(tmp_path: Pat
                 packets += flow.fin(0) + flow.fin(1)
     cap = tmp_path / "damaged.pcap"
     write_pcap(str(cap), packets)
-    got = summary_output(cap, "summary")
+    got = summary_output(cap, "lite-topics")
     assert got == summary_output(cap, "full")
     malformed = sum("[malformed]" in line for line in got)
     assert len(got) > 500 and malformed > 300, (len(got), malformed)
@@ -101,9 +102,9 @@ def test_the_summary_mode_reads_damaged_exchanges_as_full_trees_do(tmp_path: Pat
     assert apis & NESTED_PAYLOAD_APIS
 
 
-def test_the_summary_mode_needs_full_trees_for_nested_payloads(tmp_path: Path) -> None:
+def test_the_lean_mode_takes_full_trees_for_nested_payloads(tmp_path: Path) -> None:
     """A JoinGroup whose consumer-protocol metadata is bad: the full decoder marks it, a lean
-    walk of the schema alone would not; in summary mode its trees are full ones."""
+    walk of the schema alone would not; in the lean modes its trees are full ones."""
     from tests.pcapgen import kafka_request, kafka_response
 
     # JoinGroup v5 request: group, session and rebalance timeouts, member, instance id (null),
@@ -122,7 +123,9 @@ def test_the_summary_mode_needs_full_trees_for_nested_payloads(tmp_path: Path) -
     cap = tmp_path / "join.pcap"
     write_pcap(str(cap), packets)
     full = summary_output(cap, "full")
-    assert full == summary_output(cap, "summary")
+    assert full == summary_output(cap, "lite-topics")
     assert "[malformed]" in full[0] and any(line.startswith("malformed fields: 1") for line in full), full
-    # (the lean walk alone, as stats has it, does not see into the metadata)
-    assert summary_output(cap, "lite-topics") != full
+    # (the lean walk alone does not see into the metadata: hence the full trees)
+    ctx = DecodeContext()
+    lean_request(req[4:], 2 + 2 + 4 + 2 + 1, ctx)      # (its header: key, version, id, "c")
+    assert ctx.malformed == 0
