@@ -13,7 +13,7 @@ from analyzer.pipeline import Options, Run
 from analyzer.sinks.output import summary_line
 from dissectors.context import DecodeContext
 from dissectors.kafka import NESTED_PAYLOAD_APIS
-from tests.conftest import SAMPLES, capture_paths
+from tests.conftest import SAMPLES, SHARED_CAPTURES, capture_paths
 from tests.lean import lean_request
 from tests.pcapgen import TcpFlow, kafka_frame, write_pcap
 
@@ -37,7 +37,7 @@ def test_the_lean_mode_reads_every_capture_as_full_trees_do() -> None:
         got = summary_output(path, "lite-topics")
         assert got == summary_output(path, "full"), path.name
         n += len(got)
-    assert n > 500
+    assert n > (1000 if SHARED_CAPTURES.is_dir() else 300)      # (the samples alone: 362 lines)
 
 
 def test_the_lean_mode_reads_as_full_trees_do_under_tight_limits() -> None:
