@@ -1,6 +1,7 @@
 """Types of the native core (core/src/py.rs): capture reading, link/IP/TCP, reassembly, Kafka
 framing and pairing, the lean figures walk."""
 from collections.abc import Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from types import TracebackType
 from typing import Any
 
@@ -72,7 +73,7 @@ LeanCounts = tuple[int, int, int, int, tuple[str, ...]]
 class Figures:
     """The lean figures walk (core/src/figures.rs) over the schema handed in."""
     def __init__(self, apis: Mapping[int, ApiDef], errors: Mapping[int, str], max_array_len: int = ...,
-                 max_decompressed: int = ..., topics: bool = False) -> None: ...
+                 max_decompressed: int = ..., topics: bool = False, full_apis: AbstractSet[int] = ...) -> None: ...
     def covers(self, api_key: int, api_version: int) -> bool: ...
     def request(self, data: bytes, header_len: int) -> tuple[Field, LeanCounts]: ...
     def response(self, data: bytes, api_key: int, api_version: int) -> tuple[Field, LeanCounts] | None: ...

@@ -153,15 +153,13 @@ class Pipeline:
         # lite: the core walks each exchange's lean trees (core/src/figures.rs) under the
         # context's limits and hands them with the exchange's record; the APIs whose bytes
         # fields carry payloads the full decoder reads further (consumer protocol, SASL
-        # tokens: what a walk of the schema alone does not judge) get full trees instead
+        # tokens: what a walk of the schema alone does not judge) it leaves to full trees
         self.figures: Figures | None = None
-        self._full_apis: frozenset[int] = frozenset()
         decode = self.options.decode
         if decode in ("lite", "lite-topics"):
             ctx = self.ctx
-            self._full_apis = kafka.NESTED_PAYLOAD_APIS
             self.figures = Figures(APIS, ERRORS, ctx.max_array_len, ctx.max_decompressed,
-                                   topics=decode == "lite-topics")
+                                   topics=decode == "lite-topics", full_apis=kafka.NESTED_PAYLOAD_APIS)
         self.summary = Summary()
         self.stream = self.new_stream()
         self._conn_objs: dict[int, Conn] = {}      # the connections the core has open, by id
@@ -573,12 +571,12 @@ class Pipeline:
         version newer than the schema, has none there and gets the full decoder, which
         knows its declared size and keeps a body it cannot read raw: a cut rather than
         malformed, no error codes read from a layout that is not its own (such exchanges
-        are few). So do the APIs of ``_full_apis``."""
+        are few), as do the APIs the core leaves to full trees (``Figures(full_apis=...)``)."""
         api_key, api_version = header[0], header[1]
         ctx = self.ctx
         before = ctx.malformed
         response_tree: Field | None = None
-        if lean is not None and api_key not in self._full_apis:
+        if lean is not None:
             request_tree, rq_counts, response_tree, rs_counts = lean
         else:
             request_tree = rq_counts = rs_counts = None

@@ -27,7 +27,7 @@
 
 use std::collections::HashMap;
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::records::lean_summary;
 
@@ -1253,6 +1253,9 @@ pub struct Figures {
     pub max_decompressed: i64,
     /// keep the request's topics and partition indexes too ([`TOPIC_ARRAYS`])
     pub topics: bool,
+    /// API keys left to the full decoder ([`Figures::covers`] says no): those whose bytes
+    /// fields carry payloads a walk of the schema alone does not judge
+    pub full_apis: FxHashSet<i16>,
 }
 
 /// ApiVersions' UNSUPPORTED_VERSION.
@@ -1284,6 +1287,7 @@ impl Figures {
             max_array_len,
             max_decompressed,
             topics,
+            full_apis: FxHashSet::default(),
         }
     }
 
@@ -1291,12 +1295,14 @@ impl Figures {
         &self.syms
     }
 
-    /// Is there a plan for this API at this version (a known API, a version not newer than
-    /// the schema's newest)?
+    /// Is this API at this version the walk's (a known API not left to the full decoder, a
+    /// version not newer than the schema's newest)?
     pub fn covers(&self, api_key: i16, api_version: i16) -> bool {
-        self.apis
-            .get(&api_key)
-            .is_some_and(|a| api_version <= a.max_version)
+        !self.full_apis.contains(&api_key)
+            && self
+                .apis
+                .get(&api_key)
+                .is_some_and(|a| api_version <= a.max_version)
     }
 
     fn clamp(api: &ApiDef, version: i16) -> i16 {

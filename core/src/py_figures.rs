@@ -4,7 +4,7 @@
 //! the full decoder's. A `Stream` made with `figures=` walks every exchange it pairs and
 //! hands the trees with the exchange's record, in the same batch.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -239,10 +239,11 @@ fn uuid_text(u: &[u8; 16]) -> String {
 impl Figures {
     /// `apis`: the schema (`dissectors.schema.APIS`); `errors`: the error names by code
     /// (`dissectors.errors.ERRORS`); the limits are the `DecodeContext`'s; `topics`: keep a
-    /// request's topics and partition indexes too (`stats` grouped by topic or partition).
+    /// request's topics and partition indexes too (`stats` grouped by topic or partition);
+    /// `full_apis`: API keys a `Stream` leaves to the full decoder (`covers` says no).
     #[new]
     #[pyo3(signature = (apis, errors, max_array_len = 1_000_000, max_decompressed = 64 * 1024 * 1024,
-                        topics = false))]
+                        topics = false, full_apis = HashSet::new()))]
     fn new(
         py: Python<'_>,
         apis: &Bound<'_, PyDict>,
@@ -250,6 +251,7 @@ impl Figures {
         max_array_len: i64,
         max_decompressed: i64,
         topics: bool,
+        full_apis: HashSet<i16>,
     ) -> PyResult<Self> {
         let defs = apis
             .values()
@@ -257,8 +259,10 @@ impl Figures {
             .map(|a| api_def(&a))
             .collect::<PyResult<Vec<_>>>()?;
         let field_mod = py.import("dissectors.field")?;
+        let mut inner = figures::Figures::new(defs, max_array_len, max_decompressed, topics);
+        inner.full_apis = full_apis.into_iter().collect();
         Ok(Figures {
-            inner: figures::Figures::new(defs, max_array_len, max_decompressed, topics),
+            inner,
             out: Out {
                 field: field_mod.getattr("Field")?.unbind(),
                 root: field_mod.getattr("ErrorsRoot")?.unbind(),

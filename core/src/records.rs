@@ -89,6 +89,17 @@ impl Acc {
         self.malformed += 1;
     }
 
+    /// `data` decompressed under the records field's budget (what it made is taken off
+    /// the budget, a hit of the limit counted).
+    fn decompress(&mut self, codec_id: u8, data: &[u8]) -> (Vec<u8>, Verdict) {
+        let (out, verdict) = decompress::decompress(codec_id, data, self.budget);
+        self.budget = (self.budget.max(0) - out.len() as i64).max(0);
+        if verdict == Verdict::Limit {
+            self.limits.push("max_decompressed");
+        }
+        (out, verdict)
+    }
+
     fn crc(&mut self, index: usize, stored: u32, computed: u32) {
         if stored == computed {
             self.crc_valid += 1;
@@ -283,9 +294,7 @@ fn v2_records(
     let (rbuf, rpos, rend) = if codec_id == 0 {
         (buf, rstart, batch_end)
     } else {
-        let (out, verdict) =
-            decompress::decompress(codec_id as u8, &buf[rstart..batch_end], acc.budget);
-        acc.budget = (acc.budget.max(0) - out.len() as i64).max(0);
+        let (out, verdict) = acc.decompress(codec_id as u8, &buf[rstart..batch_end]);
         match verdict {
             Verdict::Done => {
                 if sane && count > out.len() as i64 / MIN_RECORD_SIZE {
@@ -296,10 +305,7 @@ fn v2_records(
                     sane = false;
                 }
             }
-            Verdict::Limit => {
-                acc.limits.push("max_decompressed");
-                limited = true;
-            }
+            Verdict::Limit => limited = true,
             Verdict::Bad(note) => {
                 acc.malformed(format!("[{index}]: {note}"));
                 marked = true;
@@ -373,7 +379,7 @@ fn walk_records(
 ) -> i64 {
     let mut n = 0i64;
     while pos < end && n < limit {
-        match one_record(buf, pos, end, cut_by_limit) {
+        match one_record(buf, pos, end) {
             Ok((rend, length, early)) => {
                 if early > 0 {
                     acc.malformed(format!(
@@ -406,17 +412,9 @@ fn walk_records(
 
 /// One record at `pos`: (its end, its declared length, how many of its bytes its fields
 /// left unread), or why it stops the walk.
-fn one_record(
-    buf: &[u8],
-    pos: usize,
-    end: usize,
-    cut_by_limit: bool,
-) -> Result<(usize, i128, usize), Stop> {
+fn one_record(buf: &[u8], pos: usize, end: usize) -> Result<(usize, i128, usize), Stop> {
     let (length, p) = zigzag(buf, pos, end).map_err(|e| Stop::Length(e.to_string()))?;
     let left = (end - p) as i128;
-    if cut_by_limit && length > left {
-        return Err(Stop::Length("cut".into()));
-    }
     if length < MIN_RECORD_SIZE as i128 - 1 || length > left {
         return Err(Stop::Length(format!(
             "record length {length} does not fit the {left} bytes left"
@@ -545,14 +543,10 @@ fn summary_message(
         return 0;
     }
     let value = &buf[p - n as usize..p];
-    let (inner, verdict) = decompress::decompress(codec_id, value, acc.budget);
-    acc.budget = (acc.budget.max(0) - inner.len() as i64).max(0);
+    let (inner, verdict) = acc.decompress(codec_id, value);
     let limited = match verdict {
         Verdict::Done => false,
-        Verdict::Limit => {
-            acc.limits.push("max_decompressed");
-            true
-        }
+        Verdict::Limit => true,
         Verdict::Bad(note) => {
             acc.malformed(note);
             false
