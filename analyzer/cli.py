@@ -14,8 +14,8 @@ from analyzer.commands.options import (
     capture_options,
     filter_option,
     fresh_context,
+    lean_decode,
     options_from_kwargs,
-    summary_decode,
 )
 from analyzer.errors import UserError, fail, reader_gone, stdout_console
 from analyzer.model import Exchange
@@ -286,7 +286,7 @@ def read_cmd(captures: tuple[str, ...], fmt: str, api: tuple[str, ...], client_i
         write_bytes = binary_writer(out)
     if write_bytes is not None and fmt == "json":
         write_bytes(b"[")
-    decode = summary_decode(display_filter, kw) if fmt == "summary" else "full"
+    decode = lean_decode(display_filter, kw, "lite-topics") if fmt == "summary" else "full"
     for path, run in iter_captures(captures, kw, decode=decode):
         t0: float | None = None
         keep = selection.matcher(run.ctx) if selection is not None else None

@@ -50,6 +50,7 @@ _obj_new = object.__new__
 
 _API_NAMES: dict[int, str] = {}    # api_key (an int16) -> api_name(api_key), asked once per exchange
 _BATCH = 2048              # packets the core reads per call of feed_capture
+SASL_HANDSHAKE = 17
 
 
 @dataclass
@@ -59,7 +60,8 @@ class Options:
     protocol: str = "auto"            # auto | legacy | modern
     # full | lite (the core's lean trees: what stats reads; they count what full trees
     # count) | lite-topics (lite, and each request's topics, named or by id, and partition
-    # indexes: what stats grouped by topic or partition and read's summary lines read) | none
+    # indexes: what stats grouped by topic or partition and read's summary lines read) |
+    # lite-check (lite, and what check's rules read: see Pipeline) | none
     decode: str = "full"
     max_frame_size: int = 100 * 1024 * 1024
     unanswered_timeout: float | None = None
@@ -154,12 +156,22 @@ class Pipeline:
         # context's limits and hands them with the exchange's record; the APIs whose bytes
         # fields carry payloads the full decoder reads further (consumer protocol, SASL
         # tokens: what a walk of the schema alone does not judge) it leaves to full trees
+        #
+        # lite-check: what check's rules read besides the figures (Figures(check=True): the
+        # v2 batches' producer state, an ApiVersions answer's table), a SaslHandshake's
+        # trees in full (the mechanisms offered), and a message whose walk marked bad bytes
+        # decoded again in full, so that a finding about it quotes the field `read` shows
         self.figures: Figures | None = None
         decode = self.options.decode
-        if decode in ("lite", "lite-topics"):
+        self._full_when_malformed = decode == "lite-check"
+        if decode in ("lite", "lite-topics", "lite-check"):
             ctx = self.ctx
+            full_apis = kafka.NESTED_PAYLOAD_APIS
+            if decode == "lite-check":
+                full_apis = full_apis | {SASL_HANDSHAKE}
             self.figures = Figures(APIS, ERRORS, ctx.max_array_len, ctx.max_decompressed,
-                                   topics=decode == "lite-topics", full_apis=kafka.NESTED_PAYLOAD_APIS)
+                                   topics=decode == "lite-topics", full_apis=full_apis,
+                                   check=decode == "lite-check")
         self.summary = Summary()
         self.stream = self.new_stream()
         self._conn_objs: dict[int, Conn] = {}      # the connections the core has open, by id
@@ -578,6 +590,11 @@ class Pipeline:
         response_tree: Field | None = None
         if lean is not None:
             request_tree, rq_counts, response_tree, rs_counts = lean
+            if self._full_when_malformed:
+                if rq_counts is not None and rq_counts[0]:
+                    request_tree = None
+                if rs_counts is not None and rs_counts[0]:
+                    response_tree = None
         else:
             request_tree = rq_counts = rs_counts = None
         if request_tree is None:

@@ -188,7 +188,24 @@ def _add_body(root: Field, api: ApiDef | None, api_key: int, api_version: int, r
     if why:
         body.note(why)
     _nested(api_key, body, buf, st, request)
+    if api_key == 18 and not request:
+        versions_table(body)
     return body
+
+
+def versions_table(body: Field) -> None:
+    """An ApiVersions answer's api_keys read into one value, ``extra["versions"]``:
+    ``{api_key: (min_version, max_version)}`` of its whole elements, what `check`'s rules
+    read (the core's lean walk gives the same without the elements: ``Figures(check=True)``)."""
+    keys = body.child("api_keys")
+    if keys is None or keys.type != "array" or keys.value is None:
+        return
+    table: dict[int, tuple[int, int]] = {}
+    for e in keys.children or ():
+        k, lo, hi = e.get("api_key"), e.get("min_version"), e.get("max_version")
+        if type(k) is int and type(lo) is int and type(hi) is int:
+            table[k] = (lo, hi)
+    keys.extra = {"versions": table}
 
 
 def response_header(buf: bytes, api_key: int, api_version: int, ctx: DecodeContext,

@@ -18,6 +18,7 @@ from typing import Any
 
 from analyzer.model import Conn, Endpoint, Exchange, Frame
 from dissectors.field import Field
+from dissectors.kafka import versions_table
 from dissectors.schema import api_name as schema_api_name
 
 
@@ -114,6 +115,9 @@ class Wire:
         self.t = max(self.t, ts)
         resp = self._frame(1, ts, truncated=truncated)
         rtree = tree({"correlation_id": cid}, body)
+        rbody = rtree.child("body")
+        if qtree.get_in("header", "request_api_key") == 18 and rbody is not None:
+            versions_table(rbody)      # (extra["versions"], as the decoders write it)
         return self._exchange(req, qtree, cid, resp, rtree, status, error_codes, partitions)
 
     def unanswered(self, sent: tuple[Frame, Field, int]) -> Exchange:

@@ -730,7 +730,8 @@ def _cli(monkeypatch, exchanges_by_path: dict, *args: str):
     import analyzer.cli as cli
     from analyzer.commands.check import check_command
 
-    def fake_iter(paths, kw, progress=True):
+    def fake_iter(paths, kw, progress=True, decode="full"):
+        assert decode == ("full" if "-Y" in args else "lite-check")
         for p in paths:
             yield p, _FakeRun(completion_order(exchanges_by_path[p]))
     monkeypatch.setattr(cli, "iter_captures", fake_iter)

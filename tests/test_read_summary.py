@@ -5,7 +5,6 @@ say: the same lines and the same closing summary, on every capture and on damage
 exchanges."""
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 from analyzer.cli import summary_text
@@ -14,8 +13,8 @@ from analyzer.sinks.output import summary_line
 from dissectors.context import DecodeContext
 from dissectors.kafka import NESTED_PAYLOAD_APIS
 from tests.conftest import SAMPLES, SHARED_CAPTURES, capture_paths
-from tests.lean import lean_request
-from tests.pcapgen import TcpFlow, kafka_frame, write_pcap
+from tests.lean import damaged_capture, lean_request
+from tests.pcapgen import TcpFlow, write_pcap
 
 
 def summary_output(path: Path, decode: str, **limits: int) -> list[str]:
@@ -52,48 +51,11 @@ def test_the_lean_mode_reads_as_full_trees_do_under_tight_limits() -> None:
     assert n > 10
 
 
-def _damage(data: bytes, lo: int, rng: random.Random) -> bytes:
-    """Bit flips or a run of random bytes at or after ``lo``; the size is kept (the frame's
-    size prefix still holds)."""
-    b = bytearray(data)
-    if len(b) <= lo:
-        return data
-    if rng.random() < 0.6:
-        for _ in range(rng.randint(1, 3)):
-            b[rng.randrange(lo, len(b))] ^= 1 << rng.randrange(8)
-    else:
-        i = rng.randrange(lo, len(b))
-        run = rng.randbytes(min(8, len(b) - i))
-        b[i:i + len(run)] = run
-    return bytes(b)
-
-
 def test_the_lean_mode_reads_damaged_exchanges_as_full_trees_do(tmp_path: Path) -> None:
     """Every answered exchange of the samples, its request body and its response after the
     correlation id damaged (twice each), one connection each: the same lines (statuses,
     error codes, partitions, records, CRC verdicts) and the same closing counts."""
-    rng = random.Random(7)
-    packets = []
-    port = 20000
-    apis = set()
-    for path in sorted(SAMPLES.glob("*.pcap*")):
-        for ex in Run(str(path), Options()):
-            q, r = ex.request, ex.response
-            if q is None or r is None or ex.api_key is None or q.truncated or r.truncated:
-                continue
-            header = ex.request_tree.child("header") if ex.request_tree is not None else None
-            if header is None:
-                continue
-            apis.add(ex.api_key)
-            for _ in range(2):
-                flow = TcpFlow(("10.1.0.1", port), ("10.1.0.2", 9092))
-                port += 1
-                packets += flow.handshake()
-                packets += flow.send(0, kafka_frame(_damage(q.data, header.length, rng)))
-                packets += flow.send(1, kafka_frame(_damage(r.data, 4, rng)))
-                packets += flow.fin(0) + flow.fin(1)
-    cap = tmp_path / "damaged.pcap"
-    write_pcap(str(cap), packets)
+    cap, apis = damaged_capture(tmp_path / "damaged.pcap")
     got = summary_output(cap, "lite-topics")
     assert got == summary_output(cap, "full")
     malformed = sum("[malformed]" in line for line in got)

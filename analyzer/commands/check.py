@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from analyzer.commands.options import capture_options, filter_option
+from analyzer.commands.options import capture_options, filter_option, lean_decode
 from analyzer.errors import warn_damaged
 from analyzer.sinks.check import RULES, SEVERITIES, Checker, Finding, count_by_severity
 
@@ -70,7 +70,8 @@ def check_command(captures: tuple[str, ...], rules: tuple[str, ...], skip_rules:
 
     results: list[dict[str, Any]] = []
     many = len(captures) > 1
-    for path, run in iter_captures(captures, kw, progress=True):
+    decode = lean_decode(display_filter, kw, "lite-check")
+    for path, run in iter_captures(captures, kw, progress=True, decode=decode):
         checker = Checker(chosen, slow_ms=slow_ms, storm_rebalances=storm_rebalances)
         keep = display_filter.matcher(run.ctx) if display_filter is not None else None
         for ex in run:

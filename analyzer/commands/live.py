@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from analyzer.commands.options import capture_options, filter_option, options_from_kwargs, summary_decode
+from analyzer.commands.options import capture_options, filter_option, lean_decode, options_from_kwargs
 from analyzer.errors import UserError, stdout_console, stdout_to_devnull
 
 
@@ -62,7 +62,7 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
         fmt = "none" if show_stats else "summary"
     # stats alone need only headers and the few body fields stats read; summary lines the
     # lean trees that say what full ones do
-    decode = "lite" if fmt == "none" else (summary_decode(display_filter, kw) if fmt == "summary" else "full")
+    decode = "lite" if fmt == "none" else (lean_decode(display_filter, kw, "lite-topics") if fmt == "summary" else "full")
     options, ctx = options_from_kwargs(kw, decode=decode)
     options.unanswered_timeout = unanswered_timeout
     expr = bpf or live.port_filter(ports)

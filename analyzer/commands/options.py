@@ -78,14 +78,14 @@ CAPTURE_OPTION_NAMES = ("ports", "no_autodetect", "protocol", "max_frame_size", 
                         "max_array_len", "max_depth", "show_secrets", "tls_keylog")
 
 
-def summary_decode(display_filter: Any, kw: dict[str, Any]) -> str:
-    """The decode mode of summary lines (`read`, `live`): the core's lean trees with the
-    requests' topics (``lite-topics``: the lines say what full trees say) unless a display
-    filter (it may read any field) or a lowered --max-depth (the full decoder can hit it;
-    the lean walk has no depth limit and the schema nests less deep than the default) asks
-    for full trees."""
+def lean_decode(display_filter: Any, kw: dict[str, Any], lean: str) -> str:
+    """The decode mode of a command whose output lean trees give as full trees would
+    (``lean``: ``lite-topics`` for the summary lines of `read` and `live`, ``lite-check``
+    for `check`), unless a display filter (it may read any field) or a lowered --max-depth
+    (the full decoder can hit it; the lean walk has no depth limit and the schema nests
+    less deep than the default) asks for full trees."""
     if display_filter is None and kw.get("max_depth", DEFAULT_MAX_DEPTH) >= DEFAULT_MAX_DEPTH:
-        return "lite-topics"
+        return lean
     return "full"
 
 

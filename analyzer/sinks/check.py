@@ -22,7 +22,7 @@ from __future__ import annotations
 import bisect
 from collections import Counter, OrderedDict
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from analyzer.model import Conn, Exchange
@@ -174,9 +174,12 @@ class Finding:
     occurrences: list[Finding] = field(default_factory=list, repr=False)
 
     def to_json(self) -> dict[str, Any]:
-        d = {k: v for k, v in asdict(self).items() if k not in ("story", "template", "occurrences")}
-        if d["capture"] is None:
-            del d["capture"]
+        """The finding as plain values, copied (its fields in order; no story or template)."""
+        d: dict[str, Any] = {"rule": self.rule, "severity": self.severity, "message": self.message,
+                             "conn": self.conn, "frames": list(self.frames),
+                             "exchanges": [dict(e) for e in self.exchanges], "details": _plain(self.details)}
+        if self.capture is not None:
+            d["capture"] = self.capture
         if self.occurrences:
             d["occurrences"] = [o.to_json() for o in self.occurrences]
         return d
@@ -184,6 +187,15 @@ class Finding:
     @property
     def first_frame(self) -> int:
         return min(self.frames) if self.frames else 0
+
+
+def _plain(v: Any) -> Any:
+    """A copy of nested dicts and lists (what ``dataclasses.asdict`` made of details)."""
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    return v
 
 
 _REF_KEYS = ("api_name", "api_version", "correlation_id", "request_frame", "response_frame")
@@ -338,6 +350,14 @@ def _records_batches(records: Field | None) -> list[dict[str, Any]]:
             found.append({"producer_id": f.get("producer_id"), "producer_epoch": f.get("producer_epoch"),
                           "base_sequence": f.get("base_sequence"), "record_count": count})
     return found
+
+
+def _advertised(body: Field) -> dict[int, tuple[int, int]]:
+    """An ApiVersions answer's versions by API key: its api_keys' extra["versions"], which
+    full and lean trees both carry (dissectors.kafka.versions_table)."""
+    keys = body.child("api_keys")
+    table = keys.extra.get("versions") if keys is not None and keys.extra else None
+    return table if isinstance(table, dict) else {}
 
 
 def _produce_errors(body: Field | None) -> dict[tuple[str, int], int]:
@@ -702,12 +722,8 @@ class Checker:
             body = _body(ex.response_tree)
             if body is not None:
                 code = _int(body.get("error_code")) or 0
+                adv = _advertised(body)
                 if code == 0:
-                    adv: dict[int, tuple[int, int]] = {}
-                    for k in _elements(body.child("api_keys")):
-                        ak, lo, hi = _int(k.get("api_key")), _int(k.get("min_version")), _int(k.get("max_version"))
-                        if ak is not None and lo is not None and hi is not None:
-                            adv[ak] = (lo, hi)
                     # (a list the capture cut short is not the broker's whole answer)
                     if adv and not (ex.response is not None and ex.response.truncated):
                         cs.advertised = adv
@@ -717,11 +733,7 @@ class Checker:
                             if fb.get("retry") is None and (ex.request_frame or 0) > fb["response_frame"]:
                                 fb["retry"] = exchange_ref(ex)
                 elif code == UNSUPPORTED_VERSION and "apiversions-fallback" in on:
-                    supported = None
-                    for k in _elements(body.child("api_keys")):
-                        if _int(k.get("api_key")) == API_VERSIONS:
-                            supported = (_int(k.get("min_version")), _int(k.get("max_version")))
-                    cs.fallback.append(dict(exchange_ref(ex), supported=supported, retry=None))
+                    cs.fallback.append(dict(exchange_ref(ex), supported=adv.get(API_VERSIONS), retry=None))
         elif "version-unadvertised" in on and cs.advertised is not None \
                 and (ex.request_frame or 0) > cs.advertised_frame:
             rng = cs.advertised.get(key)

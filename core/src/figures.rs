@@ -29,7 +29,7 @@ use std::collections::HashMap;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::records::lean_summary;
+use crate::records::{lean_summary, BatchHead};
 
 /// Fields kept wherever they are (with the structs that lead to them).
 pub const ANCHORS: [&str; 20] = [
@@ -82,7 +82,12 @@ enum Scope {
     RequestTop,
     Topic,
     Partition,
+    /// an element of an ApiVersions answer's api_keys, read into a table
+    Table,
 }
+
+/// The fields of an ApiVersions answer's api_keys element its table holds, in order.
+const TABLE_FIELDS: [&str; 3] = ["api_key", "min_version", "max_version"];
 
 impl Scope {
     /// Is `fd` kept in this scope for the topics' sake (array fields: kept whole)?
@@ -97,6 +102,7 @@ impl Scope {
                     || (fd.ty == "array" && PARTITION_ARRAYS.contains(&n))
             }
             Scope::Partition => fixed_of(&fd.ty).is_some() && PARTITION_INDEXES.contains(&n),
+            Scope::Table => fixed_of(&fd.ty).is_some() && TABLE_FIELDS.contains(&n),
         }
     }
 
@@ -241,9 +247,14 @@ pub enum Extra {
         crc_ok: bool,
         truncated: bool,
         null: bool,
+        /// extra["batches"], with [`Figures::check`]
+        batches: Option<Vec<BatchHead>>,
     },
     /// `{"malformed_at": offset}`: a body whose walk stopped at bad bytes
     MalformedAt(usize),
+    /// `{"versions": {api_key: (min_version, max_version)}}`: an ApiVersions answer's
+    /// api_keys in one value, its elements not kept ([`Figures::check`])
+    Versions(Vec<(i64, i64, i64)>),
 }
 
 /// One kept item (`dissectors.field.Field`).
@@ -355,6 +366,8 @@ struct ArrayOp {
     elem: Elem,
     elem_min: usize,
     keep: bool,
+    /// an ApiVersions answer's api_keys read into [`Extra::Versions`]
+    table: bool,
 }
 
 #[derive(Debug)]
@@ -446,6 +459,8 @@ struct Compiler<'a> {
     syms: &'a mut Syms,
     version: i32,
     flexible: bool,
+    /// an ApiVersions answer with [`Figures::check`]: its api_keys become a table
+    table: bool,
 }
 
 /// The element op of an array of primitives: `keep` makes each element a node `[i]`.
@@ -544,11 +559,13 @@ impl Compiler<'_> {
             }
             "array" => {
                 let el = fd.element.as_deref().unwrap_or("struct");
+                let table = self.table && el == "struct" && fd.name == "api_keys";
                 let (elem, elem_min, keep) = if el == "struct" {
                     let tname = fd.struct_name.clone().unwrap_or_else(|| fd.name.clone());
-                    let plan = self.plan(&fd.fields, &tname, scope.inner(fd));
+                    let inner = if table { Scope::Table } else { scope.inner(fd) };
+                    let plan = self.plan(&fd.fields, &tname, inner);
                     let m = plan.min_size.max(1);
-                    (Elem::Struct(plan), m, wanted(fd) || topics)
+                    (Elem::Struct(plan), m, wanted(fd) || topics || table)
                 } else {
                     let efd = FieldDef {
                         name: "[]".into(),
@@ -579,6 +596,7 @@ impl Compiler<'_> {
                     elem,
                     elem_min,
                     keep,
+                    table,
                 };
                 (Op::Array(Box::new(op)), min_size(fd, self.flexible))
             }
@@ -681,6 +699,8 @@ struct Walk<'a> {
     counts: Counts,
     max_array_len: i64,
     max_decompressed: i64,
+    /// [`Figures::check`]: records fields carry their batches' producer state
+    check: bool,
 }
 
 impl Walk<'_> {
@@ -1065,6 +1085,7 @@ impl Walk<'_> {
                 crc_ok: true,
                 truncated: false,
                 null: true,
+                batches: None,
             };
             self.add(out, node);
             return Ok(p);
@@ -1083,6 +1104,7 @@ impl Walk<'_> {
             crc_ok: s.crc_ok,
             truncated: s.truncated,
             null: false,
+            batches: self.check.then_some(s.batches),
         };
         self.add(out, node);
         Ok(q)
@@ -1168,6 +1190,9 @@ impl Walk<'_> {
                     p = q;
                 }
                 self.nodes[arr].length = p - pos;
+                if a.table {
+                    self.table(arr);
+                }
                 Ok(p)
             }
             Elem::Struct(plan) => {
@@ -1199,6 +1224,29 @@ impl Walk<'_> {
                 Ok(p)
             }
         }
+    }
+
+    /// An ApiVersions answer's api_keys `arr`, walked whole: its elements read into one
+    /// [`Extra::Versions`] value and not kept (they are the last nodes made).
+    fn table(&mut self, arr: usize) {
+        let mut rows = Vec::new();
+        for &e in self.nodes[arr].children.as_deref().unwrap_or_default() {
+            let mut row = [None; 3];
+            for &c in self.nodes[e].children.as_deref().unwrap_or_default() {
+                let n = &self.nodes[c];
+                if let (Name::Sym(name), Value::Int(v)) = (n.name, &n.value) {
+                    if let Some(i) = TABLE_FIELDS.iter().position(|&f| f == self.syms.name(name)) {
+                        row[i] = Some(*v);
+                    }
+                }
+            }
+            if let [Some(k), Some(lo), Some(hi)] = row {
+                rows.push((k, lo, hi));
+            }
+        }
+        self.nodes.truncate(arr + 1);
+        self.nodes[arr].children = None;
+        self.nodes[arr].extra = Extra::Versions(rows);
     }
 
     /// After bad bytes: stretch containers over the children they hold (records aside).
@@ -1256,10 +1304,15 @@ pub struct Figures {
     /// API keys left to the full decoder ([`Figures::covers`] says no): those whose bytes
     /// fields carry payloads a walk of the schema alone does not judge
     pub full_apis: FxHashSet<i16>,
+    /// keep what `check`'s rules read besides the figures: each records field's v2
+    /// batches (producer id, epoch, base_sequence...: extra["batches"]) and an ApiVersions
+    /// answer's api_keys as one table (extra["versions"], [`Extra::Versions`])
+    pub check: bool,
 }
 
 /// ApiVersions' UNSUPPORTED_VERSION.
 const UNSUPPORTED_VERSION: i16 = 35;
+const API_VERSIONS: i16 = 18;
 
 impl Figures {
     pub fn new(
@@ -1288,6 +1341,7 @@ impl Figures {
             max_decompressed,
             topics,
             full_apis: FxHashSet::default(),
+            check: false,
         }
     }
 
@@ -1329,6 +1383,7 @@ impl Figures {
                 syms: &mut self.syms,
                 version: i32::from(version),
                 flexible,
+                table: self.check && key == API_VERSIONS && !request,
             };
             let scope = if request && self.topics {
                 Scope::RequestTop
@@ -1358,6 +1413,7 @@ impl Figures {
             counts: Counts::default(),
             max_array_len: self.max_array_len,
             max_decompressed: self.max_decompressed,
+            check: self.check,
         }
     }
 
@@ -1644,15 +1700,39 @@ mod tests {
                 ..f("ids", "array")
             },
         ];
-        vec![ApiDef {
-            key: 100,
-            name: "Test".into(),
-            min_version: 0,
-            max_version: 1,
-            flexible_from: Some(1),
-            request,
-            response,
-        }]
+        let versions = vec![
+            f("error_code", "int16"),
+            array(
+                "api_keys",
+                "ApiVersion",
+                vec![
+                    f("api_key", "int16"),
+                    f("min_version", "int16"),
+                    f("max_version", "int16"),
+                ],
+            ),
+            f("throttle_time_ms", "int32"),
+        ];
+        vec![
+            ApiDef {
+                key: 100,
+                name: "Test".into(),
+                min_version: 0,
+                max_version: 1,
+                flexible_from: Some(1),
+                request,
+                response,
+            },
+            ApiDef {
+                key: API_VERSIONS,
+                name: "ApiVersions".into(),
+                min_version: 0,
+                max_version: 1,
+                flexible_from: None,
+                request: Vec::new(),
+                response: versions,
+            },
+        ]
     }
 
     fn figures() -> Figures {
@@ -2045,5 +2125,45 @@ mod tests {
         );
         assert_eq!((m.offset, m.length), (5, 3));
         assert_eq!(t.counts.malformed, 1);
+    }
+
+    /// An ApiVersions v1 answer (correlation id first) of `rows`, its array count `count`.
+    fn versions(count: i32, rows: &[(i16, i16, i16)]) -> Vec<u8> {
+        let mut b = [i32b(1), i16b(0), i32b(count)].concat();
+        for &(k, lo, hi) in rows {
+            b.extend([i16b(k), i16b(lo), i16b(hi)].concat());
+        }
+        b.extend(i32b(0));
+        b
+    }
+
+    #[test]
+    fn with_check_an_apiversions_answer_keeps_its_table_alone() {
+        let rows = [(0, 3, 9), (3, 0, 12), (3, 1, 13)];
+        let mut fig = figures();
+        let t = fig.response(&versions(3, &rows), API_VERSIONS, 1).unwrap();
+        assert!(at(&fig, &t, &["body", "api_keys"]).is_none());
+
+        fig.check = true;
+        fig.plans.clear();
+        let t = fig.response(&versions(3, &rows), API_VERSIONS, 1).unwrap();
+        let keys = at(&fig, &t, &["body", "api_keys"]).unwrap();
+        let want = rows
+            .iter()
+            .map(|&(k, lo, hi)| (i64::from(k), i64::from(lo), i64::from(hi)));
+        assert_eq!(keys.extra, Extra::Versions(want.collect()));
+        assert_eq!(
+            (keys.children.as_ref(), keys.value.clone()),
+            (None, Value::Int(3))
+        );
+        assert_eq!((keys.offset, keys.length), (6, 4 + 3 * 6));
+        // (the elements were not kept: the root, the body, the array, the throttle time)
+        assert_eq!(t.nodes.len(), 4);
+
+        // bad bytes in the elements: no table, the mark where the walk stopped
+        let t = fig.response(&versions(4, &rows), API_VERSIONS, 1).unwrap();
+        let keys = at(&fig, &t, &["body", "api_keys"]);
+        assert!(keys.is_none_or(|k| !matches!(k.extra, Extra::Versions(_))));
+        assert_eq!(malformed(&t).len(), 1);
     }
 }

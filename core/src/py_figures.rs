@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use crate::figures::{self, ApiDef, Extra, FieldDef, Name, Tree, Value};
+use crate::records::BatchHead;
 
 fn range(v: &Bound<'_, PyAny>) -> PyResult<Option<(i32, i32)>> {
     if v.is_none() {
@@ -179,6 +180,7 @@ impl Figures {
                 crc_ok,
                 truncated,
                 null,
+                batches,
             } => {
                 let d = PyDict::new(py);
                 d.set_item(intern!(py, "records"), records)?;
@@ -189,7 +191,22 @@ impl Figures {
                 if *null {
                     d.set_item(intern!(py, "magics"), PyList::empty(py))?;
                     d.set_item(intern!(py, "batches"), PyList::empty(py))?;
+                } else if let Some(batches) = batches {
+                    let list = PyList::empty(py);
+                    for b in batches {
+                        list.append(batch_dict(py, b)?)?;
+                    }
+                    d.set_item(intern!(py, "batches"), list)?;
                 }
+                d.into_any()
+            }
+            Extra::Versions(rows) => {
+                let table = PyDict::new(py);
+                for &(key, lo, hi) in rows {
+                    table.set_item(key, (lo, hi))?;
+                }
+                let d = PyDict::new(py);
+                d.set_item(intern!(py, "versions"), table)?;
                 d.into_any()
             }
         };
@@ -240,10 +257,13 @@ impl Figures {
     /// `apis`: the schema (`dissectors.schema.APIS`); `errors`: the error names by code
     /// (`dissectors.errors.ERRORS`); the limits are the `DecodeContext`'s; `topics`: keep a
     /// request's topics and partition indexes too (`stats` grouped by topic or partition);
-    /// `full_apis`: API keys a `Stream` leaves to the full decoder (`covers` says no).
+    /// `full_apis`: API keys a `Stream` leaves to the full decoder (`covers` says no);
+    /// `check`: keep what `check`'s rules read besides the figures (v2 batches' producer
+    /// state in extra["batches"], an ApiVersions answer's table in extra["versions"]).
     #[new]
+    #[allow(clippy::too_many_arguments)] // (Python's keyword arguments)
     #[pyo3(signature = (apis, errors, max_array_len = 1_000_000, max_decompressed = 64 * 1024 * 1024,
-                        topics = false, full_apis = HashSet::new()))]
+                        topics = false, full_apis = HashSet::new(), check = false))]
     fn new(
         py: Python<'_>,
         apis: &Bound<'_, PyDict>,
@@ -252,6 +272,7 @@ impl Figures {
         max_decompressed: i64,
         topics: bool,
         full_apis: HashSet<i16>,
+        check: bool,
     ) -> PyResult<Self> {
         let defs = apis
             .values()
@@ -261,6 +282,7 @@ impl Figures {
         let field_mod = py.import("dissectors.field")?;
         let mut inner = figures::Figures::new(defs, max_array_len, max_decompressed, topics);
         inner.full_apis = full_apis.into_iter().collect();
+        inner.check = check;
         Ok(Figures {
             inner,
             out: Out {
@@ -314,4 +336,18 @@ impl Figures {
             None => Ok(None),
         }
     }
+}
+
+/// A v2 batch's producer state as the full decoder's extra["batches"] has it
+/// (`dissectors.records._record_batch_seen`).
+fn batch_dict<'py>(py: Python<'py>, b: &BatchHead) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item(intern!(py, "producer_id"), b.producer_id)?;
+    d.set_item(intern!(py, "producer_epoch"), b.producer_epoch)?;
+    d.set_item(intern!(py, "base_sequence"), b.base_sequence)?;
+    d.set_item(intern!(py, "record_count"), b.record_count)?;
+    d.set_item(intern!(py, "base_offset"), b.base_offset)?;
+    d.set_item(intern!(py, "is_transactional"), b.transactional)?;
+    d.set_item(intern!(py, "is_control"), b.control)?;
+    Ok(d)
 }

@@ -70,6 +70,22 @@ pub struct RecordsSummary {
     pub notes: Vec<String>,
     /// Each ctx.hit_limit(...) in order: "max_array_len" or "max_decompressed".
     pub limits: Vec<&'static str>,
+    /// The header of each whole v2 batch of the field, in order: extra["batches"] of the
+    /// full decoder (what the producer-sequence rules of `check` read).
+    pub batches: Vec<BatchHead>,
+}
+
+/// A v2 batch's producer state, as the full decoder's extra["batches"] has it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchHead {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    /// records_count as on the wire
+    pub record_count: i32,
+    pub base_offset: i64,
+    pub transactional: bool,
+    pub control: bool,
 }
 
 /// What a summary gathers on its way.
@@ -81,6 +97,7 @@ struct Acc {
     malformed: u32,
     notes: Vec<String>,
     limits: Vec<&'static str>,
+    batches: Vec<BatchHead>,
 }
 
 impl Acc {
@@ -148,6 +165,7 @@ pub fn lean_summary(
         malformed: 0,
         notes: Vec::new(),
         limits: Vec::new(),
+        batches: Vec::new(),
     };
     let (records, cid, truncated) = summary_set(buf, start, end, &mut acc, 0, None, false);
     let codec = usize::try_from(cid).map_or("none", |c| LEAN_CODECS[c]);
@@ -161,6 +179,7 @@ pub fn lean_summary(
         malformed: acc.malformed,
         notes: acc.notes,
         limits: acc.limits,
+        batches: acc.batches,
     }
 }
 
@@ -228,6 +247,15 @@ fn summary_set(
                     let crc = be_u32(buf, pos + 17).unwrap_or(0);
                     let attrs = buf[pos + 22];
                     let n = be_i32(buf, pos + 57).unwrap_or(0);
+                    acc.batches.push(BatchHead {
+                        producer_id: be_i64(buf, pos + 43).unwrap_or(0),
+                        producer_epoch: be_i16(buf, pos + 51).unwrap_or(0),
+                        base_sequence: be_i32(buf, pos + 53).unwrap_or(0),
+                        record_count: n,
+                        base_offset: be_i64(buf, pos).unwrap_or(0),
+                        transactional: attrs & 0x10 != 0,
+                        control: attrs & 0x20 != 0,
+                    });
                     acc.crc(index, crc, crc32c::crc32c(&buf[pos + 21..entry_end]));
                     let c = i32::from(attrs & 7);
                     if c != cid {

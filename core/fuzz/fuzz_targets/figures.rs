@@ -1,7 +1,8 @@
 //! Any bytes as one request or response walked by the lean figures walk (`figures.rs`)
 //! against the real schema: no panic, and the trees hold what their readers rely on
 //! (`check`): children ids in range and the nodes the root reaches a tree; every reached
-//! node within the message, and within its parent (records nodes have no children), but
+//! node within the message, and within its parent (records nodes and an ApiVersions
+//! answer's table have no children; records carry their batches iff asked), but
 //! for a response header's tagged-field section cut by bad bytes, which keeps its length as
 //! in dissectors.kafka.response_header; error codes kept only when not zero, the root's
 //! `errors` those of the tree in wire order; at most one malformed node outside records,
@@ -14,9 +15,9 @@
 //! The schema is `dissectors.schema.APIS` written as JSON by `tests/schema_json.py`; its
 //! path comes in `KWS_FIGURES_SCHEMA` (`tests/fuzz_core.sh` sets it).
 //!
-//! Input: byte 0 is the mode: bit 0 a request (0) or a response (1); bits 1-2 the limits
-//! and whether the request's topics are kept too (one `Figures` per setting, reused
-//! across inputs as the pipeline reuses one);
+//! Input: byte 0 is the mode: bit 0 a request (0) or a response (1); bits 1-2 the limits,
+//! whether the request's topics are kept too and whether what `check` reads is (one
+//! `Figures` per setting, reused across inputs as the pipeline reuses one);
 //! requests: bit 3 takes the header length from bits 4-7 (times 3) instead of parsing
 //! the header (a header that does not parse takes it from there too). Bytes 1-2 choose
 //! the API: the index of a known key (high bit clear), or a raw key (high bit set, the
@@ -35,12 +36,12 @@ use serde_json::Value as Json;
 const SCHEMA_VAR: &str = "KWS_FIGURES_SCHEMA";
 const MALFORMED: &str = "malformed: ";
 
-/// (max_array_len, max_decompressed, topics) of each setting.
-const LIMITS: [(i64, i64, bool); 4] = [
-    (1_000_000, 64 << 20, false),
-    (1_000_000, 64 << 20, true),
-    (8, 4096, false),
-    (0, 0, true),
+/// (max_array_len, max_decompressed, topics, check) of each setting.
+const LIMITS: [(i64, i64, bool, bool); 4] = [
+    (1_000_000, 64 << 20, false, false),
+    (1_000_000, 64 << 20, true, true),
+    (8, 4096, false, true),
+    (0, 0, true, false),
 ];
 
 fn range(v: &Json) -> Option<(i32, i32)> {
@@ -136,7 +137,11 @@ fn setup() -> &'static Setup {
         .expect("a valid header table");
         let figures = LIMITS
             .iter()
-            .map(|&(a, d, topics)| Figures::new(apis.clone(), a, d, topics))
+            .map(|&(a, d, topics, check)| {
+                let mut f = Figures::new(apis.clone(), a, d, topics);
+                f.check = check;
+                f
+            })
             .collect();
         Setup {
             apis,
@@ -155,8 +160,8 @@ fn malformed(n: &Node) -> bool {
 }
 
 /// The invariants of a tree of a message of `n` bytes (`body_start`: where a request's
-/// body starts, None for a response).
-fn check(t: &Tree, n: usize, body_start: Option<usize>, syms: &Syms) {
+/// body starts, None for a response) walked with or without [`Figures::check`].
+fn check(t: &Tree, n: usize, body_start: Option<usize>, syms: &Syms, with_check: bool) {
     let nodes = &t.nodes;
     assert!(t.root < nodes.len(), "root out of range");
     // ids in range, and what the root reaches is a tree: each node reached once
@@ -179,8 +184,22 @@ fn check(t: &Tree, n: usize, body_start: Option<usize>, syms: &Syms) {
             node.length
         );
         let children = node.children.as_deref().unwrap_or(&[]);
-        if is_records(node) {
+        if let Extra::Records { batches, null, .. } = &node.extra {
             assert!(children.is_empty(), "a records node has children");
+            assert_eq!(
+                batches.is_some(),
+                with_check && !null,
+                "batches kept or not as asked"
+            );
+        }
+        if let Extra::Versions(rows) = &node.extra {
+            assert!(with_check, "a versions table without check");
+            assert!(children.is_empty(), "a versions table keeps its elements");
+            let count = match node.value {
+                Value::Int(v) => v,
+                _ => -1,
+            };
+            assert!(rows.len() as i64 <= count, "more rows than elements");
         }
         for &c in children {
             assert!(
@@ -361,7 +380,7 @@ fuzz_target!(|data: &[u8]| {
             assert!(max_version.is_none(), "no tree for a known API's response");
             return;
         };
-        check(&t, n, None, fig.syms());
+        check(&t, n, None, fig.syms(), fig.check);
         let again = fig
             .response(&msg, key, version)
             .expect("a tree the second time");
@@ -384,7 +403,7 @@ fuzz_target!(|data: &[u8]| {
         assert!(header_len <= n);
         let t = fig.request(&msg, header_len);
         let known = n >= 8 && max_version.is_some();
-        check(&t, n, known.then_some(header_len), fig.syms());
+        check(&t, n, known.then_some(header_len), fig.syms(), fig.check);
         assert_eq!(
             t.errors_root, known,
             "errors root for a known API's request alone"

@@ -553,3 +553,37 @@ fn v2_records_walked_one_by_one() {
     assert_eq!(s.notes, ["record cut by the decompressed size limit"]);
     assert_eq!(s.records, 100);
 }
+
+#[test]
+fn every_whole_v2_batch_gives_its_producer_state() {
+    let mut one = batch(3, 0, &records(3), true);
+    one[43..51].copy_from_slice(&77i64.to_be_bytes());
+    one[51..53].copy_from_slice(&4i16.to_be_bytes());
+    one[53..57].copy_from_slice(&be32(10));
+    one[22] |= 0x30; // transactional, control (the CRC is not what this reads)
+    let two = batch(2, 0, &records(2), false);
+    let mut short = batch(1, 0, &records(1), true);
+    short[8..12].copy_from_slice(&be32(V2_MIN_LENGTH - 1));
+    let set = [one.clone(), two.clone()].concat();
+    let s = sum(&set);
+    let head = |pid, epoch, seq, n, txn| BatchHead {
+        producer_id: pid,
+        producer_epoch: epoch,
+        base_sequence: seq,
+        record_count: n,
+        base_offset: 0,
+        transactional: txn,
+        control: txn,
+    };
+    assert_eq!(
+        s.batches,
+        vec![head(77, 4, 10, 3, true), head(-1, -1, -1, 2, false)]
+    );
+    // a batch too short for its header, and one cut short, are no batches
+    let mut cut = set.clone();
+    cut.extend_from_slice(&two[..40]);
+    assert_eq!(sum(&cut).batches.len(), 2);
+    assert!(sum(&short[..V2_MIN_LENGTH as usize + 12 - 1])
+        .batches
+        .is_empty());
+}
