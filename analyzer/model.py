@@ -78,6 +78,8 @@ class Conn:
     last_ts: float = 0.0                # the latest packet up to the connection's end
     closed_by: int | None = None        # direction that sent the first FIN or RST (None: not known)
     lost_from: int = 0                  # bit 1 << d: direction d had bytes the capture missed (lost segment)
+    ended: bool = False                 # no more exchanges: its last is the one numbered last_seq
+    last_seq: int = 0                   # Exchange.seq of its latest exchange
 
     def endpoint(self, direction: int) -> Endpoint:
         """The sender of ``direction``."""

@@ -404,6 +404,7 @@ class Pipeline:
         if conn is not None:
             conn.protocol = protocol
             conn.client_dir = client_dir
+            conn.ended = True
         h = self._handed.pop(cid, None)
         tls_info = h.tls_info if h is not None else None
         s = self.summary
@@ -561,7 +562,7 @@ class Pipeline:
         ex.error_codes = [] if error_codes is None else error_codes
         ex.partitions = [] if partitions is None else partitions
         ex.notes = notes = [] if note is None else [note]
-        ex.seq = seq
+        ex.seq = conn.last_seq = seq
         if out is not None:
             if (request is not None and request.truncated) or (response is not None and response.truncated):
                 for fr in (request, response):

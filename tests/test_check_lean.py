@@ -176,3 +176,42 @@ def test_lean_records_carry_the_batches_full_trees_carry() -> None:
         assert lb == fb
         n += sum(map(len, fb))
     assert n >= 4
+
+
+# -- what a checker keeps ----------------------------------------------------------------
+
+def _check(path: Path, every: int, monkeypatch: Any, listed: bool = False) -> tuple[Checker, str]:
+    import analyzer.sinks.check as rules
+
+    monkeypatch.setattr(rules, "RETIRE_EVERY", every)
+    run = Run(str(path), Options(decode="lite-check"))
+    checker = Checker()
+    # (``listed``: every exchange made before the first is checked, so that each connection
+    # has ended before the checker sees its exchanges)
+    for ex in list(run) if listed else run:
+        checker.add(ex)
+    findings = [f.to_json() for f in checker.finish(capture_end=run.summary.last_ts)]
+    return checker, json.dumps([findings, checker.stats()], sort_keys=True)
+
+
+def test_a_checker_forgets_connections_that_ended_with_nothing_left_to_judge(tmp_path: Path,
+                                                                             monkeypatch: Any) -> None:
+    """Connections that ended lose what only their next exchanges read, and those with
+    nothing left for finish() to judge are only counted: the same findings and counts as a
+    checker that keeps every connection, with a fraction of the state; and none is forgotten
+    before its last exchange, however late the exchanges come."""
+    cap, _ = damaged_capture(tmp_path / "damaged.pcap", seed=5)
+    whole, want = _check(cap, 10**9, monkeypatch)
+    seen = whole.stats()["connections"]
+    assert len(whole._conns) == seen > 500
+    lean, got = _check(cap, 8, monkeypatch)
+    assert got == want
+    # (the last connections seen are not looked at again: no exchange comes after them)
+    assert len(lean._conns) < seen // 4 and len(lean._by_object) < 8, (len(lean._conns), seen)
+    assert all(cs.corr is None for cs in lean._conns.values() if cs.conn is None)
+    late, got = _check(cap, 1, monkeypatch, listed=True)
+    assert got == want
+    assert len(late._conns) < seen // 4
+    # (connections of many exchanges, all ended before the checker sees the first)
+    for path in sorted(SAMPLES.glob("*.pcap*")):
+        assert _check(path, 1, monkeypatch, listed=True)[1] == _check(path, 10**9, monkeypatch)[1], path.name

@@ -89,19 +89,39 @@ def check_command(captures: tuple[str, ...], rules: tuple[str, ...], skip_rules:
         return _timeline(results, timeline_group, fmt)
     all_findings = [f for r in results for f in r["findings"]]
     if fmt == "json":
-        doc = {
-            "captures": [{"capture": r["capture"], "exchanges": r["checker"].exchanges,
-                          "checker": r["checker"].stats(),
-                          "counts": count_by_severity(r["findings"]),
-                          "findings": [dict(f.to_json(), show=show_command(r["capture"], f))
-                                       for f in r["findings"]]} for r in results],
-            "counts": count_by_severity(all_findings),
-            "rules": sorted(chosen),
-        }
-        sys.stdout.write(json.dumps(doc, indent=1, default=str) + "\n")
+        _write_json(sys.stdout, results, count_by_severity(all_findings), sorted(chosen))
     else:
         _print_text(results)
     return 1 if any(f.severity == "error" for f in all_findings) else 0
+
+
+# -- JSON output -------------------------------------------------------------------
+
+def _json(v: Any, level: int) -> str:
+    """``v`` as ``json.dumps(indent=1)`` writes it at nesting ``level`` (its lines after the
+    first indented by the level: JSON strings hold no raw newline)."""
+    text = json.dumps(v, indent=1, default=str)
+    return text.replace("\n", "\n" + " " * level) if level else text
+
+
+def _write_json(out: Any, results: list[dict[str, Any]], counts: dict[str, int], rules: list[str]) -> None:
+    """The findings document, ``json.dumps(doc, indent=1)`` byte for byte, written a finding
+    at a time (a capture of many connections has many findings: none is held as text)."""
+    w = out.write
+    w('{\n "captures": [')
+    for i, r in enumerate(results):
+        checker: Checker = r["checker"]
+        fs: list[Finding] = r["findings"]
+        w(",\n  {" if i else "\n  {")
+        for key, v in (("capture", r["capture"]), ("exchanges", checker.exchanges), ("checker", checker.stats()),
+                       ("counts", count_by_severity(fs))):
+            w(f"\n   {json.dumps(key)}: {_json(v, 3)},")
+        w('\n   "findings": [')
+        for j, f in enumerate(fs):
+            w((",\n    " if j else "\n    ") + _json(dict(f.to_json(), show=show_command(r["capture"], f)), 4))
+        w("\n   ]\n  }" if fs else "]\n  }")
+    w("\n ],\n" if results else "],\n")
+    w(f' "counts": {_json(counts, 1)},\n "rules": {_json(rules, 1)}\n}}\n')
 
 
 # -- text output -------------------------------------------------------------------

@@ -45,6 +45,8 @@ SEVERITIES = ("error", "warning", "info")
 SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 MAX_LIST = 50               # frames / exchanges kept per finding (counts stay exact)
 MAX_CORR_TRACKED = 1024     # correlation ids remembered per connection for the reuse rule
+MAX_CONNS_CACHED = 65_536   # connections add() finds by their Conn object (a cache)
+RETIRE_EVERY = 4096         # exchanges between two looks for connections that ended
 MAX_GROUP_EVENTS = 200_000  # group timeline events kept in all
 MAX_BATCHES = 2_000_000     # idempotent producer batches kept for the sequence rules (~150 B each)
 INT32_SPAN = 1 << 31
@@ -284,8 +286,10 @@ class _Pending:
     allowance_ms: float
 
 
-@dataclass
+@dataclass(slots=True)
 class _ConnState:
+    """What the rules keep of one connection (one per connection seen: kept small; the
+    lists are made when first needed)."""
     name: str
     syn_seen: bool = False
     closed: str | None = None
@@ -293,20 +297,31 @@ class _ConnState:
     last_ts: float = 0.0
     advertised: dict[int, tuple[int, int]] | None = None
     advertised_frame: int = 0
-    fallback: list[dict[str, Any]] = field(default_factory=list)   # ApiVersions UNSUPPORTED_VERSION answers
+    fallback: list[dict[str, Any]] | None = None    # ApiVersions UNSUPPORTED_VERSION answers
     last_answered: tuple[int, int] | None = None
-    corr: OrderedDict[int, list[tuple[tuple[int, int], tuple[int, int] | None, tuple[Any, ...]]]] = \
-        field(default_factory=OrderedDict)
-    unanswered: list[_Pending] = field(default_factory=list)
+    corr: OrderedDict[int, list[tuple[tuple[int, int], tuple[int, int] | None, tuple[Any, ...]]]] | None = None
+    unanswered: list[_Pending] | None = None
     fetch_sid: int = 0              # established fetch session id (0: none)
     fetch_next_epoch: int | None = None
     sasl_handshake_frame: int | None = None
     sasl_handshake_version: int | None = None
     sasl_ok_frame: int | None = None
-    conn: Conn | None = None        # the connection (read at finish: what the capture lost of it)
+    # the connection while it may have exchanges to come; then what finish() reads of it:
+    # the sides whose bytes the capture lost, and which is the client
+    conn: Conn | None = None
+    lost_from: int = 0
+    client_dir: int | None = None
+    seq: int = 0                    # Exchange.seq of the latest exchange seen
     # orphan responses on a connection seen from its start: an error, unless the capture lost
     # bytes of the client's side (a request it missed), which finish() can tell
     orphans: _Bucket | None = None
+
+    def lost(self) -> tuple[int, int]:
+        """(lost_from, client direction) of the connection (see Conn)."""
+        c = self.conn
+        if c is not None:
+            return c.lost_from, c.client_dir or 0
+        return self.lost_from, self.client_dir or 0
 
 
 class _Batch(NamedTuple):
@@ -446,24 +461,42 @@ class Checker:
         self._names: dict[str, str] = {}            # one str object per topic name
         self._group_events: list[dict[str, Any]] = []
         self._group_events_dropped = 0
+        # id(conn) -> its state, while the Conn object lives (the state holds it): what
+        # ``add`` finds without making the connection's key of strings each time; the
+        # connections whose Conn says they ended lose there what only more exchanges read
+        self._by_object: dict[int, _ConnState] = {}
+        self._tables: dict[tuple[tuple[int, tuple[int, int]], ...], dict[int, tuple[int, int]]] = {}
+        self._quiet = 0     # connections that ended with nothing left to judge (no state kept)
 
     # -- public API ------------------------------------------------------------
     def add(self, ex: Exchange) -> None:
         self.exchanges += 1
+        if self.exchanges % RETIRE_EVERY == 0:
+            self._retire()
         conn = ex.conn
-        key = conn_key(conn)
-        cs = self._conns.get(key)
-        if cs is None:
-            cs = self._conns[key] = _ConnState(str(conn), conn=conn)
+        cs = self._by_object.get(id(conn))
+        if cs is None or cs.conn is not conn:
+            key = conn_key(conn)
+            cs = self._conns.get(key)
+            if cs is None:
+                cs = self._conns[key] = _ConnState(str(conn), conn=conn)
+            if len(self._by_object) >= MAX_CONNS_CACHED:
+                self._by_object.clear()
+            self._by_object[id(conn)] = cs
+        cs.seq = ex.seq
         cs.syn_seen = conn.syn_seen
         cs.closed = conn.closed
-        closed_by = getattr(conn, "closed_by", None)
+        closed_by = conn.closed_by
         if closed_by is not None:
             cs.closer = "client" if closed_by == (conn.client_dir or 0) else "broker"
-        cs.last_ts = max(cs.last_ts, conn.last_ts)
-        for t in (conn.last_ts, ex.request_time, ex.response_time):
-            if t is not None and t > self.capture_end:
-                self.capture_end = t
+        last = conn.last_ts
+        if last > cs.last_ts:
+            cs.last_ts = last
+        if last > self.capture_end:
+            self.capture_end = last
+        for fr in (ex.request, ex.response):
+            if fr is not None and fr.last_ts > self.capture_end:
+                self.capture_end = fr.last_ts
         on = self.rules
         legacy = ex.protocol != "kafka"
         status = ex.status
@@ -479,6 +512,8 @@ class Checker:
         if "correlation-reuse" in on and ex.correlation_id is not None and not legacy:
             self._corr_reuse(ex, cs)
         if status == "unanswered":
+            if cs.unanswered is None:
+                cs.unanswered = []
             cs.unanswered.append(_Pending(exchange_ref(ex), _req_key(ex) or (0, 0),
                                           ex.request_time or 0.0, self._allowance_ms(ex)))
         self._frames(ex, cs)
@@ -507,6 +542,7 @@ class Checker:
     def merge(self, other: Checker) -> Checker:
         """Fold another checker's state into this one (for per-partition Spark runs)."""
         self.exchanges += other.exchanges
+        self._quiet += other._quiet
         self.capture_end = max(self.capture_end, other.capture_end)
         for k, cs in other._conns.items():
             mine = self._conns.get(k)
@@ -518,8 +554,10 @@ class Checker:
                         mine.orphans = cs.orphans
                     else:
                         mine.orphans.merge(cs.orphans)
-                mine.unanswered.extend(cs.unanswered)
-                mine.fallback.extend(cs.fallback)
+                if cs.unanswered:
+                    mine.unanswered = (mine.unanswered or []) + cs.unanswered
+                if cs.fallback:
+                    mine.fallback = (mine.fallback or []) + cs.fallback
                 mine.last_ts = max(mine.last_ts, cs.last_ts)
         for k, b in other._buckets.items():
             mine_b = self._buckets.get(k)
@@ -550,7 +588,7 @@ class Checker:
 
     def stats(self) -> dict[str, int]:
         """What the checker holds, and what its memory bounds made it drop."""
-        return {"exchanges": self.exchanges, "connections": len(self._conns),
+        return {"exchanges": self.exchanges, "connections": len(self._conns) + self._quiet,
                 "producer_batches": len(self._batches), "producer_requests_dropped": self._batches_dropped,
                 "group_events": len(self._group_events), "group_events_dropped": self._group_events_dropped}
 
@@ -565,6 +603,38 @@ class Checker:
         return evs
 
     # -- helpers -------------------------------------------------------------------
+    def _retire(self) -> None:
+        """Forget what only a connection's next exchanges read (the correlation ids in
+        flight, the versions advertised) for the connections that ended once their last
+        exchange is here (exchanges handed over in a list may come after the connection's
+        end): the state kept per connection is then what finish() judges, and none at all
+        for a connection with nothing left to judge."""
+        ended = [k for k, cs in self._by_object.items()
+                 if cs.conn is not None and cs.conn.ended and cs.seq == cs.conn.last_seq]
+        for k in ended:
+            cs = self._by_object.pop(k)
+            conn = cs.conn
+            assert conn is not None
+            if not (cs.unanswered or cs.fallback or cs.orphans):
+                # nothing left for finish() to judge (its findings are in the buckets): counted
+                del self._conns[conn_key(conn)]
+                self._quiet += 1
+                continue
+            cs.lost_from, cs.client_dir = conn.lost_from, conn.client_dir
+            cs.conn = None
+            cs.corr = None
+            cs.advertised = None
+
+    def _shared(self, table: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
+        """One dict for the same advertised versions (a broker answers every connection alike)."""
+        key = tuple(table.items())
+        mine = self._tables.get(key)
+        if mine is None:
+            if len(self._tables) >= 1024:
+                self._tables.clear()
+            mine = self._tables[key] = table
+        return mine
+
     def _bucket(self, rule: str, severity: str, cs_name: str, key: tuple[Any, ...], template: str,
                 details: dict[str, Any], time: float = 0.0) -> _Bucket:
         k = (rule, severity, cs_name, *key)
@@ -623,7 +693,10 @@ class Checker:
         cid = ex.correlation_id
         assert cid is not None
         mine = (rk, _resp_key(ex), (ex.api_name, ex.api_version, cid, ex.request_frame, ex.response_frame))
-        prior = cs.corr.get(cid)
+        corr = cs.corr
+        if corr is None:
+            corr = cs.corr = OrderedDict()
+        prior = corr.get(cid)
         if prior is not None:
             for other in prior:
                 a, b = (other, mine) if other[0] <= mine[0] else (mine, other)
@@ -637,14 +710,18 @@ class Checker:
                     break
             prior.append(mine)
             del prior[:-8]
-            cs.corr.move_to_end(cid)
+            corr.move_to_end(cid)
         else:
-            cs.corr[cid] = [mine]
-            if len(cs.corr) > MAX_CORR_TRACKED:
-                cs.corr.popitem(last=False)
+            corr[cid] = [mine]
+            if len(corr) > MAX_CORR_TRACKED:
+                corr.popitem(last=False)
 
     def _frames(self, ex: Exchange, cs: _ConnState) -> None:
         """CRC mismatches, malformed and truncated frames, undecodable records."""
+        q, r = ex.request, ex.response
+        if ex.status != "malformed" and ex.api_key not in (PRODUCE, FETCH) and not ex.partitions \
+                and not (q is not None and q.truncated) and not (r is not None and r.truncated):
+            return      # (nothing here to judge)
         on = self.rules
         truncated = [side for side, fr in (("request", ex.request), ("response", ex.response))
                      if fr is not None and fr.truncated]
@@ -726,13 +803,15 @@ class Checker:
                 if code == 0:
                     # (a list the capture cut short is not the broker's whole answer)
                     if adv and not (ex.response is not None and ex.response.truncated):
-                        cs.advertised = adv
+                        cs.advertised = self._shared(adv)
                         cs.advertised_frame = ex.response_frame or 0
                     if cs.fallback:   # a successful ApiVersions after an UNSUPPORTED_VERSION answer
                         for fb in cs.fallback:
                             if fb.get("retry") is None and (ex.request_frame or 0) > fb["response_frame"]:
                                 fb["retry"] = exchange_ref(ex)
                 elif code == UNSUPPORTED_VERSION and "apiversions-fallback" in on:
+                    if cs.fallback is None:
+                        cs.fallback = []
                     cs.fallback.append(dict(exchange_ref(ex), supported=adv.get(API_VERSIONS), retry=None))
         elif "version-unadvertised" in on and cs.advertised is not None \
                 and (ex.request_frame or 0) > cs.advertised_frame:
@@ -781,7 +860,8 @@ class Checker:
                 b.add([ex.response_frame] if ex.response_frame else [], ex)
         if "slow-exchange" in on:
             lat = ex.latency_ms
-            if lat is not None:
+            # (only these APIs' allowance can be below 0: the others' is 0 or infinite)
+            if lat is not None and (lat > self.slow_ms or ex.api_key in (FETCH, SHARE_FETCH, JOIN_GROUP)):
                 allowed = self._allowance_ms(ex) + self.slow_ms
                 if lat > allowed:
                     b = self._bucket("slow-exchange", "warning", cs.name, (ex.api_name,),
@@ -1094,8 +1174,8 @@ class Checker:
         on = self.rules
         if cs.orphans is not None and "orphan-response" in on:
             f = cs.orphans.finding(("capture start",))
-            c = cs.conn
-            if c is not None and c.lost_from & (1 << (c.client_dir or 0)):
+            lost, client = cs.lost()
+            if lost & (1 << client):
                 # a request in bytes the capture missed (a lost segment): not the broker's fault
                 f = replace(f, severity="info", message=_ORPHAN_LOST.format(**f.details), template=_ORPHAN_LOST)
             out.append(f)
@@ -1157,8 +1237,8 @@ class Checker:
             return out
         late = [p for p in waiting if (end - p.request_time) * 1000.0 > p.allowance_ms + self.slow_ms]
         recent = [p for p in waiting if p not in late]
-        c = cs.conn
-        if c is not None and c.lost_from & (1 << (1 - (c.client_dir or 0))):
+        lost, client = cs.lost()
+        if lost & (1 << (1 - client)):
             # the capture missed bytes of the broker's side: their responses may be there
             skip = ("info", "got no response the capture shows, although later requests were answered "
                             "(bytes of the broker's side were not captured)")
