@@ -1,12 +1,12 @@
 """One capture analysed by several processes, each taking a share of its TCP connections.
 
-``stats --jobs N`` forks N workers. Every worker reads the whole file (reading is the
+``stats --jobs N`` (and ``check --jobs N``) forks N workers. Every worker reads the whole file (reading is the
 cheap part: see benchmarks/) but feeds to its own ``Pipeline`` only the packets of its
 connections: the core (``Options.share``) hashes the addresses and ports of a packet
 symmetrically, so both directions of a connection, and every later connection on the
 same 4-tuple (port reuse), go to the same worker. A packet that is not TCP goes to worker 0, which counts
-it as one process would. Each worker returns its ``StatsAccumulator`` state; the parent
-merges them.
+it as one process would. Each worker returns its ``StatsAccumulator`` state (or its
+``Checker``); the parent merges them.
 
 What one process shares across connections is restored when merging:
 
@@ -45,7 +45,7 @@ from analyzer.sinks.stats import PointSample, StatsAccumulator
 from dissectors.context import DecodeContext
 
 __all__ = ["END_OF_CAPTURE", "TopicNames", "LearntTable", "rename_topics", "auto_jobs", "run_stats_sharded", "ShardedResult",
-           "MIN_SHARDED_BYTES"]
+           "run_check_sharded", "ShardedCheck", "MIN_SHARDED_BYTES"]
 
 # below this size a capture is analysed in one process (forking and reading the file
 # again in every worker would cost more than it saves)
@@ -234,8 +234,10 @@ class ShardedResult:
     capture_warning: str | None = None  # the reader's (every worker reads the whole file)
 
 
-def _worker(path: str, options: Options, ctx: DecodeContext, by: tuple[str, ...], keep_top: int,
-            k: int, n: int, with_points: bool, progress: Any) -> dict[str, Any]:
+def _share(path: str, options: Options, ctx: DecodeContext, k: int, n: int,
+           progress: Any) -> tuple[Run, TopicNames]:
+    """The Run of worker ``k`` of ``n`` over its share of the connections, and the topic
+    names it learns and looks up."""
     names = TopicNames()
     wctx = fresh_context(ctx)
     wctx.topic_names = names
@@ -249,6 +251,12 @@ def _worker(path: str, options: Options, ctx: DecodeContext, by: tuple[str, ...]
             progress[k] = done
     run = Run(path, opts, wctx, progress=tick)
     names.source = run.pipeline
+    return run, names
+
+
+def _worker(path: str, options: Options, ctx: DecodeContext, k: int, n: int, progress: Any,
+            by: tuple[str, ...], keep_top: int, with_points: bool) -> dict[str, Any]:
+    run, names = _share(path, options, ctx, k, n, progress)
     acc = StatsAccumulator(by, keep_top=keep_top)
     points = PointSample() if with_points else None
     for ex in run:
@@ -263,10 +271,22 @@ def _worker(path: str, options: Options, ctx: DecodeContext, by: tuple[str, ...]
             "warning": run.summary.capture_warning}
 
 
-def _child(conn: Any, *args: Any) -> None:
+def _check_worker(path: str, options: Options, ctx: DecodeContext, k: int, n: int, progress: Any,
+                  checker_args: dict[str, Any]) -> dict[str, Any]:
+    from analyzer.sinks.check import Checker
+
+    run, names = _share(path, options, ctx, k, n, progress)
+    checker = Checker(**checker_args)
+    for ex in run:
+        checker.add(ex)
+    return {"checker": checker, "learnt": names.learnt, "misses": names.misses,
+            "last_ts": run.summary.last_ts, "warning": run.summary.capture_warning}
+
+
+def _child(conn: Any, work: Callable[..., dict[str, Any]], *args: Any) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)      # the parent handles ^C and ends its workers
     try:
-        conn.send(("ok", _worker(*args)))
+        conn.send(("ok", work(*args)))
     except CaptureError as e:
         conn.send(("error", str(e)))
     except MemoryError:
@@ -284,6 +304,44 @@ def run_stats_sharded(path: str, options: Options, ctx: DecodeContext, by: tuple
 
     Raises ``CaptureError`` when the capture cannot be read (checked before forking, and
     as reported by a worker)."""
+    states = _run_workers(path, options, ctx, jobs, progress, _worker, by, keep_top, with_points)
+    return _merge(states, by, keep_top, source, with_points)
+
+
+@dataclass
+class ShardedCheck:
+    checker: Any                        # analyzer.sinks.check.Checker, the workers' merged
+    last_ts: float | None               # the capture's last packet time (every worker reads it all)
+    exact: bool                         # False: a topic id was learnt on another worker's connections
+    capture_warning: str | None = None
+
+
+def run_check_sharded(path: str, options: Options, ctx: DecodeContext, checker_args: dict[str, Any],
+                      jobs: int, progress: Callable[[int, int], None] | None = None) -> ShardedCheck:
+    """The ``Checker`` of one capture analysed by ``jobs`` forked workers, merged (the
+    rules that follow several connections judge at ``finish``, after the merge). Topic ids
+    are not renamed after the fact: a finding's text names the topic, so a capture where a
+    worker looked up an id another worker learnt is not ``exact`` (analyse it again in
+    one process)."""
+    from analyzer.sinks.check import Checker
+
+    states = _run_workers(path, options, ctx, jobs, progress, _check_worker, checker_args)
+    table = learnt_ids(ev for st in states for ev in st["learnt"])
+    exact = True
+    checker = Checker(**checker_args)
+    for st in states:
+        names, ok = resolve_misses(st["misses"], table)
+        exact = exact and ok and not names
+        checker.merge(st["checker"])
+    last = [st["last_ts"] for st in states if st["last_ts"] is not None]
+    return ShardedCheck(checker, max(last) if last else None, exact, states[0]["warning"] if states else None)
+
+
+def _run_workers(path: str, options: Options, ctx: DecodeContext, jobs: int,
+                 progress: Callable[[int, int], None] | None, work: Callable[..., dict[str, Any]],
+                 *args: Any) -> list[dict[str, Any]]:
+    """``work(path, options, ctx, k, jobs, progress, *args)`` in ``jobs`` forked workers (k
+    from 0), their results in that order."""
     with open_capture(path) as reader:      # a bad file fails here, once, before forking
         size = getattr(reader, "size", 0) or 0
     mp = multiprocessing.get_context("fork")
@@ -292,8 +350,7 @@ def run_stats_sharded(path: str, options: Options, ctx: DecodeContext, by: tuple
     pipes = []
     for k in range(jobs):
         recv, send = mp.Pipe(duplex=False)
-        p = mp.Process(target=_child, args=(send, path, options, ctx, by, keep_top, k, jobs, with_points, shared),
-                       daemon=True)
+        p = mp.Process(target=_child, args=(send, work, path, options, ctx, k, jobs, shared, *args), daemon=True)
         p.start()
         send.close()
         procs.append(p)
@@ -326,7 +383,7 @@ def run_stats_sharded(path: str, options: Options, ctx: DecodeContext, by: tuple
             p.join()
     if error is not None:
         raise CaptureError(error)
-    return _merge([results[k] for k in range(jobs)], by, keep_top, source, with_points)
+    return [results[k] for k in range(jobs)]
 
 
 def _merge(states: list[dict[str, Any]], by: tuple[str, ...], keep_top: int, source: str | None,

@@ -15,7 +15,9 @@ child's peak RSS from ``os.wait4``:
 - ``stats-1proc``:  the same with ``-j 1``: one process;
 - ``read-summary``: ``kafkawire-sniff read`` (one summary line per exchange) > /dev/null;
 - ``read-ndjson``:  ``kafkawire-sniff read --format ndjson`` (full field trees) > /dev/null;
-- ``check``:        ``kafkawire-sniff check -f json`` > /dev/null;
+- ``check``:        ``kafkawire-sniff check -f json`` > /dev/null (as a user runs it: workers
+  on a capture of 8 MB or more, as ``stats``);
+- ``check-1proc``:  the same with ``-j 1``: one process;
 - ``tshark-fields``: ``tshark -n -r F -d tcp.port==P,kafka -T fields -e kafka.request_key
   -e kafka.request.version -e kafka.correlation_id`` > /dev/null;
 - ``tshark-json``:  ``tshark ... -T json`` > /dev/null (slow: ``--tshark-json-packets``
@@ -292,6 +294,7 @@ def commands(cap: Path) -> dict[str, list[str]]:
         "read-summary": sniff() + ["read", "-p", str(BROKER_PORT), f],
         "read-ndjson": sniff() + ["read", "--format", "ndjson", "-p", str(BROKER_PORT), f],
         "check": sniff() + ["check", "-f", "json", "-p", str(BROKER_PORT), f],
+        "check-1proc": sniff() + ["check", "-f", "json", "-j", "1", "-p", str(BROKER_PORT), f],
         "tshark-fields": tshark + ["-T", "fields", "-e", "kafka.request_key", "-e", "kafka.request.version",
                                    "-e", "kafka.correlation_id"],
         "tshark-json": tshark + ["-T", "json"],
@@ -335,7 +338,8 @@ def main() -> int:
     # with --repeat, the commands take turns (round after round) rather than each running
     # its repeats in a row: this machine's speed drifts within minutes, and a drift should
     # hit every command alike; the ratios are also given per round
-    names = [n for n in ("floor", "stats", "stats-1proc", "read-summary", "read-ndjson", "check", "tshark-fields")
+    names = [n for n in ("floor", "stats", "stats-1proc", "read-summary", "read-ndjson", "check", "check-1proc",
+                         "tshark-fields")
              if not only or n in only]
     rounds: dict[str, list[Timing]] = {n: [] for n in names}
     for r in range(args.repeat):
@@ -394,6 +398,7 @@ def main() -> int:
         ratio("tshark-json / read-ndjson", "tshark-json", "read-ndjson", ">= 3")
     ratio("tshark-fields / read-summary", "tshark-fields", "read-summary", ">= 10")
     ratio("tshark-fields / check", "tshark-fields", "check", ">= 3")
+    ratio("tshark-fields / check-1proc", "tshark-fields", "check-1proc", "(none)")
     ratio("stats / floor", "stats", "floor", "(none)")
     ratio("stats-1proc / floor", "stats-1proc", "floor", "<= 3 (moonshot)")
     ratio("read-ndjson / stats", "read-ndjson", "stats", "(none)")

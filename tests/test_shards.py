@@ -393,3 +393,66 @@ def test_plot_with_workers(tmp_path: Path) -> None:
     res = CliRunner().invoke(main, ["stats", "-j", "2", "--plot", str(out), str(SAMPLE_FILES[0])])
     assert res.exit_code == 0, res.output
     assert out.stat().st_size > 1000
+
+
+# -- check --jobs ------------------------------------------------------------------------------------
+
+def _check(*args: str) -> tuple[int, str, str]:
+    res = CliRunner().invoke(main, ["check", *args])
+    assert res.exit_code in (0, 1), res.output
+    return res.exit_code, res.stdout, res.stderr
+
+
+def test_check_sharded_equals_one_process_on_every_capture() -> None:
+    """Findings, their order, the checker's counts and the exit status: what one process
+    gives (text and JSON), on the samples, the shared captures and the damaged exchanges."""
+    findings = 0
+    for path in SAMPLE_FILES + SHARED_FILES:
+        one = _check("-f", "json", "-j", "1", str(path))
+        assert _check("-f", "json", "-j", "3", str(path)) == one, path.name
+        findings += len(json.loads(one[1])["captures"][0]["findings"])
+        if path.parent == SAMPLES:
+            assert _check("-j", "2", str(path)) == _check("-j", "1", str(path)), path.name
+    assert findings >= (50 if SHARED_FILES else 13), findings
+
+
+def test_check_sharded_on_damaged_exchanges_and_timelines(tmp_path: Path) -> None:
+    from tests.lean import damaged_capture
+
+    cap, _ = damaged_capture(tmp_path / "damaged.pcap", seed=13)
+    one = _check("-f", "json", "-j", "1", str(cap))
+    assert _check("-f", "json", "-j", "2", str(cap)) == one
+    assert len(json.loads(one[1])["captures"][0]["findings"]) > 50
+    group = str(SAMPLES / "group_rdkafka.pcap")
+    code, out, _ = _check("-f", "json", "-j", "1", "--timeline", "kws-group", group)
+    assert code == 0 and json.loads(out)["events"]
+    assert _check("-f", "json", "-j", "2", "--timeline", "kws-group", group) == (code, out, "")
+
+
+def test_check_not_exact_falls_back_to_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    import analyzer.shards as shards
+
+    calls = []
+
+    def never_exact(misses: dict, table: dict, rename: bool = True) -> tuple[dict, bool]:
+        calls.append(misses)
+        return {}, False
+
+    path = str(SAMPLES / "produce_fetch_rdkafka_zstd_ipv6.pcap")
+    one = _check("-f", "json", "-j", "1", path)
+    monkeypatch.setattr(shards, "resolve_misses", never_exact)
+    assert _check("-f", "json", "-j", "2", path) == one
+    assert calls
+
+
+def test_check_with_workers_on_bad_and_cut_captures(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.pcap"
+    bad.write_bytes(b"this is not a capture at all")
+    res = CliRunner().invoke(main, ["check", "-j", "2", str(bad)])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert res.output == f"kafkawire-sniff: error: {bad}: not a pcap or pcapng file\n"
+    src = SAMPLES / "group_rdkafka.pcap"
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes(src.read_bytes()[:30000])
+    outs = [_check("-f", "json", "-j", j, str(cut)) for j in ("1", "2")]
+    assert outs[0] == outs[1] and outs[0][2] == f"warning: {cut}: capture ends inside packet 180\n"

@@ -45,11 +45,14 @@ def rule_list(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
 @click.option("--storm-rebalances", type=click.IntRange(min=1), default=5, show_default=True,
               help="Report a rebalance storm above this many group generations per minute.")
 @click.option("--list-rules", is_flag=True, help="List the rules and exit.")
+@click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Worker processes per capture, each taking a share of the TCP connections "
+                   "(0: one per CPU for captures of 8 MB or more, else 1).")
 @filter_option
 @capture_options
 def check_command(captures: tuple[str, ...], rules: tuple[str, ...], skip_rules: tuple[str, ...], fmt: str,
                   timeline_group: str | None, slow_ms: float, storm_rebalances: int, list_rules: bool,
-                  display_filter: Any, **kw: Any) -> int:
+                  jobs: int, display_filter: Any, **kw: Any) -> int:
     """Find client and broker bugs: unanswered requests, error codes, version misuse,
     producer sequence gaps, fetch-session and SASL misuse, rebalance storms...
 
@@ -67,23 +70,36 @@ def check_command(captures: tuple[str, ...], rules: tuple[str, ...], skip_rules:
     chosen -= set(skip_rules)
 
     from analyzer.cli import iter_captures
+    from analyzer.shards import auto_jobs, run_check_sharded
 
     results: list[dict[str, Any]] = []
     many = len(captures) > 1
     decode = lean_decode(display_filter, kw, "lite-check")
+    args: dict[str, Any] = {"rules": chosen, "slow_ms": slow_ms, "storm_rebalances": storm_rebalances}
+    # (the worker processes check every exchange: a filtered run reads each capture in one)
+    workers = 1 if display_filter is not None else (jobs or auto_jobs(captures))
     for path, run in iter_captures(captures, kw, progress=True, decode=decode):
-        checker = Checker(chosen, slow_ms=slow_ms, storm_rebalances=storm_rebalances)
-        keep = display_filter.matcher(run.ctx) if display_filter is not None else None
-        for ex in run:
-            if keep is not None and not keep(ex):
-                continue
-            checker.add(ex)
-        findings = checker.finish(capture_end=run.summary.last_ts)
-        warn_damaged(path, run.summary.capture_warning)
+        checker = None
+        if workers > 1 and os.path.isfile(path):
+            res = run_check_sharded(path, run.pipeline.options, run.ctx, args, workers, progress=run.progress)
+            if res.exact:
+                checker, last_ts, warning = res.checker, res.last_ts, res.capture_warning
+            # (else a topic id learnt on other connections than those that use it: one process
+            # names it as one process does)
+        if checker is None:
+            checker = Checker(**args)
+            keep = display_filter.matcher(run.ctx) if display_filter is not None else None
+            for ex in run:
+                if keep is not None and not keep(ex):
+                    continue
+                checker.add(ex)
+            last_ts, warning = run.summary.last_ts, run.summary.capture_warning
+        findings = checker.finish(capture_end=last_ts)
+        warn_damaged(path, warning)
         if many:
             for f in findings:
                 f.capture = path
-        results.append({"capture": path, "checker": checker, "findings": findings, "run": run})
+        results.append({"capture": path, "checker": checker, "findings": findings})
 
     if timeline_group is not None:
         return _timeline(results, timeline_group, fmt)

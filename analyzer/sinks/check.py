@@ -583,7 +583,9 @@ class Checker:
             findings.extend(self._sequences())
         if "rebalance-storm" in self.rules:
             findings.extend(self._storms())
-        findings.sort(key=lambda f: (SEVERITY_RANK[f.severity], f.first_frame, f.rule))
+        # (ties broken by connection and message: the order does not depend on which worker
+        # or Spark task judged a connection)
+        findings.sort(key=lambda f: (SEVERITY_RANK[f.severity], f.first_frame, f.rule, f.conn, f.message))
         return tell_once(findings) if fold else findings
 
     def stats(self) -> dict[str, int]:
