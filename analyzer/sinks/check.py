@@ -1106,7 +1106,9 @@ class Checker:
         if len(self._group_events) >= MAX_GROUP_EVENTS:
             self._group_events_dropped += 1
             return
-        ev = group_event(ex, cs.name)
+        # (the timeline's offsets are OffsetCommit's: the other group APIs' events are whole
+        # in lean trees, and JoinGroup and SyncGroup have full ones)
+        ev = group_event(ex, cs.name, full=ex.api_key == OFFSET_COMMIT)
         if ev is not None:
             self._group_events.append(ev)
 
