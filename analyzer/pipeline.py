@@ -61,7 +61,8 @@ class Options:
     # full | lite (the core's lean trees: what stats reads; they count what full trees
     # count) | lite-topics (lite, and each request's topics, named or by id, and partition
     # indexes: what stats grouped by topic or partition and read's summary lines read) |
-    # lite-check (lite, and what check's rules read: see Pipeline) | none
+    # lite-check (lite, and what check's rules read: see Pipeline) | lite-topics-check
+    # (both) | none
     decode: str = "full"
     max_frame_size: int = 100 * 1024 * 1024
     unanswered_timeout: float | None = None
@@ -163,15 +164,16 @@ class Pipeline:
         # decoded again in full, so that a finding about it quotes the field `read` shows
         self.figures: Figures | None = None
         decode = self.options.decode
-        self._full_when_malformed = decode == "lite-check"
-        if decode in ("lite", "lite-topics", "lite-check"):
+        check = decode in ("lite-check", "lite-topics-check")
+        self._full_when_malformed = check
+        if decode in ("lite", "lite-topics", "lite-check", "lite-topics-check"):
             ctx = self.ctx
             full_apis = kafka.NESTED_PAYLOAD_APIS
-            if decode == "lite-check":
+            if check:
                 full_apis = full_apis | {SASL_HANDSHAKE}
             self.figures = Figures(APIS, ERRORS, ctx.max_array_len, ctx.max_decompressed,
-                                   topics=decode == "lite-topics", full_apis=full_apis,
-                                   check=decode == "lite-check")
+                                   topics=decode in ("lite-topics", "lite-topics-check"), full_apis=full_apis,
+                                   check=check)
         self.summary = Summary()
         self.stream = self.new_stream()
         self._conn_objs: dict[int, Conn] = {}      # the connections the core has open, by id

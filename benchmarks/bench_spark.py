@@ -8,14 +8,15 @@ holds at least --packets packets; with --keep it is written there and reused.
 
 Reported, each as wall-clock seconds and CPU seconds (this process and every process it
 started: the JVM and Spark's Python workers), with the machine's load average:
-- one process, full decoding (the same Pipeline.feed_all loop as `read`): the stats alone,
-  and stats + check (the checker's share timed apart): what the Spark job computes;
+- one process, decoding lean trees as `check` does (``decode="lite-check"``): the stats
+  alone, and stats + check (the checker's share timed apart): what the Spark job computes;
 - the Spark job on local[1] and local[2] (the job alone, plus the session start), stats
   and check, no tables; its figures and findings compared with the one-process ones;
 - with --tables: the same job writing the four Parquet tables (exchanges, partitions, stats,
   findings) to a temporary directory;
 - with --lite: the job asked for the stats only (no rule, no table), which decodes with the
-  lean mode `stats` uses.
+  lean mode `stats` uses. (The job decodes lean trees whenever its rows carry no field
+  trees and no display filter is given: ``lite_if_enough``.)
 """
 from __future__ import annotations
 
@@ -130,7 +131,7 @@ def main() -> None:
     from analyzer.sinks.check import Checker
     from analyzer.sinks.stats import StatsAccumulator
 
-    options, ctx = options_from_kwargs({})
+    options, ctx = options_from_kwargs({}, decode="lite-check")
     acc = StatsAccumulator(("api", "version"), keep_top=0)
     checker = Checker()
     check_s = 0.0
@@ -156,7 +157,8 @@ def main() -> None:
     for cores in (int(c) for c in args.cores.split(",")):
         with Timer() as start:
             spark = make_session(f"local[{cores}]", shuffle_partitions=cores * 2)
-        cfg = JobConfig(options=options, ctx=ctx, split_size=32 << 20)
+        full, _ = options_from_kwargs({})       # (the job chooses its decoding: lite_if_enough)
+        cfg = JobConfig(options=full, ctx=ctx, split_size=32 << 20)
         with Timer() as job:
             res = run_spark(spark, [path], None, cfg)
         got = json.loads(json.dumps(res.stats.result(), default=str))
@@ -177,7 +179,7 @@ def main() -> None:
             print(f"spark local[{cores}] writing the Parquet tables: {tab} (load {load()})", flush=True)
         if args.lite:
             with Timer() as lite:
-                res = run_spark(spark, [path], None, JobConfig(options=options, ctx=ctx, split_size=32 << 20,
+                res = run_spark(spark, [path], None, JobConfig(options=full, ctx=ctx, split_size=32 << 20,
                                                                    rules=frozenset()))
             same = json.dumps(json.loads(json.dumps(res.stats.result(), default=str)), sort_keys=True) == ref
             print(f"spark local[{cores}] stats only (lean decoding): {lite}, figures equal to stats: {same}",

@@ -29,6 +29,7 @@ from analyzer.sinks.check import Checker  # noqa: E402
 from analyzer.sinks.output import exchange_to_json  # noqa: E402
 from analyzer.sinks.stats import StatsAccumulator, keep_top_for  # noqa: E402
 from analyzer.spark_job import JobConfig, make_session, run_local, run_spark, stop_session  # noqa: E402
+from dissectors.context import DecodeContext  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = sorted(glob.glob(str(ROOT / "samples" / "*.pcap*")))
@@ -212,13 +213,20 @@ def test_steps_match_stats_and_check_with_tiny_splits(by: tuple[str, ...], split
 @pytest.mark.parametrize("by", [("api", "version"), ("conn", "client_id"), ("api", "topic", "partition")])
 def test_stats_only_uses_lite_decoding_with_the_same_figures(by: tuple[str, ...]) -> None:
     """No rule and no rows: the lean decoder, as `stats` uses it (with the requests' topics
-    when grouping by topic or partition), and the same figures."""
+    when grouping by topic or partition), and the same figures. Rules add what check reads
+    (``-check``); rows of exchange fields read lean trees too; field trees in the rows, a
+    display filter or a lowered --max-depth keep the full decoder."""
     from analyzer.spark_job import lite_if_enough
 
+    lite = "lite-topics" if "topic" in by else "lite"
     cfg = JobConfig(by=by, split_size=700, rules=frozenset(), rows=False)
-    assert lite_if_enough(cfg).options.decode == ("lite-topics" if "topic" in by else "lite")
-    assert lite_if_enough(JobConfig(by=by, rows=False)).options.decode == "full"           # rules: full trees
-    assert lite_if_enough(JobConfig(by=by, rules=frozenset())).options.decode == "full"    # rows: full trees
+    assert lite_if_enough(cfg).options.decode == lite
+    assert lite_if_enough(JobConfig(by=by, rows=False)).options.decode == lite + "-check"
+    assert lite_if_enough(JobConfig(by=by, rules=frozenset())).options.decode == lite
+    assert lite_if_enough(JobConfig(by=by)).options.decode == lite + "-check"
+    assert lite_if_enough(JobConfig(by=by, with_trees=True)).options.decode == "full"
+    assert lite_if_enough(JobConfig(by=by, display_filter="api_key == 0")).options.decode == "full"
+    assert lite_if_enough(JobConfig(by=by, ctx=DecodeContext(max_depth=3))).options.decode == "full"
     ref_stats, _findings, _rows = reference(SAMPLES, by)
     res, ex_rows, _parts = run_local(SAMPLES, cfg)
     assert same_json(res.stats.result(), ref_stats)
