@@ -171,9 +171,10 @@ class Pipeline:
             full_apis = kafka.NESTED_PAYLOAD_APIS
             if check:
                 full_apis = full_apis | {SASL_HANDSHAKE}
-            self.figures = Figures(APIS, ERRORS, ctx.max_array_len, ctx.max_decompressed,
-                                   topics=decode in ("lite-topics", "lite-topics-check"), full_apis=full_apis,
-                                   check=check)
+            self.figures = _shared(("figures", ctx.max_array_len, ctx.max_decompressed, decode, full_apis),
+                                   lambda: Figures(APIS, ERRORS, ctx.max_array_len, ctx.max_decompressed,
+                                                   topics=decode in ("lite-topics", "lite-topics-check"),
+                                                   full_apis=full_apis, check=check))
         self.summary = Summary()
         self.stream = self.new_stream()
         self._conn_objs: dict[int, Conn] = {}      # the connections the core has open, by id
@@ -190,8 +191,8 @@ class Pipeline:
         framing and pairing; ``limits`` are the reassembler's (``max_buffer``...)."""
         o = self.options
         return Stream(ports=list(o.ports), autodetect=o.autodetect, ids_from_index=o.conn_ids_from_index,
-                      share=o.share, apis=api_table(), protocol=o.protocol, max_frame_size=o.max_frame_size,
-                      figures=self.figures, **limits)
+                      share=o.share, apis=_shared(("api_table",), api_table), protocol=o.protocol,
+                      max_frame_size=o.max_frame_size, figures=self.figures, **limits)
 
     # -- public ---------------------------------------------------------------
     def feed(self, packet: PacketRecord) -> list[Exchange]:
@@ -636,6 +637,23 @@ class Pipeline:
         tree.add(Field("body", "bytes", None, 4, max(len(frame.data) - 4, 0),
                        notes=["request not captured: API unknown, body not decoded"]))
         return tree
+
+
+# What every Pipeline of a process can share, made once from the schema (the Spark job
+# makes a Pipeline per connection group): the core's header table and the figures walk
+# (its plans are compiled on first use, then reused). Keyed by the schema's ApiDef objects
+# too, so that a schema changed in place (tests) makes new ones.
+_SHARED: dict[tuple[Any, ...], Any] = {}
+
+
+def _shared(key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+    key = (*key, tuple(map(id, APIS.values())))
+    got = _SHARED.get(key)
+    if got is None:
+        if len(_SHARED) >= 16:
+            _SHARED.clear()
+        got = _SHARED[key] = make()
+    return got
 
 
 # Metadata, CreateTopics, DescribeTopicPartitions: their answers teach topic ids

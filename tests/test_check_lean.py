@@ -215,3 +215,29 @@ def test_a_checker_forgets_connections_that_ended_with_nothing_left_to_judge(tmp
     # (connections of many exchanges, all ended before the checker sees the first)
     for path in sorted(SAMPLES.glob("*.pcap*")):
         assert _check(path, 1, monkeypatch, listed=True)[1] == _check(path, 10**9, monkeypatch)[1], path.name
+
+
+def test_the_spark_rows_and_figures_read_lean_trees_as_full_ones() -> None:
+    """What the Spark job reads of each exchange when its rows carry no field trees
+    (``lite-topics-check``, ``lite-check``): the exchanges table's fields (partitions
+    included), the figures grouped by topic and partition, and the run's counts."""
+    from analyzer.sinks.output import exchange_to_json
+    from analyzer.sinks.stats import StatsAccumulator
+
+    def read(path: Path, decode: str, by: tuple[str, ...]) -> str:
+        run = Run(str(path), Options(decode=decode))
+        acc = StatsAccumulator(by)
+        rows = []
+        for ex in run:
+            rows.append(exchange_to_json(ex, trees=False))
+            acc.add(ex)
+        return json.dumps([rows, acc.result(top=10), run.summary.to_json(run.ctx)], sort_keys=True, default=str)
+
+    partitions = 0
+    for path in capture_paths():
+        by = ("api", "version", "topic", "partition", "client_id")
+        full = read(path, "full", by)
+        assert read(path, "lite-topics-check", by) == full, path.name
+        assert read(path, "lite-check", by[:2]) == read(path, "full", by[:2]), path.name
+        partitions += full.count('"partition":')
+    assert partitions > 500, partitions
