@@ -80,6 +80,7 @@ class Conn:
     lost_from: int = 0                  # bit 1 << d: direction d had bytes the capture missed (lost segment)
     ended: bool = False                 # no more exchanges: its last is the one numbered last_seq
     last_seq: int = 0                   # Exchange.seq of its latest exchange
+    text: tuple[int | None, str] | None = field(default=None, repr=False)   # str(): (client_dir, text)
 
     def endpoint(self, direction: int) -> Endpoint:
         """The sender of ``direction``."""
@@ -94,7 +95,12 @@ class Conn:
         return self.endpoint(1 - (self.client_dir or 0))
 
     def __str__(self) -> str:
-        return f"{self.client} -> {self.broker}"
+        # (once per exchange in `read`'s lines and the rules: made again only when pairing
+        # has told the client's side since)
+        text = self.text
+        if text is None or text[0] != self.client_dir:
+            text = self.text = (self.client_dir, f"{self.client} -> {self.broker}")
+        return text[1]
 
 
 class Frame(NamedTuple):
