@@ -240,4 +240,5 @@ def test_the_spark_rows_and_figures_read_lean_trees_as_full_ones() -> None:
         assert read(path, "lite-topics-check", by) == full, path.name
         assert read(path, "lite-check", by[:2]) == read(path, "full", by[:2]), path.name
         partitions += full.count('"partition":')
-    assert partitions > 500, partitions
+    # (rows' and figures' partitions: 405 in the samples alone, 2,873 with the shared captures)
+    assert partitions >= (2500 if SHARED_CAPTURES.is_dir() else 400), partitions
