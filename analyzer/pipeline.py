@@ -51,6 +51,10 @@ _obj_new = object.__new__
 _API_NAMES: dict[int, str] = {}    # api_key (an int16) -> api_name(api_key), asked once per exchange
 _BATCH = 2048              # packets the core reads per call of feed_capture
 SASL_HANDSHAKE = 17
+# the lean decode modes (Options.decode): whether the walk keeps the requests' topics, and
+# what check's rules read (see Pipeline)
+LEAN_MODES: dict[str, tuple[bool, bool]] = {"lite": (False, False), "lite-topics": (True, False),
+                                            "lite-check": (False, True), "lite-topics-check": (True, True)}
 
 
 @dataclass
@@ -163,18 +167,14 @@ class Pipeline:
         # trees in full (the mechanisms offered), and a message whose walk marked bad bytes
         # decoded again in full, so that a finding about it quotes the field `read` shows
         self.figures: Figures | None = None
-        decode = self.options.decode
-        check = decode in ("lite-check", "lite-topics-check")
+        topics, check = LEAN_MODES.get(self.options.decode, (False, False))
         self._full_when_malformed = check
-        if decode in ("lite", "lite-topics", "lite-check", "lite-topics-check"):
+        if self.options.decode in LEAN_MODES:
             ctx = self.ctx
-            full_apis = kafka.NESTED_PAYLOAD_APIS
-            if check:
-                full_apis = full_apis | {SASL_HANDSHAKE}
-            self.figures = _shared(("figures", ctx.max_array_len, ctx.max_decompressed, decode, full_apis),
+            full_apis = kafka.NESTED_PAYLOAD_APIS | ({SASL_HANDSHAKE} if check else set())
+            self.figures = _shared(("figures", ctx.max_array_len, ctx.max_decompressed, topics, check),
                                    lambda: Figures(APIS, ERRORS, ctx.max_array_len, ctx.max_decompressed,
-                                                   topics=decode in ("lite-topics", "lite-topics-check"),
-                                                   full_apis=full_apis, check=check))
+                                                   topics=topics, full_apis=full_apis, check=check))
         self.summary = Summary()
         self.stream = self.new_stream()
         self._conn_objs: dict[int, Conn] = {}      # the connections the core has open, by id

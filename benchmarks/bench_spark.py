@@ -132,6 +132,7 @@ def main() -> None:
     from analyzer.sinks.stats import StatsAccumulator
 
     options, ctx = options_from_kwargs({}, decode="lite-check")
+    full, _ = options_from_kwargs({})       # (the job chooses its decoding: lite_if_enough)
     acc = StatsAccumulator(("api", "version"), keep_top=0)
     checker = Checker()
     check_s = 0.0
@@ -157,7 +158,6 @@ def main() -> None:
     for cores in (int(c) for c in args.cores.split(",")):
         with Timer() as start:
             spark = make_session(f"local[{cores}]", shuffle_partitions=cores * 2)
-        full, _ = options_from_kwargs({})       # (the job chooses its decoding: lite_if_enough)
         cfg = JobConfig(options=full, ctx=ctx, split_size=32 << 20)
         with Timer() as job:
             res = run_spark(spark, [path], None, cfg)

@@ -45,7 +45,6 @@ SEVERITIES = ("error", "warning", "info")
 SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 MAX_LIST = 50               # frames / exchanges kept per finding (counts stay exact)
 MAX_CORR_TRACKED = 1024     # correlation ids remembered per connection for the reuse rule
-MAX_CONNS_CACHED = 65_536   # connections add() finds by their Conn object (a cache)
 RETIRE_EVERY = 4096         # exchanges between two looks for connections that ended
 MAX_GROUP_EVENTS = 200_000  # group timeline events kept in all
 MAX_BATCHES = 2_000_000     # idempotent producer batches kept for the sequence rules (~150 B each)
@@ -461,9 +460,9 @@ class Checker:
         self._names: dict[str, str] = {}            # one str object per topic name
         self._group_events: list[dict[str, Any]] = []
         self._group_events_dropped = 0
-        # id(conn) -> its state, while the Conn object lives (the state holds it): what
-        # ``add`` finds without making the connection's key of strings each time; the
-        # connections whose Conn says they ended lose there what only more exchanges read
+        # id(conn) -> its state, for the connections not retired (the state holds the Conn,
+        # so the id is its own): what ``add`` finds without making the connection's key of
+        # strings each time; those whose Conn says they ended are retired from there
         self._by_object: dict[int, _ConnState] = {}
         self._tables: dict[tuple[tuple[int, tuple[int, int]], ...], dict[int, tuple[int, int]]] = {}
         self._quiet = 0     # connections that ended with nothing left to judge (no state kept)
@@ -480,8 +479,6 @@ class Checker:
             cs = self._conns.get(key)
             if cs is None:
                 cs = self._conns[key] = _ConnState(str(conn), conn=conn)
-            if len(self._by_object) >= MAX_CONNS_CACHED:
-                self._by_object.clear()
             self._by_object[id(conn)] = cs
         cs.seq = ex.seq
         cs.syn_seen = conn.syn_seen
@@ -627,7 +624,7 @@ class Checker:
             cs.corr = None
             cs.advertised = None
 
-    def _shared(self, table: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
+    def _same_table(self, table: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
         """One dict for the same advertised versions (a broker answers every connection alike)."""
         key = tuple(table.items())
         mine = self._tables.get(key)
@@ -805,7 +802,7 @@ class Checker:
                 if code == 0:
                     # (a list the capture cut short is not the broker's whole answer)
                     if adv and not (ex.response is not None and ex.response.truncated):
-                        cs.advertised = self._shared(adv)
+                        cs.advertised = self._same_table(adv)
                         cs.advertised_frame = ex.response_frame or 0
                     if cs.fallback:   # a successful ApiVersions after an UNSUPPORTED_VERSION answer
                         for fb in cs.fallback:
