@@ -286,7 +286,7 @@ def read_cmd(captures: tuple[str, ...], fmt: str, api: tuple[str, ...], client_i
         write_bytes = binary_writer(out)
     if write_bytes is not None and fmt == "json":
         write_bytes(b"[")
-    decode = lean_decode(display_filter, kw, "lite-topics") if fmt == "summary" else "full"
+    decode = lean_decode(kw["max_depth"], "lite-topics") if fmt == "summary" else "full"
     for path, run in iter_captures(captures, kw, decode=decode):
         t0: float | None = None
         keep = selection.matcher(run.ctx) if selection is not None else None

@@ -35,9 +35,8 @@ exchanges). What this module adds is only the cutting and the gluing:
 4. process (``process_partition``): one ``Pipeline`` per 4-tuple, fed through
    ``Pipeline.feed_packets`` in batches (the core's stages, as `read` runs them); every exchange goes to a row for
    the ``exchanges``/``partitions`` tables, to the task's ``StatsAccumulator`` and to its
-   ``Checker`` (one of each per file). Unless the rows carry field trees (``with_trees``)
-   or a display filter chooses the exchanges, they are decoded as lean trees, as `stats`
-   and `check` decode them (``lite_if_enough``).
+   ``Checker`` (one of each per file). Unless the rows carry field trees (``with_trees``),
+   they are decoded as lean trees, as `stats` and `check` decode them (``lite_if_enough``).
 5. gather (driver): stats states are merged (``StatsAccumulator.merge``), checkers
    are merged and finished once per file (the global rules see every connection),
    and connection numbers are renumbered in order of first packet per file, as the
@@ -282,20 +281,19 @@ def lite_if_enough(cfg: JobConfig) -> JobConfig:
     """The lean decode mode when nothing asked for reads more than lean trees give: the
     stats figures (``lite``; ``-topics`` when grouping by topic or partition), check's rules
     (``-check``: what they read besides) and the rows of the exchanges and partitions tables
-    (fields of the exchange, not of its trees) give what full trees give. Field trees in
-    the rows (``with_trees``), a display filter (it may read any field) and a lowered
-    --max-depth (which only the full decoder has) keep the full decoder."""
+    (fields of the exchange, not of its trees) give what full trees give, and a display
+    filter decodes full trees where it tests a tree field. Field trees in the rows
+    (``with_trees``) and a lowered --max-depth (``lean_decode``) keep the full decoder."""
     from dataclasses import replace
 
-    from analyzer.commands.options import DEFAULT_MAX_DEPTH
+    from analyzer.commands.options import lean_decode
 
-    if cfg.options.decode != "full" or cfg.with_trees or cfg.display_filter is not None \
-            or cfg.ctx.max_depth < DEFAULT_MAX_DEPTH:
+    if cfg.options.decode != "full" or cfg.with_trees:
         return cfg
     lite = "lite-topics" if {"topic", "partition"} & set(cfg.by) else "lite"
     if cfg.rules is None or cfg.rules:
         lite += "-check"
-    return replace(cfg, options=replace(cfg.options, decode=lite))
+    return replace(cfg, options=replace(cfg.options, decode=lean_decode(cfg.ctx.max_depth, lite)))
 
 
 # -- 2. scan ----------------------------------------------------------------------------

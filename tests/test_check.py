@@ -731,7 +731,7 @@ def _cli(monkeypatch, exchanges_by_path: dict, *args: str):
     from analyzer.commands.check import check_command
 
     def fake_iter(paths, kw, progress=True, decode="full"):
-        assert decode == ("full" if "-Y" in args else "lite-check")
+        assert decode == "lite-check"
         for p in paths:
             yield p, _FakeRun(completion_order(exchanges_by_path[p]))
     monkeypatch.setattr(cli, "iter_captures", fake_iter)

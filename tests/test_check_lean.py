@@ -242,3 +242,28 @@ def test_the_spark_rows_and_figures_read_lean_trees_as_full_ones() -> None:
         partitions += full.count('"partition":')
     # (rows' and figures' partitions: 405 in the samples alone, 2,873 with the shared captures)
     assert partitions >= (2500 if SHARED_CAPTURES.is_dir() else 400), partitions
+
+
+def test_check_with_a_display_filter_reads_lean_trees_as_full_ones() -> None:
+    """`check -Y`: the filter keeps, on lean trees, the exchanges it keeps on full trees
+    (it decodes full trees where it tests a tree field), and the rules find the same."""
+    from analyzer.display_filter import compile_filter
+    from tests.test_read_summary import FILTERS
+
+    def findings(path: Path, decode: str, expr: str) -> str:
+        run = Run(str(path), Options(decode=decode))
+        keep = compile_filter(expr).matcher(run.ctx)
+        checker = Checker()
+        for ex in run:
+            if keep(ex):
+                checker.add(ex)
+        return json.dumps([[f.to_json() for f in checker.finish(capture_end=run.summary.last_ts)],
+                           checker.stats()], sort_keys=True, default=str)
+
+    seen = 0
+    for path in sorted(SAMPLES.glob("*.pcap*")):
+        for expr in FILTERS:
+            got = findings(path, "lite-check", expr)
+            assert got == findings(path, "full", expr), (path.name, expr)
+            seen += json.loads(got)[1]["exchanges"]
+    assert seen > 500, seen

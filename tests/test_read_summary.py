@@ -91,3 +91,31 @@ def test_the_lean_mode_takes_full_trees_for_nested_payloads(tmp_path: Path) -> N
     ctx = DecodeContext()
     lean_request(req[4:], 2 + 2 + 4 + 2 + 1, ctx)      # (its header: key, version, id, "c")
     assert ctx.malformed == 0
+
+
+# filters of each kind: on the exchange's fields, on shorthands and on tree paths (which
+# decode full trees for the exchanges that reach them), negated
+FILTERS = ("api_name == Fetch && latency_ms > 0", "topic matches \"^[a-z]\"", "error || client_id contains a",
+           "response.responses.partitions.high_watermark > 0", "!(group contains x) && api_key in {0..20}",
+           "producer_id >= 0")
+
+
+def test_filtered_lines_from_lean_trees_are_those_of_full_trees() -> None:
+    """`read -Y` reads lean trees too: the display filter decodes full trees for the
+    exchanges that reach a test of a tree field, so it keeps the exchanges it keeps on full
+    trees, and the lines are the same."""
+    from analyzer.display_filter import compile_filter
+
+    def lines(path: Path, decode: str, expr: str) -> list[str]:
+        run = Run(str(path), Options(decode=decode), DecodeContext())
+        keep = compile_filter(expr).matcher(run.ctx)
+        out = [summary_line(ex, run.summary.first_ts) for ex in run if keep(ex)]
+        return out + summary_text(run.summary, run.ctx)
+
+    kept = 0
+    for path in sorted(SAMPLES.glob("*.pcap*")):
+        for expr in FILTERS:
+            got = lines(path, "lite-topics", expr)
+            assert got == lines(path, "full", expr), (path.name, expr)
+            kept += len(got)
+    assert kept > 1000, kept

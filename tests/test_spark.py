@@ -214,8 +214,9 @@ def test_steps_match_stats_and_check_with_tiny_splits(by: tuple[str, ...], split
 def test_stats_only_uses_lite_decoding_with_the_same_figures(by: tuple[str, ...]) -> None:
     """No rule and no rows: the lean decoder, as `stats` uses it (with the requests' topics
     when grouping by topic or partition), and the same figures. Rules add what check reads
-    (``-check``); rows of exchange fields read lean trees too; field trees in the rows, a
-    display filter or a lowered --max-depth keep the full decoder."""
+    (``-check``); rows of exchange fields read lean trees too, and so does a display filter
+    (it decodes full trees where it tests a tree field); field trees in the rows or a
+    lowered --max-depth keep the full decoder."""
     from analyzer.spark_job import lite_if_enough
 
     lite = "lite-topics" if "topic" in by else "lite"
@@ -225,7 +226,7 @@ def test_stats_only_uses_lite_decoding_with_the_same_figures(by: tuple[str, ...]
     assert lite_if_enough(JobConfig(by=by, rules=frozenset())).options.decode == lite
     assert lite_if_enough(JobConfig(by=by)).options.decode == lite + "-check"
     assert lite_if_enough(JobConfig(by=by, with_trees=True)).options.decode == "full"
-    assert lite_if_enough(JobConfig(by=by, display_filter="api_key == 0")).options.decode == "full"
+    assert lite_if_enough(JobConfig(by=by, display_filter="api_key == 0")).options.decode == lite + "-check"
     assert lite_if_enough(JobConfig(by=by, ctx=DecodeContext(max_depth=3))).options.decode == "full"
     ref_stats, _findings, _rows = reference(SAMPLES, by)
     res, ex_rows, _parts = run_local(SAMPLES, cfg)

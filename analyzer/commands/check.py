@@ -74,7 +74,7 @@ def check_command(captures: tuple[str, ...], rules: tuple[str, ...], skip_rules:
 
     results: list[dict[str, Any]] = []
     many = len(captures) > 1
-    decode = lean_decode(display_filter, kw, "lite-check")
+    decode = lean_decode(kw["max_depth"], "lite-check")
     args: dict[str, Any] = {"rules": chosen, "slow_ms": slow_ms, "storm_rebalances": storm_rebalances}
     # (the worker processes check every exchange: a filtered run reads each capture in one)
     workers = 1 if display_filter is not None else (jobs or auto_jobs(captures))

@@ -78,15 +78,14 @@ CAPTURE_OPTION_NAMES = ("ports", "no_autodetect", "protocol", "max_frame_size", 
                         "max_array_len", "max_depth", "show_secrets", "tls_keylog")
 
 
-def lean_decode(display_filter: Any, kw: dict[str, Any], lean: str) -> str:
+def lean_decode(max_depth: int, lean: str) -> str:
     """The decode mode of a command whose output lean trees give as full trees would
     (``lean``: ``lite-topics`` for the summary lines of `read` and `live`, ``lite-check``
-    for `check`), unless a display filter (it may read any field) or a lowered --max-depth
-    (the full decoder can hit it; the lean walk has no depth limit and the schema nests
-    less deep than the default) asks for full trees."""
-    if display_filter is None and kw.get("max_depth", DEFAULT_MAX_DEPTH) >= DEFAULT_MAX_DEPTH:
-        return lean
-    return "full"
+    for `check` and the Spark job), unless a lowered --max-depth asks for full trees (the
+    full decoder can hit it; the lean walk has no depth limit and the schema nests less
+    deep than the default). A display filter reads lean trees too: it decodes full trees
+    for the exchanges that reach a test of a tree field (analyzer.display_filter)."""
+    return lean if max_depth >= DEFAULT_MAX_DEPTH else "full"
 
 
 def options_from_kwargs(kw: dict[str, Any], decode: str = "full") -> tuple[Options, DecodeContext]:
