@@ -24,6 +24,7 @@ from click.testing import CliRunner
 from analyzer._core import open_capture
 from analyzer.cli import main
 from analyzer.pipeline import Options, Run
+from analyzer.sinks.stats import StatsAccumulator
 from dissectors.context import DecodeContext
 from tests.conftest import REPO, SAMPLES, shared_captures
 from tests.pcapgen import (
@@ -192,6 +193,13 @@ def test_max_depth_hit_counted_and_analysis_goes_on() -> None:
     assert api and all(e.status == "ok" for e in api)
     code, out, _ = cli("read", "--max-depth", "2", str(path))
     assert code == 0 and f"max_depth {run.ctx.limits_hit['max_depth']}" in out
+    # stats honours the limit as read does: its figures are those of the trees read shows
+    # (the lean walk, which stats reads otherwise, has no depth limit)
+    acc = StatsAccumulator()
+    acc.add_all(exs)
+    code, out, _ = cli("stats", "-f", "json", "--max-depth", "2", str(path))
+    assert code == 0 and json.loads(out) == json.loads(json.dumps(acc.result()))
+    assert sum(g["malformed"] for g in json.loads(out)["groups"]) > 0
 
 
 # -- broken captures -----------------------------------------------------------------------

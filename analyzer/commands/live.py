@@ -62,7 +62,8 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
         fmt = "none" if show_stats else "summary"
     # stats alone need only headers and the few body fields stats read; summary lines the
     # lean trees that say what full ones do
-    decode = "lite" if fmt == "none" else (lean_decode(kw["max_depth"], "lite-topics") if fmt == "summary" else "full")
+    decode = lean_decode(kw["max_depth"], "lite" if fmt == "none" else "lite-topics") if fmt in ("none", "summary") \
+        else "full"
     options, ctx = options_from_kwargs(kw, decode=decode)
     options.unanswered_timeout = unanswered_timeout
     expr = bpf or live.port_filter(ports)

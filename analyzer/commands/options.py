@@ -80,8 +80,9 @@ CAPTURE_OPTION_NAMES = ("ports", "no_autodetect", "protocol", "max_frame_size", 
 
 def lean_decode(max_depth: int, lean: str) -> str:
     """The decode mode of a command whose output lean trees give as full trees would
-    (``lean``: ``lite-topics`` for the summary lines of `read` and `live`, ``lite-check``
-    for `check` and the Spark job), unless a lowered --max-depth asks for full trees (the
+    (``lean``: ``lite`` for `stats` and `live --stats`, ``lite-topics`` for the summary
+    lines of `read` and `live` and `stats` grouped by topic, ``lite-check`` for `check` and
+    the Spark job), unless a lowered --max-depth asks for full trees (the
     full decoder can hit it; the lean walk has no depth limit and the schema nests less
     deep than the default). A display filter reads lean trees too: it decodes full trees
     for the exchanges that reach a test of a tree field (analyzer.display_filter)."""

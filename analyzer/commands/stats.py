@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from analyzer.commands.options import capture_options, filter_option
+from analyzer.commands.options import capture_options, filter_option, lean_decode
 from analyzer.errors import UserError, stdout_console, warn_damaged
 from analyzer.sinks.stats import GROUP_KEYS, PointSample, StatsAccumulator, keep_top_for, parse_by
 
@@ -68,7 +68,7 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
     many = len(captures) > 1
     # every figure comes from lean trees (the core's figures walk, core/src/figures.rs): the
     # same numbers as full trees; grouping by topic or partition keeps each request's topics
-    decode = "lite-topics" if ("topic" in by or "partition" in by) else "lite"
+    decode = lean_decode(kw["max_depth"], "lite-topics" if ("topic" in by or "partition" in by) else "lite")
     from analyzer.cli import iter_captures
     from analyzer.shards import auto_jobs, run_stats_sharded
 
