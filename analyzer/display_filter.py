@@ -46,7 +46,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 from analyzer.model import Exchange
 from dissectors.context import DecodeContext
 from dissectors.errors import ERRORS
-from dissectors.field import ErrorsRoot, Field
+from dissectors.field import Field
 from dissectors.legacy import LEGACY_API_NAMES, LEGACY_ERROR_NAMES
 from dissectors.schema import APIS, FieldDef
 
@@ -374,20 +374,10 @@ class TreeSource:
         return self.ctx.topic_names if self.ctx is not None else {}
 
     def full_trees(self, ex: Exchange) -> tuple[Field | None, Field | None]:
-        req, resp = ex.request_tree, ex.response_tree
-        if not (req.__class__ is ErrorsRoot or resp.__class__ is ErrorsRoot):
-            return req, resp
-        if ex.protocol != "kafka" or ex.api_key is None or ex.api_version is None:
-            return req, resp
-        from dissectors import kafka
-
-        ctx = self._scratch_ctx()
-        self.decodes += 1
-        if ex.request is not None and req.__class__ is ErrorsRoot:
-            req = kafka.decode_request(ex.request.data, ctx)
-        if ex.response is not None and resp.__class__ is ErrorsRoot:
-            resp = kafka.decode_response(ex.response.data, ex.api_key, ex.api_version, ctx)
-        return req, resp
+        if ex.lean:
+            self.decodes += 1
+            return ex.full_trees(self._scratch_ctx())
+        return ex.request_tree, ex.response_tree
 
     def _scratch_ctx(self) -> DecodeContext:
         if self._scratch is None:

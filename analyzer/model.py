@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from dissectors.field import Field
+from dissectors.context import DecodeContext
+from dissectors.field import ErrorsRoot, Field
 
 # Typing note: several records below have a public field named ``index`` (the packet
 # number), which shadows ``tuple.index``. The code is right (a NamedTuple field may take
@@ -183,3 +184,24 @@ class Exchange:
         if self.request is None or self.response is None:
             return None
         return (self.response.first_ts - self.request.last_ts) * 1000.0
+
+    @property
+    def lean(self) -> bool:
+        """Whether a tree of this exchange is a lean one (the core's figures walk,
+        core/src/figures.rs: its root is an ``ErrorsRoot``), not the full decoder's."""
+        return self.request_tree.__class__ is ErrorsRoot or self.response_tree.__class__ is ErrorsRoot
+
+    def full_trees(self, ctx: DecodeContext) -> tuple[Field | None, Field | None]:
+        """The request and response trees with every field: its own, or, where they are lean
+        trees, its frames decoded again in ``ctx`` (whose counters then count that decoding,
+        not the run's)."""
+        req, resp = self.request_tree, self.response_tree
+        if not self.lean or self.api_key is None or self.api_version is None:
+            return req, resp
+        from dissectors import kafka
+
+        if self.request is not None and req.__class__ is ErrorsRoot:
+            req = kafka.decode_request(self.request.data, ctx)
+        if self.response is not None and resp.__class__ is ErrorsRoot:
+            resp = kafka.decode_response(self.response.data, self.api_key, self.api_version, ctx)
+        return req, resp

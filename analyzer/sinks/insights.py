@@ -49,7 +49,7 @@ from analyzer._core import batch_summaries
 from analyzer.model import Conn, Exchange
 from dissectors.context import DecodeContext
 from dissectors.errors import error_name
-from dissectors.field import ErrorsRoot, Field
+from dissectors.field import Field
 from dissectors.field import body_of as _body
 from dissectors.field import int_value as _int
 
@@ -644,23 +644,6 @@ OFFSET_COMMIT, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, CONSUMER_GROUP_HE
 MAX_GROUP_EVENTS = 200_000      # group events kept in all
 
 
-def full_trees(ex: Exchange) -> tuple[Field | None, Field | None]:
-    """The exchange's request and response trees with every field: its own, or decoded again
-    when they are lean trees (``stats``; core/src/figures.rs), records left as summaries."""
-    q, r = ex.request_tree, ex.response_tree
-    if (q is None or q.__class__ is not ErrorsRoot) and (r is None or r.__class__ is not ErrorsRoot):
-        return q, r
-    from dissectors.kafka import decode_request, decode_response
-
-    ctx = DecodeContext(decode_records=False)
-    if q is not None and q.__class__ is ErrorsRoot and ex.request is not None:
-        q = decode_request(ex.request.data, ctx)
-    if r is not None and r.__class__ is ErrorsRoot and ex.response is not None \
-            and ex.api_key is not None and ex.api_version is not None:
-        r = decode_response(ex.response.data, ex.api_key, ex.api_version, ctx)
-    return q, r
-
-
 def assignment(f: Field | None) -> dict[str, list[int]] | None:
     """Topic -> partitions of a decoded consumer-protocol Assignment (or KIP-848 assignment)."""
     if f is None:
@@ -692,7 +675,7 @@ def group_event(ex: Exchange, conn_name: str, full: bool = True) -> dict[str, An
     if key not in GROUP_MEMBER_APIS:
         return None
     if full or key == CONSUMER_GROUP_HEARTBEAT:
-        qt, rt = full_trees(ex)
+        qt, rt = ex.full_trees(DecodeContext(decode_records=False))
     else:
         qt, rt = ex.request_tree, ex.response_tree
     q, r = _body(qt), _body(rt)
