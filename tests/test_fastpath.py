@@ -10,15 +10,12 @@ core's now, core/src/kafka.rs, through its probe), ``kafka.error_codes`` and the
 """
 from __future__ import annotations
 
-import random
 from pathlib import Path
 from typing import Any
 
 import pytest
-from ddsketch import DDSketch
 
 from analyzer import _core
-from analyzer.sinks.stats import Quantiles, _store_bins
 from dissectors import kafka
 from dissectors.field import Field
 from dissectors.header import RequestHeader, api_table
@@ -226,32 +223,6 @@ def test_error_codes_in_wire_order() -> None:
     ])
     tree = Field("response", "Response", children=[Field("header", "H"), body])
     assert kafka.error_codes(tree) == ["UNKNOWN_TOPIC_OR_PARTITION", "NOT_LEADER_OR_FOLLOWER", "REQUEST_TIMED_OUT"]
-
-
-def test_batched_sketch_equals_adding_one_by_one() -> None:
-    rng = random.Random(5)
-    values = [rng.choice([0.0, -rng.expovariate(1.0), rng.expovariate(0.05), 5e-324])
-              for _ in range(5000)]
-    q = Quantiles(limit=100)
-    ref = DDSketch(0.01)
-    for v in values:
-        q.add(v)
-        ref.add(v)
-    sk = q._folded()
-    assert _store_bins(sk._store) == _store_bins(ref._store)
-    assert _store_bins(sk._negative_store) == _store_bins(ref._negative_store)
-    assert (sk._zero_count, sk._count, sk._sum, sk._min, sk._max) == \
-        (ref._zero_count, ref._count, ref._sum, ref._min, ref._max)
-    for p in (0.0, 0.5, 0.9, 0.99, 1.0):
-        assert sk.get_quantile_value(p) == ref.get_quantile_value(p)
-    # state round trip and merging keep the pending values
-    q2 = Quantiles.from_state(q.to_state())
-    assert q2.summary() == q.summary()
-    q3 = Quantiles(limit=100)
-    for v in values[:50]:
-        q3.add(v)
-    q3.merge(q)
-    assert q3.count == 5050
 
 
 def test_syn_fin_rst_equal_per_packet(tmp_path: Path) -> None:

@@ -828,29 +828,6 @@ def test_quantiles_exact_up_to_the_limit_through_add() -> None:
         assert g["exact"] is exact and g["answered"] == n
 
 
-def test_sketch_fold_equals_ddsketch_add_with_tiny_and_signed_values() -> None:
-    from ddsketch import DDSketch
-
-    from analyzer.sinks.stats import RELATIVE_ACCURACY, Quantiles
-    tiny = DDSketch(RELATIVE_ACCURACY)._mapping.min_possible
-    values = [0.0, -0.0, tiny, -tiny, tiny / 2, -tiny / 2, 5e-324, -5e-324, 1e-300, -1e-300, -2.5, 3.25] * 100
-    q = Quantiles(limit=10)
-    for v in values:
-        q.add(v)
-    ref = DDSketch(RELATIVE_ACCURACY)
-    for v in values:
-        ref.add(v)
-    sk = q._folded()
-    assert (sk._zero_count, sk.count, sk._min, sk._max) == (ref._zero_count, ref.count, ref._min, ref._max)
-    assert _bins(sk._store) == _bins(ref._store) and _bins(sk._negative_store) == _bins(ref._negative_store)
-
-
-def _bins(store: object) -> dict[int, float]:
-    """A DDSketch store's non-empty bins: key -> count."""
-    offset = store.offset      # type: ignore[attr-defined]
-    return {i + offset: c for i, c in enumerate(store.bins) if c}    # type: ignore[attr-defined]
-
-
 def test_throughput_rows_only_for_produce_and_fetch_partitions() -> None:
     from analyzer.sinks.stats import StatsAccumulator
     from tests.test_stats import T0, mk

@@ -685,24 +685,6 @@ def test_top_floor_keeps_what_a_full_sort_keeps() -> None:
     assert [r["latency_ms"] for r in big.top(20)] == expected
 
 
-def test_sketch_keys_cached_same_as_computed() -> None:
-    # repeated latencies take their sketch key from a cache: same bins as DDSketch.add
-    from ddsketch import DDSketch
-
-    rng = random.Random(3)
-    pool = [rng.expovariate(0.1) for _ in range(50)] + [0.0, 1e-320]
-    values = [rng.choice(pool) for _ in range(5000)]
-    q = Quantiles(limit=100)
-    ref = DDSketch(RELATIVE_ACCURACY)
-    for v in values:
-        q.add(v)
-        ref.add(v)
-    sk = q._folded()
-    assert (sk._store.bins, sk._store.offset, sk._zero_count, sk._count, sk._sum) == \
-        (ref._store.bins, ref._store.offset, ref._zero_count, ref._count, ref._sum)
-    assert q.summary()["p99"] == Quantiles.from_state(q.to_state()).summary()["p99"]
-
-
 def test_cli_request_rates_can_be_compared() -> None:
     """The average and the peak count the same one-second buckets: the average never exceeds
     the peak, and a capture shorter than a second is not turned into a rate it never had."""

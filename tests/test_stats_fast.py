@@ -1,41 +1,12 @@
-"""The fast paths of StatsAccumulator.add: values pending in Quantiles and counted in
-batches, per-second rows kept at hand, group keys picked in C; each against the figures
-of the plain definitions."""
+"""The fast paths of StatsAccumulator.add: latencies pending in their group and handed to
+its Quantiles in batches, per-second rows kept at hand, group keys picked in C; each
+against the figures of the plain definitions."""
 from __future__ import annotations
 
 import json
-import random
 
-from analyzer.sinks.stats import Quantiles, StatsAccumulator
+from analyzer.sinks.stats import StatsAccumulator
 from tests.test_stats import T0, mk
-
-
-def test_pending_values_settle_as_if_counted_one_by_one() -> None:
-    rng = random.Random(11)
-    # repeats (latencies in us), an exact-to-sketch switch at 100, zero and negatives
-    values = [rng.choice([round(rng.expovariate(0.2), 3), 0.5, 0.0, -1.25]) for _ in range(2600)]
-    one = Quantiles(limit=100)
-    for v in values:
-        one.add(v)
-    batched = Quantiles(limit=100)
-    i = 0
-    while i < len(values):
-        n = rng.randint(1, 700)
-        batched.pending.extend(values[i:i + n])
-        batched.settle()
-        i += n
-    assert one.to_state() == batched.to_state()
-    assert one.summary() == batched.summary()
-    assert batched.count == len(values)
-    assert batched.sum_ns == sum(round(v * 1e6) for v in values)
-    assert (batched.min, batched.max) == (min(values), max(values))
-    assert not batched.exact
-    # reading settles: a value left pending is counted, and still exact below the limit
-    small = Quantiles(limit=3)
-    small.pending.extend([2.0, 1.0])
-    assert small.exact and small.count == 2 and small.quantile(1.0) == 2.0
-    small.pending.extend([5.0, 4.0])
-    assert not small.exact and small.max == 5.0
 
 
 def test_groups_settle_their_pending_latencies_in_batches() -> None:
@@ -45,7 +16,7 @@ def test_groups_settle_their_pending_latencies_in_batches() -> None:
     for ex in exs:
         acc.add(ex)
     g = acc.groups[("Metadata",)]
-    assert len(g.latency.pending) < 1024 and len(g.ttfb.pending) <= len(g.latency.pending)
+    assert len(g.latency_pending) < 1024 and len(g.ttfb_pending) <= len(g.latency_pending)
     res = acc.result()["groups"][0]
     assert res["answered"] == 2500 and res["service"] == 2500 and not res["exact"]
     lats = [0.25 + (i % 37) * 0.125 for i in range(2500)]

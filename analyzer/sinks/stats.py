@@ -14,8 +14,8 @@ Figures and their definitions
 - percentiles: nearest-rank. For ``n`` values sorted ascending, ``pX`` is the value
   at 1-based rank ``ceil(X/100 * n)`` (at least 1): the smallest value that at
   least X % of the values do not exceed. EXACT while a group holds at most
-  ``EXACT_LIMIT`` values; beyond that a DDSketch (``ddsketch`` package,
-  logarithmic mapping, unbounded dense store) answers the same rank query with
+  ``EXACT_LIMIT`` values; beyond that a DDSketch (core/src/quantiles.rs: logarithmic
+  mapping, unbounded dense stores, the ``ddsketch`` package's bins) answers the same rank query with
   a relative error of at most ``RELATIVE_ACCURACY`` (1 %) of the true value at
   that rank, clamped to the exact min and max. min, max and mean are always
   exact (the sum is kept in integer nanoseconds, so merging in any order gives
@@ -53,19 +53,13 @@ from itertools import filterfalse
 from operator import itemgetter
 from typing import Any
 
-from ddsketch import DDSketch
-from ddsketch.mapping import LogarithmicMapping
-
+from analyzer._core import EXACT_LIMIT, RELATIVE_ACCURACY, Quantiles, sum_ns
 from analyzer.model import Exchange
 from analyzer.sinks.insights import GROUP_MEMBER_APIS, ConsumerLag, GroupStories, ProducerStories
 from dissectors.field import body_of as _body
 from dissectors.field import int_value as _int
 
-RELATIVE_ACCURACY = 0.01
-EXACT_LIMIT = 1000
-_FOLD_BATCH = 1024          # values counted at once (Quantiles.settle)
-# latency (ms) -> round(latency * 1e6), its ns (_ns_of)
-_NS: dict[float, int] = {}
+_FOLD_BATCH = 1024          # latencies a group hands its Quantiles at once (GroupStats.settle)
 # latency (ms) -> hist_bucket(latency) (_buckets_of)
 _BUCKETS: dict[float, int] = {}
 WAIT_FETCH_FRACTION = 0.9
@@ -82,38 +76,9 @@ def keep_top_for(top: int) -> int:
 
 # -- quantiles ----------------------------------------------------------------
 
-
-# positive value (ms) -> its DDSketch key (Quantiles._fold); under None, the mapping's
-# (multiplier, offset, min_possible) the keys were computed with
-_SKETCH_KEYS: dict[float | None, Any] = {}
-
-
-def _cached_map(cache: dict[Any, Any], fn: Callable[[float], Any], values: list[float]) -> list[Any]:
-    """``fn`` of each value through ``cache``: latencies repeat (timestamps in us), so mostly
-    dict hits in C; a miss raises KeyError, so hits are not scanned for None. The cache is
-    emptied when full (memory stays flat)."""
-    try:
-        return list(map(cache.__getitem__, values))
-    except KeyError:
-        if len(cache) >= 65536:
-            cache.clear()
-        for v in filterfalse(cache.__contains__, values):     # the misses, found in C
-            cache[v] = fn(v)
-        return list(map(cache.__getitem__, values))
-
-
-def _ns_of(values: list[float]) -> list[int]:
-    """``round(v * 1e6)`` of each value (ms -> ns), cached: a round costs ~1,200 instructions."""
-    return _cached_map(_NS, _to_ns, values)
-
-
-def _to_ns(v: float) -> int:
-    return round(v * 1e6)
-
-
-def _buckets_of(values: list[float]) -> list[int]:
-    """``hist_bucket`` of each latency, cached: a bucket costs two logs."""
-    return _cached_map(_BUCKETS, hist_bucket, values)
+# Quantiles (analyzer._core, core/src/quantiles.rs): exact values up to a limit, then a
+# DDSketch; add / extend, merge, count, min, max, sum_ns, exact, quantile(s), to_state /
+# from_state
 
 
 def nearest_rank_index(q: float, n: int) -> int:
@@ -121,249 +86,17 @@ def nearest_rank_index(q: float, n: int) -> int:
     return min(n - 1, max(0, math.ceil(q * n - 1e-9) - 1))
 
 
-class Quantiles:
-    """Exact values up to ``limit``, then a DDSketch; exact count/min/max/sum always.
-
-    Values wait in ``pending`` and are counted in batches (``settle``): ``add`` appends,
-    and ``StatsAccumulator.add`` appends to ``pending`` itself (a list append instead of
-    a call per value) and settles when the list reaches ``_FOLD_BATCH``. The figures and
-    the sketch end up exactly as if each value had been counted on arrival; every reader
-    (``count``, ``min``, ``max``, ``sum_ns``, ``exact``, ``quantile``, ...) settles first.
-    """
-
-    __slots__ = ("values", "sketch", "_count", "_min", "_max", "_sum_ns", "limit", "pending")
-
-    def __init__(self, limit: int = EXACT_LIMIT) -> None:
-        self.values: list[float] | None = []
-        self.sketch: DDSketch | None = None
-        self._count = 0
-        self._min = math.inf
-        self._max = -math.inf
-        self._sum_ns = 0
-        self.limit = limit
-        self.pending: list[float] = []
-
-    @property
-    def exact(self) -> bool:
-        self.settle()
-        return self.values is not None
-
-    @property
-    def count(self) -> int:
-        self.settle()
-        return self._count
-
-    @property
-    def min(self) -> float:
-        self.settle()
-        return self._min
-
-    @property
-    def max(self) -> float:
-        self.settle()
-        return self._max
-
-    @property
-    def sum_ns(self) -> int:
-        self.settle()
-        return self._sum_ns
-
-    def add(self, v: float) -> None:
-        """Add a value (ms)."""
-        pending = self.pending
-        pending.append(v)
-        if len(pending) >= _FOLD_BATCH:
-            self.settle()
-
-    def settle(self) -> None:
-        """Count the pending values: count, min, max, the sum in ns, and the exact values
-        or (past ``limit``) the sketch, in arrival order."""
-        pending = self.pending
-        if not pending:
-            return
-        self.pending = []
-        self._count += len(pending)
-        lo, hi = min(pending), max(pending)
-        if lo < self._min:
-            self._min = lo
-        if hi > self._max:
-            self._max = hi
-        self._sum_ns += sum(_ns_of(pending))
-        values = self.values
-        if values is None:
-            self._fold(pending)
-        else:
-            values.extend(pending)
-            if len(values) > self.limit:
-                self._to_sketch()
-
-    def _to_sketch(self) -> None:
-        self.sketch = DDSketch(RELATIVE_ACCURACY)
-        values = self.values or []
-        self.values = None
-        self._fold(values)
-
-    def _fold(self, pending: list[float]) -> None:
-        """Add values to the sketch: the bins, counts, sum, min and max that
-        ``DDSketch.add`` of each value in turn gives, with the key of each positive value
-        computed inline (LogarithmicMapping.key) and one store update per distinct key."""
-        if not pending:
-            return
-        sk = self.sketch
-        assert sk is not None
-        mapping = sk._mapping
-        if type(mapping) is not LogarithmicMapping:    # pragma: no cover - DDSketch's default mapping
-            for v in pending:
-                sk.add(v)
-            return
-        tiny = mapping.min_possible
-        mult, offset = mapping._multiplier, mapping._offset
-        cache = _SKETCH_KEYS
-        if cache.get(None) != (mult, offset, tiny):        # made for another mapping
-            cache.clear()
-            cache[None] = (mult, offset, tiny)
-        log, ceil = math.log, math.ceil
-
-        def key_of(v: float) -> int | None:     # (None: a value <= tiny, counted below)
-            return int(ceil(log(v, 2) * mult) + offset) if v > tiny else None
-
-        # latencies repeat (timestamps in us): a key is mostly a dict hit, not a log (when the
-        # cache is emptied, its mapping mark goes too: the next batch starts it afresh)
-        ks: list[int | None] = _cached_map(cache, key_of, pending)
-        keys = Counter(k for k in ks if k is not None)
-        store = sk._store
-        for key, n in keys.items():
-            store.add(key, float(n))
-        if sum(keys.values()) != len(pending):
-            for v in pending:               # zero and negative values: rare, one by one
-                if v > tiny:
-                    continue
-                if v < -tiny:
-                    sk._negative_store.add(mapping.key(-v), 1.0)
-                else:
-                    sk._zero_count += 1.0
-        # in arrival order, in C: CPython 3.11's sum adds floats one by one, as DDSketch.add does
-        sk._sum = sum(pending, sk._sum)
-        sk._count += float(len(pending))
-        lo, hi = min(pending), max(pending)
-        if lo < sk._min:
-            sk._min = lo
-        if hi > sk._max:
-            sk._max = hi
-
-    def _folded(self) -> DDSketch:
-        """The sketch with every value added so far (sketch mode only)."""
-        self.settle()
-        assert self.sketch is not None
-        return self.sketch
-
-    def merge(self, other: Quantiles) -> None:
-        self.settle()
-        other.settle()
-        if other._count == 0:
-            return
-        self._count += other._count
-        self._min = min(self._min, other._min)
-        self._max = max(self._max, other._max)
-        self._sum_ns += other._sum_ns
-        if self.values is not None and other.values is not None and \
-                len(self.values) + len(other.values) <= self.limit:
-            self.values.extend(other.values)
-            return
-        if self.values is not None:
-            self._to_sketch()
-        if other.values is not None:
-            self._fold(other.values)
-        else:
-            self._folded().merge(other._folded())
-
-    def quantile(self, q: float) -> float | None:
-        if self.count == 0:
-            return None
-        if self.values is not None:
-            return sorted(self.values)[nearest_rank_index(q, len(self.values))]
-        return self._sketch_quantile(q)
-
-    def _sketch_quantile(self, q: float) -> float:
-        sk = self._folded()
-        n = int(round(sk.count))
-        k = nearest_rank_index(q, n)
-        if k <= 0:
-            return self.min
-        if k >= n - 1:
-            return self.max
-        # DDSketch looks up rank r = q' * (n - 1) and returns the bucket of the first
-        # value whose cumulative count exceeds r: aim r at k + 0.5 to hit index k.
-        qq = 1.0 if n <= 1 else min(1.0, (k + 0.5) / (n - 1))
-        v = sk.get_quantile_value(qq)
-        if v is None:
-            return self.max
-        return min(self.max, max(self.min, v))
-
-    def summary(self) -> dict[str, float | None]:
-        """min, p50, p90, p99, p999, max, mean in ms (rounded to the microsecond)."""
-        if self.count == 0:
-            return {k: None for k in ("min", "p50", "p90", "p99", "p999", "max", "mean")}
-        vals: list[float] | None = sorted(self.values) if self.values is not None else None
-        out: dict[str, float | None] = {"min": _r(self.min)}
-        for name, q in PERCENTILES:
-            if vals is not None:
-                out[name] = _r(vals[nearest_rank_index(q, len(vals))])
-            else:
-                out[name] = _r(self._sketch_quantile(q))
-        out["max"] = _r(self.max)
-        out["mean"] = _r(self.sum_ns / self.count / 1e6)
-        return out
-
-    # plain, JSON-safe state
-    def to_state(self) -> dict[str, Any]:
-        st: dict[str, Any] = {"count": self.count, "sum_ns": self.sum_ns, "limit": self.limit,
-                              "min": self.min if self.count else None,
-                              "max": self.max if self.count else None}
-        if self.values is not None:
-            st["values"] = list(self.values)
-        else:
-            sk = self._folded()
-            st["sketch"] = {
-                "relative_accuracy": RELATIVE_ACCURACY,
-                "zero": sk._zero_count,
-                "pos": _store_bins(sk._store),
-                "neg": _store_bins(sk._negative_store),
-                "sum": sk._sum,
-            }
-        return st
-
-    @classmethod
-    def from_state(cls, st: dict[str, Any]) -> Quantiles:
-        qs = cls(st.get("limit", EXACT_LIMIT))
-        qs._count = st["count"]
-        qs._sum_ns = st["sum_ns"]
-        if qs._count:
-            qs._min, qs._max = st["min"], st["max"]
-        if "values" in st:
-            qs.values = [float(v) for v in st["values"]]
-        else:
-            s = st["sketch"]
-            if s["relative_accuracy"] != RELATIVE_ACCURACY:
-                raise ValueError("sketch relative accuracy differs from this build's")
-            sk = DDSketch(RELATIVE_ACCURACY)
-            for key, c in s["pos"]:
-                sk._store.add(int(key), float(c))
-            for key, c in s["neg"]:
-                sk._negative_store.add(int(key), float(c))
-            sk._zero_count = float(s["zero"])
-            sk._count = sk._store.count + sk._negative_store.count + sk._zero_count
-            sk._sum = float(s["sum"])
-            sk._min, sk._max = qs._min, qs._max
-            qs.sketch = sk
-            qs.values = None
-        return qs
-
-
-def _store_bins(store: Any) -> list[list[float]]:
-    if store.count == 0:
-        return []
-    return [[i + store.offset, c] for i, c in enumerate(store.bins) if c]
+def quantile_summary(q: Quantiles) -> dict[str, float | None]:
+    """min, p50, p90, p99, p999, max, mean in ms (rounded to the microsecond)."""
+    values = q.quantiles([p for _name, p in PERCENTILES])
+    if values is None:
+        return {k: None for k in ("min", "p50", "p90", "p99", "p999", "max", "mean")}
+    out: dict[str, float | None] = {"min": _r(q.min)}
+    for (name, _p), v in zip(PERCENTILES, values, strict=True):
+        out[name] = _r(v)
+    out["max"] = _r(q.max)
+    out["mean"] = _r(q.sum_ns / q.count / 1e6)
+    return out
 
 
 def _r(v: float) -> float:
@@ -384,6 +117,21 @@ def hist_bucket(v: float) -> int:
         d, m = d + 1, 1.0
     sub = 0 if m < 2.0 else (1 if m < 5.0 else 2)
     return d * 3 + sub
+
+
+def _buckets_of(values: list[float]) -> list[int]:
+    """``hist_bucket`` of each latency through a cache: a bucket costs two logs, and latencies
+    repeat (timestamps in us), so mostly dict hits in C; a miss raises KeyError, so hits are
+    not scanned for it. The cache is emptied when full (memory stays flat)."""
+    cache = _BUCKETS
+    try:
+        return list(map(cache.__getitem__, values))
+    except KeyError:
+        if len(cache) >= 65536:
+            cache.clear()
+        for v in filterfalse(cache.__contains__, values):     # the misses, found in C
+            cache[v] = hist_bucket(v)
+        return list(map(cache.__getitem__, values))
 
 
 def hist_bucket_lower(i: int) -> float:
@@ -501,10 +249,14 @@ def frame_bytes(fr: Any) -> int:
 
 
 class GroupStats:
+    """One group's figures. Its latencies wait in the ``*_pending`` lists (``StatsAccumulator.add``
+    appends to them: a list append, not a call into the core per value) and go to the
+    Quantiles ``_FOLD_BATCH`` at a time (``settle``); reading ``latency``, ``ttfb`` or
+    ``service`` settles first."""
     __slots__ = ("count", "answered", "unanswered", "orphans", "no_response", "malformed",
-                 "errors", "error_exchanges", "latency", "ttfb", "service", "waits",
+                 "errors", "error_exchanges", "_latency", "_ttfb", "_service", "waits",
                  "bytes_in", "bytes_out", "throttled", "throttle_total", "throttle_max",
-                 "records", "record_bytes")
+                 "records", "record_bytes", "latency_pending", "ttfb_pending", "service_pending")
 
     def __init__(self) -> None:
         self.count = 0
@@ -515,9 +267,12 @@ class GroupStats:
         self.malformed = 0
         self.errors: Counter[str] = Counter()
         self.error_exchanges = 0
-        self.latency = Quantiles()
-        self.ttfb = Quantiles()
-        self.service = Quantiles()
+        self._latency = Quantiles()
+        self._ttfb = Quantiles()
+        self._service = Quantiles()
+        self.latency_pending: list[float] = []
+        self.ttfb_pending: list[float] = []
+        self.service_pending: list[float] = []
         self.waits: Counter[str] = Counter()
         self.bytes_in = 0
         self.bytes_out = 0
@@ -528,10 +283,30 @@ class GroupStats:
         self.record_bytes = 0
 
     def settle(self) -> None:
-        """Count the values StatsAccumulator.add left pending (see Quantiles)."""
-        self.latency.settle()
-        self.ttfb.settle()
-        self.service.settle()
+        """Hand the pending latencies to the Quantiles (in arrival order)."""
+        if self.latency_pending:
+            self._latency.extend(self.latency_pending)
+            self._ttfb.extend(self.ttfb_pending)
+            self.latency_pending, self.ttfb_pending = [], []
+        if self.service_pending:
+            self._service.extend(self.service_pending)
+            self.service_pending = []
+
+    @property
+    def latency(self) -> Quantiles:
+        self.settle()
+        return self._latency
+
+    @property
+    def ttfb(self) -> Quantiles:
+        self.settle()
+        return self._ttfb
+
+    @property
+    def service(self) -> Quantiles:
+        """The latencies of the exchanges that were not waits."""
+        self.settle()
+        return self._service
 
     _INTS = ("count", "answered", "unanswered", "orphans", "no_response", "malformed", "error_exchanges",
              "bytes_in", "bytes_out", "throttled", "throttle_total", "records", "record_bytes")
@@ -564,9 +339,9 @@ class GroupStats:
         g.throttle_max = st["throttle_max"]
         g.errors = Counter(st["errors"])
         g.waits = Counter(st["waits"])
-        g.latency = Quantiles.from_state(st["latency"])
-        g.ttfb = Quantiles.from_state(st["ttfb"])
-        g.service = Quantiles.from_state(st["service"])
+        g._latency = Quantiles.from_state(st["latency"])
+        g._ttfb = Quantiles.from_state(st["ttfb"])
+        g._service = Quantiles.from_state(st["service"])
         return g
 
     def result(self) -> dict[str, Any]:
@@ -579,9 +354,9 @@ class GroupStats:
             "malformed": self.malformed,
             "errors": dict(sorted(self.errors.items())),
             "error_exchanges": self.error_exchanges,
-            "latency_ms": self.latency.summary(),
-            "ttfb_ms": self.ttfb.summary(),
-            "latency_ms_excl_waits": self.service.summary(),
+            "latency_ms": quantile_summary(self.latency),
+            "ttfb_ms": quantile_summary(self.ttfb),
+            "latency_ms_excl_waits": quantile_summary(self.service),
             "waits": dict(sorted(self.waits.items())),
             "service": self.service.count,
             "bytes_in": self.bytes_in,
@@ -680,7 +455,7 @@ class StatsAccumulator:
         # once per exchange, and every bytecode costs here: locals over attributes, each
         # field of the Exchange read once, no call on the plain paths but the two tree
         # lookups, plain dicts and lists (a Counter update costs twice a dict's), latencies
-        # appended to the groups' pending lists (see Quantiles)
+        # appended to the groups' pending lists (see GroupStats)
         self.exchanges += 1
         req, resp = ex.request, ex.response
         api = ex.api_name
@@ -810,12 +585,12 @@ class StatsAccumulator:
             g.bytes_out += b_out
             if lat is not None:
                 g.answered += 1
-                pending = g.latency.pending
+                pending = g.latency_pending
                 pending.append(lat)
                 assert ttfb is not None     # None together with lat
-                g.ttfb.pending.append(ttfb)
+                g.ttfb_pending.append(ttfb)
                 if wait is None:
-                    g.service.pending.append(lat)
+                    g.service_pending.append(lat)
                 else:
                     g.waits[wait] += 1
                 if len(pending) >= _FOLD_BATCH:  # ttfb's and service's are no longer
@@ -864,7 +639,7 @@ class StatsAccumulator:
                 lats: list[float] = [v for v in pend if v is not None] if nones else pend  # type: ignore[assignment]  # pend holds no None unless _sec_nones was set
                 if not lats:
                     continue
-                ns = sum(_ns_of(lats))
+                ns = sum_ns(lats)
                 hi = max(lats)
                 a = rows.get(api)
                 if a is None:
@@ -1101,9 +876,9 @@ class StatsAccumulator:
         """api -> [(second, count, mean ms, max ms)], for plots of latency over time."""
         self._settle_seconds()
         out: dict[str, list[tuple[int, int, float, float]]] = {}
-        for sec, api, (n, sum_ns, mx) in sorted((sec, api, a) for sec, apis in self.api_second.items()
-                                                for api, a in apis.items()):
-            out.setdefault(api, []).append((sec, int(n), sum_ns / n / 1e6, mx))
+        for sec, api, (n, ns, mx) in sorted((sec, api, a) for sec, apis in self.api_second.items()
+                                            for api, a in apis.items()):
+            out.setdefault(api, []).append((sec, int(n), ns / n / 1e6, mx))
         return out
 
     def histograms(self) -> dict[str, list[tuple[float, int]]]:
@@ -1124,7 +899,7 @@ class StatsAccumulator:
             "percentile_definition": "nearest-rank: pX = value at 1-based rank ceil(X/100 * n)",
             "exact_limit": EXACT_LIMIT,
             "relative_accuracy": RELATIVE_ACCURACY,
-            "sketch": "DDSketch (ddsketch package, logarithmic mapping) beyond exact_limit values per group",
+            "sketch": "DDSketch (logarithmic mapping, the ddsketch package's bins) beyond exact_limit values per group",
             "exact_groups": len(self.groups) - sketch_groups,
             "sketch_groups": sketch_groups,
         }

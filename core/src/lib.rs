@@ -6,11 +6,12 @@
 //! of a direction's stream) and [`pair`] (each connection's client side and protocol,
 //! requests paired with responses). [`kafka`] and [`legacy`] are the header checks that
 //! framing and pairing run on every frame (0.8+ and pre-0.8 Kafka). [`records`] is the lean
-//! summary of a Produce / Fetch partition's records that `stats` reads. [`live`] (Linux) reads
-//! the packets queued on the packet socket `live` captures with, in batches. [`py`] is the thin
-//! PyO3 binding (`analyzer._core`), with `py_figures` (the walk's trees as Python fields) and
-//! `py_json` (a field tree as the JSON text `read -f ndjson` writes); `py_probe` lets the Python tests compare the header
-//! checks with the Python ones.
+//! summary of a Produce / Fetch partition's records that `stats` reads; [`quantiles`] is
+//! `stats`' latency percentiles (exact, then a DDSketch). [`live`] (Linux) reads the packets
+//! queued on the packet socket `live` captures with, in batches. [`py`] is the thin PyO3
+//! binding (`analyzer._core`), with `py_figures` (the walk's trees as Python fields),
+//! `py_json` (a field tree as the JSON text `read -f ndjson` writes) and `py_quantiles`;
+//! `py_probe` lets the Python tests compare the header checks with the Python ones.
 
 pub mod capture;
 pub mod figures;
@@ -21,6 +22,7 @@ pub mod legacy;
 pub mod live;
 pub mod net;
 pub mod pair;
+pub mod quantiles;
 pub mod records;
 pub mod tcp;
 
@@ -32,3 +34,5 @@ mod py_figures;
 mod py_json;
 #[cfg(feature = "python")]
 mod py_probe;
+#[cfg(feature = "python")]
+mod py_quantiles;

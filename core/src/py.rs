@@ -955,6 +955,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Capture>()?;
     m.add_class::<Stream>()?;
     m.add_class::<Figures>()?;
+    m.add_class::<crate::py_quantiles::Quantiles>()?;
+    m.add_function(wrap_pyfunction!(crate::py_quantiles::sum_ns, m)?)?;
+    m.add("EXACT_LIMIT", crate::quantiles::EXACT_LIMIT)?;
+    m.add("RELATIVE_ACCURACY", crate::quantiles::RELATIVE_ACCURACY)?;
     #[cfg(target_os = "linux")]
     m.add_class::<PacketReader>()?;
     m.add_function(wrap_pyfunction!(open_capture, m)?)?;
