@@ -6,10 +6,12 @@ response; a truncated trailing batch is not counted), ``bytes`` (size of the
 records field), ``codec``, ``crc_ok`` (False if any CRC in it failed) and
 ``error`` (the response's error name for that partition, or None).
 
-Once per Produce/Fetch exchange (``stats`` included): each topic and partition
-element is read in one pass over its children, where a ``Field.get``/``child``
-per name would cost a call and a scan each (the names of a struct's children are
-unique: its tagged fields sit under a ``tagged_fields`` child).
+A Fetch answer's partitions are read from its body's rows (``extra["fetch"]``, see
+``FetchRow``), which both decoders write; a Produce exchange's from its trees. Once per
+Produce/Fetch exchange (``stats`` included): each topic and partition element is read
+in one pass over its children, where a ``Field.get``/``child`` per name would cost a
+call and a scan each (the names of a struct's children are unique: its tagged fields
+sit under a ``tagged_fields`` child).
 """
 from __future__ import annotations
 
@@ -64,24 +66,77 @@ def _index_and(p: Field, name: str) -> tuple[Any, Field | None]:
 
 
 def _digest(topic: str | None, partition: Any, rec: Field | None, error: str | None) -> dict[str, Any]:
-    """A partition's dict, built in one go: once per partition of every Produce and Fetch exchange."""
+    """A partition's dict, built in one go: once per partition of every Produce exchange."""
+    records, nbytes, codec, crc_ok = records_figures(rec)
+    return {"topic": topic, "partition": partition, "records": records, "bytes": nbytes, "codec": codec,
+            "crc_ok": crc_ok, "error": error}
+
+
+def records_figures(rec: Field | None) -> tuple[int, int, str | None, bool]:
+    """A records field's (records, bytes, codec, CRC verdict): its summary's (extra), else
+    its value and length; (0, 0, None, True) without one."""
     if rec is None:
-        return {"topic": topic, "partition": partition, "records": 0, "bytes": 0, "codec": None, "crc_ok": True,
-                "error": error}
+        return 0, 0, None, True
     ex = rec.extra
     if ex is None:
         ex = _NO_EXTRA
     v = rec.value
-    return {
-        "topic": topic,
-        "partition": partition,
-        # `in` and [] rather than dict.get(key, default): no call, no default computed
-        "records": ex["records"] if "records" in ex else (v if isinstance(v, int) else 0),
-        "bytes": ex["bytes"] if "bytes" in ex else rec.length,
-        "codec": ex.get("codec"),
-        "crc_ok": ex["crc_ok"] if "crc_ok" in ex else True,
-        "error": error,
-    }
+    # `in` and [] rather than dict.get(key, default): no call, no default computed
+    return (ex["records"] if "records" in ex else (v if isinstance(v, int) else 0),
+            ex["bytes"] if "bytes" in ex else rec.length,
+            ex.get("codec"),
+            ex["crc_ok"] if "crc_ok" in ex else True)
+
+
+# A Fetch answer's partition as its body's extra["fetch"] holds it: (topic, topic_id,
+# partition, error_code (0 when none), high_watermark, last_stable_offset, records, bytes,
+# codec, crc_ok). The full decoder adds the rows to every Fetch answer's body
+# (``fetch_rows``); the core's lean walk gives the same rows (core/src/figures.rs,
+# ``Figures::fetch_rows``) and, but for check, leaves the ``responses`` array they come from
+# out of its tree. The partition digests and the consumer lag read the rows.
+FetchRow = tuple[str | None, str | None, int | None, int, int | None, int | None, int, int, str | None, bool]
+
+
+def fetch_rows(body: Field) -> None:
+    """Read a full Fetch answer's partitions into ``body.extra["fetch"]``."""
+    rows: list[FetchRow] = []
+    for t in _elements(body, "responses"):
+        topic = tid = None
+        parts: Field | None = None
+        for c in t.children or ():
+            n = c.name
+            if n == "topic":
+                topic = c.value
+            elif n == "topic_id":
+                tid = c.value
+            elif n == "partitions":
+                parts = c
+        for p in (parts.children or ()) if parts is not None else ():
+            idx = hw = lso = rec = None
+            code = 0
+            for c in p.children or ():
+                n = c.name
+                if n == "partition_index":
+                    idx = c.value
+                elif n == "error_code":
+                    code = c.value or 0
+                elif n == "high_watermark":
+                    hw = c.value
+                elif n == "last_stable_offset":
+                    lso = c.value
+                elif n == "records":
+                    rec = c
+            rows.append((topic, tid, idx, code, hw, lso, *records_figures(rec)))
+    if body.extra is None:
+        body.extra = {}
+    body.extra["fetch"] = rows
+
+
+def fetch_table(body: Field | None) -> list[FetchRow]:
+    """A Fetch answer body's rows (none without a body, or a body kept raw)."""
+    if body is None or body.extra is None:
+        return []
+    return body.extra.get("fetch") or []
 
 
 def partitions_of(api_key: int | None, request: Field | None, response: Field | None,
@@ -113,18 +168,8 @@ def _produce(req: Field | None, resp: Field | None, topic_names: dict[str, str] 
 
 
 def _fetch(resp: Field | None, topic_names: dict[str, str] | None) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for t in _elements(resp, "responses"):
-        tname, parts = _topic(t, topic_names, "partitions")
-        for p in parts:
-            idx = code = rec = None
-            for c in p.children or ():
-                n = c.name
-                if n == "partition_index":
-                    idx = c.value
-                elif n == "error_code":
-                    code = c.value
-                elif n == "records":
-                    rec = c
-            out.append(_digest(tname, idx, rec, error_name(code) if code else None))
-    return out
+    names = topic_names or _NO_EXTRA
+    return [{"topic": topic if topic is not None else (names.get(tid, tid) if tid is not None else None),
+             "partition": idx, "records": records, "bytes": nbytes, "codec": codec, "crc_ok": crc_ok,
+             "error": error_name(code) if code else None}
+            for topic, tid, idx, code, _hw, _lso, records, nbytes, codec, crc_ok in fetch_table(resp)]

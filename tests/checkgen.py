@@ -20,6 +20,7 @@ from analyzer.model import Conn, Endpoint, Exchange, Frame
 from dissectors.field import Field
 from dissectors.kafka import versions_table
 from dissectors.schema import api_name as schema_api_name
+from dissectors.summary import fetch_rows
 
 
 def api_name(key: int) -> str:
@@ -118,6 +119,8 @@ class Wire:
         rbody = rtree.child("body")
         if qtree.get_in("header", "request_api_key") == 18 and rbody is not None:
             versions_table(rbody)      # (extra["versions"], as the decoders write it)
+        elif qtree.get_in("header", "request_api_key") == 1 and rbody is not None:
+            fetch_rows(rbody)          # (extra["fetch"], as the decoders write it)
         return self._exchange(req, qtree, cid, resp, rtree, status, error_codes, partitions)
 
     def unanswered(self, sent: tuple[Frame, Field, int]) -> Exchange:

@@ -5,7 +5,7 @@
 # analyzer and dissectors). A crash fails the run; its input is
 # left in core/fuzz/artifacts/ to become a unit test. cargo-fuzz is installed from
 # crates.io on first use; it needs nightly features, which RUSTC_BOOTSTRAP enables on
-# the stable toolchain.
+# the stable toolchain. KWS_FUZZ_TARGETS="figures pair" runs only those targets.
 set -euo pipefail
 cd "$(dirname "$0")/../core"
 seconds="${1:-45}"
@@ -18,7 +18,7 @@ schema="$(mktemp --suffix=.json)"
 trap 'rm -f "$schema"' EXIT
 PYTHONPATH=.. python3 ../tests/schema_json.py "$schema"
 export KWS_FIGURES_SCHEMA="$schema"
-for target in capture stream frame pair figures; do
+for target in ${KWS_FUZZ_TARGETS:-capture stream frame pair figures}; do
   corpus="$(mktemp -d)"
   if [ "$target" = figures ]; then
     PYTHONPATH=.. python3 ../tests/figures_corpus.py "$corpus" ../samples/*.pcap ../samples/*.pcapng >/dev/null

@@ -52,6 +52,7 @@ from dissectors.errors import error_name
 from dissectors.field import Field
 from dissectors.field import body_of as _body
 from dissectors.field import int_value as _int
+from dissectors.summary import fetch_table
 
 # API keys whose requests tie a client id to a consumer group
 GROUP_MEMBER_APIS = frozenset({8, 11, 12, 13, 14, 68})
@@ -298,44 +299,30 @@ class ConsumerLag:
             return
         new_sid = _int(_value(r, "session_id")) or 0
         s.sid = new_sid if epoch is not None and epoch >= 0 else 0
-        # the answer's partitions, in wire order, as ex.partitions lists them (names resolved)
+        # the answer's partitions, in wire order (its body's rows, dissectors.summary), as
+        # ex.partitions lists them (names resolved)
         named = ex.partitions
         t_resp = ex.response.last_ts
         sampled: set[tuple[str, int]] = set()
-        i = 0
-        for t in elements(r.get("responses")):
-            td = _named(t)
-            tk = _topic_key(td)
-            for p in elements(td.get("partitions")):
-                pn = named[i] if i < len(named) else None
-                i += 1
-                idx = hw = lso = err = None
-                for c in p.children or ():          # one pass: once per partition of every Fetch
-                    n = c.name
-                    if n == "partition_index" or n == "partition":
-                        idx = c.value
-                    elif n == "high_watermark":
-                        hw = c.value
-                    elif n == "last_stable_offset":
-                        lso = c.value
-                    elif n == "error_code":
-                        err = c.value
-                if tk is None or idx is None:
-                    continue
-                if pn is not None and pn.get("topic") is not None and pn["topic"] != tk:
-                    self._names[tk] = str(pn["topic"])
-                st = parts.get((tk, idx))
-                if st is None or err:
-                    continue
-                if hw is not None and hw >= 0:
-                    st[1] = hw
-                    st[2] = lso if lso is not None and lso >= 0 else None
-                # lag is taken before the offset moves on: hw - the offset this request asked from
-                if st[0] is not None and st[1] is not None:
-                    self._sample(ex.client_id, tk, idx, st, t_resp)
-                    sampled.add((tk, idx))
-                if pn is not None and st[0] is not None:
-                    st[0] += int(pn.get("records") or 0)
+        for i, (topic, tid, idx, err, hw, lso, _r, _b, _c, _k) in enumerate(fetch_table(rf)):
+            pn = named[i] if i < len(named) else None
+            tk = topic if topic is not None else tid
+            if tk is None or idx is None:
+                continue
+            if pn is not None and pn.get("topic") is not None and pn["topic"] != tk:
+                self._names[tk] = str(pn["topic"])
+            st = parts.get((tk, idx))
+            if st is None or err:
+                continue
+            if hw is not None and hw >= 0:
+                st[1] = hw
+                st[2] = lso if lso is not None and lso >= 0 else None
+            # lag is taken before the offset moves on: hw - the offset this request asked from
+            if st[0] is not None and st[1] is not None:
+                self._sample(ex.client_id, tk, idx, st, t_resp)
+                sampled.add((tk, idx))
+            if pn is not None and st[0] is not None:
+                st[0] += int(pn.get("records") or 0)
         # the partitions the answer left out: nothing new, their lag stands
         for key, st in parts.items():
             if key not in sampled and st[0] is not None and st[1] is not None:

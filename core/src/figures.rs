@@ -15,6 +15,10 @@
 //!   keep fixed-size error codes and companions alone (the partitions of a Metadata or
 //!   Produce answer) is kept only when one of its codes is not zero.
 //!
+//! A Fetch answer's partitions are read off its tree into rows ([`Figures::fetch_rows`]),
+//! which the binding hands over as the body's `extra["fetch"]` instead of the `responses`
+//! array's nodes (but for `check`, and where bad bytes are marked in it).
+//!
 //! With `topics` ([`Figures::new`]) a request's top-level topics arrays ([`TOPIC_ARRAYS`])
 //! are kept too, with their names and the indexes of their partitions: what `stats` reads
 //! when it groups by topic or partition.
@@ -293,6 +297,25 @@ pub struct Tree {
     pub errors_root: bool,
     pub errors: Vec<i64>,
     pub counts: Counts,
+}
+
+/// One partition of a Fetch answer as `extra["fetch"]` holds it (see [`Figures::fetch_rows`]):
+/// what the partition digests and the consumer lag read of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FetchRow {
+    pub topic: Option<String>,
+    pub topic_id: Option<[u8; 16]>,
+    pub partition: Option<i64>,
+    /// 0 when the answer has none
+    pub error_code: i64,
+    pub high_watermark: Option<i64>,
+    pub last_stable_offset: Option<i64>,
+    /// the records field's figures: records, bytes, codec, CRC verdict (0, 0, None, true
+    /// without one)
+    pub records: i64,
+    pub bytes: i64,
+    pub codec: Option<&'static str>,
+    pub crc_ok: bool,
 }
 
 // -- the symbol table ------------------------------------------------------------------
@@ -1349,6 +1372,86 @@ impl Figures {
         &self.syms
     }
 
+    /// Does the subtree at `id` hold a node marked malformed?
+    pub fn marked(t: &Tree, id: usize) -> bool {
+        let n = &t.nodes[id];
+        n.notes.iter().any(|s| s.starts_with("malformed: "))
+            || n.children
+                .as_deref()
+                .unwrap_or(&[])
+                .iter()
+                .any(|&c| Self::marked(t, c))
+    }
+
+    /// A Fetch answer's partitions, in wire order, read off its tree as
+    /// `dissectors.summary.fetch_rows` reads them off the full decoder's (the rows its
+    /// body's `extra["fetch"]` holds), with the ids of its body and of the `responses`
+    /// array they come from. None for a tree without a body.
+    pub fn fetch_rows(&self, t: &Tree) -> Option<(usize, Option<usize>, Vec<FetchRow>)> {
+        let name_of = |id: usize| match t.nodes[id].name {
+            Name::Sym(i) => self.syms.name(i),
+            _ => "",
+        };
+        let kids = |id: usize| t.nodes[id].children.as_deref().unwrap_or(&[]);
+        let child = |id: usize, name: &str| kids(id).iter().copied().find(|&c| name_of(c) == name);
+        let int = |id: usize| match t.nodes[id].value {
+            Value::Int(v) => Some(v),
+            _ => None,
+        };
+        let body = child(t.root, "body")?;
+        let responses = child(body, "responses");
+        let mut rows = Vec::new();
+        for &topic in responses.map(kids).unwrap_or(&[]) {
+            let (mut name, mut id, mut parts) = (None, None, None);
+            for &c in kids(topic) {
+                match (name_of(c), &t.nodes[c].value) {
+                    ("topic", Value::Str(s)) => name = Some(s.clone()),
+                    ("topic_id", Value::Uuid(u)) => id = Some(*u),
+                    ("partitions", _) => parts = Some(c),
+                    _ => {}
+                }
+            }
+            for &p in parts.map(kids).unwrap_or(&[]) {
+                let mut row = FetchRow {
+                    topic: name.clone(),
+                    topic_id: id,
+                    partition: None,
+                    error_code: 0,
+                    high_watermark: None,
+                    last_stable_offset: None,
+                    records: 0,
+                    bytes: 0,
+                    codec: None,
+                    crc_ok: true,
+                };
+                for &c in kids(p) {
+                    match name_of(c) {
+                        "partition_index" => row.partition = int(c),
+                        "error_code" => row.error_code = int(c).unwrap_or(0),
+                        "high_watermark" => row.high_watermark = int(c),
+                        "last_stable_offset" => row.last_stable_offset = int(c),
+                        "records" => {
+                            let n = &t.nodes[c];
+                            (row.records, row.bytes, row.codec, row.crc_ok) = match &n.extra {
+                                Extra::Records {
+                                    records,
+                                    bytes,
+                                    codec,
+                                    crc_ok,
+                                    ..
+                                } => (*records, *bytes as i64, Some(*codec), *crc_ok),
+                                _ => (int(c).unwrap_or(0), n.length as i64, None, true),
+                            };
+                        }
+                        _ => {}
+                    }
+                }
+                rows.push(row);
+            }
+        }
+        Some((body, responses, rows))
+    }
+
     /// Is this API at this version the walk's (a known API not left to the full decoder, a
     /// version not newer than the schema's newest)?
     pub fn covers(&self, api_key: i16, api_version: i16) -> bool {
@@ -1713,7 +1816,36 @@ mod tests {
             ),
             f("throttle_time_ms", "int32"),
         ];
+        let fetch_partition = vec![
+            f("partition_index", "int32"),
+            f("error_code", "int16"),
+            f("high_watermark", "int64"),
+            FieldDef {
+                nullable: Some((0, ANY)),
+                ..f("records", "records")
+            },
+        ];
+        let fetch = vec![
+            f("throttle_time_ms", "int32"),
+            array(
+                "responses",
+                "FetchableTopicResponse",
+                vec![
+                    f("topic", "string"),
+                    array("partitions", "PartitionData", fetch_partition),
+                ],
+            ),
+        ];
         vec![
+            ApiDef {
+                key: 1,
+                name: "Fetch".into(),
+                min_version: 0,
+                max_version: 0,
+                flexible_from: None,
+                request: Vec::new(),
+                response: fetch,
+            },
             ApiDef {
                 key: 100,
                 name: "Test".into(),
@@ -1772,6 +1904,75 @@ mod tests {
             Some(l) => b.extend([vec![1], i32b(l)].concat()),
         }
         b
+    }
+
+    /// A Fetch v0 answer (the tests' layout) of topic "t": (partition, error, high watermark)
+    /// each with null records.
+    fn fetch_answer(parts: &[(i32, i16, i64)]) -> Vec<u8> {
+        let mut b = [
+            i32b(1),
+            i32b(0),
+            i32b(1),
+            str16("t"),
+            i32b(parts.len() as i32),
+        ]
+        .concat();
+        for &(p, e, hw) in parts {
+            b.extend([i32b(p), i16b(e), hw.to_be_bytes().to_vec(), i32b(-1)].concat());
+        }
+        b
+    }
+
+    #[test]
+    fn a_fetch_answers_partitions_are_rows() {
+        let mut fig = figures();
+        let msg = fetch_answer(&[(0, 0, 10), (1, 3, 20)]);
+        let t = fig.response(&msg, 1, 0).unwrap();
+        let (body, responses, rows) = fig.fetch_rows(&t).unwrap();
+        assert_eq!(name(&fig, t.nodes[body].name), "body");
+        let responses = responses.unwrap();
+        assert_eq!(name(&fig, t.nodes[responses].name), "responses");
+        assert!(!Figures::marked(&t, responses));
+        let got: Vec<_> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r.topic.as_deref(),
+                    r.partition,
+                    r.error_code,
+                    r.high_watermark,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (Some("t"), Some(0), 0, Some(10)),
+                (Some("t"), Some(1), 3, Some(20))
+            ]
+        );
+        assert!(rows.iter().all(|r| r.records == 0
+            && r.crc_ok
+            && r.topic_id.is_none()
+            && r.last_stable_offset.is_none()));
+        // the second partition's records longer than the message: its row has what was
+        // read, and the mark sits in the responses array
+        let mut bad = msg.clone();
+        let n = bad.len();
+        bad[n - 4..].copy_from_slice(&i32b(0x7FFF_FFFF));
+        let t = fig.response(&bad, 1, 0).unwrap();
+        let (_body, responses, rows) = fig.fetch_rows(&t).unwrap();
+        assert!(Figures::marked(&t, responses.unwrap()) && t.counts.malformed == 1);
+        assert_eq!(rows.len(), 2);
+        assert_eq!(
+            (rows[1].partition, rows[1].high_watermark),
+            (Some(1), Some(20))
+        );
+        // no partitions: no rows; a tree without a body: none
+        let t = fig.response(&fetch_answer(&[]), 1, 0).unwrap();
+        assert!(fig.fetch_rows(&t).unwrap().2.is_empty());
+        let t = fig.response(&[0, 0], 1, 0).unwrap();
+        assert!(fig.fetch_rows(&t).is_none());
     }
 
     fn name(fig: &Figures, n: Name) -> String {

@@ -392,11 +392,11 @@ fn lean<'py>(
     let (mut rq, mut rs) = ((none(), none()), (none(), none()));
     if !req.truncated {
         let t = fig.inner.request(&req.data, h.header_len);
-        rq = fig.result(py, &t)?;
+        rq = fig.result(py, &t, false)?;
     }
     if let Some(resp) = r.response.as_ref().filter(|f| !f.truncated) {
         if let Some(t) = fig.inner.response(&resp.data, h.api_key, h.api_version) {
-            rs = fig.result(py, &t)?;
+            rs = fig.result(py, &t, h.api_key == crate::py_figures::FETCH)?;
         }
     }
     Ok((rq.0, rq.1, rs.0, rs.1).into_pyobject(py)?.into_any())

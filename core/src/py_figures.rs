@@ -10,7 +10,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
-use crate::figures::{self, ApiDef, Extra, FieldDef, Name, Tree, Value};
+use crate::figures::{self, ApiDef, Extra, FetchRow, FieldDef, Name, Tree, Value};
 use crate::records::BatchHead;
 
 fn range(v: &Bound<'_, PyAny>) -> PyResult<Option<(i32, i32)>> {
@@ -78,12 +78,39 @@ struct Out {
 }
 
 const INDEX_CACHED: usize = 4096;
+/// Fetch's API key: its answers' partitions become a table (see `Figures::result`)
+pub(crate) const FETCH: i16 = 1;
 
 /// The lean figures walk over the schema handed in (`dissectors.schema.APIS`).
 #[pyclass(module = "analyzer._core")]
 pub struct Figures {
     pub(crate) inner: figures::Figures,
     out: Out,
+    /// while a Fetch answer's tree is made: its body's id, the `responses` array left out
+    /// of it (not with `check`), and the rows its body's extra["fetch"] gets
+    fetch: Option<(usize, Option<usize>, Py<PyList>)>,
+}
+
+/// A Fetch answer's rows as Python tuples: (topic, topic_id, partition, error_code,
+/// high_watermark, last_stable_offset, records, bytes, codec, crc_ok).
+fn fetch_list<'py>(py: Python<'py>, rows: &[FetchRow]) -> PyResult<Bound<'py, PyList>> {
+    let out = PyList::empty(py);
+    for r in rows {
+        let row = (
+            r.topic.as_deref(),
+            r.topic_id.as_ref().map(uuid_text),
+            r.partition,
+            r.error_code,
+            r.high_watermark,
+            r.last_stable_offset,
+            r.records,
+            r.bytes,
+            r.codec,
+            r.crc_ok,
+        );
+        out.append(row)?;
+    }
+    Ok(out)
 }
 
 impl Figures {
@@ -150,8 +177,11 @@ impl Figures {
             None => f.setattr(intern!(py, "children"), py.None())?,
             Some(ids) => {
                 let list = PyList::empty(py);
+                let skip = self.fetch.as_ref().and_then(|f| f.1);
                 for &c in ids {
-                    list.append(self.node(py, t, c)?)?;
+                    if Some(c) != skip {
+                        list.append(self.node(py, t, c)?)?;
+                    }
                 }
                 f.setattr(intern!(py, "children"), list)?;
             }
@@ -210,6 +240,18 @@ impl Figures {
                 d.into_any()
             }
         };
+        let extra = match &self.fetch {
+            Some((body, _, rows)) if *body == id => {
+                let d = if extra.is_none() {
+                    PyDict::new(py)
+                } else {
+                    extra.downcast_into::<PyDict>()?
+                };
+                d.set_item(intern!(py, "fetch"), rows.bind(py))?;
+                d.into_any()
+            }
+            _ => extra,
+        };
         f.setattr(intern!(py, "extra"), extra)?;
         if root {
             let names = PyList::empty(py);
@@ -226,8 +268,22 @@ impl Figures {
         &mut self,
         py: Python<'py>,
         t: &Tree,
+        fetch_response: bool,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
-        let tree = self.node(py, t, t.root)?;
+        // a Fetch answer's partitions go to its body's extra["fetch"], in one list, and not
+        // into nodes as well: but for check's rules (they read each records field), and but
+        // where bad bytes are marked (every mark counted is in the tree)
+        self.fetch = None;
+        if fetch_response {
+            if let Some((body, responses, rows)) = self.inner.fetch_rows(t) {
+                let skip =
+                    responses.filter(|&r| !self.inner.check && !figures::Figures::marked(t, r));
+                self.fetch = Some((body, skip, fetch_list(py, &rows)?.unbind()));
+            }
+        }
+        let tree = self.node(py, t, t.root);
+        self.fetch = None;
+        let tree = tree?;
         let c = &t.counts;
         let counts = (
             c.malformed,
@@ -298,6 +354,7 @@ impl Figures {
                 error_table: errors,
                 errors: rustc_hash::FxHashMap::default(),
             },
+            fetch: None,
         })
     }
 
@@ -315,7 +372,7 @@ impl Figures {
         header_len: usize,
     ) -> PyResult<Bound<'py, PyTuple>> {
         let t = self.inner.request(data, header_len);
-        let (tree, counts) = self.result(py, &t)?;
+        let (tree, counts) = self.result(py, &t, false)?;
         PyTuple::new(py, [tree, counts])
     }
 
@@ -330,7 +387,7 @@ impl Figures {
     ) -> PyResult<Option<Bound<'py, PyTuple>>> {
         match self.inner.response(data, api_key, api_version) {
             Some(t) => {
-                let (tree, counts) = self.result(py, &t)?;
+                let (tree, counts) = self.result(py, &t, api_key == FETCH)?;
                 Ok(Some(PyTuple::new(py, [tree, counts])?))
             }
             None => Ok(None),

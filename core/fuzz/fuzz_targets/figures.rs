@@ -381,6 +381,24 @@ fuzz_target!(|data: &[u8]| {
             return;
         };
         check(&t, n, None, fig.syms(), fig.check);
+        // a Fetch answer's rows (extra["fetch"]): one per partition element kept, from the
+        // body's responses array
+        if let Some((body, responses, rows)) = fig.fetch_rows(&t) {
+            assert!(body < t.nodes.len());
+            let kept: usize = responses
+                .and_then(|r| t.nodes[r].children.as_ref())
+                .map(|topics| {
+                    topics
+                        .iter()
+                        .flat_map(|&tp| t.nodes[tp].children.iter().flatten())
+                        .filter(|&&c| matches!(t.nodes[c].name, Name::Sym(i) if fig.syms().name(i) == "partitions"))
+                        .map(|&c| t.nodes[c].children.as_ref().map_or(0, Vec::len))
+                        .sum()
+                })
+                .unwrap_or(0);
+            assert_eq!(rows.len(), kept, "a row per partition kept");
+            let _ = Figures::marked(&t, body);
+        }
         let again = fig
             .response(&msg, key, version)
             .expect("a tree the second time");
