@@ -100,6 +100,19 @@ class Expect:
                 out.append(node(section, kept))
         return out
 
+    def forgotten(self, full: Field, fields: tuple[FieldDef, ...]) -> list[tuple]:
+        kids = {c.name: c for c in full.children or ()}
+        out: list[tuple] = []
+        for fd, tagged in present(fields, self.version, self.flexible):
+            f = kids.get(fd.name)
+            if tagged or f is None:
+                continue
+            if fd.name in ("topic", "name", "topic_id"):
+                out.append(node(f))
+            elif fd.name == "partitions":
+                out.append(node(f, None if f.children is None else [node(e) for e in f.children]))
+        return out
+
     def field(self, f: Field, fd: FieldDef, companions: bool) -> list[tuple]:
         keep = fd.name in ANCHORS or is_error(fd) or (companions and fd.name in COMPANIONS)
         if fd.type in FIXED or fd.type == "string":
@@ -117,6 +130,8 @@ class Expect:
         if fd.type == "array" and (fd.element or "struct") == "struct" and wanted(fd):
             if f.value is None:
                 return [node(f)]
+            if fd.name == "forgotten_topics_data":      # its topics whole: names or ids, partitions
+                return [node(f, [node(e, self.forgotten(e, fd.fields)) for e in f.children or ()])]
             lazy = errors_only(present(fd.fields, self.version, self.flexible))
             elems = [node(e, self.struct(e, fd.fields)) for e in f.children or () if not lazy or any_error(e)]
             return [node(f, elems)]

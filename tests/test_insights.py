@@ -13,6 +13,7 @@ import pytest
 from analyzer.sinks.insights import ConsumerLag
 from analyzer.sinks.stats import StatsAccumulator
 from analyzer.sinks.stats_render import csv_rows, lag_table
+from dissectors import kafka
 from dissectors.context import DecodeContext
 from tests.checkgen import Wire
 from tests.lean import lean_request
@@ -135,22 +136,20 @@ def fetch_v7_request(forgotten: list[int]) -> tuple[bytes, int]:
     return header + body, len(header)
 
 
-def test_lean_tree_keeps_what_lag_reads_and_forgotten_partitions_are_read_in_full() -> None:
+def test_lean_tree_keeps_what_lag_reads_and_the_forgotten_partitions() -> None:
     data, hl = fetch_v7_request([1, 2])
     tree = lean_request(data, hl, DecodeContext())
     body = tree.child("body")
     assert (body.get("isolation_level"), body.get("session_id"), body.get("session_epoch")) == (1, 9, 3)
     p = body.child("topics").children[0].child("partitions").children[0]
     assert (p.get("partition"), p.get("fetch_offset")) == (0, 42)
+    # the forgotten topics whole, as the full decoder has them (no decoding again)
     forgotten = body.child("forgotten_topics_data")
-    assert len(forgotten.children) == 1 and not forgotten.children[0].children   # kept empty
-
-    from types import SimpleNamespace
-
-    from analyzer.model import Exchange
-    ex = Exchange.__new__(Exchange)
-    ex.request = SimpleNamespace(data=data)     # type: ignore[assignment]  (the frame's bytes are all it reads)
-    assert ConsumerLag._forgotten(ex, body) == [("t", 1), ("t", 2)]
+    assert [(t.get("topic"), [e.value for e in t.child("partitions").children]) for t in forgotten.children] \
+        == [("t", [1, 2])]
+    assert ConsumerLag._forgotten(body) == [("t", 1), ("t", 2)]
+    full = kafka.decode_request(data, DecodeContext()).child("body")
+    assert full is not None and ConsumerLag._forgotten(full) == [("t", 1), ("t", 2)]
 
 
 def test_stats_outputs_carry_the_lag() -> None:

@@ -292,7 +292,7 @@ class ConsumerLag:
                 else:
                     st[0] = off
         if incremental:
-            for tk, idx in self._forgotten(ex, qf):
+            for tk, idx in self._forgotten(qf):
                 parts.pop((tk, idx), None)
         if _int(_value(r, "error_code")):       # a session error: the session is gone
             s.sid, s.parts = 0, {}
@@ -338,20 +338,11 @@ class ConsumerLag:
         g.add(max(0, hw - off), max(0, lso - off) if lso is not None else None, t)
 
     @staticmethod
-    def _forgotten(ex: Exchange, q: Field) -> list[tuple[str, int]]:
-        """(topic key, partition) the request drops from its session. A lean tree keeps the
-        forgotten topics as empty structs: then the request is decoded again in full."""
-        ft = q.child("forgotten_topics_data")
-        if ft is None or not ft.children:
-            return []
-        if not any(c.children for c in ft.children):
-            from dissectors.kafka import decode_request
-
-            assert ex.request is not None
-            full = _body(decode_request(ex.request.data, DecodeContext(decode_records=False)))
-            ft = full.child("forgotten_topics_data") if full is not None else None
+    def _forgotten(q: Field) -> list[tuple[str, int]]:
+        """(topic key, partition) the request drops from its session (lean trees keep the
+        forgotten topics whole, as full trees have them)."""
         out: list[tuple[str, int]] = []
-        for t in elements(ft):
+        for t in elements(q.child("forgotten_topics_data")):
             tk = _topic_key(_named(t))
             if tk is None:
                 continue

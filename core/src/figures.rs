@@ -10,7 +10,8 @@
 //! - records fields, as the lean summary of `records.rs` (counts, codec, CRC verdicts);
 //! - the figures named in [`ANCHORS`] (throttle, waits, acks, the group and consumer-lag
 //!   fields...), and [`COMPANIONS`] (topic names and ids, partition indexes) in a struct
-//!   kept for another reason;
+//!   kept for another reason; a Fetch request's forgotten topics whole (names or ids and
+//!   partitions);
 //! - the structs and arrays that lead to them; but an element of an array of structs that
 //!   keep fixed-size error codes and companions alone (the partitions of a Metadata or
 //!   Produce answer) is kept only when one of its codes is not zero.
@@ -68,6 +69,10 @@ pub const COMPANIONS: [&str; 6] = [
     "partition_index",
     "topic_id",
 ];
+
+/// A Fetch request's topics to drop from its session: kept (an anchor) with their names or
+/// ids and partitions, in every mode.
+const FORGOTTEN_TOPICS: &str = "forgotten_topics_data";
 
 /// With topics on ([`Figures::new`]): a request's top-level arrays of topics, kept with
 /// their names or ids and the indexes of their partitions (what `stats` groups by when
@@ -585,7 +590,15 @@ impl Compiler<'_> {
                 let table = self.table && el == "struct" && fd.name == "api_keys";
                 let (elem, elem_min, keep) = if el == "struct" {
                     let tname = fd.struct_name.clone().unwrap_or_else(|| fd.name.clone());
-                    let inner = if table { Scope::Table } else { scope.inner(fd) };
+                    let inner = if table {
+                        Scope::Table
+                    } else if fd.name == FORGOTTEN_TOPICS {
+                        // (what the consumer lag drops from a fetch session: its topics and
+                        // their partitions, wherever the figures keep the array)
+                        Scope::Topic
+                    } else {
+                        scope.inner(fd)
+                    };
                     let plan = self.plan(&fd.fields, &tname, inner);
                     let m = plan.min_size.max(1);
                     (Elem::Struct(plan), m, wanted(fd) || topics || table)
