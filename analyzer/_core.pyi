@@ -7,7 +7,7 @@ from typing import Any
 
 from analyzer.model import Packet
 from dissectors.field import Field
-from dissectors.schema import ApiDef
+from dissectors.schema import ApiDef, FieldDef
 
 SUPPORTED_LINKTYPES: list[int]
 # the ``now`` of the events made at the end of the capture (Stream.finish)
@@ -74,9 +74,11 @@ class Figures:
     """The lean figures walk (core/src/figures.rs) over the schema handed in."""
     def __init__(self, apis: Mapping[int, ApiDef], errors: Mapping[int, str], max_array_len: int = ...,
                  max_decompressed: int = ..., topics: bool = False, full_apis: AbstractSet[int] = ...,
-                 check: bool = False) -> None: ...
+                 check: bool = False,
+                 consumer: tuple[Sequence[FieldDef], Sequence[FieldDef]] | None = None) -> None: ...
     def covers(self, api_key: int, api_version: int) -> bool: ...
-    def request(self, data: bytes, header_len: int) -> tuple[Field, LeanCounts]: ...
+    # None: a consumer-protocol payload in the message has bad bytes (the full decoder's to read)
+    def request(self, data: bytes, header_len: int) -> tuple[Field, LeanCounts] | None: ...
     def response(self, data: bytes, api_key: int, api_version: int) -> tuple[Field, LeanCounts] | None: ...
 
 

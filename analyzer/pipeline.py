@@ -32,7 +32,7 @@ from analyzer.model import (
     Frame,
     PacketRecord,
 )
-from dissectors import kafka, legacy
+from dissectors import consumer, kafka, legacy
 from dissectors.context import DecodeContext
 from dissectors.errors import ERRORS
 from dissectors.field import ErrorsRoot, Field
@@ -158,23 +158,28 @@ class Pipeline:
         self.options = options or Options()
         self.ctx = ctx or DecodeContext(max_frame_size=self.options.max_frame_size)
         # lite: the core walks each exchange's lean trees (core/src/figures.rs) under the
-        # context's limits and hands them with the exchange's record; the APIs whose bytes
-        # fields carry payloads the full decoder reads further (consumer protocol, SASL
-        # tokens: what a walk of the schema alone does not judge) it leaves to full trees
+        # context's limits and hands them with the exchange's record. The consumer-protocol
+        # payloads of JoinGroup and SyncGroup it judges as the full decoder does, and leaves
+        # a message whose payload has bad bytes to full trees (they mark them); SASL tokens,
+        # which it does not read, it leaves to full trees
         #
         # lite-check: what check's rules read besides the figures (Figures(check=True): the
-        # v2 batches' producer state, an ApiVersions answer's table), a SaslHandshake's
-        # trees in full (the mechanisms offered), and a message whose walk marked bad bytes
-        # decoded again in full, so that a finding about it quotes the field `read` shows
+        # v2 batches' producer state, an ApiVersions answer's table), the consumer-protocol
+        # APIs' and a SaslHandshake's trees in full (the payloads decoded, the mechanisms
+        # offered), and a message whose walk marked bad bytes decoded again in full, so
+        # that a finding about it quotes the field `read` shows
         self.figures: Figures | None = None
         topics, check = LEAN_MODES.get(self.options.decode, (False, False))
         self._full_when_malformed = check
         if self.options.decode in LEAN_MODES:
             ctx = self.ctx
-            full_apis = kafka.NESTED_PAYLOAD_APIS | ({SASL_HANDSHAKE} if check else set())
+            # (check's group rules read the consumer-protocol payloads, decoded)
+            full_apis = (kafka.NESTED_PAYLOAD_APIS - kafka.CONSUMER_PAYLOAD_APIS) | \
+                ((kafka.CONSUMER_PAYLOAD_APIS | {SASL_HANDSHAKE}) if check else set())
             self.figures = _shared(("figures", ctx.max_array_len, ctx.max_decompressed, topics, check),
                                    lambda: Figures(APIS, ERRORS, ctx.max_array_len, ctx.max_decompressed,
-                                                   topics=topics, full_apis=full_apis, check=check))
+                                                   topics=topics, full_apis=full_apis, check=check,
+                                                   consumer=(consumer.SUBSCRIPTION, consumer.ASSIGNMENT)))
         self.summary = Summary()
         self.stream = self.new_stream()
         self._conn_objs: dict[int, Conn] = {}      # the connections the core has open, by id

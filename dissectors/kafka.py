@@ -306,17 +306,19 @@ def _api_versions_response(api: ApiDef, version: int, buf: bytes, pos: int, n: i
     return decode_body(api, version, False, buf, pos, n, ctx, st)
 
 
-def _nested_payload_apis() -> frozenset[int]:
-    """The API keys with a bytes field whose payload ``_nested`` decodes further (the
-    consumer protocol, SASL tokens), from the schema's field meanings."""
+def _payload_apis(meanings: frozenset[str]) -> frozenset[int]:
+    """The API keys with a bytes field of one of these meanings, from the schema."""
     def has(fields: Sequence[FieldDef]) -> bool:
-        return any(fd.meaning in NESTED_MEANINGS or has(fd.fields) for fd in fields)
+        return any(fd.meaning in meanings or has(fd.fields) for fd in fields)
     return frozenset(k for k, a in APIS.items() if has(a.request) or has(a.response))
 
 
-# JoinGroup, SyncGroup, DescribeGroups, SaslAuthenticate: what a walk of the schema alone
-# (the core's lean walk) does not read, and so does not judge
-NESTED_PAYLOAD_APIS = _nested_payload_apis()
+# JoinGroup, SyncGroup, DescribeGroups, SaslAuthenticate: the APIs with a bytes field whose
+# payload ``_nested`` decodes further (the consumer protocol, SASL tokens). The core's lean
+# walk judges the consumer protocol's payloads as the full decoder does (a message whose
+# payload has bad bytes it leaves to the full decoder); SASL tokens it does not read.
+NESTED_PAYLOAD_APIS = _payload_apis(NESTED_MEANINGS)
+CONSUMER_PAYLOAD_APIS = _payload_apis(frozenset({"consumer_subscription", "consumer_assignment"}))
 
 
 def _protocol_type(body: Field) -> str | None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from analyzer._core import Figures
 from analyzer.pipeline import _add_counts, _take_lean_response
+from dissectors import consumer, kafka
 from dissectors.context import DecodeContext
 from dissectors.errors import ERRORS
 from dissectors.field import Field
@@ -24,19 +25,24 @@ def figures(ctx: DecodeContext) -> Figures:
     key = (ctx.max_array_len, ctx.max_decompressed)
     f = _FIGURES.get(key)
     if f is None:
-        f = _FIGURES[key] = Figures(APIS, ERRORS, *key)
+        f = _FIGURES[key] = Figures(APIS, ERRORS, *key, consumer=(consumer.SUBSCRIPTION, consumer.ASSIGNMENT))
     return f
 
 
 def lean_request(data: bytes, header_len: int, ctx: DecodeContext) -> Field:
-    tree, counts = figures(ctx).request(data, header_len)
+    got = figures(ctx).request(data, header_len)
+    if got is None:         # a consumer payload with bad bytes: the full decoder's
+        return kafka.decode_request(data, ctx)
+    tree, counts = got
     _add_counts(ctx, counts)
     return tree
 
 
 def lean_response(data: bytes, api_key: int, api_version: int, ctx: DecodeContext) -> Field:
+    assert api_key in APIS, f"API {api_key} is not in the schema"
     got = figures(ctx).response(data, api_key, api_version)
-    assert got is not None, f"API {api_key} is not in the schema"
+    if got is None:         # a consumer payload with bad bytes: the full decoder's
+        return kafka.decode_response(data, api_key, api_version, ctx)
     tree, counts = got
     _take_lean_response(ctx, api_key, tree, counts)
     return tree

@@ -2,10 +2,11 @@
 
     python3 tests/schema_json.py OUT.json
 
-A list of APIs, each ``{key, name, min_version, max_version, flexible_from, request,
-response}``; a field is ``{name, type, versions, nullable, tag, tagged, struct, element,
-fields, meaning}`` (ranges as ``[lo, hi]`` or null), as ``core/src/py_figures.rs`` reads
-the same NamedTuples.
+``{"apis": [...], "consumer": {"subscription": [...], "assignment": [...]}}``: the APIs,
+each ``{key, name, min_version, max_version, flexible_from, request, response}``, and the
+consumer protocol's fields (``dissectors.consumer``); a field is ``{name, type, versions,
+nullable, tag, tagged, struct, element, fields, meaning}`` (ranges as ``[lo, hi]`` or
+null), as ``core/src/py_figures.rs`` reads the same NamedTuples.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import json
 import sys
 from typing import Any
 
+from dissectors.consumer import ASSIGNMENT, SUBSCRIPTION
 from dissectors.schema import APIS, ApiDef, FieldDef
 
 
@@ -48,7 +50,9 @@ def main(argv: list[str]) -> int:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
     with open(argv[1], "w") as out:
-        json.dump([api(a) for _k, a in sorted(APIS.items())], out)
+        json.dump({"apis": [api(a) for _k, a in sorted(APIS.items())],
+                   "consumer": {"subscription": [field(f) for f in SUBSCRIPTION],
+                                "assignment": [field(f) for f in ASSIGNMENT]}}, out)
     return 0
 
 

@@ -24,7 +24,7 @@ from dissectors.errors import ERRORS
 from dissectors.field import Field
 from dissectors.schema import APIS, FieldDef, in_range, is_flexible
 from tests.conftest import SHARED_CAPTURES
-from tests.lean import dump, lean_request, lean_response
+from tests.lean import dump, figures, lean_request, lean_response
 from tests.schema_messages import Call, Encoder, capture_calls, schema_calls
 
 ANCHORS = {"throttle_time_ms", "max_wait_ms", "min_bytes", "acks", "assignments", "mechanism", "group_id",
@@ -270,6 +270,31 @@ def test_damaged_messages_stop_where_the_full_decoder_stops() -> None:
                 assert lctx.malformed >= 1
             n += 1
     assert n > 2000 and stopped > 500 and in_tags > 100, (n, stopped, in_tags)
+
+
+def test_consumer_payloads_are_judged_as_the_full_decoder_judges_them() -> None:
+    """JoinGroup and SyncGroup messages with their bytes damaged (the consumer-protocol
+    payloads among them): the lean path (the walk, or the full decoder where the walk finds
+    a payload bad) counts the malformed fields and limits the full decoder counts."""
+    rng = random.Random(5)
+    calls = [c for c in [*capture_calls(), *schema_calls(2)]
+             if (struct.unpack_from(">h", c[1])[0] if c[0] == "q" else c[2]) in (11, 14)]
+    n = to_full = 0
+    for c in calls:
+        for d in [c, *damaged(c, rng, 12)]:
+            for limit in (1_000_000, 1):
+                full_ctx = DecodeContext(max_array_len=limit)
+                if d[0] == "q":
+                    kafka.decode_request(d[1], full_ctx)
+                else:
+                    kafka.decode_response(d[1], d[2], d[3], full_ctx)
+                ctx = DecodeContext(max_array_len=limit)
+                lean_of(d, ctx)
+                assert (ctx.malformed, ctx.limits_hit) == (full_ctx.malformed, full_ctx.limits_hit), d
+                f = figures(ctx)
+                to_full += (f.request(d[1], d[2]) if d[0] == "q" else f.response(d[1], d[2], d[3])) is None
+                n += 1
+    assert n > 1000 and to_full > 50, (n, to_full)
 
 
 def test_array_limit_and_trailing_counted_once() -> None:

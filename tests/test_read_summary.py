@@ -10,10 +10,11 @@ from pathlib import Path
 from analyzer.cli import summary_text
 from analyzer.pipeline import Options, Run
 from analyzer.sinks.output import summary_line
+from dissectors import kafka
 from dissectors.context import DecodeContext
 from dissectors.kafka import NESTED_PAYLOAD_APIS
 from tests.conftest import SAMPLES, SHARED_CAPTURES, capture_paths
-from tests.lean import damaged_capture, lean_request
+from tests.lean import damaged_capture, figures, lean_request
 from tests.pcapgen import TcpFlow, write_pcap
 
 
@@ -64,19 +65,25 @@ def test_the_lean_mode_reads_damaged_exchanges_as_full_trees_do(tmp_path: Path) 
     assert apis & NESTED_PAYLOAD_APIS
 
 
-def test_the_lean_mode_takes_full_trees_for_nested_payloads(tmp_path: Path) -> None:
-    """A JoinGroup whose consumer-protocol metadata is bad: the full decoder marks it, a lean
-    walk of the schema alone would not; in the lean modes its trees are full ones."""
+def test_the_lean_mode_leaves_bad_consumer_payloads_to_full_trees(tmp_path: Path) -> None:
+    """A JoinGroup whose consumer-protocol metadata is bad: the full decoder marks it; the lean
+    walk judges the payload as it does and leaves the message to full trees. A good payload,
+    or a bad one of another protocol type (which the full decoder only tries), stays lean."""
     from tests.pcapgen import kafka_request, kafka_response
 
     # JoinGroup v5 request: group, session and rebalance timeouts, member, instance id (null),
-    # protocol type "consumer", one protocol "range" whose metadata is 3 bytes of nonsense
+    # protocol type, one protocol "range" with its metadata
     def s(text: str) -> bytes:
         return len(text).to_bytes(2, "big") + text.encode()
 
-    body = (s("g") + (10000).to_bytes(4, "big") + (30000).to_bytes(4, "big") + s("") + b"\xff\xff"
-            + s("consumer") + (1).to_bytes(4, "big") + s("range") + (3).to_bytes(4, "big") + b"\x00\x07\x01")
-    req = kafka_request(11, 5, 1, "c", body)
+    def join(ptype: str, metadata: bytes) -> bytes:
+        body = (s("g") + (10000).to_bytes(4, "big") + (30000).to_bytes(4, "big") + s("") + b"\xff\xff"
+                + s(ptype) + (1).to_bytes(4, "big") + s("range") + len(metadata).to_bytes(4, "big") + metadata)
+        return kafka_request(11, 5, 1, "c", body)
+
+    bad = b"\x00\x07\x01"                                  # version 7, then one byte of a topics count
+    good = b"\x00\x00" + (1).to_bytes(4, "big") + s("t") + b"\xff\xff\xff\xff"   # v0: topic "t", null user data
+    req = join("consumer", bad)
     # its answer: throttle, error MEMBER_ID_REQUIRED (79), generation -1, protocol name null...
     resp = kafka_response(1, (0).to_bytes(4, "big") + (79).to_bytes(2, "big") + (-1).to_bytes(4, "big", signed=True)
                           + b"\xff\xff" + s("") + s("m-1") + (0).to_bytes(4, "big"))
@@ -87,10 +94,16 @@ def test_the_lean_mode_takes_full_trees_for_nested_payloads(tmp_path: Path) -> N
     full = summary_output(cap, "full")
     assert full == summary_output(cap, "lite-topics")
     assert "[malformed]" in full[0] and any(line.startswith("malformed fields: 1") for line in full), full
-    # (the lean walk alone does not see into the metadata: hence the full trees)
+    header = 2 + 2 + 4 + 2 + 1          # (its header: key, version, id, "c")
     ctx = DecodeContext()
-    lean_request(req[4:], 2 + 2 + 4 + 2 + 1, ctx)      # (its header: key, version, id, "c")
-    assert ctx.malformed == 0
+    assert figures(ctx).request(req[4:], header) is None         # the full decoder's
+    assert lean_request(req[4:], header, ctx).any_malformed() and ctx.malformed == 1
+    for ptype, metadata in (("consumer", good), ("other", bad), ("other", good)):
+        frame = join(ptype, metadata)[4:]
+        got = figures(ctx).request(frame, header)
+        assert got is not None and got[1][0] == 0, (ptype, metadata)
+        full_ctx = DecodeContext()
+        assert not kafka.decode_request(frame, full_ctx).any_malformed() and full_ctx.malformed == 0
 
 
 # filters of each kind: on the exchange's fields, on shorthands and on tree paths (which

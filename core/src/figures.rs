@@ -148,7 +148,21 @@ pub struct FieldDef {
     pub fields: Vec<FieldDef>,
     /// its meaning is "error_code" (an error code of another type than int16, or named so)
     pub error_meaning: bool,
+    /// a bytes field whose payload is a consumer-protocol message (its meaning is
+    /// "consumer_subscription" or "consumer_assignment")
+    pub nested: Option<Nested>,
 }
+
+/// The consumer-protocol message a JoinGroup / SyncGroup / DescribeGroups bytes field
+/// carries (`dissectors/consumer.py`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Nested {
+    Subscription,
+    Assignment,
+}
+
+/// The newest consumer-protocol version; a newer one is read as this one.
+const CONSUMER_MAX_VERSION: i16 = 3;
 
 /// One API of the schema (`dissectors.schema.ApiDef`).
 #[derive(Debug, Clone)]
@@ -302,6 +316,9 @@ pub struct Tree {
     pub errors_root: bool,
     pub errors: Vec<i64>,
     pub counts: Counts,
+    /// a consumer-protocol payload in it has bad bytes (or hits a limit): the message is the
+    /// full decoder's to read, which marks them where they are ([`Figures::set_consumer`])
+    pub full: bool,
 }
 
 /// One partition of a Fetch answer as `extra["fetch"]` holds it (see [`Figures::fetch_rows`]):
@@ -373,7 +390,7 @@ enum Op {
     Fixed(Vec<FixedField>, usize),
     Varint { name: u32, ty: u32, max: usize },
     Str { name: u32, keep: bool },
-    Bytes { name: u32 },
+    Bytes { name: u32, nested: Option<Nested> },
     Records { name: u32 },
     Struct(Box<StructOp>),
     Array(Box<ArrayOp>),
@@ -571,7 +588,13 @@ impl Compiler<'_> {
                 (Op::Varint { name, ty, max }, 1)
             }
             "string" => (Op::Str { name, keep }, min_size(fd, self.flexible)),
-            "bytes" => (Op::Bytes { name }, min_size(fd, self.flexible)),
+            "bytes" => (
+                Op::Bytes {
+                    name,
+                    nested: fd.nested,
+                },
+                min_size(fd, self.flexible),
+            ),
             "records" => (Op::Records { name }, min_size(fd, self.flexible)),
             "struct" => {
                 let tname = fd.struct_name.clone().unwrap_or_else(|| fd.name.clone());
@@ -614,6 +637,7 @@ impl Compiler<'_> {
                         element: None,
                         fields: Vec::new(),
                         error_meaning: false,
+                        nested: None,
                     };
                     // (kept for the topics: each element a node, as the full decoder has it)
                     let (mut op, m) = self.field(&efd, false, Scope::Plain);
@@ -682,6 +706,7 @@ struct Known {
     response: u32,
     request_type: u32,
     request_header: u32,
+    protocol_type: u32,
 }
 
 impl Known {
@@ -699,6 +724,7 @@ impl Known {
             response: syms.get("response"),
             request_type: syms.get("Request"),
             request_header: syms.get("RequestHeader"),
+            protocol_type: syms.get("protocol_type"),
         }
     }
 }
@@ -737,6 +763,12 @@ struct Walk<'a> {
     max_decompressed: i64,
     /// [`Figures::check`]: records fields carry their batches' producer state
     check: bool,
+    /// the consumer-protocol payloads read (their kind and bytes), and whether the body's
+    /// protocol_type is "consumer" (then the full decoder reads and judges them)
+    payloads: Vec<(Nested, usize, usize)>,
+    consumer_type: bool,
+    /// a consumer payload has bad bytes: see [`Tree::full`]
+    full: bool,
 }
 
 impl Walk<'_> {
@@ -988,9 +1020,12 @@ impl Walk<'_> {
                 .uvar(pos, end, Name::Sym(*name), Name::Sym(*ty), out, *max)?
                 .1),
             Op::Str { name, keep } => self.string(Name::Sym(*name), *keep, pos, end, out),
-            Op::Bytes { name } => {
+            Op::Bytes { name, nested } => {
                 let (name, ty) = (Name::Sym(*name), Name::Sym(self.k.bytes));
                 let (p, q) = self.sized(true, pos, end, name, ty, out)?;
+                if let (Some(kind), Some(q)) = (nested, q) {
+                    self.payloads.push((*kind, p, q));
+                }
                 Ok(q.unwrap_or(p))
             }
             Op::Records { name } => self.records(Name::Sym(*name), pos, end, out),
@@ -1101,6 +1136,9 @@ impl Walk<'_> {
             }
             return Ok(p);
         };
+        if name == Name::Sym(self.k.protocol_type) {
+            self.consumer_type = &self.buf[p..q] == b"consumer";
+        }
         if keep {
             let text = String::from_utf8_lossy(&self.buf[p..q]).into_owned();
             self.add(out, leaf(name, ty, Value::Str(text), pos, q - pos));
@@ -1344,11 +1382,17 @@ pub struct Figures {
     /// batches (producer id, epoch, base_sequence...: extra["batches"]) and an ApiVersions
     /// answer's api_keys as one table (extra["versions"], [`Extra::Versions`])
     pub check: bool,
+    /// the consumer protocol's Subscription and Assignment plans, versions 0 to
+    /// [`CONSUMER_MAX_VERSION`] ([`Figures::set_consumer`]): without them its payloads are
+    /// not judged (their APIs are then left to the full decoder)
+    consumer: Option<Vec<Plan>>,
 }
 
 /// ApiVersions' UNSUPPORTED_VERSION.
 const UNSUPPORTED_VERSION: i16 = 35;
 const API_VERSIONS: i16 = 18;
+const JOIN_GROUP: i16 = 11;
+const SYNC_GROUP: i16 = 14;
 
 impl Figures {
     pub fn new(
@@ -1378,11 +1422,69 @@ impl Figures {
             topics,
             full_apis: FxHashSet::default(),
             check: false,
+            consumer: None,
         }
     }
 
     pub fn syms(&self) -> &Syms {
         &self.syms
+    }
+
+    /// The consumer protocol's messages (`dissectors.consumer.SUBSCRIPTION`, `ASSIGNMENT`):
+    /// with them a JoinGroup or SyncGroup whose protocol_type is "consumer" has its payloads
+    /// judged as the full decoder judges them (one with bad bytes, or that hits a limit,
+    /// makes the message the full decoder's: [`Tree::full`]).
+    pub fn set_consumer(&mut self, subscription: &[FieldDef], assignment: &[FieldDef]) {
+        let mut plans = Vec::new();
+        for (fields, name) in [
+            (subscription, "ConsumerProtocolSubscription"),
+            (assignment, "ConsumerProtocolAssignment"),
+        ] {
+            for v in 0..=CONSUMER_MAX_VERSION {
+                let mut c = Compiler {
+                    syms: &mut self.syms,
+                    version: i32::from(v),
+                    flexible: false,
+                    table: false,
+                };
+                plans.push(c.plan(fields, name, Scope::Plain));
+            }
+        }
+        self.consumer = Some(plans);
+    }
+
+    /// Would the full decoder mark bad bytes, or hit a limit, in the consumer-protocol
+    /// payload `buf[start..end]` (`dissectors.consumer._decode`: an int16 version, a
+    /// negative one marked, a newer one read as the newest, trailing bytes only noted)?
+    fn payload_bad(&self, kind: Nested, buf: &[u8], start: usize, end: usize) -> bool {
+        let Some(plans) = &self.consumer else {
+            return false;
+        };
+        if end - start < 2 {
+            return true;
+        }
+        let version = i16::from_be_bytes([buf[start], buf[start + 1]]);
+        if version < 0 {
+            return true;
+        }
+        let used = usize::try_from(version.min(CONSUMER_MAX_VERSION)).unwrap_or(0);
+        let kind = match kind {
+            Nested::Subscription => 0,
+            Nested::Assignment => 1,
+        };
+        let plan = &plans[kind * (CONSUMER_MAX_VERSION as usize + 1) + used];
+        let root = branch(
+            Name::Sym(self.k.body),
+            Name::Sym(plan.type_name),
+            Value::Null,
+            start,
+            0,
+        );
+        let mut w = self.walk(buf, false, root);
+        match w.run(plan, start + 2, end, 0) {
+            Ok(_) => w.counts.malformed > 0 || !w.counts.limits.is_empty(),
+            Err(_) => true,
+        }
     }
 
     /// Does the subtree at `id` hold a node marked malformed?
@@ -1530,6 +1632,9 @@ impl Figures {
             max_array_len: self.max_array_len,
             max_decompressed: self.max_decompressed,
             check: self.check,
+            payloads: Vec::new(),
+            consumer_type: false,
+            full: false,
         }
     }
 
@@ -1586,6 +1691,14 @@ impl Figures {
                 w.errs = errs;
             }
         }
+        // (JoinGroup, SyncGroup: the full decoder reads the payloads of a "consumer" group
+        // and counts what it marks in them)
+        if matches!(key, JOIN_GROUP | SYNC_GROUP) && w.consumer_type {
+            w.full = w
+                .payloads
+                .iter()
+                .any(|&(kind, p, q)| self.payload_bad(kind, buf, p, q));
+        }
         w
     }
 
@@ -1599,6 +1712,7 @@ impl Figures {
             errors_root: true,
             errors: w.errs,
             counts: w.counts,
+            full: w.full,
         }
     }
 
@@ -1634,6 +1748,7 @@ impl Figures {
                     malformed: 1,
                     ..Counts::default()
                 },
+                full: false,
             };
         }
         let key = i16::from_be_bytes([buf[0], buf[1]]);
@@ -1652,6 +1767,7 @@ impl Figures {
                 errors_root: false,
                 errors: Vec::new(),
                 counts: Counts::default(),
+                full: false,
             };
         };
         let version = Self::clamp(api, version);
@@ -1724,6 +1840,7 @@ impl Figures {
                     errors_root: false,
                     errors: Vec::new(),
                     counts: w.counts,
+                    full: false,
                 });
             }
         }
@@ -1763,6 +1880,7 @@ mod tests {
             element: None,
             fields: Vec::new(),
             error_meaning: name.ends_with("error_code"),
+            nested: None,
         }
     }
 

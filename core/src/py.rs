@@ -390,12 +390,19 @@ fn lean<'py>(
         return Ok(none());
     }
     let (mut rq, mut rs) = ((none(), none()), (none(), none()));
+    // (a tree whose consumer-protocol payloads have bad bytes is the full decoder's too)
     if !req.truncated {
         let t = fig.inner.request(&req.data, h.header_len);
-        rq = fig.result(py, &t, false)?;
+        if !t.full {
+            rq = fig.result(py, &t, false)?;
+        }
     }
     if let Some(resp) = r.response.as_ref().filter(|f| !f.truncated) {
-        if let Some(t) = fig.inner.response(&resp.data, h.api_key, h.api_version) {
+        if let Some(t) = fig
+            .inner
+            .response(&resp.data, h.api_key, h.api_version)
+            .filter(|t| !t.full)
+        {
             rs = fig.result(py, &t, h.api_key == crate::py_figures::FETCH)?;
         }
     }

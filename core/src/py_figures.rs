@@ -10,7 +10,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
-use crate::figures::{self, ApiDef, Extra, FetchRow, FieldDef, Name, Tree, Value};
+use crate::figures::{self, ApiDef, Extra, FetchRow, FieldDef, Name, Nested, Tree, Value};
 use crate::records::BatchHead;
 
 fn range(v: &Bound<'_, PyAny>) -> PyResult<Option<(i32, i32)>> {
@@ -32,7 +32,7 @@ fn opt_string(v: Bound<'_, PyAny>) -> PyResult<Option<String>> {
 fn field_def(fd: &Bound<'_, PyAny>) -> PyResult<FieldDef> {
     let py = fd.py();
     let fields: Vec<Bound<'_, PyAny>> = fd.getattr(intern!(py, "fields"))?.extract()?;
-    let meaning = fd.getattr(intern!(py, "meaning"))?;
+    let meaning = opt_string(fd.getattr(intern!(py, "meaning"))?)?;
     Ok(FieldDef {
         name: fd.getattr(intern!(py, "name"))?.extract()?,
         ty: fd.getattr(intern!(py, "type"))?.extract()?,
@@ -43,7 +43,12 @@ fn field_def(fd: &Bound<'_, PyAny>) -> PyResult<FieldDef> {
         struct_name: opt_string(fd.getattr(intern!(py, "struct"))?)?,
         element: opt_string(fd.getattr(intern!(py, "element"))?)?,
         fields: fields.iter().map(field_def).collect::<PyResult<_>>()?,
-        error_meaning: !meaning.is_none() && meaning.extract::<String>()? == "error_code",
+        error_meaning: meaning.as_deref() == Some("error_code"),
+        nested: match meaning.as_deref() {
+            Some("consumer_subscription") => Some(Nested::Subscription),
+            Some("consumer_assignment") => Some(Nested::Assignment),
+            _ => None,
+        },
     })
 }
 
@@ -78,6 +83,8 @@ struct Out {
 }
 
 const INDEX_CACHED: usize = 4096;
+/// The consumer protocol's (Subscription, Assignment) fields, as `dissectors.schema.FieldDef`s.
+type ConsumerFields<'py> = (Vec<Bound<'py, PyAny>>, Vec<Bound<'py, PyAny>>);
 /// Fetch's API key: its answers' partitions become a table (see `Figures::result`)
 pub(crate) const FETCH: i16 = 1;
 
@@ -315,11 +322,13 @@ impl Figures {
     /// request's topics and partition indexes too (`stats` grouped by topic or partition);
     /// `full_apis`: API keys a `Stream` leaves to the full decoder (`covers` says no);
     /// `check`: keep what `check`'s rules read besides the figures (v2 batches' producer
-    /// state in extra["batches"], an ApiVersions answer's table in extra["versions"]).
+    /// state in extra["batches"], an ApiVersions answer's table in extra["versions"]);
+    /// `consumer`: the consumer protocol's (Subscription, Assignment) fields, to judge the
+    /// payloads of JoinGroup and SyncGroup (`dissectors.consumer`).
     #[new]
     #[allow(clippy::too_many_arguments)] // (Python's keyword arguments)
     #[pyo3(signature = (apis, errors, max_array_len = 1_000_000, max_decompressed = 64 * 1024 * 1024,
-                        topics = false, full_apis = HashSet::new(), check = false))]
+                        topics = false, full_apis = HashSet::new(), check = false, consumer = None))]
     fn new(
         py: Python<'_>,
         apis: &Bound<'_, PyDict>,
@@ -329,6 +338,7 @@ impl Figures {
         topics: bool,
         full_apis: HashSet<i16>,
         check: bool,
+        consumer: Option<ConsumerFields<'_>>,
     ) -> PyResult<Self> {
         let defs = apis
             .values()
@@ -339,6 +349,11 @@ impl Figures {
         let mut inner = figures::Figures::new(defs, max_array_len, max_decompressed, topics);
         inner.full_apis = full_apis.into_iter().collect();
         inner.check = check;
+        if let Some((subscription, assignment)) = consumer {
+            let defs =
+                |v: &[Bound<'_, PyAny>]| v.iter().map(field_def).collect::<PyResult<Vec<_>>>();
+            inner.set_consumer(&defs(&subscription)?, &defs(&assignment)?);
+        }
         Ok(Figures {
             inner,
             out: Out {
@@ -364,20 +379,24 @@ impl Figures {
     }
 
     /// The lean tree of a request whose header is `header_len` bytes, and its counts
-    /// `(malformed, crc_valid, crc_invalid, trailing, limits hit)`.
+    /// `(malformed, crc_valid, crc_invalid, trailing, limits hit)`; None when a
+    /// consumer-protocol payload in it has bad bytes (the full decoder's to read).
     fn request<'py>(
         &mut self,
         py: Python<'py>,
         data: &[u8],
         header_len: usize,
-    ) -> PyResult<Bound<'py, PyTuple>> {
+    ) -> PyResult<Option<Bound<'py, PyTuple>>> {
         let t = self.inner.request(data, header_len);
+        if t.full {
+            return Ok(None);
+        }
         let (tree, counts) = self.result(py, &t, false)?;
-        PyTuple::new(py, [tree, counts])
+        Ok(Some(PyTuple::new(py, [tree, counts])?))
     }
 
     /// The lean tree of a response to `api_key` v`api_version` and its counts (None for
-    /// an API the schema does not know).
+    /// an API the schema does not know, and as `request` says).
     fn response<'py>(
         &mut self,
         py: Python<'py>,
@@ -386,6 +405,7 @@ impl Figures {
         api_version: i16,
     ) -> PyResult<Option<Bound<'py, PyTuple>>> {
         match self.inner.response(data, api_key, api_version) {
+            Some(t) if t.full => Ok(None),
             Some(t) => {
                 let (tree, counts) = self.result(py, &t, api_key == FETCH)?;
                 Ok(Some(PyTuple::new(py, [tree, counts])?))

@@ -28,7 +28,7 @@
 
 use std::sync::{Mutex, OnceLock};
 
-use kws_core::figures::{ApiDef, Extra, FieldDef, Figures, Name, Node, Syms, Tree, Value};
+use kws_core::figures::{ApiDef, Extra, FieldDef, Figures, Name, Nested, Node, Syms, Tree, Value};
 use kws_core::kafka::{parse_request_header, ApiTable};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value as Json;
@@ -70,6 +70,11 @@ fn field(v: &Json) -> FieldDef {
             .map(field)
             .collect(),
         error_meaning: v["meaning"].as_str() == Some("error_code"),
+        nested: match v["meaning"].as_str() {
+            Some("consumer_subscription") => Some(Nested::Subscription),
+            Some("consumer_assignment") => Some(Nested::Assignment),
+            _ => None,
+        },
     }
 }
 
@@ -112,7 +117,7 @@ fn setup() -> &'static Setup {
         let text =
             std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{SCHEMA_VAR}={path}: {e}"));
         let json: Json = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
-        let mut apis: Vec<ApiDef> = json
+        let mut apis: Vec<ApiDef> = json["apis"]
             .as_array()
             .expect("a list of APIs")
             .iter()
@@ -140,6 +145,15 @@ fn setup() -> &'static Setup {
             .map(|&(a, d, topics, check)| {
                 let mut f = Figures::new(apis.clone(), a, d, topics);
                 f.check = check;
+                let consumer = |k: &str| -> Vec<FieldDef> {
+                    json["consumer"][k]
+                        .as_array()
+                        .expect("the consumer protocol's fields")
+                        .iter()
+                        .map(field)
+                        .collect()
+                };
+                f.set_consumer(&consumer("subscription"), &consumer("assignment"));
                 f
             })
             .collect();
