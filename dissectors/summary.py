@@ -15,6 +15,7 @@ sit under a ``tagged_fields`` child).
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from dissectors.errors import error_name
@@ -97,10 +98,10 @@ def records_figures(rec: Field | None) -> tuple[int, int, str | None, bool]:
 FetchRow = tuple[str | None, str | None, int | None, int, int | None, int | None, int, int, str | None, bool]
 
 
-def fetch_rows(body: Field) -> None:
-    """Read a full Fetch answer's partitions into ``body.extra["fetch"]``."""
-    rows: list[FetchRow] = []
-    for t in _elements(body, "responses"):
+def _fetch_partitions(body: Field, array: str) -> Iterator[tuple[Any, Any, Field]]:
+    """(topic, topic_id, partition element) of a Fetch body's topics array ``array``
+    (``topics`` of a request, ``responses`` of an answer), in wire order."""
+    for t in _elements(body, array):
         topic = tid = None
         parts: Field | None = None
         for c in t.children or ():
@@ -112,28 +113,60 @@ def fetch_rows(body: Field) -> None:
             elif n == "partitions":
                 parts = c
         for p in (parts.children or ()) if parts is not None else ():
-            idx = hw = lso = rec = None
-            code = 0
-            for c in p.children or ():
-                n = c.name
-                if n == "partition_index":
-                    idx = c.value
-                elif n == "error_code":
-                    code = c.value or 0
-                elif n == "high_watermark":
-                    hw = c.value
-                elif n == "last_stable_offset":
-                    lso = c.value
-                elif n == "records":
-                    rec = c
-            rows.append((topic, tid, idx, code, hw, lso, *records_figures(rec)))
+            yield topic, tid, p
+
+
+def fetch_rows(body: Field) -> None:
+    """Read a full Fetch answer's partitions into ``body.extra["fetch"]``."""
+    rows: list[FetchRow] = []
+    for topic, tid, p in _fetch_partitions(body, "responses"):
+        idx = hw = lso = rec = None
+        code = 0
+        for c in p.children or ():
+            n = c.name
+            if n == "partition_index":
+                idx = c.value
+            elif n == "error_code":
+                code = c.value or 0
+            elif n == "high_watermark":
+                hw = c.value
+            elif n == "last_stable_offset":
+                lso = c.value
+            elif n == "records":
+                rec = c
+        rows.append((topic, tid, idx, code, hw, lso, *records_figures(rec)))
     if body.extra is None:
         body.extra = {}
     body.extra["fetch"] = rows
 
 
-def fetch_table(body: Field | None) -> list[FetchRow]:
-    """A Fetch answer body's rows (none without a body, or a body kept raw)."""
+# A Fetch request's partition as its body's extra["fetch"] holds it: (topic, topic_id,
+# partition, fetch_offset), written by the full decoder (``fetch_request_rows``) and given by
+# the core's walk (``Figures::fetch_request_rows``), which leaves the ``topics`` array they
+# come from out of its tree but where check's rules or a summary line read it.
+FetchAsk = tuple[str | None, str | None, int | None, int | None]
+
+
+def fetch_request_rows(body: Field) -> None:
+    """Read a full Fetch request's partitions into ``body.extra["fetch"]``."""
+    rows: list[FetchAsk] = []
+    for topic, tid, p in _fetch_partitions(body, "topics"):
+        idx = off = None
+        for c in p.children or ():
+            n = c.name
+            if n == "partition" or n == "partition_index":
+                idx = c.value
+            elif n == "fetch_offset":
+                off = c.value
+        rows.append((topic, tid, idx, off))
+    if body.extra is None:
+        body.extra = {}
+    body.extra["fetch"] = rows
+
+
+def fetch_table(body: Field | None) -> list[Any]:
+    """A Fetch body's rows (an answer's ``FetchRow``s, a request's ``FetchAsk``s; none
+    without a body, or for a body kept raw)."""
     if body is None or body.extra is None:
         return []
     return body.extra.get("fetch") or []

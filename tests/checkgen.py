@@ -20,7 +20,7 @@ from analyzer.model import Conn, Endpoint, Exchange, Frame
 from dissectors.field import Field
 from dissectors.kafka import versions_table
 from dissectors.schema import api_name as schema_api_name
-from dissectors.summary import fetch_rows
+from dissectors.summary import fetch_request_rows, fetch_rows
 
 
 def api_name(key: int) -> str:
@@ -106,7 +106,11 @@ class Wire:
             self.corr += 1
         hdr = {"request_api_key": api_key, "request_api_version": version, "correlation_id": cid,
                "client_id": "checkgen"}
-        return self._frame(0, self.t, truncated=truncated), tree(hdr, body), cid
+        qtree = tree(hdr, body)
+        qbody = qtree.child("body")
+        if api_key == 1 and qbody is not None:
+            fetch_request_rows(qbody)      # (extra["fetch"], as the decoders write it)
+        return self._frame(0, self.t, truncated=truncated), qtree, cid
 
     def answer(self, sent: tuple[Frame, Field, int], body: dict[str, Any] | None, *, latency_ms: float = 2.0,
                error_codes: list[str] | None = None, status: str = "ok", truncated: bool = False,

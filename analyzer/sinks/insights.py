@@ -269,28 +269,17 @@ class ConsumerLag:
         if _value(q, "isolation_level") == 1:
             self.read_committed.add(ex.client_id)
         parts = s.parts
-        for t in elements(q.get("topics")):
-            td = _named(t)
-            tk = _topic_key(td)
-            if tk is None:
+        for topic, tid, idx, off in fetch_table(qf):     # (its body's rows, dissectors.summary)
+            tk = topic if topic is not None else tid
+            if tk is None or idx is None or off is None:
                 continue
-            for p in elements(td.get("partitions")):
-                idx = off = None
-                for c in p.children or ():          # one pass: once per partition of every Fetch
-                    n = c.name
-                    if n == "partition" or n == "partition_index":
-                        idx = c.value
-                    elif n == "fetch_offset":
-                        off = c.value
-                if idx is None or off is None:
+            st = parts.get((tk, idx))
+            if st is None:
+                if len(parts) >= MAX_SESSION_PARTITIONS:
                     continue
-                st = parts.get((tk, idx))
-                if st is None:
-                    if len(parts) >= MAX_SESSION_PARTITIONS:
-                        continue
-                    parts[(tk, idx)] = [off, None, None]
-                else:
-                    st[0] = off
+                parts[(tk, idx)] = [off, None, None]
+            else:
+                st[0] = off
         if incremental:
             for tk, idx in self._forgotten(qf):
                 parts.pop((tk, idx), None)

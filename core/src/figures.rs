@@ -321,6 +321,16 @@ pub struct Tree {
     pub full: bool,
 }
 
+/// One partition of a Fetch request as its body's `extra["fetch"]` holds it (see
+/// [`Figures::fetch_request_rows`]): what the consumer lag reads of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FetchAsk {
+    pub topic: Option<String>,
+    pub topic_id: Option<[u8; 16]>,
+    pub partition: Option<i64>,
+    pub fetch_offset: Option<i64>,
+}
+
 /// One partition of a Fetch answer as `extra["fetch"]` holds it (see [`Figures::fetch_rows`]):
 /// what the partition digests and the consumer lag read of it.
 #[derive(Debug, Clone, PartialEq)]
@@ -1498,28 +1508,34 @@ impl Figures {
                 .any(|&c| Self::marked(t, c))
     }
 
-    /// A Fetch answer's partitions, in wire order, read off its tree as
-    /// `dissectors.summary.fetch_rows` reads them off the full decoder's (the rows its
-    /// body's `extra["fetch"]` holds), with the ids of its body and of the `responses`
-    /// array they come from. None for a tree without a body.
-    pub fn fetch_rows(&self, t: &Tree) -> Option<(usize, Option<usize>, Vec<FetchRow>)> {
-        let name_of = |id: usize| match t.nodes[id].name {
-            Name::Sym(i) => self.syms.name(i),
-            _ => "",
-        };
+    /// The partition elements of a Fetch body's topics array `array` (`topics` of a request,
+    /// `responses` of an answer), each with its topic's name and id: the ids of the body and
+    /// of the array, and (topic, topic_id, partition element) in wire order. None for a tree
+    /// without a body.
+    #[allow(clippy::type_complexity)]
+    fn fetch_partitions(
+        &self,
+        t: &Tree,
+        array: &str,
+    ) -> Option<(
+        usize,
+        Option<usize>,
+        Vec<(Option<String>, Option<[u8; 16]>, usize)>,
+    )> {
         let kids = |id: usize| t.nodes[id].children.as_deref().unwrap_or(&[]);
-        let child = |id: usize, name: &str| kids(id).iter().copied().find(|&c| name_of(c) == name);
-        let int = |id: usize| match t.nodes[id].value {
-            Value::Int(v) => Some(v),
-            _ => None,
+        let child = |id: usize, name: &str| {
+            kids(id)
+                .iter()
+                .copied()
+                .find(|&c| self.name_of(t, c) == name)
         };
         let body = child(t.root, "body")?;
-        let responses = child(body, "responses");
-        let mut rows = Vec::new();
-        for &topic in responses.map(kids).unwrap_or(&[]) {
+        let topics = child(body, array);
+        let mut out = Vec::new();
+        for &topic in topics.map(kids).unwrap_or(&[]) {
             let (mut name, mut id, mut parts) = (None, None, None);
             for &c in kids(topic) {
-                match (name_of(c), &t.nodes[c].value) {
+                match (self.name_of(t, c), &t.nodes[c].value) {
                     ("topic", Value::Str(s)) => name = Some(s.clone()),
                     ("topic_id", Value::Uuid(u)) => id = Some(*u),
                     ("partitions", _) => parts = Some(c),
@@ -1527,42 +1543,97 @@ impl Figures {
                 }
             }
             for &p in parts.map(kids).unwrap_or(&[]) {
-                let mut row = FetchRow {
-                    topic: name.clone(),
-                    topic_id: id,
-                    partition: None,
-                    error_code: 0,
-                    high_watermark: None,
-                    last_stable_offset: None,
-                    records: 0,
-                    bytes: 0,
-                    codec: None,
-                    crc_ok: true,
-                };
-                for &c in kids(p) {
-                    match name_of(c) {
-                        "partition_index" => row.partition = int(c),
-                        "error_code" => row.error_code = int(c).unwrap_or(0),
-                        "high_watermark" => row.high_watermark = int(c),
-                        "last_stable_offset" => row.last_stable_offset = int(c),
-                        "records" => {
-                            let n = &t.nodes[c];
-                            (row.records, row.bytes, row.codec, row.crc_ok) = match &n.extra {
-                                Extra::Records {
-                                    records,
-                                    bytes,
-                                    codec,
-                                    crc_ok,
-                                    ..
-                                } => (*records, *bytes as i64, Some(*codec), *crc_ok),
-                                _ => (int(c).unwrap_or(0), n.length as i64, None, true),
-                            };
-                        }
-                        _ => {}
-                    }
-                }
-                rows.push(row);
+                out.push((name.clone(), id, p));
             }
+        }
+        Some((body, topics, out))
+    }
+
+    /// A node's name as a symbol's text ("" for an index or a tag).
+    fn name_of<'t>(&'t self, t: &Tree, id: usize) -> &'t str {
+        match t.nodes[id].name {
+            Name::Sym(i) => self.syms.name(i),
+            _ => "",
+        }
+    }
+
+    /// A Fetch request's partitions, in wire order, read off its tree as
+    /// `dissectors.summary.fetch_request_rows` reads them off the full decoder's (its body's
+    /// `extra["fetch"]`), with the ids of its body and of the `topics` array they come
+    /// from. None for a tree without a body.
+    pub fn fetch_request_rows(&self, t: &Tree) -> Option<(usize, Option<usize>, Vec<FetchAsk>)> {
+        let (body, topics, parts) = self.fetch_partitions(t, "topics")?;
+        let mut rows = Vec::new();
+        for (topic, topic_id, p) in parts {
+            let mut row = FetchAsk {
+                topic,
+                topic_id,
+                partition: None,
+                fetch_offset: None,
+            };
+            for &c in t.nodes[p].children.as_deref().unwrap_or(&[]) {
+                let v = match t.nodes[c].value {
+                    Value::Int(v) => Some(v),
+                    _ => None,
+                };
+                match self.name_of(t, c) {
+                    "partition" | "partition_index" => row.partition = v,
+                    "fetch_offset" => row.fetch_offset = v,
+                    _ => {}
+                }
+            }
+            rows.push(row);
+        }
+        Some((body, topics, rows))
+    }
+
+    /// A Fetch answer's partitions, in wire order, read off its tree as
+    /// `dissectors.summary.fetch_rows` reads them off the full decoder's (the rows its
+    /// body's `extra["fetch"]` holds), with the ids of its body and of the `responses`
+    /// array they come from. None for a tree without a body.
+    pub fn fetch_rows(&self, t: &Tree) -> Option<(usize, Option<usize>, Vec<FetchRow>)> {
+        let int = |id: usize| match t.nodes[id].value {
+            Value::Int(v) => Some(v),
+            _ => None,
+        };
+        let (body, responses, parts) = self.fetch_partitions(t, "responses")?;
+        let mut rows = Vec::new();
+        for (topic, topic_id, p) in parts {
+            let mut row = FetchRow {
+                topic,
+                topic_id,
+                partition: None,
+                error_code: 0,
+                high_watermark: None,
+                last_stable_offset: None,
+                records: 0,
+                bytes: 0,
+                codec: None,
+                crc_ok: true,
+            };
+            for &c in t.nodes[p].children.as_deref().unwrap_or(&[]) {
+                match self.name_of(t, c) {
+                    "partition_index" => row.partition = int(c),
+                    "error_code" => row.error_code = int(c).unwrap_or(0),
+                    "high_watermark" => row.high_watermark = int(c),
+                    "last_stable_offset" => row.last_stable_offset = int(c),
+                    "records" => {
+                        let n = &t.nodes[c];
+                        (row.records, row.bytes, row.codec, row.crc_ok) = match &n.extra {
+                            Extra::Records {
+                                records,
+                                bytes,
+                                codec,
+                                crc_ok,
+                                ..
+                            } => (*records, *bytes as i64, Some(*codec), *crc_ok),
+                            _ => (int(c).unwrap_or(0), n.length as i64, None, true),
+                        };
+                    }
+                    _ => {}
+                }
+            }
+            rows.push(row);
         }
         Some((body, responses, rows))
     }
@@ -1974,7 +2045,21 @@ mod tests {
                 min_version: 0,
                 max_version: 0,
                 flexible_from: None,
-                request: Vec::new(),
+                request: vec![
+                    f("max_wait_ms", "int32"),
+                    array(
+                        "topics",
+                        "FetchTopic",
+                        vec![
+                            f("topic", "string"),
+                            array(
+                                "partitions",
+                                "FetchPartition",
+                                vec![f("partition", "int32"), f("fetch_offset", "int64")],
+                            ),
+                        ],
+                    ),
+                ],
                 response: fetch,
             },
             ApiDef {
@@ -2052,6 +2137,45 @@ mod tests {
             b.extend([i32b(p), i16b(e), hw.to_be_bytes().to_vec(), i32b(-1)].concat());
         }
         b
+    }
+
+    #[test]
+    fn a_fetch_requests_partitions_are_rows() {
+        let mut fig = figures();
+        // header: key 1, v0, correlation id, client id "c"; body: max wait, topic "t" asking
+        // partition 3 from 40 and partition 5 from 50
+        let mut msg = [
+            i16b(1),
+            i16b(0),
+            i32b(7),
+            str16("c"),
+            i32b(500),
+            i32b(1),
+            str16("t"),
+            i32b(2),
+        ]
+        .concat();
+        for (p, off) in [(3, 40i64), (5, 50)] {
+            msg.extend([i32b(p), off.to_be_bytes().to_vec()].concat());
+        }
+        let t = fig.request(&msg, 11);
+        let (body, topics, rows) = fig.fetch_request_rows(&t).unwrap();
+        assert_eq!(name(&fig, t.nodes[body].name), "body");
+        assert_eq!(name(&fig, t.nodes[topics.unwrap()].name), "topics");
+        let got: Vec<_> = rows
+            .iter()
+            .map(|r| (r.topic.as_deref(), r.topic_id, r.partition, r.fetch_offset))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (Some("t"), None, Some(3), Some(40)),
+                (Some("t"), None, Some(5), Some(50))
+            ]
+        );
+        // cut in the second partition: the array count does not fit, nothing is read
+        let t = fig.request(&msg[..msg.len() - 4], 11);
+        assert!(fig.fetch_request_rows(&t).unwrap().2.is_empty() && t.counts.malformed == 1);
     }
 
     #[test]

@@ -10,7 +10,9 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
-use crate::figures::{self, ApiDef, Extra, FetchRow, FieldDef, Name, Nested, Tree, Value};
+use crate::figures::{
+    self, ApiDef, Extra, FetchAsk, FetchRow, FieldDef, Name, Nested, Tree, Value,
+};
 use crate::records::BatchHead;
 
 fn range(v: &Bound<'_, PyAny>) -> PyResult<Option<(i32, i32)>> {
@@ -85,8 +87,22 @@ struct Out {
 const INDEX_CACHED: usize = 4096;
 /// The consumer protocol's (Subscription, Assignment) fields, as `dissectors.schema.FieldDef`s.
 type ConsumerFields<'py> = (Vec<Bound<'py, PyAny>>, Vec<Bound<'py, PyAny>>);
-/// Fetch's API key: its answers' partitions become a table (see `Figures::result`)
+/// Fetch's API key: its messages' partitions become a table (see `Figures::result`)
 pub(crate) const FETCH: i16 = 1;
+
+/// Which message of an exchange a tree is (a Fetch one gets its table).
+#[derive(Clone, Copy)]
+pub(crate) enum Side {
+    Request,
+    Response,
+}
+
+impl Side {
+    /// The side whose partitions become a table: those of Fetch.
+    pub(crate) fn of_fetch(api_key: i16, side: Side) -> Option<Side> {
+        (api_key == FETCH).then_some(side)
+    }
+}
 
 /// The lean figures walk over the schema handed in (`dissectors.schema.APIS`).
 #[pyclass(module = "analyzer._core")]
@@ -96,6 +112,21 @@ pub struct Figures {
     /// while a Fetch answer's tree is made: its body's id, the `responses` array left out
     /// of it (not with `check`), and the rows its body's extra["fetch"] gets
     fetch: Option<(usize, Option<usize>, Py<PyList>)>,
+}
+
+/// A Fetch request's rows as Python tuples: (topic, topic_id, partition, fetch_offset).
+fn fetch_ask_list<'py>(py: Python<'py>, rows: &[FetchAsk]) -> PyResult<Bound<'py, PyList>> {
+    let out = PyList::empty(py);
+    for r in rows {
+        let row = (
+            r.topic.as_deref(),
+            r.topic_id.as_ref().map(uuid_text),
+            r.partition,
+            r.fetch_offset,
+        );
+        out.append(row)?;
+    }
+    Ok(out)
 }
 
 /// A Fetch answer's rows as Python tuples: (topic, topic_id, partition, error_code,
@@ -275,19 +306,35 @@ impl Figures {
         &mut self,
         py: Python<'py>,
         t: &Tree,
-        fetch_response: bool,
+        fetch: Option<Side>,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
-        // a Fetch answer's partitions go to its body's extra["fetch"], in one list, and not
-        // into nodes as well: but for check's rules (they read each records field), and but
-        // where bad bytes are marked (every mark counted is in the tree)
-        self.fetch = None;
-        if fetch_response {
-            if let Some((body, responses, rows)) = self.inner.fetch_rows(t) {
-                let skip =
-                    responses.filter(|&r| !self.inner.check && !figures::Figures::marked(t, r));
-                self.fetch = Some((body, skip, fetch_list(py, &rows)?.unbind()));
-            }
-        }
+        // a Fetch message's partitions go to its body's extra["fetch"], in one list, and not
+        // into nodes as well: but where bad bytes are marked (every mark counted is in the
+        // tree), for check's rules (they read each records field of an answer, the
+        // request's topics), and for a request's topics that a summary line names
+        let inner = &self.inner;
+        let leave_out = |t: &Tree, at: Option<usize>, keep: bool| {
+            at.filter(|&a| !keep && !figures::Figures::marked(t, a))
+        };
+        self.fetch = match fetch {
+            Some(Side::Request) => match inner.fetch_request_rows(t) {
+                Some((body, topics, rows)) => Some((
+                    body,
+                    leave_out(t, topics, inner.check || inner.topics),
+                    fetch_ask_list(py, &rows)?.unbind(),
+                )),
+                None => None,
+            },
+            Some(Side::Response) => match inner.fetch_rows(t) {
+                Some((body, responses, rows)) => Some((
+                    body,
+                    leave_out(t, responses, inner.check),
+                    fetch_list(py, &rows)?.unbind(),
+                )),
+                None => None,
+            },
+            None => None,
+        };
         let tree = self.node(py, t, t.root);
         self.fetch = None;
         let tree = tree?;
@@ -391,7 +438,9 @@ impl Figures {
         if t.full {
             return Ok(None);
         }
-        let (tree, counts) = self.result(py, &t, false)?;
+        let key = (data.len() >= 2).then(|| i16::from_be_bytes([data[0], data[1]]));
+        let side = key.and_then(|k| Side::of_fetch(k, Side::Request));
+        let (tree, counts) = self.result(py, &t, side)?;
         Ok(Some(PyTuple::new(py, [tree, counts])?))
     }
 
@@ -407,7 +456,8 @@ impl Figures {
         match self.inner.response(data, api_key, api_version) {
             Some(t) if t.full => Ok(None),
             Some(t) => {
-                let (tree, counts) = self.result(py, &t, api_key == FETCH)?;
+                let (tree, counts) =
+                    self.result(py, &t, Side::of_fetch(api_key, Side::Response))?;
                 Ok(Some(PyTuple::new(py, [tree, counts])?))
             }
             None => Ok(None),

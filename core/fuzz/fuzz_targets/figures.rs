@@ -165,6 +165,19 @@ fn setup() -> &'static Setup {
     })
 }
 
+/// The partition elements kept under a Fetch body's topics array `arr` (its rows' count).
+fn partitions_kept(t: &Tree, arr: Option<usize>, syms: &Syms) -> usize {
+    let Some(topics) = arr.and_then(|a| t.nodes[a].children.as_ref()) else {
+        return 0;
+    };
+    topics
+        .iter()
+        .flat_map(|&tp| t.nodes[tp].children.iter().flatten())
+        .filter(|&&c| matches!(t.nodes[c].name, Name::Sym(i) if syms.name(i) == "partitions"))
+        .map(|&c| t.nodes[c].children.as_ref().map_or(0, Vec::len))
+        .sum()
+}
+
 fn is_records(n: &Node) -> bool {
     matches!(n.extra, Extra::Records { .. })
 }
@@ -399,18 +412,11 @@ fuzz_target!(|data: &[u8]| {
         // body's responses array
         if let Some((body, responses, rows)) = fig.fetch_rows(&t) {
             assert!(body < t.nodes.len());
-            let kept: usize = responses
-                .and_then(|r| t.nodes[r].children.as_ref())
-                .map(|topics| {
-                    topics
-                        .iter()
-                        .flat_map(|&tp| t.nodes[tp].children.iter().flatten())
-                        .filter(|&&c| matches!(t.nodes[c].name, Name::Sym(i) if fig.syms().name(i) == "partitions"))
-                        .map(|&c| t.nodes[c].children.as_ref().map_or(0, Vec::len))
-                        .sum()
-                })
-                .unwrap_or(0);
-            assert_eq!(rows.len(), kept, "a row per partition kept");
+            assert_eq!(
+                rows.len(),
+                partitions_kept(&t, responses, fig.syms()),
+                "a row per partition kept"
+            );
             let _ = Figures::marked(&t, body);
         }
         let again = fig
@@ -434,6 +440,14 @@ fuzz_target!(|data: &[u8]| {
         };
         assert!(header_len <= n);
         let t = fig.request(&msg, header_len);
+        // a Fetch request's rows (extra["fetch"]): one per partition element kept
+        if let Some((_body, topics, rows)) = fig.fetch_request_rows(&t) {
+            assert_eq!(
+                rows.len(),
+                partitions_kept(&t, topics, fig.syms()),
+                "a row per partition asked"
+            );
+        }
         let known = n >= 8 && max_version.is_some();
         check(&t, n, known.then_some(header_len), fig.syms(), fig.check);
         assert_eq!(
