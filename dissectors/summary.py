@@ -66,13 +66,6 @@ def _index_and(p: Field, name: str) -> tuple[Any, Field | None]:
     return idx, other
 
 
-def _digest(topic: str | None, partition: Any, rec: Field | None, error: str | None) -> dict[str, Any]:
-    """A partition's dict, built in one go: once per partition of every Produce exchange."""
-    records, nbytes, codec, crc_ok = records_figures(rec)
-    return {"topic": topic, "partition": partition, "records": records, "bytes": nbytes, "codec": codec,
-            "crc_ok": crc_ok, "error": error}
-
-
 def records_figures(rec: Field | None) -> tuple[int, int, str | None, bool]:
     """A records field's (records, bytes, codec, CRC verdict): its summary's (extra), else
     its value and length; (0, 0, None, True) without one."""
@@ -98,28 +91,33 @@ def records_figures(rec: Field | None) -> tuple[int, int, str | None, bool]:
 FetchRow = tuple[str | None, str | None, int | None, int, int | None, int | None, int, int, str | None, bool]
 
 
-def _fetch_partitions(body: Field, array: str) -> Iterator[tuple[Any, Any, Field]]:
-    """(topic, topic_id, partition element) of a Fetch body's topics array ``array``
-    (``topics`` of a request, ``responses`` of an answer), in wire order."""
+def _topic_partitions(body: Field, array: str, parts_name: str = "partitions"
+                      ) -> Iterator[tuple[Any, Any, Field]]:
+    """(topic, topic_id, partition element) of a body's topics array ``array`` (a Fetch
+    request's ``topics``, an answer's ``responses``, a Produce request's ``topic_data``)
+    whose partitions array is ``parts_name``, in wire order; the topic is its ``name``, else
+    its ``topic``."""
     for t in _elements(body, array):
-        topic = tid = None
+        name = topic = tid = None
         parts: Field | None = None
         for c in t.children or ():
             n = c.name
-            if n == "topic":
+            if n == "name":
+                name = c.value
+            elif n == "topic":
                 topic = c.value
             elif n == "topic_id":
                 tid = c.value
-            elif n == "partitions":
+            elif n == parts_name:
                 parts = c
         for p in (parts.children or ()) if parts is not None else ():
-            yield topic, tid, p
+            yield (name if name is not None else topic), tid, p
 
 
 def fetch_rows(body: Field) -> None:
     """Read a full Fetch answer's partitions into ``body.extra["fetch"]``."""
     rows: list[FetchRow] = []
-    for topic, tid, p in _fetch_partitions(body, "responses"):
+    for topic, tid, p in _topic_partitions(body, "responses"):
         idx = hw = lso = rec = None
         code = 0
         for c in p.children or ():
@@ -150,7 +148,7 @@ FetchAsk = tuple[str | None, str | None, int | None, int | None]
 def fetch_request_rows(body: Field) -> None:
     """Read a full Fetch request's partitions into ``body.extra["fetch"]``."""
     rows: list[FetchAsk] = []
-    for topic, tid, p in _fetch_partitions(body, "topics"):
+    for topic, tid, p in _topic_partitions(body, "topics"):
         idx = off = None
         for c in p.children or ():
             n = c.name
@@ -162,6 +160,40 @@ def fetch_request_rows(body: Field) -> None:
     if body.extra is None:
         body.extra = {}
     body.extra["fetch"] = rows
+
+
+# A Produce request's partition as its body's extra["produce"] holds it: (topic, topic_id,
+# partition, records, bytes, codec, crc_ok, records_offset, records_length): its digest's
+# figures and where its records field is (None and 0 without one), written by the full
+# decoder (``produce_request_rows``) and given by the core's walk
+# (``Figures::produce_request_rows``), which leaves the ``topic_data`` array out of its tree
+# but where check's rules or a summary line read it.
+ProduceRow = tuple[str | None, str | None, int | None, int, int, str | None, bool, int | None, int]
+
+
+def produce_request_rows(body: Field) -> None:
+    """Read a full Produce request's partitions into ``body.extra["produce"]``."""
+    rows: list[ProduceRow] = []
+    for topic, tid, p in _topic_partitions(body, "topic_data", "partition_data"):
+        idx = rec = None
+        for c in p.children or ():
+            n = c.name
+            if n == "index":
+                idx = c.value
+            elif n == "records":
+                rec = c
+        rows.append((topic, tid, idx, *records_figures(rec),
+                     rec.offset if rec is not None else None, rec.length if rec is not None else 0))
+    if body.extra is None:
+        body.extra = {}
+    body.extra["produce"] = rows
+
+
+def produce_table(body: Field | None) -> list[ProduceRow]:
+    """A Produce request body's rows (none without a body, or for a body kept raw)."""
+    if body is None or body.extra is None:
+        return []
+    return body.extra.get("produce") or []
 
 
 def fetch_table(body: Field | None) -> list[Any]:
@@ -189,14 +221,12 @@ def _produce(req: Field | None, resp: Field | None, topic_names: dict[str, str] 
         for p in parts:
             idx, code = _index_and(p, "error_code")
             errors[(tname, idx)] = error_name(code.value) if code is not None and code.value else None
+    names = topic_names or _NO_EXTRA
     out: list[dict[str, Any]] = []
-    if req is None:
-        return out
-    for t in _elements(req, "topic_data"):
-        tname, parts = _topic(t, topic_names, "partition_data")
-        for p in parts:
-            idx, rec = _index_and(p, "records")
-            out.append(_digest(tname, idx, rec, errors.get((tname, idx))))
+    for topic, tid, idx, records, nbytes, codec, crc_ok, _at, _n in produce_table(req):
+        tname = topic if topic is not None else (names.get(tid, tid) if tid is not None else None)
+        out.append({"topic": tname, "partition": idx, "records": records, "bytes": nbytes, "codec": codec,
+                    "crc_ok": crc_ok, "error": errors.get((tname, idx))})
     return out
 
 

@@ -20,7 +20,7 @@ from analyzer.model import Conn, Endpoint, Exchange, Frame
 from dissectors.field import Field
 from dissectors.kafka import versions_table
 from dissectors.schema import api_name as schema_api_name
-from dissectors.summary import fetch_request_rows, fetch_rows
+from dissectors.summary import fetch_request_rows, fetch_rows, produce_request_rows
 
 
 def api_name(key: int) -> str:
@@ -110,6 +110,8 @@ class Wire:
         qbody = qtree.child("body")
         if api_key == 1 and qbody is not None:
             fetch_request_rows(qbody)      # (extra["fetch"], as the decoders write it)
+        elif api_key == 0 and qbody is not None:
+            produce_request_rows(qbody)    # (extra["produce"], as the decoders write it)
         return self._frame(0, self.t, truncated=truncated), qtree, cid
 
     def answer(self, sent: tuple[Frame, Field, int], body: dict[str, Any] | None, *, latency_ms: float = 2.0,

@@ -181,12 +181,13 @@ def check_as_full(calls: list[Call] | tuple[Call, ...]) -> int:
         lean = lean_of(c, ctx)
         got = lean_shape(lean.child("body"))
         want = node(body, Expect(version, flexible).struct(body, fields))
-        if c[0] == "q" and key == 1:
-            # a Fetch request's partitions: its body's rows, not nodes (but where marked)
+        if c[0] == "q" and key in (0, 1):
+            # a Fetch or Produce request's partitions: its body's rows, not nodes (but where marked)
+            table, array = ("fetch", "topics") if key == 1 else ("produce", "topic_data")
             read = kafka.decode_request(c[1], DecodeContext()).child("body")
-            assert read is not None and lean.child("body").extra["fetch"] == read.extra["fetch"], c
+            assert read is not None and lean.child("body").extra[table] == read.extra[table], c
             if not any(f.is_malformed for f in lean.walk()):
-                want = want[:-1] + ([k for k in want[-1] if k[0] != "topics"],)
+                want = want[:-1] + ([k for k in want[-1] if k[0] != array],)
         if c[0] == "s" and key == 1:
             # a Fetch answer's partitions: its body's rows (dissectors.summary), not nodes;
             # the rows of a full tree with its records read

@@ -52,7 +52,7 @@ from dissectors.errors import error_name
 from dissectors.field import Field
 from dissectors.field import body_of as _body
 from dissectors.field import int_value as _int
-from dissectors.summary import fetch_table
+from dissectors.summary import fetch_table, produce_table
 
 # API keys whose requests tie a client id to a consumer group
 GROUP_MEMBER_APIS = frozenset({8, 11, 12, 13, 14, 68})
@@ -497,11 +497,14 @@ class ProducerStories:
         txn = body.get("transactional_id")
         budget = MAX_DECOMPRESSED
         seen: set[int] = set()
-        for topic, part, rec in produce_partitions(body):
-            if rec is None or rec.offset is None or not rec.length:
+        # (its body's rows, dissectors.summary: where each partition's records field is)
+        for name, tid, idx, _r, _b, _c, _k, at, length in produce_table(body):
+            if at is None or not length:
                 continue
+            topic = name if name is not None else (str(tid) if tid is not None else "?")
+            part = idx if idx is not None else -1
             for (pid, epoch, seq, count, size, uncompressed, codec, base_ts, max_ts, txn_batch,
-                 control) in batch_summaries(data, rec.offset, rec.offset + rec.length, budget):
+                 control) in batch_summaries(data, at, at + length, budget):
                 if control:
                     continue
                 if uncompressed is not None and codec != "none":

@@ -16,9 +16,11 @@
 //!   keep fixed-size error codes and companions alone (the partitions of a Metadata or
 //!   Produce answer) is kept only when one of its codes is not zero.
 //!
-//! A Fetch answer's partitions are read off its tree into rows ([`Figures::fetch_rows`]),
-//! which the binding hands over as the body's `extra["fetch"]` instead of the `responses`
-//! array's nodes (but for `check`, and where bad bytes are marked in it).
+//! The partitions of Fetch requests and answers and of Produce requests are read off their
+//! trees into rows ([`Figures::fetch_request_rows`], [`Figures::fetch_rows`],
+//! [`Figures::produce_request_rows`]), which the binding hands over as the body's
+//! `extra["fetch"]` or `extra["produce"]` instead of the topics array's nodes (but for
+//! `check`, for a request's topics with `topics`, and where bad bytes are marked in it).
 //!
 //! With `topics` ([`Figures::new`]) a request's top-level topics arrays ([`TOPIC_ARRAYS`])
 //! are kept too, with their names and the indexes of their partitions: what `stats` reads
@@ -319,6 +321,39 @@ pub struct Tree {
     /// a consumer-protocol payload in it has bad bytes (or hits a limit): the message is the
     /// full decoder's to read, which marks them where they are ([`Figures::set_consumer`])
     pub full: bool,
+}
+
+/// A records field's figures: records, bytes, codec, CRC verdict (its summary's, else its
+/// value and length), as `dissectors.summary.records_figures` reads them.
+fn records_figures(n: &Node) -> (i64, i64, Option<&'static str>, bool) {
+    match &n.extra {
+        Extra::Records {
+            records,
+            bytes,
+            codec,
+            crc_ok,
+            ..
+        } => (*records, *bytes as i64, Some(*codec), *crc_ok),
+        _ => match n.value {
+            Value::Int(v) => (v, n.length as i64, None, true),
+            _ => (0, n.length as i64, None, true),
+        },
+    }
+}
+
+/// One partition of a Produce request as its body's `extra["produce"]` holds it (see
+/// [`Figures::produce_request_rows`]): its digest's figures, and where its records field is
+/// (offset and length in the message, for the producer story's batches).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProduceRow {
+    pub topic: Option<String>,
+    pub topic_id: Option<[u8; 16]>,
+    pub partition: Option<i64>,
+    pub records: i64,
+    pub bytes: i64,
+    pub codec: Option<&'static str>,
+    pub crc_ok: bool,
+    pub at: Option<(usize, usize)>,
 }
 
 /// One partition of a Fetch request as its body's `extra["fetch"]` holds it (see
@@ -1508,15 +1543,17 @@ impl Figures {
                 .any(|&c| Self::marked(t, c))
     }
 
-    /// The partition elements of a Fetch body's topics array `array` (`topics` of a request,
-    /// `responses` of an answer), each with its topic's name and id: the ids of the body and
-    /// of the array, and (topic, topic_id, partition element) in wire order. None for a tree
-    /// without a body.
+    /// The partition elements of a body's topics array `array` (a Fetch request's `topics`,
+    /// an answer's `responses`, a Produce request's `topic_data`), whose partitions array is
+    /// `parts_name`, each with its topic's name (`name`, else `topic`) and id: the ids of
+    /// the body and of the array, and (topic, topic_id, partition element) in wire order.
+    /// None for a tree without a body.
     #[allow(clippy::type_complexity)]
-    fn fetch_partitions(
+    fn topic_partitions(
         &self,
         t: &Tree,
         array: &str,
+        parts_name: &str,
     ) -> Option<(
         usize,
         Option<usize>,
@@ -1533,15 +1570,17 @@ impl Figures {
         let topics = child(body, array);
         let mut out = Vec::new();
         for &topic in topics.map(kids).unwrap_or(&[]) {
-            let (mut name, mut id, mut parts) = (None, None, None);
+            let (mut name, mut other, mut id, mut parts) = (None, None, None, None);
             for &c in kids(topic) {
                 match (self.name_of(t, c), &t.nodes[c].value) {
-                    ("topic", Value::Str(s)) => name = Some(s.clone()),
+                    ("name", Value::Str(s)) => name = Some(s.clone()),
+                    ("topic", Value::Str(s)) => other = Some(s.clone()),
                     ("topic_id", Value::Uuid(u)) => id = Some(*u),
-                    ("partitions", _) => parts = Some(c),
+                    (n, _) if n == parts_name => parts = Some(c),
                     _ => {}
                 }
             }
+            let name = name.or(other);
             for &p in parts.map(kids).unwrap_or(&[]) {
                 out.push((name.clone(), id, p));
             }
@@ -1562,7 +1601,7 @@ impl Figures {
     /// `extra["fetch"]`), with the ids of its body and of the `topics` array they come
     /// from. None for a tree without a body.
     pub fn fetch_request_rows(&self, t: &Tree) -> Option<(usize, Option<usize>, Vec<FetchAsk>)> {
-        let (body, topics, parts) = self.fetch_partitions(t, "topics")?;
+        let (body, topics, parts) = self.topic_partitions(t, "topics", "partitions")?;
         let mut rows = Vec::new();
         for (topic, topic_id, p) in parts {
             let mut row = FetchAsk {
@@ -1587,6 +1626,47 @@ impl Figures {
         Some((body, topics, rows))
     }
 
+    /// A Produce request's partitions, in wire order, read off its tree as
+    /// `dissectors.summary.produce_request_rows` reads them off the full decoder's (its
+    /// body's `extra["produce"]`), with the ids of its body and of the `topic_data` array
+    /// they come from. None for a tree without a body.
+    pub fn produce_request_rows(
+        &self,
+        t: &Tree,
+    ) -> Option<(usize, Option<usize>, Vec<ProduceRow>)> {
+        let (body, topic_data, parts) = self.topic_partitions(t, "topic_data", "partition_data")?;
+        let mut rows = Vec::new();
+        for (topic, topic_id, p) in parts {
+            let mut row = ProduceRow {
+                topic,
+                topic_id,
+                partition: None,
+                records: 0,
+                bytes: 0,
+                codec: None,
+                crc_ok: true,
+                at: None,
+            };
+            for &c in t.nodes[p].children.as_deref().unwrap_or(&[]) {
+                match self.name_of(t, c) {
+                    "index" => {
+                        if let Value::Int(v) = t.nodes[c].value {
+                            row.partition = Some(v);
+                        }
+                    }
+                    "records" => {
+                        let n = &t.nodes[c];
+                        (row.records, row.bytes, row.codec, row.crc_ok) = records_figures(n);
+                        row.at = Some((n.offset, n.length));
+                    }
+                    _ => {}
+                }
+            }
+            rows.push(row);
+        }
+        Some((body, topic_data, rows))
+    }
+
     /// A Fetch answer's partitions, in wire order, read off its tree as
     /// `dissectors.summary.fetch_rows` reads them off the full decoder's (the rows its
     /// body's `extra["fetch"]` holds), with the ids of its body and of the `responses`
@@ -1596,7 +1676,7 @@ impl Figures {
             Value::Int(v) => Some(v),
             _ => None,
         };
-        let (body, responses, parts) = self.fetch_partitions(t, "responses")?;
+        let (body, responses, parts) = self.topic_partitions(t, "responses", "partitions")?;
         let mut rows = Vec::new();
         for (topic, topic_id, p) in parts {
             let mut row = FetchRow {
@@ -1618,17 +1698,8 @@ impl Figures {
                     "high_watermark" => row.high_watermark = int(c),
                     "last_stable_offset" => row.last_stable_offset = int(c),
                     "records" => {
-                        let n = &t.nodes[c];
-                        (row.records, row.bytes, row.codec, row.crc_ok) = match &n.extra {
-                            Extra::Records {
-                                records,
-                                bytes,
-                                codec,
-                                crc_ok,
-                                ..
-                            } => (*records, *bytes as i64, Some(*codec), *crc_ok),
-                            _ => (int(c).unwrap_or(0), n.length as i64, None, true),
-                        };
+                        (row.records, row.bytes, row.codec, row.crc_ok) =
+                            records_figures(&t.nodes[c]);
                     }
                     _ => {}
                 }

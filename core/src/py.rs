@@ -50,7 +50,7 @@ use crate::frame::Frame;
 use crate::kafka::ApiTable;
 use crate::net::{self, Skip};
 use crate::pair::{Forced, Kind, Out, PairConfig, Pairing};
-use crate::py_figures::{Figures, Side};
+use crate::py_figures::{Figures, Side, Table};
 use crate::tcp::{Config, Reassembler};
 
 create_exception!(
@@ -394,7 +394,7 @@ fn lean<'py>(
     if !req.truncated {
         let t = fig.inner.request(&req.data, h.header_len);
         if !t.full {
-            rq = fig.result(py, &t, Side::of_fetch(h.api_key, Side::Request))?;
+            rq = fig.result(py, &t, Table::of(h.api_key, Side::Request))?;
         }
     }
     if let Some(resp) = r.response.as_ref().filter(|f| !f.truncated) {
@@ -403,7 +403,7 @@ fn lean<'py>(
             .response(&resp.data, h.api_key, h.api_version)
             .filter(|t| !t.full)
         {
-            rs = fig.result(py, &t, Side::of_fetch(h.api_key, Side::Response))?;
+            rs = fig.result(py, &t, Table::of(h.api_key, Side::Response))?;
         }
     }
     Ok((rq.0, rq.1, rs.0, rs.1).into_pyobject(py)?.into_any())

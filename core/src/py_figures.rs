@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use crate::figures::{
-    self, ApiDef, Extra, FetchAsk, FetchRow, FieldDef, Name, Nested, Tree, Value,
+    self, ApiDef, Extra, FetchAsk, FetchRow, FieldDef, Name, Nested, ProduceRow, Tree, Value,
 };
 use crate::records::BatchHead;
 
@@ -87,20 +87,30 @@ struct Out {
 const INDEX_CACHED: usize = 4096;
 /// The consumer protocol's (Subscription, Assignment) fields, as `dissectors.schema.FieldDef`s.
 type ConsumerFields<'py> = (Vec<Bound<'py, PyAny>>, Vec<Bound<'py, PyAny>>);
-/// Fetch's API key: its messages' partitions become a table (see `Figures::result`)
-pub(crate) const FETCH: i16 = 1;
-
-/// Which message of an exchange a tree is (a Fetch one gets its table).
-#[derive(Clone, Copy)]
+/// Which message of an exchange a tree is.
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Side {
     Request,
     Response,
 }
 
-impl Side {
-    /// The side whose partitions become a table: those of Fetch.
-    pub(crate) fn of_fetch(api_key: i16, side: Side) -> Option<Side> {
-        (api_key == FETCH).then_some(side)
+/// A message whose partitions become a table of rows in its body's extra (see
+/// `Figures::result`): Fetch requests and answers ("fetch"), Produce requests ("produce").
+#[derive(Clone, Copy)]
+pub(crate) enum Table {
+    FetchRequest,
+    FetchResponse,
+    ProduceRequest,
+}
+
+impl Table {
+    pub(crate) fn of(api_key: i16, side: Side) -> Option<Table> {
+        match (api_key, side) {
+            (0, Side::Request) => Some(Table::ProduceRequest),
+            (1, Side::Request) => Some(Table::FetchRequest),
+            (1, Side::Response) => Some(Table::FetchResponse),
+            _ => None,
+        }
     }
 }
 
@@ -109,9 +119,30 @@ impl Side {
 pub struct Figures {
     pub(crate) inner: figures::Figures,
     out: Out,
-    /// while a Fetch answer's tree is made: its body's id, the `responses` array left out
-    /// of it (not with `check`), and the rows its body's extra["fetch"] gets
-    fetch: Option<(usize, Option<usize>, Py<PyList>)>,
+    /// while a tree with a table is made: its body's id, the array left out of it, the key
+    /// of its body's extra and the rows
+    table: Option<(usize, Option<usize>, &'static str, Py<PyList>)>,
+}
+
+/// A Produce request's rows as Python tuples: (topic, topic_id, partition, records, bytes,
+/// codec, crc_ok, records_offset, records_length).
+fn produce_list<'py>(py: Python<'py>, rows: &[ProduceRow]) -> PyResult<Bound<'py, PyList>> {
+    let out = PyList::empty(py);
+    for r in rows {
+        let row = (
+            r.topic.as_deref(),
+            r.topic_id.as_ref().map(uuid_text),
+            r.partition,
+            r.records,
+            r.bytes,
+            r.codec,
+            r.crc_ok,
+            r.at.map(|a| a.0),
+            r.at.map_or(0, |a| a.1),
+        );
+        out.append(row)?;
+    }
+    Ok(out)
 }
 
 /// A Fetch request's rows as Python tuples: (topic, topic_id, partition, fetch_offset).
@@ -215,7 +246,7 @@ impl Figures {
             None => f.setattr(intern!(py, "children"), py.None())?,
             Some(ids) => {
                 let list = PyList::empty(py);
-                let skip = self.fetch.as_ref().and_then(|f| f.1);
+                let skip = self.table.as_ref().and_then(|f| f.1);
                 for &c in ids {
                     if Some(c) != skip {
                         list.append(self.node(py, t, c)?)?;
@@ -278,14 +309,14 @@ impl Figures {
                 d.into_any()
             }
         };
-        let extra = match &self.fetch {
-            Some((body, _, rows)) if *body == id => {
+        let extra = match &self.table {
+            Some((body, _, key, rows)) if *body == id => {
                 let d = if extra.is_none() {
                     PyDict::new(py)
                 } else {
                     extra.downcast_into::<PyDict>()?
                 };
-                d.set_item(intern!(py, "fetch"), rows.bind(py))?;
+                d.set_item(*key, rows.bind(py))?;
                 d.into_any()
             }
             _ => extra,
@@ -306,37 +337,49 @@ impl Figures {
         &mut self,
         py: Python<'py>,
         t: &Tree,
-        fetch: Option<Side>,
+        table: Option<Table>,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
-        // a Fetch message's partitions go to its body's extra["fetch"], in one list, and not
-        // into nodes as well: but where bad bytes are marked (every mark counted is in the
-        // tree), for check's rules (they read each records field of an answer, the
-        // request's topics), and for a request's topics that a summary line names
+        // a Fetch or Produce message's partitions go to its body's extra, in one list, and
+        // not into nodes as well: but where bad bytes are marked (every mark counted is in
+        // the tree), for check's rules (they read each records field, a Fetch request's
+        // topics), and for a request's topics that a summary line names
         let inner = &self.inner;
         let leave_out = |t: &Tree, at: Option<usize>, keep: bool| {
             at.filter(|&a| !keep && !figures::Figures::marked(t, a))
         };
-        self.fetch = match fetch {
-            Some(Side::Request) => match inner.fetch_request_rows(t) {
+        let request_kept = inner.check || inner.topics;
+        self.table = match table {
+            Some(Table::FetchRequest) => match inner.fetch_request_rows(t) {
                 Some((body, topics, rows)) => Some((
                     body,
-                    leave_out(t, topics, inner.check || inner.topics),
+                    leave_out(t, topics, request_kept),
+                    "fetch",
                     fetch_ask_list(py, &rows)?.unbind(),
                 )),
                 None => None,
             },
-            Some(Side::Response) => match inner.fetch_rows(t) {
+            Some(Table::FetchResponse) => match inner.fetch_rows(t) {
                 Some((body, responses, rows)) => Some((
                     body,
                     leave_out(t, responses, inner.check),
+                    "fetch",
                     fetch_list(py, &rows)?.unbind(),
+                )),
+                None => None,
+            },
+            Some(Table::ProduceRequest) => match inner.produce_request_rows(t) {
+                Some((body, topic_data, rows)) => Some((
+                    body,
+                    leave_out(t, topic_data, request_kept),
+                    "produce",
+                    produce_list(py, &rows)?.unbind(),
                 )),
                 None => None,
             },
             None => None,
         };
         let tree = self.node(py, t, t.root);
-        self.fetch = None;
+        self.table = None;
         let tree = tree?;
         let c = &t.counts;
         let counts = (
@@ -416,7 +459,7 @@ impl Figures {
                 error_table: errors,
                 errors: rustc_hash::FxHashMap::default(),
             },
-            fetch: None,
+            table: None,
         })
     }
 
@@ -439,8 +482,8 @@ impl Figures {
             return Ok(None);
         }
         let key = (data.len() >= 2).then(|| i16::from_be_bytes([data[0], data[1]]));
-        let side = key.and_then(|k| Side::of_fetch(k, Side::Request));
-        let (tree, counts) = self.result(py, &t, side)?;
+        let table = key.and_then(|k| Table::of(k, Side::Request));
+        let (tree, counts) = self.result(py, &t, table)?;
         Ok(Some(PyTuple::new(py, [tree, counts])?))
     }
 
@@ -456,8 +499,7 @@ impl Figures {
         match self.inner.response(data, api_key, api_version) {
             Some(t) if t.full => Ok(None),
             Some(t) => {
-                let (tree, counts) =
-                    self.result(py, &t, Side::of_fetch(api_key, Side::Response))?;
+                let (tree, counts) = self.result(py, &t, Table::of(api_key, Side::Response))?;
                 Ok(Some(PyTuple::new(py, [tree, counts])?))
             }
             None => Ok(None),

@@ -165,15 +165,15 @@ fn setup() -> &'static Setup {
     })
 }
 
-/// The partition elements kept under a Fetch body's topics array `arr` (its rows' count).
-fn partitions_kept(t: &Tree, arr: Option<usize>, syms: &Syms) -> usize {
+/// The partition elements (in `parts` arrays) kept under a topics array `arr` (its rows' count).
+fn partitions_kept(t: &Tree, arr: Option<usize>, syms: &Syms, parts: &str) -> usize {
     let Some(topics) = arr.and_then(|a| t.nodes[a].children.as_ref()) else {
         return 0;
     };
     topics
         .iter()
         .flat_map(|&tp| t.nodes[tp].children.iter().flatten())
-        .filter(|&&c| matches!(t.nodes[c].name, Name::Sym(i) if syms.name(i) == "partitions"))
+        .filter(|&&c| matches!(t.nodes[c].name, Name::Sym(i) if syms.name(i) == parts))
         .map(|&c| t.nodes[c].children.as_ref().map_or(0, Vec::len))
         .sum()
 }
@@ -414,7 +414,7 @@ fuzz_target!(|data: &[u8]| {
             assert!(body < t.nodes.len());
             assert_eq!(
                 rows.len(),
-                partitions_kept(&t, responses, fig.syms()),
+                partitions_kept(&t, responses, fig.syms(), "partitions"),
                 "a row per partition kept"
             );
             let _ = Figures::marked(&t, body);
@@ -441,10 +441,15 @@ fuzz_target!(|data: &[u8]| {
         assert!(header_len <= n);
         let t = fig.request(&msg, header_len);
         // a Fetch request's rows (extra["fetch"]): one per partition element kept
+        if let Some((_body, topic_data, rows)) = fig.produce_request_rows(&t) {
+            let kept = partitions_kept(&t, topic_data, fig.syms(), "partition_data");
+            assert_eq!(rows.len(), kept, "a row per partition sent");
+            assert!(rows.iter().all(|r| r.at.is_none_or(|(o, l)| o + l <= n)));
+        }
         if let Some((_body, topics, rows)) = fig.fetch_request_rows(&t) {
             assert_eq!(
                 rows.len(),
-                partitions_kept(&t, topics, fig.syms()),
+                partitions_kept(&t, topics, fig.syms(), "partitions"),
                 "a row per partition asked"
             );
         }
