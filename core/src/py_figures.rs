@@ -124,13 +124,25 @@ pub struct Figures {
     table: Option<(usize, Option<usize>, &'static str, Py<PyList>)>,
 }
 
-/// A Produce request's rows as Python tuples: (topic, topic_id, partition, records, bytes,
-/// codec, crc_ok, records_offset, records_length).
-fn produce_list<'py>(py: Python<'py>, rows: &[ProduceRow]) -> PyResult<Bound<'py, PyList>> {
+/// Rows as a list of Python tuples, each made by `row`.
+fn row_list<'py, T, R: IntoPyObject<'py>>(
+    py: Python<'py>,
+    rows: &[T],
+    row: impl Fn(&T) -> R,
+) -> PyResult<Bound<'py, PyList>> {
     let out = PyList::empty(py);
     for r in rows {
-        let row = (
-            r.topic.as_deref(),
+        out.append(row(r))?;
+    }
+    Ok(out)
+}
+
+/// A Produce request's rows: (topic, topic_id, partition, records, bytes, codec, crc_ok,
+/// records_offset, records_length).
+fn produce_list<'py>(py: Python<'py>, rows: &[ProduceRow]) -> PyResult<Bound<'py, PyList>> {
+    row_list(py, rows, |r| {
+        (
+            r.topic.clone(),
             r.topic_id.as_ref().map(uuid_text),
             r.partition,
             r.records,
@@ -139,34 +151,28 @@ fn produce_list<'py>(py: Python<'py>, rows: &[ProduceRow]) -> PyResult<Bound<'py
             r.crc_ok,
             r.at.map(|a| a.0),
             r.at.map_or(0, |a| a.1),
-        );
-        out.append(row)?;
-    }
-    Ok(out)
+        )
+    })
 }
 
-/// A Fetch request's rows as Python tuples: (topic, topic_id, partition, fetch_offset).
+/// A Fetch request's rows: (topic, topic_id, partition, fetch_offset).
 fn fetch_ask_list<'py>(py: Python<'py>, rows: &[FetchAsk]) -> PyResult<Bound<'py, PyList>> {
-    let out = PyList::empty(py);
-    for r in rows {
-        let row = (
-            r.topic.as_deref(),
+    row_list(py, rows, |r| {
+        (
+            r.topic.clone(),
             r.topic_id.as_ref().map(uuid_text),
             r.partition,
             r.fetch_offset,
-        );
-        out.append(row)?;
-    }
-    Ok(out)
+        )
+    })
 }
 
-/// A Fetch answer's rows as Python tuples: (topic, topic_id, partition, error_code,
-/// high_watermark, last_stable_offset, records, bytes, codec, crc_ok).
+/// A Fetch answer's rows: (topic, topic_id, partition, error_code, high_watermark,
+/// last_stable_offset, records, bytes, codec, crc_ok).
 fn fetch_list<'py>(py: Python<'py>, rows: &[FetchRow]) -> PyResult<Bound<'py, PyList>> {
-    let out = PyList::empty(py);
-    for r in rows {
-        let row = (
-            r.topic.as_deref(),
+    row_list(py, rows, |r| {
+        (
+            r.topic.clone(),
             r.topic_id.as_ref().map(uuid_text),
             r.partition,
             r.error_code,
@@ -176,10 +182,8 @@ fn fetch_list<'py>(py: Python<'py>, rows: &[FetchRow]) -> PyResult<Bound<'py, Py
             r.bytes,
             r.codec,
             r.crc_ok,
-        );
-        out.append(row)?;
-    }
-    Ok(out)
+        )
+    })
 }
 
 impl Figures {
