@@ -26,8 +26,9 @@ the fetch sessions are per connection and a connection is never split between wo
 so they are not shipped.
 
 The figures are read from the lean trees of ``stats`` (the core's figures walk,
-core/src/figures.rs, keeps the fields above) and from full trees alike; a request that
-forgets partitions is decoded again in full to learn which (the lean tree keeps only how many).
+core/src/figures.rs, keeps the fields above, a request's forgotten topics whole, and each
+Fetch message's partitions as its body's rows: ``dissectors.summary.fetch_table``) and from
+full trees alike.
 
 ``ProducerStories`` follows Produce requests per client id and producer id (-1: a producer
 that is not idempotent): batches (record batches v2, read by

@@ -1421,7 +1421,8 @@ pub struct Figures {
     /// keep the request's topics and partition indexes too ([`TOPIC_ARRAYS`])
     pub topics: bool,
     /// API keys left to the full decoder ([`Figures::covers`] says no): those whose bytes
-    /// fields carry payloads a walk of the schema alone does not judge
+    /// fields carry payloads the walk does not read (SASL tokens), and what `check` reads
+    /// in full
     pub full_apis: FxHashSet<i16>,
     /// keep what `check`'s rules read besides the figures: each records field's v2
     /// batches (producer id, epoch, base_sequence...: extra["batches"]) and an ApiVersions
