@@ -404,6 +404,16 @@ class LiveSession:
         analyses the batch, and what comes after the count is still analysed (the summary
         accounts for it) without being shown."""
         keep = self.keep
+        if keep is None and self.count is None:     # (live --stats, and most runs: each shown)
+            on_exchange = self.on_exchange
+            n = self._exchanges
+            try:
+                for ex in exchanges:
+                    n += 1
+                    on_exchange(ex)
+            finally:
+                self._exchanges = n
+            return
         for ex in exchanges:
             if keep is not None and not keep(ex):
                 continue

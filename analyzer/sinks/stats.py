@@ -410,8 +410,14 @@ class StatsAccumulator:
         # client, broker or conn in the key
         self._need_conn = self._expand or any(i >= 3 for i in key_index)
         # the group key out of (api, version, client_id, client, broker, conn)
-        self._pick: Callable[[tuple[Any, ...]], tuple[Any, ...]] = \
-            itemgetter(*key_index) if len(key_index) > 1 else (lambda v: tuple(v[i] for i in key_index))
+        self._pick: Callable[[tuple[Any, ...]], tuple[Any, ...]]
+        if len(key_index) > 1:
+            self._pick = itemgetter(*key_index)
+        elif key_index:
+            one = key_index[0]
+            self._pick = lambda v: (v[one],)
+        else:                       # (grouping by topic or partition: keys come from _expanded)
+            self._pick = lambda v: ()
         # top: a min-heap of (priority, seq tiebreak, record) of the slowest exchanges
         self._top: list[tuple[tuple[Any, ...], int, dict[str, Any]]] = []
         # a latency (ms) below this cannot enter the top (see _push_top): most exchanges
