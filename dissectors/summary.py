@@ -33,27 +33,6 @@ def _elements(parent: Field | None, name: str) -> list[Field] | tuple[()]:
     return ()
 
 
-def _topic(t: Field, topic_names: dict[str, str] | None, parts_name: str) -> tuple[str | None, list[Field] | tuple[()]]:
-    """(topic name, elements of the array child ``parts_name``) of a topic element."""
-    name = topic = tid = None
-    parts: Field | None = None
-    for c in t.children or ():
-        n = c.name
-        if n == parts_name:
-            parts = c
-        elif n == "name":
-            name = c.value
-        elif n == "topic":
-            topic = c.value
-        elif n == "topic_id":
-            tid = c.value
-    if name is None:
-        name = topic
-        if name is None and tid is not None:
-            name = (topic_names or _NO_EXTRA).get(tid, tid)
-    return name, ((parts.children or ()) if parts is not None else ())
-
-
 def _index_and(p: Field, name: str) -> tuple[Any, Field | None]:
     """(the ``index`` value, the child ``name``) of a Produce partition element, in one pass."""
     idx = other = None
@@ -215,24 +194,28 @@ def partitions_of(api_key: int | None, request: Field | None, response: Field | 
 
 
 def _produce(req: Field | None, resp: Field | None, topic_names: dict[str, str] | None) -> list[dict[str, Any]]:
-    errors: dict[tuple[str | None, int | None], str | None] = {}
-    for t in _elements(resp, "responses"):
-        tname, parts = _topic(t, topic_names, "partition_responses")
-        for p in parts:
-            idx, code = _index_and(p, "error_code")
-            errors[(tname, idx)] = error_name(code.value) if code is not None and code.value else None
     names = topic_names or _NO_EXTRA
+    errors: dict[tuple[str | None, int | None], str | None] = {}
+    if resp is not None:
+        for topic, tid, p in _topic_partitions(resp, "responses", "partition_responses"):
+            idx, code = _index_and(p, "error_code")
+            errors[(_topic_name(topic, tid, names), idx)] = \
+                error_name(code.value) if code is not None and code.value else None
     out: list[dict[str, Any]] = []
     for topic, tid, idx, records, nbytes, codec, crc_ok, _at, _n in produce_table(req):
-        tname = topic if topic is not None else (names.get(tid, tid) if tid is not None else None)
+        tname = _topic_name(topic, tid, names)
         out.append({"topic": tname, "partition": idx, "records": records, "bytes": nbytes, "codec": codec,
                     "crc_ok": crc_ok, "error": errors.get((tname, idx))})
     return out
 
 
+def _topic_name(topic: str | None, tid: str | None, names: dict[str, str]) -> str | None:
+    """A topic's name: its own, else the one its id was learnt with, else the id."""
+    return topic if topic is not None else (names.get(tid, tid) if tid is not None else None)
+
+
 def _fetch(resp: Field | None, topic_names: dict[str, str] | None) -> list[dict[str, Any]]:
     names = topic_names or _NO_EXTRA
-    return [{"topic": topic if topic is not None else (names.get(tid, tid) if tid is not None else None),
-             "partition": idx, "records": records, "bytes": nbytes, "codec": codec, "crc_ok": crc_ok,
-             "error": error_name(code) if code else None}
+    return [{"topic": _topic_name(topic, tid, names), "partition": idx, "records": records, "bytes": nbytes,
+             "codec": codec, "crc_ok": crc_ok, "error": error_name(code) if code else None}
             for topic, tid, idx, code, _hw, _lso, records, nbytes, codec, crc_ok in fetch_table(resp)]
