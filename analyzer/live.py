@@ -403,26 +403,16 @@ class LiveSession:
         always consumed to its end: the pipeline hands a batch's exchanges out as it
         analyses the batch, and what comes after the count is still analysed (the summary
         accounts for it) without being shown."""
-        keep = self.keep
-        if keep is None and self.count is None:     # (live --stats, and most runs: each shown)
-            on_exchange = self.on_exchange
-            n = self._exchanges
-            try:
-                for ex in exchanges:
-                    n += 1
-                    on_exchange(ex)
-            finally:
-                self._exchanges = n
-            return
+        keep, count, on_exchange = self.keep, self.count, self.on_exchange
         for ex in exchanges:
             if keep is not None and not keep(ex):
                 continue
-            if self.count is not None and self._exchanges >= self.count:
+            if count is not None and self._exchanges >= count:
                 self.stop("count")
                 continue
             self._exchanges += 1
-            self.on_exchange(ex)
-            if self.count is not None and self._exchanges >= self.count:
+            on_exchange(ex)
+            if count is not None and self._exchanges >= count:
                 self.stop("count")
 
     def run(self) -> LiveResult:

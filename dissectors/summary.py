@@ -6,12 +6,13 @@ response; a truncated trailing batch is not counted), ``bytes`` (size of the
 records field), ``codec``, ``crc_ok`` (False if any CRC in it failed) and
 ``error`` (the response's error name for that partition, or None).
 
-A Fetch answer's partitions are read from its body's rows (``extra["fetch"]``, see
-``FetchRow``), which both decoders write; a Produce exchange's from its trees. Once per
-Produce/Fetch exchange (``stats`` included): each topic and partition element is read
-in one pass over its children, where a ``Field.get``/``child`` per name would cost a
-call and a scan each (the names of a struct's children are unique: its tagged fields
-sit under a ``tagged_fields`` child).
+The partitions of Fetch requests and answers and of Produce requests are read from their
+bodies' rows (``extra["fetch"]``, ``extra["produce"]``: see ``FetchRow``, ``FetchAsk``,
+``ProduceRow``), which both decoders write; a Produce answer's errors from its tree. The
+full decoder's rows are read off its trees once per Produce/Fetch message: each topic and
+partition element in one pass over its children, where a ``Field.get``/``child`` per name
+would cost a call and a scan each (the names of a struct's children are unique: its
+tagged fields sit under a ``tagged_fields`` child).
 """
 from __future__ import annotations
 
@@ -112,9 +113,7 @@ def fetch_rows(body: Field) -> None:
             elif n == "records":
                 rec = c
         rows.append((topic, tid, idx, code, hw, lso, *records_figures(rec)))
-    if body.extra is None:
-        body.extra = {}
-    body.extra["fetch"] = rows
+    _put_table(body, "fetch", rows)
 
 
 # A Fetch request's partition as its body's extra["fetch"] holds it: (topic, topic_id,
@@ -136,9 +135,7 @@ def fetch_request_rows(body: Field) -> None:
             elif n == "fetch_offset":
                 off = c.value
         rows.append((topic, tid, idx, off))
-    if body.extra is None:
-        body.extra = {}
-    body.extra["fetch"] = rows
+    _put_table(body, "fetch", rows)
 
 
 # A Produce request's partition as its body's extra["produce"] holds it: (topic, topic_id,
@@ -163,24 +160,30 @@ def produce_request_rows(body: Field) -> None:
                 rec = c
         rows.append((topic, tid, idx, *records_figures(rec),
                      rec.offset if rec is not None else None, rec.length if rec is not None else 0))
+    _put_table(body, "produce", rows)
+
+
+def _put_table(body: Field, key: str, rows: list[Any]) -> None:
     if body.extra is None:
         body.extra = {}
-    body.extra["produce"] = rows
+    body.extra[key] = rows
+
+
+def _table(body: Field | None, key: str) -> list[Any]:
+    """A body's rows under ``key`` (none without a body, or for a body kept raw)."""
+    if body is None or body.extra is None:
+        return []
+    return body.extra.get(key) or []
 
 
 def produce_table(body: Field | None) -> list[ProduceRow]:
-    """A Produce request body's rows (none without a body, or for a body kept raw)."""
-    if body is None or body.extra is None:
-        return []
-    return body.extra.get("produce") or []
+    """A Produce request body's rows."""
+    return _table(body, "produce")
 
 
 def fetch_table(body: Field | None) -> list[Any]:
-    """A Fetch body's rows (an answer's ``FetchRow``s, a request's ``FetchAsk``s; none
-    without a body, or for a body kept raw)."""
-    if body is None or body.extra is None:
-        return []
-    return body.extra.get("fetch") or []
+    """A Fetch body's rows (an answer's ``FetchRow``s, a request's ``FetchAsk``s)."""
+    return _table(body, "fetch")
 
 
 def partitions_of(api_key: int | None, request: Field | None, response: Field | None,

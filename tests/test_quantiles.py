@@ -4,6 +4,7 @@
 in the format the Spark job ships, and merges in any split."""
 from __future__ import annotations
 
+import math
 import random
 from typing import Any
 
@@ -11,9 +12,15 @@ import pytest
 from ddsketch import DDSketch
 
 from analyzer._core import EXACT_LIMIT, RELATIVE_ACCURACY, Quantiles, sum_ns
-from analyzer.sinks.stats import PERCENTILES, GroupStats, nearest_rank_index, quantile_summary
+from analyzer.sinks.stats import PERCENTILES, GroupStats, quantile_summary
 
 TINY = DDSketch(RELATIVE_ACCURACY)._mapping.min_possible
+
+
+def nearest_rank_index(q: float, n: int) -> int:
+    """The definition (README, analyzer.sinks.stats): the 0-based index of the nearest-rank
+    q-quantile of n sorted values, the smallest rank ceil(q * n) at least 1."""
+    return min(n - 1, max(0, math.ceil(q * n - 1e-9) - 1))
 
 
 def _bins(store: Any) -> list[list[float]]:

@@ -20,7 +20,6 @@ from analyzer.sinks.stats import (
     StatsAccumulator,
     hist_bucket,
     hist_bucket_lower,
-    nearest_rank_index,
     parse_by,
     topic_partitions,
     wait_kind,
@@ -36,6 +35,7 @@ from analyzer.sinks.stats_render import (
     write_json,
 )
 from dissectors.field import Field
+from tests.test_quantiles import nearest_rank_index
 
 T0 = 1_700_000_000.0
 CONNS = [Conn(i, Endpoint("127.0.0.1", 50000 + i), Endpoint("127.0.0.1", 9092), client_dir=0) for i in range(4)]
@@ -108,13 +108,13 @@ def lat_exchanges(values: list[float], **kw: Any) -> list[Exchange]:
 
 
 def test_nearest_rank_definition() -> None:
-    assert nearest_rank_index(0.5, 100) == 49
-    assert nearest_rank_index(0.99, 100) == 98
-    assert nearest_rank_index(0.999, 100) == 99
-    assert nearest_rank_index(0.99, 10) == 9
-    assert nearest_rank_index(0.5, 1) == 0
-    assert nearest_rank_index(0.9, 10) == 8
-    assert nearest_rank_index(0.5, 3) == 1
+    # the core's exact quantiles of 1..n: the value at 1-based rank ceil(q * n)
+    for q, n, rank in ((0.5, 100, 50), (0.99, 100, 99), (0.999, 100, 100), (0.99, 10, 10), (0.5, 1, 1),
+                       (0.9, 10, 9), (0.5, 3, 2)):
+        assert nearest_rank_index(q, n) == rank - 1
+        exact = Quantiles()
+        exact.extend([float(v) for v in range(n, 0, -1)])
+        assert exact.quantile(q) == rank, (q, n)
 
 
 def test_exact_figures_1_to_100_ms() -> None:

@@ -81,11 +81,6 @@ def keep_top_for(top: int) -> int:
 # from_state
 
 
-def nearest_rank_index(q: float, n: int) -> int:
-    """0-based index of the nearest-rank q-quantile of n sorted values."""
-    return min(n - 1, max(0, math.ceil(q * n - 1e-9) - 1))
-
-
 def quantile_summary(q: Quantiles) -> dict[str, float | None]:
     """min, p50, p90, p99, p999, max, mean in ms (rounded to the microsecond)."""
     values = q.quantiles([p for _name, p in PERCENTILES])

@@ -297,6 +297,16 @@ pub struct Node {
     pub error: bool,
 }
 
+impl Node {
+    /// Its value when an integer.
+    fn int(&self) -> Option<i64> {
+        match self.value {
+            Value::Int(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
 /// What a walk adds to the run's counters (`DecodeContext`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Counts {
@@ -334,10 +344,7 @@ fn records_figures(n: &Node) -> (i64, i64, Option<&'static str>, bool) {
             crc_ok,
             ..
         } => (*records, *bytes as i64, Some(*codec), *crc_ok),
-        _ => match n.value {
-            Value::Int(v) => (v, n.length as i64, None, true),
-            _ => (0, n.length as i64, None, true),
-        },
+        _ => (n.int().unwrap_or(0), n.length as i64, None, true),
     }
 }
 
@@ -1612,13 +1619,9 @@ impl Figures {
                 fetch_offset: None,
             };
             for &c in t.nodes[p].children.as_deref().unwrap_or(&[]) {
-                let v = match t.nodes[c].value {
-                    Value::Int(v) => Some(v),
-                    _ => None,
-                };
                 match self.name_of(t, c) {
-                    "partition" | "partition_index" => row.partition = v,
-                    "fetch_offset" => row.fetch_offset = v,
+                    "partition" | "partition_index" => row.partition = t.nodes[c].int(),
+                    "fetch_offset" => row.fetch_offset = t.nodes[c].int(),
                     _ => {}
                 }
             }
@@ -1650,11 +1653,7 @@ impl Figures {
             };
             for &c in t.nodes[p].children.as_deref().unwrap_or(&[]) {
                 match self.name_of(t, c) {
-                    "index" => {
-                        if let Value::Int(v) = t.nodes[c].value {
-                            row.partition = Some(v);
-                        }
-                    }
+                    "index" => row.partition = t.nodes[c].int(),
                     "records" => {
                         let n = &t.nodes[c];
                         (row.records, row.bytes, row.codec, row.crc_ok) = records_figures(n);
@@ -1673,10 +1672,7 @@ impl Figures {
     /// body's `extra["fetch"]` holds), with the ids of its body and of the `responses`
     /// array they come from. None for a tree without a body.
     pub fn fetch_rows(&self, t: &Tree) -> Option<(usize, Option<usize>, Vec<FetchRow>)> {
-        let int = |id: usize| match t.nodes[id].value {
-            Value::Int(v) => Some(v),
-            _ => None,
-        };
+        let int = |id: usize| t.nodes[id].int();
         let (body, responses, parts) = self.topic_partitions(t, "responses", "partitions")?;
         let mut rows = Vec::new();
         for (topic, topic_id, p) in parts {

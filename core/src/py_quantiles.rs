@@ -35,9 +35,7 @@ fn store(v: &Bound<'_, PyAny>) -> PyResult<Store> {
     let mut s = Store::default();
     for pair in v.try_iter()? {
         let pair = pair?;
-        let (k, n): (i64, f64) = (pair.get_item(0)?.extract()?, pair.get_item(1)?.extract()?);
-        *s.bins.entry(k).or_insert(0.0) += n;
-        s.count += n;
+        s.add(pair.get_item(0)?.extract()?, pair.get_item(1)?.extract()?);
     }
     Ok(s)
 }
@@ -124,7 +122,7 @@ impl Quantiles {
         match (&q.values, &q.sketch) {
             (Some(values), _) => d.set_item("values", PyList::new(py, values)?)?,
             (None, sketch) => {
-                let empty = Sketch::from_parts(Store::default(), Store::default(), 0.0, 0.0);
+                let empty = Sketch::default();
                 let sk = sketch.as_ref().unwrap_or(&empty);
                 let s = PyDict::new(py);
                 s.set_item("relative_accuracy", RELATIVE_ACCURACY)?;

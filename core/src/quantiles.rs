@@ -57,7 +57,8 @@ pub struct Store {
 }
 
 impl Store {
-    fn add(&mut self, key: i64, n: f64) {
+    /// `n` more in bin `key`.
+    pub fn add(&mut self, key: i64, n: f64) {
         *self.bins.entry(key).or_insert(0.0) += n;
         self.count += n;
     }
@@ -82,8 +83,9 @@ impl Store {
 }
 
 /// A DDSketch: positive and negative stores, the values too close to zero to tell apart,
-/// and its own count and sum (floats, as the Python library keeps them).
-#[derive(Debug, Clone, PartialEq)]
+/// and its own count and sum (floats, as the Python library keeps them). The default is
+/// the empty sketch.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Sketch {
     pub positive: Store,
     pub negative: Store,
@@ -93,16 +95,6 @@ pub struct Sketch {
 }
 
 impl Sketch {
-    fn new() -> Sketch {
-        Sketch {
-            positive: Store::default(),
-            negative: Store::default(),
-            zero: 0.0,
-            count: 0.0,
-            sum: 0.0,
-        }
-    }
-
     /// A sketch from its state; its count is its stores' and its zero count.
     pub fn from_parts(positive: Store, negative: Store, zero: f64, sum: f64) -> Sketch {
         let count = positive.count + negative.count + zero;
@@ -233,13 +225,13 @@ impl Quantiles {
 
     fn switch_to_sketch(&mut self) {
         let values = self.values.take().unwrap_or_default();
-        self.sketch = Some(Sketch::new());
+        self.sketch = Some(Sketch::default());
         self.fold(&values);
     }
 
     fn fold(&mut self, vs: &[f64]) {
         let m = Self::mapping();
-        let sk = self.sketch.get_or_insert_with(Sketch::new);
+        let sk = self.sketch.get_or_insert_with(Sketch::default);
         for &v in vs {
             sk.add(&m, v);
         }
@@ -268,7 +260,7 @@ impl Quantiles {
         }
         match (&o.values, &o.sketch) {
             (Some(theirs), _) => self.fold(theirs),
-            (None, Some(sk)) => self.sketch.get_or_insert_with(Sketch::new).merge(sk),
+            (None, Some(sk)) => self.sketch.get_or_insert_with(Sketch::default).merge(sk),
             (None, None) => {}
         }
     }
