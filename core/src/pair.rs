@@ -24,6 +24,7 @@
 //! What this stage does not do is decode: an exchange record carries the request header
 //! fields and both frames; the front builds the field trees.
 
+use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use crate::frame::{Frame, Framer, Judge, Verdict};
@@ -414,8 +415,9 @@ pub struct Counts {
 pub struct Pairing {
     cfg: PairConfig,
     /// the connections the reassembler has open: their addresses and flags
-    conns: HashMap<u64, Conn>,
-    states: HashMap<u64, ConnState>,
+    /// (keyed by the reassembler's connection ids: a fast hash, no input chooses them)
+    conns: FxHashMap<u64, Conn>,
+    states: FxHashMap<u64, ConnState>,
     order: u64,
     pub counts: Counts,
     pub out: Vec<Out>,
@@ -493,8 +495,8 @@ impl Pairing {
     pub fn new(cfg: PairConfig) -> Self {
         Pairing {
             cfg,
-            conns: HashMap::new(),
-            states: HashMap::new(),
+            conns: FxHashMap::default(),
+            states: FxHashMap::default(),
             order: 0,
             counts: Counts::default(),
             out: Vec::new(),

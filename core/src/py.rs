@@ -43,7 +43,7 @@
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use crate::capture::CaptureReader;
 use crate::frame::Frame;
@@ -330,29 +330,25 @@ fn records<'py>(
                         .into_any(),
                     None => py.None().into_bound(py),
                 };
-                let head = (
-                    5u8,
-                    r.conn,
-                    r.now,
-                    kind_name(r.kind),
-                    r.status.name(),
+                // (sixteen items: one tuple made from them, not two joined)
+                let items: [Bound<'py, PyAny>; 16] = [
+                    5u8.into_pyobject(py)?.into_any(),
+                    r.conn.into_pyobject(py)?.into_any(),
+                    r.now.into_pyobject(py)?.into_any(),
+                    PyString::intern(py, kind_name(r.kind)).into_any(),
+                    PyString::intern(py, r.status.name()).into_any(),
                     header,
-                );
-                let tail = (
-                    r.legacy_type,
-                    r.correlation_id,
+                    r.legacy_type.into_pyobject(py)?.into_any(),
+                    r.correlation_id.into_pyobject(py)?.into_any(),
                     opt_frame(py, &r.request)?,
                     opt_frame(py, &r.response)?,
-                    r.note.as_deref(),
-                    r.mechanism.as_deref(),
-                    r.client_dir,
-                    r.protocol.name(),
-                    r.last_ts,
-                );
-                let (a, b) = (head.into_pyobject(py)?, tail.into_pyobject(py)?);
-                let mut items: Vec<Bound<'py, PyAny>> = a.iter().collect();
-                items.extend(b.iter());
-                items.push(lean(py, figures, &r)?);
+                    r.note.as_deref().into_pyobject(py)?.into_any(),
+                    r.mechanism.as_deref().into_pyobject(py)?.into_any(),
+                    r.client_dir.into_pyobject(py)?.into_any(),
+                    r.protocol.name().into_pyobject(py)?.into_any(),
+                    r.last_ts.into_pyobject(py)?.into_any(),
+                    lean(py, figures, &r)?,
+                ];
                 pyo3::types::PyTuple::new(py, items)?.into_any()
             }
             Out::Closed(c) => (

@@ -29,6 +29,7 @@
 //! the direction that adds more gives up on its holes); closed connections are forgotten
 //! after `max_closed` newer ones closed.
 
+use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use crate::net::{Endpoint, Segment, TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN};
@@ -193,7 +194,8 @@ pub struct Reassembler {
     pub cfg: Config,
     pub stats: Stats,
     pairs: HashMap<(Endpoint, Endpoint), (u64, u8)>,
-    states: HashMap<u64, ConnState>,
+    /// (keyed by our own ids: a fast hash, no input chooses them)
+    states: FxHashMap<u64, ConnState>,
     closed: VecDeque<u64>,
     /// open connections by id -> state key
     open: BTreeMap<u64, u64>,
@@ -215,7 +217,7 @@ impl Reassembler {
             cfg,
             stats: Stats::default(),
             pairs: HashMap::new(),
-            states: HashMap::new(),
+            states: FxHashMap::default(),
             closed: VecDeque::new(),
             open: BTreeMap::new(),
             next_key: 0,
