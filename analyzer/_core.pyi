@@ -134,6 +134,31 @@ class PacketReader:
     def counts(self) -> dict[str, int]: ...
 
 
+# the Spark job's shuffle records (core/src/batches.rs): a connection's packets in six
+# little-endian columns: numbers (u64), times (f64), link types (i32), lengths on the wire
+# (u32), where each packet's bytes end in the blob (u64), and the blob
+BatchColumns = tuple[bytes, bytes, bytes, bytes, bytes, bytes]
+
+
+class ConnBatcher:
+    """A capture range's TCP packets grouped by connection (the smaller endpoint as text
+    first) into columnar batches, each sealed once it holds ``batch_bytes``."""
+    def __init__(self, first_index: int, batch_bytes: int,
+                 keys: list[tuple[str, int, str, int]] | None = None) -> None: ...
+    # ((ip, port, ip, port, first packet number), columns) sealed while reading up to
+    # max_packets (every open one at the end); None once the capture was read
+    def read(self, cap: Capture, max_packets: int
+             ) -> list[tuple[tuple[str, int, str, int, int], BatchColumns]] | None: ...
+    @property
+    def packets(self) -> int: ...
+    @property
+    def first_ts(self) -> float | None: ...
+    @property
+    def last_ts(self) -> float | None: ...
+    @property
+    def skipped(self) -> dict[str, int]: ...
+
+
 class Stream:
     def __init__(self, ports: list[int] = ..., autodetect: bool = True, ids_from_index: bool = False,
                  share: tuple[int, int] | None = None, max_buffer: int = ..., overlap_window: int = ...,
@@ -142,6 +167,9 @@ class Stream:
                  max_frame_size: int = ..., figures: Figures | None = None) -> None: ...
     def feed_capture(self, cap: Capture, max_packets: int) -> list[Event] | None: ...
     def feed(self, packets: list[PacketTuple] | list[Packet]) -> list[Event]: ...
+    # a ConnBatcher batch's columns (ValueError when they do not describe the same packets)
+    def feed_batch(self, index: bytes, ts: bytes, linktype: bytes, orig_len: bytes, ends: bytes,
+                   blob: bytes) -> list[Event]: ...
     # (Linux) the packets queued on a live capture's socket, fed without a Python object
     # per packet: (packets read, events)
     def feed_reader(self, reader: PacketReader, linktype: int, first_index: int, max_packets: int = 256,
@@ -175,8 +203,6 @@ class Stream:
 
 def parse_packet(linktype: int, data: bytes, orig_len: int
                  ) -> tuple[str, int, str, int, int, int, int, bytes, int] | str: ...
-def conn_key(linktype: int, data: bytes, orig_len: int
-             ) -> tuple[tuple[str, int, str, int] | None, str | None]: ...
 
 # the test probe of the lean records summary (core/src/records.rs; tests/test_core_records.py):
 # (records, codec, crc_ok, truncated, crc_valid, crc_invalid, malformed, notes, limits)

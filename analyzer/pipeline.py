@@ -205,10 +205,18 @@ class Pipeline:
         return list(self.feed_packets([packet]))
 
     def feed_packets(self, packets: list[PacketRecord]) -> Iterator[Exchange]:
-        """Packets handed in (live capture, Spark), in one batch: the exchanges they complete,
+        """Packets handed in (live capture), in one batch: the exchanges they complete,
         each as soon as it is complete (its connection as of the packet that completed it).
         The packets are counted in the summary at once."""
         records = self.stream.feed(packets)
+        self._sync()
+        return self._exchanges(records)
+
+    def feed_batch(self, batch: tuple[bytes, bytes, bytes, bytes, bytes, bytes]) -> Iterator[Exchange]:
+        """A connection's packets as the Spark job's shuffle carries them (the columns of
+        ``analyzer._core.ConnBatcher``), fed by the core without a Python object per
+        packet: the exchanges they complete, as ``feed_packets`` gives them."""
+        records = self.stream.feed_batch(*batch)
         self._sync()
         return self._exchanges(records)
 

@@ -25,15 +25,17 @@ exchanges). What this module adds is only the cutting and the gluing:
    files are packed into fewer tasks). The other reads (the ranges of split files, big
    files read whole) go through the shuffle: each range is read by ``CaptureReader`` from
    a small in-memory capture (the file header, for pcapng the section header and
-   interface blocks in effect, then the range's bytes); its TCP packets are grouped by
-   file and normalised 4-tuple into columnar batches (``read_batches``: one record per
-   connection of the range, keyed by the number of its first packet), and
+   interface blocks in effect, then the range's bytes); the core groups its TCP packets by
+   normalised 4-tuple into columnar batches (``read_batches``, ``ConnBatcher``: one record
+   per connection of the range, keyed by file, 4-tuple and the number of its first
+   packet; no Python object per packet), and
    ``repartitionAndSortWithinPartitions`` sends each connection to one task, its batches
    in packet order. The shuffle thus carries a few records per connection, not one per
    packet. Port reuse is then handled by the core's reassembly inside the task, since the
    packets keep their order.
-4. process (``process_partition``): one ``Pipeline`` per 4-tuple, fed through
-   ``Pipeline.feed_packets`` in batches (the core's stages, as `read` runs them); every exchange goes to a row for
+4. process (``process_partition``): one ``Pipeline`` per 4-tuple, its batches handed to
+   the core as they came (``Pipeline.feed_batch``: the core's stages, as `read` runs
+   them); every exchange goes to a row for
    the ``exchanges``/``partitions`` tables, to the task's ``StatsAccumulator`` and to its
    ``Checker`` (one of each per file). Unless the rows carry field trees (``with_trees``),
    they are decoded as lean trees, as `stats` and `check` decode them (``lite_if_enough``).
@@ -68,6 +70,7 @@ which one process counts over the whole file and a task over its connections onl
 from __future__ import annotations
 
 import bisect
+import contextlib
 import dataclasses
 import functools
 import glob
@@ -77,16 +80,15 @@ import shutil
 import struct
 import tempfile
 import time
-from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import groupby
 from typing import Any
 
-from analyzer._core import CaptureError, conn_key, open_capture
+from analyzer._core import Capture, CaptureError, ConnBatcher, open_capture
 from analyzer.commands.options import fresh_context
-from analyzer.model import Exchange, Packet
+from analyzer.model import Exchange
 from analyzer.pipeline import Options, Pipeline
 from analyzer.shards import LearntTable, TopicNames, learnt_ids, rename_topics, resolve_misses
 from analyzer.sinks.check import Checker, Finding
@@ -94,7 +96,7 @@ from analyzer.sinks.stats import DEFAULT_BY, StatsAccumulator, keep_top_for
 from dissectors.context import DecodeContext
 
 __all__ = ["JobConfig", "Source", "Split", "JobResult", "resolve_inputs", "plan_splits", "pack_tasks",
-           "scan_split", "read_split", "read_batches", "unbatch", "is_direct", "direct_limit", "process_whole",
+           "scan_split", "read_batches", "is_direct", "direct_limit", "process_whole",
            "process_partition", "lite_if_enough", "gather", "run_local", "run_spark", "remap_conn", "EXCHANGE_COLUMNS",
            "PARTITION_COLUMNS", "SparkJobError"]
 
@@ -547,8 +549,10 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def _packets_of(src: Source, rs: ReadSplit, content: bytes | None = None) -> Iterator[tuple[Packet, Any]]:
-    """(Packet with the file's global number, reader) for every packet of the range."""
+@contextlib.contextmanager
+def _opened(src: Source, rs: ReadSplit, content: bytes | None = None) -> Iterator[Capture]:
+    """The capture of a read: the file itself, or a memory file of the range's header
+    bytes and its bytes, or of ``content`` (a file read through Hadoop)."""
     cleanup: Callable[[], None] | None = None
     if content is not None:
         path, cleanup = _memfile([content])
@@ -563,134 +567,53 @@ def _packets_of(src: Source, rs: ReadSplit, content: bytes | None = None) -> Ite
         del data
     try:
         try:
-            reader = open_capture(path)
+            cap = open_capture(path)
         except CaptureError as e:
             raise CaptureError(str(e).replace(path, src.name)) from None
-        with reader:
-            base = rs.first_index
-            n = 0
-            for p in reader:
-                n += 1
-                yield Packet(base + p.index, p.ts, p.linktype, p.data, p.orig_len), reader
-            if rs.expect >= 0 and n != rs.expect:
-                raise CaptureError(f"{src.name}: range at offset {rs.start} held {n} packets, "
-                                   f"the scan counted {rs.expect} (internal error; please report)")
+        with cap:
+            yield cap
     finally:
         if cleanup is not None:
             cleanup()
 
 
+def _meta(rs: ReadSplit, cap: Capture, packets: int, first_ts: float | None, last_ts: float | None,
+          skipped: dict[str, int]) -> dict[str, Any]:
+    """A read's meta record: its packets, first and last time, the reader's warning and
+    counters, and the packets that gave no TCP segment (by reason)."""
+    return {"packets": packets, "first_ts": first_ts, "last_ts": last_ts, "warning": cap.truncated,
+            "counters": dict(cap.counters), "start": rs.start, "skipped": skipped}
+
+
 Keyed = tuple[tuple[int, str, int, str, int, int], Any]
+Batch = tuple[bytes, bytes, bytes, bytes, bytes, bytes]   # numbers, times, link types, orig_lens, ends, data
 
-
-def read_split(src: Source, rs: ReadSplit, content: bytes | None = None,
-               keys: set[tuple[Any, ...]] | None = None) -> Iterator[Keyed]:
-    """Packets of a range keyed by (file, normalised 4-tuple, packet number); one meta record last.
-
-    With ``keys`` (a second pass): only the packets of those groups, and no meta record."""
-    skips: dict[str, int] = {}
-    fid = src.file_id
-    tally = _Tally(src, rs, content)
-    for pkt in tally:
-        k, skipped = conn_key(pkt.linktype, pkt.data, pkt.orig_len)
-        if k is None:
-            assert skipped is not None      # the core gives the reason when there is no key
-            skips[skipped] = skips.get(skipped, 0) + 1
-            continue
-        if keys is not None and (fid, *k) not in keys:
-            continue
-        yield (fid, k[0], k[1], k[2], k[3], pkt.index), tuple(pkt)
-    if keys is not None:
-        return
-    yield (fid, META, -1, META, -1, rs.start), tally.meta(dict(skips))
-
-
-class _Tally:
-    """The packets of a split (iterate once), counted: packets, first and last timestamp,
-    and the reader's warning and notes, for the split's meta record."""
-
-    def __init__(self, src: Source, rs: ReadSplit, content: bytes | None) -> None:
-        self.src, self.rs, self.content = src, rs, content
-        self.n = 0
-        self.first_ts: float | None = None
-        self.last_ts: float | None = None
-        self.reader: Any = None
-
-    def __iter__(self) -> Iterator[Packet]:
-        for pkt, rdr in _packets_of(self.src, self.rs, self.content):
-            self.reader = rdr
-            self.n += 1
-            ts = pkt.ts
-            if self.first_ts is None:
-                self.first_ts = ts
-            if self.last_ts is None or ts > self.last_ts:
-                self.last_ts = ts
-            yield pkt
-
-    def meta(self, skipped: dict[str, int]) -> dict[str, Any]:
-        r = self.reader
-        return {"packets": self.n, "first_ts": self.first_ts, "last_ts": self.last_ts,
-                "warning": r.truncated if r is not None else None,
-                "counters": dict(r.counters) if r is not None else {},
-                "start": self.rs.start, "skipped": skipped}
-
-
-_FEED_BATCH = 2048         # packets handed to the core at a time
-BATCH_BYTES = 4 << 20     # a connection's batch is sent on once its packets hold this many bytes
-
-Batch = tuple[array, array, array, array, array, bytes]   # numbers, times, linktypes, orig_lens, ends, data
-
-
-def _new_batch() -> list[Any]:
-    return [array("q"), array("d"), array("i"), array("q"), array("q"), []]
+_READ_BATCH = 4096          # packets the core reads per call
+BATCH_BYTES = 4 << 20       # a connection's batch is sent on once its packets hold this many bytes
 
 
 def read_batches(src: Source, rs: ReadSplit, content: bytes | None = None,
                  keys: set[tuple[Any, ...]] | None = None, batch_bytes: int = BATCH_BYTES) -> Iterator[Keyed]:
-    """``read_split`` with the packets of each connection batched: one record per connection
-    of the range (or per ``batch_bytes`` of its packets), keyed by (file, 4-tuple, number of
-    the batch's first packet), whose value is a columnar ``Batch``; the meta record last.
+    """The TCP packets of a read grouped by connection (``analyzer._core.ConnBatcher``): one
+    record per connection of the range (or per ``batch_bytes`` of its packets), keyed by
+    (file, normalised 4-tuple, number of the batch's first packet), whose value is the
+    columnar ``Batch``; the read's meta record last. The shuffle thus carries a few
+    records per connection, not one per packet, and no Python object is made per packet.
 
-    The shuffle then carries a few records per connection instead of one per packet."""
-    open_: dict[tuple[Any, ...], list[Any]] = {}
-    first: dict[tuple[Any, ...], int] = {}
-
-    def seal(k: tuple[Any, ...], b: list[Any]) -> Keyed:
-        blob = b"".join(b[5])
-        return (*k, first.pop(k)), (b[0], b[1], b[2], b[3], b[4], blob)
-
-    for key, v in read_split(src, rs, content, keys):
-        k = key[:5]
-        if key[1] == META and key[2] == -1:
-            for kk in list(open_):
-                yield seal(kk, open_.pop(kk))
-            yield key, v
-            continue
-        b = open_.get(k)
-        if b is None:
-            b = open_[k] = _new_batch()
-            first[k] = key[5]
-        idx, ts, lt, data, orig = v
-        b[0].append(idx)
-        b[1].append(ts)
-        b[2].append(lt)
-        b[3].append(orig)
-        ends = b[4]
-        ends.append((ends[-1] if ends else 0) + len(data))
-        b[5].append(data)
-        if ends[-1] >= batch_bytes:
-            yield seal(k, open_.pop(k))
-    for kk in list(open_):      # second pass (no meta record)
-        yield seal(kk, open_.pop(kk))
-
-
-def unbatch(batches: Iterable[Batch]) -> Iterator[tuple[int, float, int, bytes, int]]:
-    """The packets of a connection's batches (given in order of their first packet)."""
-    for idx, ts, lt, orig, ends, blob in batches:
-        start = 0
-        for i, t, ltype, o, end in zip(idx, ts, lt, orig, ends, strict=True):
-            yield i, t, ltype, blob[start:end], o
-            start = end
+    With ``keys`` (a second pass): only the packets of those groups, and no meta record."""
+    fid = src.file_id
+    mine = None if keys is None else [k[1:5] for k in keys if k[0] == fid]
+    with _opened(src, rs, content) as cap:
+        batcher = ConnBatcher(rs.first_index, batch_bytes, mine)
+        while (sealed := batcher.read(cap, _READ_BATCH)) is not None:
+            for k, batch in sealed:
+                yield (fid, *k), batch
+        if rs.expect >= 0 and batcher.packets != rs.expect:
+            raise CaptureError(f"{src.name}: range at offset {rs.start} held {batcher.packets} packets, "
+                               f"the scan counted {rs.expect} (internal error; please report)")
+        if keys is None:
+            yield (fid, META, -1, META, -1, rs.start), _meta(rs, cap, batcher.packets, batcher.first_ts,
+                                                            batcher.last_ts, batcher.skipped)
 
 
 def partition_of(key: tuple[Any, ...], n: int) -> int:
@@ -769,9 +692,10 @@ def _compiled(text: str) -> Any:
     return compile_filter(text)
 
 
-def process_group(gkey: tuple[Any, ...], name: str, packets: Iterable[tuple[Any, ...]], g: _FileAcc,
-                  cfg: JobConfig, known: LearntTable | None) -> Iterator[tuple[Any, ...]]:
-    """Run one Pipeline over the packets of one 4-tuple (sorted by number) into ``g``; yield table rows.
+def process_group(gkey: tuple[Any, ...], name: str, feed: Callable[[Pipeline], Iterable[Exchange]],
+                  g: _FileAcc, cfg: JobConfig, known: LearntTable | None) -> Iterator[tuple[Any, ...]]:
+    """Run one Pipeline, fed by ``feed`` (the batches of a 4-tuple in order, or a whole
+    file), into ``g``; yield table rows.
 
     Rows: ("x", group key, exchange row) and ("p", group key, partition row), with the
     connection as its first packet number (renumbered by ``finalize_rows``)."""
@@ -812,13 +736,7 @@ def process_group(gkey: tuple[Any, ...], name: str, packets: Iterable[tuple[Any,
                                    d["client_id"], d["request_frame"], d["response_frame"], d["request_time"],
                                    d["status"]) + p)
 
-    batch: list[tuple[Any, ...]] = []
-    for v in packets:
-        batch.append(v)
-        if len(batch) >= _FEED_BATCH:
-            yield from rows(pipe.feed_packets(batch))
-            batch.clear()
-    yield from rows(pipe.feed_packets(batch))
+    yield from rows(feed(pipe))
     yield from rows(pipe.finish())
     g.conns.extend(pipe.stream.first_indexes)
     g.learnt.extend(names.learnt)
@@ -835,6 +753,14 @@ def process_group(gkey: tuple[Any, ...], name: str, packets: Iterable[tuple[Any,
                           "crc_invalid": ctx.crc_invalid})
     c["limits"].update(ctx.limits_hit)
     g.misses = [dict(names.misses)] if names.misses else []
+
+
+def _batches_feed(items: Iterable[Keyed]) -> Callable[[Pipeline], Iterator[Exchange]]:
+    """A ``process_group`` feed: a connection's batches (shuffle records), in order."""
+    def feed(pipe: Pipeline) -> Iterator[Exchange]:
+        for _k, batch in items:
+            yield from pipe.feed_batch(batch)
+    return feed
 
 
 def process_partition(items: Iterable[Keyed], cfg: JobConfig, names: dict[int, str],
@@ -859,7 +785,7 @@ def process_partition(items: Iterable[Keyed], cfg: JobConfig, names: dict[int, s
             acc_for(fid, False).meta.extend(m for _k, m in grp)
             continue
         g = _FileAcc(cfg)
-        yield from process_group(gkey, names[fid], unbatch(v for _k, v in grp), g, cfg,
+        yield from process_group(gkey, names[fid], _batches_feed(grp), g, cfg,
                                  known.get(fid) if known is not None else None)
         held = bool(g.misses) and known is None
         target = acc_for(fid, held)
@@ -894,9 +820,15 @@ def process_whole(src: Source, rs: ReadSplit, cfg: JobConfig, content: bytes | N
     ``process_partition`` yields for the file: rows, then ("s", file, state)."""
     fid = src.file_id
     g = _FileAcc(cfg)
-    tally = _Tally(src, rs, content)
-    yield from process_group((fid,), src.name, iter(tally), g, cfg, None)
-    g.meta.append(tally.meta({}))
+    pipes: list[Pipeline] = []
+
+    def feed(pipe: Pipeline) -> Iterator[Exchange]:
+        pipes.append(pipe)
+        return pipe.feed_capture(cap)
+    with _opened(src, rs, content) as cap:
+        yield from process_group((fid,), src.name, feed, g, cfg, None)
+        s = pipes[0].summary
+        g.meta.append(_meta(rs, cap, s.packets, s.first_ts, s.last_ts, {}))
     g.misses = []
     yield ("s", fid, dict(g.state(), held=False))
 

@@ -516,3 +516,19 @@ def share_of_each(packets: list[tuple], n: int) -> list[int]:
                 counted[i].append(k)
     assert all(len(c) == 1 for c in counted), counted
     return [c[0] for c in counted]
+
+
+def conn_key(linktype: int, data: bytes, orig_len: int
+             ) -> tuple[tuple[str, int, str, int] | None, str | None]:
+    """A packet's connection as (ip, port, ip, port), the endpoint whose (ip text, port) is
+    the smaller first (the same for both directions, as the Spark job keys its batches), or
+    (None, why it is no TCP segment): read through the core's net stage (``parse_packet``)."""
+    from analyzer._core import parse_packet
+
+    seg = parse_packet(linktype, data, orig_len)
+    if isinstance(seg, str):
+        return None, seg
+    a, b = (seg[0], seg[1]), (seg[2], seg[3])
+    if b < a:
+        a, b = b, a
+    return (a[0], a[1], b[0], b[1]), None

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from analyzer._core import Stream, conn_key, open_capture
+from analyzer._core import Stream, open_capture
 from analyzer.model import Packet
 from analyzer.pipeline import Options, Pipeline, Run
 from tests.pcapgen import (
     RawPacket,
     TcpFlow,
+    conn_key,
     frame_bytes,
     kafka_request,
     kafka_response,

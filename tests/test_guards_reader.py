@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from analyzer._core import Stream, conn_key, open_capture
+from analyzer._core import Stream, open_capture
 from analyzer.model import Endpoint
 from tests.pcapgen import (
     ACK,
@@ -32,6 +32,7 @@ from tests.pcapgen import (
     RawPacket,
     TcpFlow,
     TcpPacket,
+    conn_key,
     frame_bytes,
     ip_packet,
     kafka_request,

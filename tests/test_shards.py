@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from analyzer._core import Stream, conn_key, open_capture
+from analyzer._core import Stream, open_capture
 from analyzer.cli import main
 from analyzer.model import Packet
 from analyzer.shards import TopicNames, auto_jobs, learnt_ids, resolve_misses
@@ -21,6 +21,7 @@ from tests.pcapgen import (
     StreamEnd,
     StreamGap,
     TcpFlow,
+    conn_key,
     encap,
     frame_bytes,
     ip_packet,

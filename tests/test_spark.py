@@ -258,7 +258,7 @@ def test_trees_and_second_pass() -> None:
 
 def test_split_boundaries_agree_with_the_reader(tmp_path: Path) -> None:
     """A pcap whose payloads contain fake record headers: the scan still finds the true boundaries."""
-    from analyzer.spark_job import plan_reads, plan_splits, read_split, resolve_inputs, scan_split
+    from analyzer.spark_job import plan_reads, plan_splits, read_batches, resolve_inputs, scan_split
     from tests.pcapgen import TcpFlow, kafka_request, kafka_response, write_pcap
 
     flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092), ts=1_700_000_000.0)
@@ -274,8 +274,26 @@ def test_split_boundaries_agree_with_the_reader(tmp_path: Path) -> None:
     splits = plan_splits(sources, 997)
     reads = plan_reads(sources, splits, [scan_split(sources[0], sp) for sp in splits])
     assert len(reads) > 20
-    got = [kv[0][5] for rs in reads for kv in read_split(sources[0], rs) if kv[0][1]]
+    got = sorted(n for rs in reads for kv in read_batches(sources[0], rs) if kv[0][1]
+                 for (n,) in struct.iter_unpack("<Q", kv[1][0]))
     assert got == list(range(1, len(pkts) + 1))
+
+
+def test_batch_columns_that_disagree_are_refused() -> None:
+    """A shuffle record whose columns do not describe the same packets is refused with a
+    ValueError (the core checks every length before it reads a packet)."""
+    import struct
+
+    from analyzer._core import Stream
+
+    one = struct.pack("<Q", 1)
+    s = Stream()
+    with pytest.raises(ValueError, match="do not describe the same packets"):
+        s.feed_batch(one, b"", b"", b"", b"", b"")
+    with pytest.raises(ValueError, match="ends at byte 9"):
+        s.feed_batch(one, struct.pack("<d", 1.0), struct.pack("<i", 1), struct.pack("<I", 9),
+                     struct.pack("<Q", 9), b"\0" * 4)
+    assert s.feed_batch(b"", b"", b"", b"", b"", b"") == [] and s.packets == 0
 
 
 # -- Spark, local mode ------------------------------------------------------------------------------

@@ -7,12 +7,14 @@
 //! requests paired with responses). [`kafka`] and [`legacy`] are the header checks that
 //! framing and pairing run on every frame (0.8+ and pre-0.8 Kafka). [`records`] is the lean
 //! summary of a Produce / Fetch partition's records that `stats` reads; [`quantiles`] is
-//! `stats`' latency percentiles (exact, then a DDSketch). [`live`] (Linux) reads the packets
+//! `stats`' latency percentiles (exact, then a DDSketch). [`batches`] groups a capture
+//! range's packets by connection into the Spark job's shuffle records. [`live`] (Linux) reads the packets
 //! queued on the packet socket `live` captures with, in batches. [`py`] is the thin PyO3
 //! binding (`analyzer._core`), with `py_figures` (the walk's trees as Python fields),
 //! `py_json` (a field tree as the JSON text `read -f ndjson` writes) and `py_quantiles`;
 //! `py_probe` lets the Python tests compare the header checks with the Python ones.
 
+pub mod batches;
 pub mod capture;
 pub mod figures;
 pub mod frame;

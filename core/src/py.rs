@@ -45,10 +45,11 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
+use crate::batches::{self, Batcher, ConnKey};
 use crate::capture::CaptureReader;
 use crate::frame::Frame;
 use crate::kafka::ApiTable;
-use crate::net::{self, Skip};
+use crate::net;
 use crate::pair::{Forced, Kind, Out, PairConfig, Pairing};
 use crate::py_figures::{Figures, Side, Table};
 use crate::tcp::{Config, Reassembler};
@@ -575,6 +576,27 @@ impl Stream {
         self.drain(py)
     }
 
+    /// A batch of the Spark job's shuffle (`ConnBatcher.read`'s columns), as `feed` takes
+    /// its packets.
+    #[allow(clippy::too_many_arguments)] // (the batch's six columns, as Python hands them)
+    fn feed_batch<'py>(
+        &mut self,
+        py: Python<'py>,
+        index: &[u8],
+        ts: &[u8],
+        linktype: &[u8],
+        orig_len: &[u8],
+        ends: &[u8],
+        blob: &[u8],
+    ) -> PyResult<Bound<'py, PyList>> {
+        let packets = batches::packets(index, ts, linktype, orig_len, ends, blob)
+            .map_err(pyo3::exceptions::PyValueError::new_err)?;
+        for (index, ts, lt, data, orig) in packets {
+            self.packet(index, ts, lt, data, orig);
+        }
+        self.drain(py)
+    }
+
     /// The packets queued on a live capture's socket through the stages, without a Python
     /// object per packet: `reader.read`'s packets numbered from `first_index`, the
     /// interface's `linktype`. Returns how many were read and their events.
@@ -859,22 +881,86 @@ fn reason_str(reason: &str) -> &'static str {
     }
 }
 
-type ConnKey = (String, u16, String, u16);
+/// A capture range's TCP packets grouped by connection into columnar batches, the Spark
+/// job's shuffle records (`crate::batches`), read from a `Capture` without a Python
+/// object per packet.
+#[pyclass(module = "analyzer._core", unsendable)]
+pub struct ConnBatcher {
+    inner: Batcher,
+    first_index: u64,
+    done: bool,
+}
 
-/// A packet's connection as `(ip, port, ip, port)`, the smaller endpoint first, the same
-/// for both directions (Spark groups packets by it); or the reason it is no TCP segment.
-#[pyfunction]
-fn conn_key(linktype: i32, data: &[u8], orig_len: u32) -> (Option<ConnKey>, Option<String>) {
-    match net::parse(linktype, data, orig_len) {
-        Ok(seg) => {
-            let mut a = (seg.src.0.to_string(), seg.src.1);
-            let mut b = (seg.dst.0.to_string(), seg.dst.1);
-            if b < a {
-                std::mem::swap(&mut a, &mut b);
-            }
-            (Some((a.0, a.1, b.0, b.1)), None)
+#[pymethods]
+impl ConnBatcher {
+    /// `first_index` is added to the capture's packet numbers; a batch is sealed once its
+    /// packets hold `batch_bytes`; `keys`: only those connections' packets.
+    #[new]
+    #[pyo3(signature = (first_index, batch_bytes, keys = None))]
+    fn new(first_index: u64, batch_bytes: usize, keys: Option<Vec<ConnKey>>) -> Self {
+        ConnBatcher {
+            inner: Batcher::new(batch_bytes, keys.as_deref()),
+            first_index,
+            done: false,
         }
-        Err(skip) => (None, Some(Skip::reason(&skip))),
+    }
+
+    /// Up to `max_packets` of `cap` read: the batches sealed meanwhile (at the end of the
+    /// capture, every batch still open), each `((ip, port, ip, port, first packet number),
+    /// (index, ts, linktype, orig_len, ends, blob))`; None once the capture was read.
+    fn read<'py>(
+        &mut self,
+        py: Python<'py>,
+        cap: &mut Capture,
+        max_packets: usize,
+    ) -> PyResult<Option<Bound<'py, PyList>>> {
+        if self.done {
+            return Ok(None);
+        }
+        let mut read = 0;
+        while read < max_packets {
+            let Some(p) = cap.reader.next_packet().map_err(capture_error)? else {
+                self.done = true;
+                self.inner.finish();
+                break;
+            };
+            read += 1;
+            let index = self.first_index + p.index;
+            self.inner
+                .packet(index, p.ts, p.linktype, p.data, p.orig_len);
+        }
+        let out = PyList::empty(py);
+        for ((a, ap, b, bp), first, c) in self.inner.sealed.drain(..) {
+            let cols = (
+                PyBytes::new(py, &c.index),
+                PyBytes::new(py, &c.ts),
+                PyBytes::new(py, &c.linktype),
+                PyBytes::new(py, &c.orig_len),
+                PyBytes::new(py, &c.ends),
+                PyBytes::new(py, &c.blob),
+            );
+            out.append(((a, ap, b, bp, first), cols))?;
+        }
+        Ok(Some(out))
+    }
+
+    /// packets read
+    #[getter]
+    fn packets(&self) -> u64 {
+        self.inner.packets
+    }
+    #[getter]
+    fn first_ts(&self) -> Option<f64> {
+        self.inner.first_ts
+    }
+    #[getter]
+    fn last_ts(&self) -> Option<f64> {
+        self.inner.last_ts
+    }
+    /// packets that gave no TCP segment, by reason
+    #[getter]
+    fn skipped(&self) -> std::collections::BTreeMap<String, u64> {
+        self.inner.skipped.clone()
     }
 }
 
@@ -957,6 +1043,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CaptureError", m.py().get_type::<CaptureError>())?;
     m.add_class::<Capture>()?;
     m.add_class::<Stream>()?;
+    m.add_class::<ConnBatcher>()?;
     m.add_class::<Figures>()?;
     m.add_class::<crate::py_quantiles::Quantiles>()?;
     m.add_function(wrap_pyfunction!(crate::py_quantiles::sum_ns, m)?)?;
@@ -965,7 +1052,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     #[cfg(target_os = "linux")]
     m.add_class::<PacketReader>()?;
     m.add_function(wrap_pyfunction!(open_capture, m)?)?;
-    m.add_function(wrap_pyfunction!(conn_key, m)?)?;
     m.add_function(wrap_pyfunction!(batch_summaries, m)?)?;
     m.add_function(wrap_pyfunction!(parse_packet, m)?)?;
     m.add_function(wrap_pyfunction!(crate::py_json::tree_json, m)?)?;
