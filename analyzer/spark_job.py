@@ -613,7 +613,7 @@ def read_batches(src: Source, rs: ReadSplit, content: bytes | None = None,
                                f"the scan counted {rs.expect} (internal error; please report)")
         if keys is None:
             yield (fid, META, -1, META, -1, rs.start), _meta(rs, cap, batcher.packets, batcher.first_ts,
-                                                            batcher.last_ts, batcher.skipped)
+                                                            batcher.last_ts, batcher.skips)
 
 
 def partition_of(key: tuple[Any, ...], n: int) -> int:

@@ -152,7 +152,7 @@ pub struct Batcher {
     pub packets: u64,
     pub first_ts: Option<f64>,
     pub last_ts: Option<f64>,
-    pub skipped: BTreeMap<String, u64>,
+    pub skips: BTreeMap<String, u64>,
 }
 
 impl Batcher {
@@ -176,7 +176,7 @@ impl Batcher {
             packets: 0,
             first_ts: None,
             last_ts: None,
-            skipped: BTreeMap::new(),
+            skips: BTreeMap::new(),
         }
     }
 
@@ -191,7 +191,7 @@ impl Batcher {
         let seg = match net::parse(linktype, data, orig_len) {
             Ok(seg) => seg,
             Err(skip) => {
-                *self.skipped.entry(skip.reason()).or_insert(0) += 1;
+                *self.skips.entry(skip.reason()).or_insert(0) += 1;
                 return;
             }
         };
@@ -255,7 +255,7 @@ mod tests {
         b.finish();
         assert_eq!(b.packets, 3);
         assert_eq!((b.first_ts, b.last_ts), (Some(0.7), Some(0.9)));
-        assert_eq!(b.skipped.values().sum::<u64>(), 1);
+        assert_eq!(b.skips.values().sum::<u64>(), 1);
         assert_eq!(b.sealed.len(), 1);
         let (key, first, cols) = &b.sealed[0];
         // the smaller endpoint as text first ("10.0.0.2" < "9.0.0.1")

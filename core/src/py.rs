@@ -957,10 +957,10 @@ impl ConnBatcher {
     fn last_ts(&self) -> Option<f64> {
         self.inner.last_ts
     }
-    /// packets that gave no TCP segment, by reason
+    /// packets that gave no TCP segment, by reason (as `Stream.skips`)
     #[getter]
-    fn skipped(&self) -> std::collections::BTreeMap<String, u64> {
-        self.inner.skipped.clone()
+    fn skips(&self) -> std::collections::BTreeMap<String, u64> {
+        self.inner.skips.clone()
     }
 }
 
