@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as wait_for
-from typing import Any
+from typing import Any, NamedTuple
 
 from analyzer._core import END_OF_CAPTURE, CaptureError, open_capture
 from analyzer.commands.options import fresh_context
@@ -44,15 +44,23 @@ from analyzer.pipeline import Options, Run
 from analyzer.sinks.stats import PointSample, StatsAccumulator
 from dissectors.context import DecodeContext
 
-__all__ = ["END_OF_CAPTURE", "TopicNames", "LearntTable", "rename_topics", "auto_jobs", "run_stats_sharded", "ShardedResult",
+__all__ = ["END_OF_CAPTURE", "TopicNames", "Learnt", "LearntTable", "rename_topics", "auto_jobs", "run_stats_sharded", "ShardedResult",
            "run_check_sharded", "ShardedCheck", "MIN_SHARDED_BYTES"]
 
 # below this size a capture is analysed in one process (forking and reading the file
 # again in every worker would cost more than it saves)
 MIN_SHARDED_BYTES = 8 * 1024 * 1024
 MAX_AUTO_JOBS = 8
-# what a file's connections learnt (learnt_ids): topic id -> (packet numbers, names, exact)
-LearntTable = dict[str, tuple[list[int], list[str], bool]]
+class Learnt(NamedTuple):
+    """What a file's connections learnt of one topic id (``learnt_ids``)."""
+    at: list[int]           # the packets of its learnings, sorted
+    names: list[str]        # the name each learnt
+    exact: bool             # the learnings replay as one process met them
+    one_name: bool          # every learning gave the same name
+
+
+# what a file's connections learnt: topic id -> its Learnt
+LearntTable = dict[str, Learnt]
 
 
 # -- topic ids across connections ----------------------------------------------------------------
@@ -111,9 +119,9 @@ class TopicNames(dict):
         if self.known is not None:
             ent = self.known.get(k)
             if ent is not None:
-                i = bisect.bisect_left(ent[0], self.now)
+                i = bisect.bisect_left(ent.at, self.now)
                 if i:
-                    return ent[1][i - 1]
+                    return ent.names[i - 1]
         if isinstance(k, str):
             m = self.misses.get(k)
             if m is None:
@@ -124,7 +132,7 @@ class TopicNames(dict):
 
 
 def learnt_ids(learnt: Iterable[Sequence[Any]]) -> LearntTable:
-    """topic id -> (sorted packet numbers, names, exact) of a file's learnings, from the runs
+    """topic id -> ``Learnt`` (sorted packet numbers, names, exact, one name) of a file's learnings, from the runs
     of ``TopicNames.learnt``: the packets where each run began and ended.
 
     The learnings inside a run, which are not kept, repeat its name: the name learnt last
@@ -146,13 +154,14 @@ def learnt_ids(learnt: Iterable[Sequence[Any]]) -> LearntTable:
         at = [i for i, _ in items]
         names = [n for _, n in items]
         exact = True
-        if len(set(names)) > 1:
+        one_name = len(set(names)) == 1
+        if not one_name:
             for first, last, nm, count in runs[tid]:
                 if count > 2 and any(names[j] != nm for j in range(bisect.bisect_right(at, first),
                                                                     bisect.bisect_left(at, last))):
                     exact = False
                     break
-        out[tid] = (at, names, exact)
+        out[tid] = Learnt(at, names, exact, one_name)
     return out
 
 
@@ -170,10 +179,10 @@ def resolve_misses(misses: dict[str, list[int]], table: LearntTable,
     exact = True
     for tid, (first, last) in misses.items():
         ent = table.get(tid)
-        if ent is None or ent[0][0] >= last:
+        if ent is None or ent.at[0] >= last:
             continue
-        if rename and ent[0][0] < first and len(set(ent[1])) == 1:
-            names[tid] = ent[1][0]
+        if rename and ent.at[0] < first and ent.one_name:
+            names[tid] = ent.names[0]
         else:
             exact = False
     return names, exact

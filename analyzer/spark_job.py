@@ -845,7 +845,7 @@ def learnt_table(states: Iterable[tuple[int, dict[str, Any]]]) -> dict[int, Lear
 def inexact_ids(table: dict[int, LearntTable]) -> int:
     """Topic ids whose learnings the second pass cannot replay exactly (``learnt_ids``: an id
     given two names on connections interleaved in time): its names may differ from `stats`."""
-    return sum(1 for t in table.values() for ent in t.values() if not ent[2])
+    return sum(1 for t in table.values() for ent in t.values() if not ent.exact)
 
 
 def decode_again(cfg: JobConfig) -> bool:

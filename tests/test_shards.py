@@ -240,7 +240,7 @@ def _runs(events: list[tuple[int, str, str]], shares: int = 1) -> list[list]:
 
 def test_topic_id_resolution() -> None:
     table = learnt_ids(_runs([(50, "id-a", "alpha"), (10, "id-b", "beta"), (70, "id-b", "beta")]))
-    assert table["id-b"] == ([10, 70], ["beta", "beta"], True)
+    assert table["id-b"] == ([10, 70], ["beta", "beta"], True, True)
     # learnt elsewhere before the first vain lookup: renamed, exact
     assert resolve_misses({"id-b": [20, 90]}, table) == ({"id-b": "beta"}, True)
     # nobody learnt it before the last vain lookup: one process could not name it either
@@ -295,9 +295,11 @@ def test_learnt_runs_replay_what_one_process_learnt(seed: int) -> None:
         events.append((at, tid, name))
     table = learnt_ids(_runs(events, shares=3))
     full = learnt_ids([[at, at, tid, name, 1] for at, tid, name in events])     # every learning kept
-    for tid, (at, names, exact) in full.items():
+    for tid, (at, names, exact, one_name) in full.items():
         assert exact
-        assert table[tid][0][0] == at[0] and set(table[tid][1]) == set(names)    # all resolve_misses reads
+        # all resolve_misses reads
+        assert table[tid].at[0] == at[0] and set(table[tid].names) == set(names)
+        assert table[tid].one_name == one_name == (len(set(names)) == 1)
         if table[tid][2]:
             assert _replayed(table, tid, 410) == _answers(events, tid, 410)
         else:

@@ -1,9 +1,12 @@
 //! Any bytes as a capture, through net and TCP reassembly: no panic, and every byte of
-//! every direction is delivered exactly once, as data or inside a gap, in order.
+//! every direction is delivered exactly once, as data or inside a gap, in order. The same
+//! packets grouped into the Spark job's batches (small ones) read back as they went in:
+//! each TCP packet once, with its number, time, link type, bytes and length.
 #![no_main]
 
 use std::collections::HashMap;
 
+use kws_core::batches::{self, Batcher};
 use kws_core::capture::CaptureReader;
 use kws_core::net;
 use kws_core::tcp::{Config, Event, Reassembler, Sink};
@@ -76,12 +79,39 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut ra = Reassembler::new(cfg);
     let mut check = Check::default();
+    let mut batcher = Batcher::new(256, None);
+    let mut fed = Vec::new();
+    let mut read = 0u64;
     while let Ok(Some(p)) = r.next_packet() {
+        read += 1;
+        batcher.packet(p.index, p.ts, p.linktype, p.data, p.orig_len);
         if let Ok(seg) = net::parse(p.linktype, p.data, p.orig_len) {
+            fed.push((
+                p.index,
+                p.ts.to_bits(),
+                p.linktype,
+                p.data.to_vec(),
+                p.orig_len,
+            ));
             ra.segment(&seg, p.ts, p.index, &mut check);
         }
     }
     ra.finish(None, &mut check);
+    batcher.finish();
+    assert_eq!(batcher.packets, read);
+    assert_eq!(batcher.skips.values().sum::<u64>() + fed.len() as u64, read);
+    let mut back = Vec::new();
+    for (_key, first, c) in &batcher.sealed {
+        let got = batches::packets(&c.index, &c.ts, &c.linktype, &c.orig_len, &c.ends, &c.blob)
+            .expect("a batch's own columns");
+        assert_eq!(got.first().map(|p| p.0), Some(*first));
+        back.extend(
+            got.into_iter()
+                .map(|(i, t, lt, d, o)| (i, t.to_bits(), lt, d.to_vec(), o)),
+        );
+    }
+    back.sort_by_key(|p| p.0);
+    assert_eq!(back, fed);
     assert!(
         check.open.values().all(|open| !open),
         "a connection was never ended"
