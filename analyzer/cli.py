@@ -1,7 +1,6 @@
 """The kafkawire-sniff command line: parses options and wires stages, nothing more."""
 from __future__ import annotations
 
-import gc
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -18,7 +17,7 @@ from analyzer.commands.options import (
     options_from_kwargs,
 )
 from analyzer.errors import UserError, fail, reader_gone, stdout_console
-from analyzer.model import Exchange
+from analyzer.model import Exchange, pace_collector
 
 PROG = "kafkawire-sniff"
 
@@ -96,13 +95,7 @@ def main() -> None:
     Reads pcap/pcapng captures (or a live interface), reassembles TCP, pairs each
     request with its response and dissects every field.
     """
-    # Every exchange makes a few dozen short-lived objects (frames, field trees, partition
-    # dicts) and none of them form reference cycles: the cyclic collector's default pace
-    # (a young-generation pass every 700 allocations) cost a third of a `stats` run
-    # scanning them. The modules loaded by now stay for the whole run (frozen: never
-    # scanned again); cycles, should any form, are still collected, less often.
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 20)
+    pace_collector()        # (the modules loaded by now stay for the whole run: frozen)
 
 
 def _stdout_is_tty() -> bool:

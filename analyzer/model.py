@@ -10,11 +10,27 @@ Packet numbers are 1-based, as tshark counts them. Times are epoch seconds (floa
 """
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from dissectors.context import DecodeContext
 from dissectors.field import ErrorsRoot, Field
+
+
+def pace_collector(freeze: bool = True) -> None:
+    """Run the cyclic garbage collector less often, for a process that handles exchanges.
+
+    Every exchange makes a few dozen short-lived objects (frames, field trees, partition
+    dicts) and none of them form reference cycles: the collector's default pace (a
+    young-generation pass every 700 allocations) cost a third of a `stats` run scanning
+    them. Cycles, should any form, are still collected, less often. ``freeze``: the
+    objects alive now (the modules loaded) are never scanned again; a process that lives
+    on after the run (a Spark worker, reused from task to task) does not freeze."""
+    if freeze:
+        gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
+
 
 # Typing note: several records below have a public field named ``index`` (the packet
 # number), which shadows ``tuple.index``. The code is right (a NamedTuple field may take

@@ -88,7 +88,7 @@ from typing import Any
 
 from analyzer._core import Capture, CaptureError, ConnBatcher, open_capture
 from analyzer.commands.options import fresh_context
-from analyzer.model import Exchange
+from analyzer.model import Exchange, pace_collector
 from analyzer.pipeline import Options, Pipeline
 from analyzer.shards import LearntTable, TopicNames, learnt_ids, rename_topics, resolve_misses
 from analyzer.sinks.check import Checker, Finding
@@ -771,6 +771,7 @@ def process_partition(items: Iterable[Keyed], cfg: JobConfig, names: dict[int, s
     First pass (``known`` None): a group that looked up a topic id it had not learnt
     itself goes to the file's *held* state (with its key and misses), so the driver can
     redo it once the whole file's topic ids are known. Second pass: nothing is held."""
+    pace_collector(freeze=False)
     per_file: dict[tuple[int, bool], _FileAcc] = {}
 
     def acc_for(fid: int, held: bool) -> _FileAcc:
@@ -818,6 +819,7 @@ def process_whole(src: Source, rs: ReadSplit, cfg: JobConfig, content: bytes | N
     """A whole file in one task, no shuffle: one Pipeline over all its packets in order (as
     `read` runs), so topic ids are learnt across connections and nothing is held. Yields what
     ``process_partition`` yields for the file: rows, then ("s", file, state)."""
+    pace_collector(freeze=False)
     fid = src.file_id
     g = _FileAcc(cfg)
     pipes: list[Pipeline] = []
