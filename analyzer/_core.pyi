@@ -134,6 +134,12 @@ class PacketReader:
     def counts(self) -> dict[str, int]: ...
 
 
+class HeaderTable:
+    """What framing and pairing read of the schema (dissectors.header.api_table's entries:
+    api_key, newest version, header version per version), built once per process."""
+    def __init__(self, entries: list[tuple[int, int, list[int]]]) -> None: ...
+
+
 # the Spark job's shuffle records (core/src/batches.rs): a connection's packets in six
 # little-endian columns: numbers (u64), times (f64), link types (i32), lengths on the wire
 # (u32), where each packet's bytes end in the blob (u64), and the blob
@@ -163,7 +169,7 @@ class Stream:
     def __init__(self, ports: list[int] = ..., autodetect: bool = True, ids_from_index: bool = False,
                  share: tuple[int, int] | None = None, max_buffer: int = ..., overlap_window: int = ...,
                  max_closed: int = ..., max_total_buffer: int = ...,
-                 apis: list[tuple[int, int, list[int]]] | None = None, protocol: str = "auto",
+                 apis: HeaderTable | None = None, protocol: str = "auto",
                  max_frame_size: int = ..., figures: Figures | None = None) -> None: ...
     def feed_capture(self, cap: Capture, max_packets: int) -> list[Event] | None: ...
     def feed(self, packets: list[PacketTuple] | list[Packet]) -> list[Event]: ...

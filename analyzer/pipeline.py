@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from analyzer._core import END_OF_CAPTURE, Capture, Figures, Stream, open_capture
+from analyzer._core import END_OF_CAPTURE, Capture, Figures, HeaderTable, Stream, open_capture
 from analyzer.model import (
     Conn,
     Endpoint,
@@ -196,7 +196,7 @@ class Pipeline:
         framing and pairing; ``limits`` are the reassembler's (``max_buffer``...)."""
         o = self.options
         return Stream(ports=list(o.ports), autodetect=o.autodetect, ids_from_index=o.conn_ids_from_index,
-                      share=o.share, apis=_shared(("api_table",), api_table), protocol=o.protocol,
+                      share=o.share, apis=_shared(("api_table",), lambda: HeaderTable(api_table())), protocol=o.protocol,
                       max_frame_size=o.max_frame_size, figures=self.figures, **limits)
 
     # -- public ---------------------------------------------------------------

@@ -193,7 +193,7 @@ def compare_acks(d: Diff, data: bytes, h: header.RequestHeader) -> None:
 
 @pytest.fixture(scope="module")
 def table() -> Any:
-    return _core.ProbeApiTable(api_table())
+    return _core.HeaderTable(api_table())
 
 
 def _run(paths: list[Path]) -> list[Exchange]:
@@ -503,7 +503,7 @@ def test_plausible_keys_and_versions(which: str) -> None:
     the check accepts a well-formed header exactly when ``plausible_pair`` says, and the parse
     gives the header version dissectors.schema gives."""
     apis = tables()[which]
-    table = _core.ProbeApiTable(api_table(apis))
+    table = _core.HeaderTable(api_table(apis))
     d = Diff()
     edges = [-32768, 32767]
     with schema_apis(apis):
@@ -594,7 +594,7 @@ def test_random_and_mutated(which: str, exchanges: dict[str, list[Exchange]]) ->
     """Seeded random request-shaped bytes, random bytes, mutated and cut capture frames, and
     every prefix of the first 80 bytes of each capture frame: ``check_invariants``."""
     apis = tables()[which]
-    table = _core.ProbeApiTable(api_table(apis))
+    table = _core.HeaderTable(api_table(apis))
     frames = [(f.data, f.size) for ex in _all(exchanges) for f in (ex.request, ex.response) if f is not None]
     rng = random.Random(SEED + 1)
     keys = sorted(apis) or list(range(70))

@@ -170,7 +170,7 @@ def test_capture_equals_per_packet_on_captures(path: str) -> None:
     assert a["summary"]["packets"] > 0 and a["exchanges"]
 
 
-TABLE = _core.ProbeApiTable(api_table())
+TABLE = _core.HeaderTable(api_table())
 
 
 def core_header(data: bytes, partial: bool = False) -> RequestHeader | None:

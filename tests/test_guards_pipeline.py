@@ -592,7 +592,7 @@ def test_legacy_exchange_with_bad_fields_is_malformed(tmp_path: Path) -> None:
                                                       ("malformed", "OFFSETS")]
 
 
-TABLE = _core.ProbeApiTable(api_table())
+TABLE = _core.HeaderTable(api_table())
 
 
 def plausible(data: bytes, prefix: bool = False) -> Any:

@@ -38,7 +38,7 @@ def crc(b: bytes) -> int:
 
 # the pre-0.8 detection and framing checks are the core's (core/src/legacy.rs, the 0.8+ header
 # parser core/src/kafka.rs): read through its probes
-TABLE = _core.ProbeApiTable(api_table())
+TABLE = _core.HeaderTable(api_table())
 
 
 def legacy_score(data: bytes, complete: bool = True) -> int:

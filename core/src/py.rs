@@ -486,7 +486,7 @@ impl Stream {
         overlap_window: u64,
         max_closed: usize,
         max_total_buffer: u64,
-        apis: Option<Vec<(i16, i16, Vec<u8>)>>,
+        apis: Option<PyRef<'_, HeaderTable>>,
         protocol: &str,
         max_frame_size: u32,
         figures: Option<Py<Figures>>,
@@ -520,8 +520,7 @@ impl Stream {
             ports: ports.clone(),
             forced,
             max_frame_size,
-            table: ApiTable::new(apis.unwrap_or_default())
-                .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.0))?,
+            table: apis.map(|t| t.0.clone()).unwrap_or_default(),
         };
         let mut pair = Pairing::new(pcfg);
         if !frames {
@@ -881,6 +880,22 @@ fn reason_str(reason: &str) -> &'static str {
     }
 }
 
+/// What framing and pairing read of the schema: each API's newest version and header
+/// versions (`kafka::ApiTable`), built once from `(api_key, max_version, header_versions)`
+/// entries (`dissectors.header.api_table`) and handed to every `Stream` a process makes.
+#[pyclass(module = "analyzer._core", frozen)]
+pub struct HeaderTable(pub(crate) ApiTable);
+
+#[pymethods]
+impl HeaderTable {
+    #[new]
+    fn new(entries: Vec<(i16, i16, Vec<u8>)>) -> PyResult<Self> {
+        ApiTable::new(entries)
+            .map(HeaderTable)
+            .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.0))
+    }
+}
+
 /// A capture range's TCP packets grouped by connection into columnar batches, the Spark
 /// job's shuffle records (`crate::batches`), read from a `Capture` without a Python
 /// object per packet.
@@ -1043,6 +1058,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CaptureError", m.py().get_type::<CaptureError>())?;
     m.add_class::<Capture>()?;
     m.add_class::<Stream>()?;
+    m.add_class::<HeaderTable>()?;
     m.add_class::<ConnBatcher>()?;
     m.add_class::<Figures>()?;
     m.add_class::<crate::py_quantiles::Quantiles>()?;

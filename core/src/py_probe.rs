@@ -12,8 +12,9 @@
 use pyo3::prelude::*;
 use pyo3::IntoPyObjectExt;
 
-use crate::kafka::{self, ApiTable, HeaderCheck, RequestHeader};
+use crate::kafka::{self, HeaderCheck, RequestHeader};
 use crate::legacy;
+use crate::py::HeaderTable;
 use crate::records;
 
 type HeaderTuple = (i16, i16, i32, Option<String>, usize, u8);
@@ -40,27 +41,12 @@ fn from_tuple(t: HeaderTuple) -> RequestHeader {
     }
 }
 
-/// An [`ApiTable`] built once from `(api_key, max_version, header_versions)` entries and
-/// handed to the probes that need the schema.
-#[pyclass(module = "analyzer._core", frozen)]
-pub struct ProbeApiTable(ApiTable);
-
-#[pymethods]
-impl ProbeApiTable {
-    #[new]
-    fn new(entries: Vec<(i16, i16, Vec<u8>)>) -> PyResult<Self> {
-        ApiTable::new(entries)
-            .map(ProbeApiTable)
-            .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.0))
-    }
-}
-
 /// `kafka::request_header(data, partial, check)`: the header tuple, True (with check:
 /// judged on a cut client_id), False (with check) or None (without).
 #[pyfunction]
 fn probe_request_header(
     py: Python<'_>,
-    table: PyRef<'_, ProbeApiTable>,
+    table: PyRef<'_, HeaderTable>,
     data: &[u8],
     partial: bool,
     check: bool,
@@ -76,7 +62,7 @@ fn probe_request_header(
 /// `kafka::sane_request(data, size)`: the header tuple or None.
 #[pyfunction]
 fn probe_sane_request(
-    table: PyRef<'_, ProbeApiTable>,
+    table: PyRef<'_, HeaderTable>,
     data: &[u8],
     size: usize,
 ) -> Option<HeaderTuple> {
@@ -208,7 +194,6 @@ fn probe_records_summary(
 
 /// Add the probes to the module (called from `py.rs`'s module init).
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<ProbeApiTable>()?;
     m.add_function(wrap_pyfunction!(probe_request_header, m)?)?;
     m.add_function(wrap_pyfunction!(probe_sane_request, m)?)?;
     m.add_function(wrap_pyfunction!(probe_produce_acks, m)?)?;
