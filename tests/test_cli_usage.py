@@ -35,6 +35,15 @@ def test_unknown_rule_gives_one_hint() -> None:
                                      "(see 'kafkawire-sniff check --list-rules')"]
 
 
+def test_a_split_size_without_a_unit_is_bytes_and_too_small() -> None:
+    """"--split-size 8" (meant as 8MiB) would cut a file into a task per 8 bytes: refused."""
+    r = _run("spark", SAMPLE, "--out", "/nonexistent/o", "--split-size", "8")
+    assert r.returncode == 2
+    assert r.stderr.splitlines() == ["kafkawire-sniff: error: invalid value for '--split-size': 8 bytes is too "
+                                     "small: at least 64KiB (a number without a unit is bytes: e.g. 8MiB) "
+                                     "(see 'kafkawire-sniff spark --help')"]
+
+
 def test_click_messages_in_our_style() -> None:
     r = _run("read", "--nope", SAMPLE)
     assert r.returncode == 2

@@ -29,15 +29,31 @@ def _size(text: str) -> int:
 
 
 class Size(click.ParamType):
+    """A size in bytes, with an optional unit (k/KiB, m/MiB, g/GiB); at least ``minimum``."""
     name = "SIZE"
+
+    def __init__(self, minimum: int = 1) -> None:
+        self.minimum = minimum
 
     def convert(self, value: Any, param: Any, ctx: Any) -> int:
         if isinstance(value, int):
-            return value
-        try:
-            return _size(str(value))
-        except click.BadParameter as e:
-            self.fail(str(e), param, ctx)
+            v = value
+        else:
+            try:
+                v = _size(str(value))
+            except click.BadParameter as e:
+                self.fail(str(e), param, ctx)
+        if v < self.minimum:
+            self.fail(f"{v} bytes is too small: at least {_size_text(self.minimum)} (a number without "
+                      f"a unit is bytes: e.g. 8MiB)", param, ctx)
+        return v
+
+
+def _size_text(n: int) -> str:
+    for unit, m in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= m and n % m == 0:
+            return f"{n // m}{unit}"
+    return f"{n} bytes"
 
 
 # the decoders' nesting limit unless --max-depth says otherwise (DecodeContext's default)
