@@ -822,15 +822,13 @@ def process_whole(src: Source, rs: ReadSplit, cfg: JobConfig, content: bytes | N
     pace_collector(freeze=False)
     fid = src.file_id
     g = _FileAcc(cfg)
-    pipes: list[Pipeline] = []
 
     def feed(pipe: Pipeline) -> Iterator[Exchange]:
-        pipes.append(pipe)
-        return pipe.feed_capture(cap)
+        yield from pipe.feed_capture(cap)
+        s = pipe.summary        # (every packet read: the file's meta record)
+        g.meta.append(_meta(rs, cap, s.packets, s.first_ts, s.last_ts, {}))
     with _opened(src, rs, content) as cap:
         yield from process_group((fid,), src.name, feed, g, cfg, None)
-        s = pipes[0].summary
-        g.meta.append(_meta(rs, cap, s.packets, s.first_ts, s.last_ts, {}))
     g.misses = []
     yield ("s", fid, dict(g.state(), held=False))
 

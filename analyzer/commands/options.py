@@ -29,11 +29,13 @@ def _size(text: str) -> int:
 
 
 class Size(click.ParamType):
-    """A size in bytes, with an optional unit (k/KiB, m/MiB, g/GiB); at least ``minimum``."""
+    """A size in bytes, with an optional unit (k/KiB, m/MiB, g/GiB); at least ``minimum``
+    (a size as the option takes it, e.g. "64KiB")."""
     name = "SIZE"
 
-    def __init__(self, minimum: int = 1) -> None:
-        self.minimum = minimum
+    def __init__(self, minimum: str = "1") -> None:
+        self.minimum_text = minimum
+        self.minimum = _size(minimum)
 
     def convert(self, value: Any, param: Any, ctx: Any) -> int:
         if isinstance(value, int):
@@ -44,16 +46,9 @@ class Size(click.ParamType):
             except click.BadParameter as e:
                 self.fail(str(e), param, ctx)
         if v < self.minimum:
-            self.fail(f"{v} bytes is too small: at least {_size_text(self.minimum)} (a number without "
+            self.fail(f"{v} bytes is too small: at least {self.minimum_text} (a number without "
                       f"a unit is bytes: e.g. 8MiB)", param, ctx)
         return v
-
-
-def _size_text(n: int) -> str:
-    for unit, m in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if n >= m and n % m == 0:
-            return f"{n // m}{unit}"
-    return f"{n} bytes"
 
 
 # the decoders' nesting limit unless --max-depth says otherwise (DecodeContext's default)

@@ -18,7 +18,7 @@ from analyzer.sinks.stats import GROUP_KEYS, parse_by
 
 # a smaller range makes a task of a handful of packets (and "--split-size 8", meant as
 # 8MiB, millions of them): refused with a one-line error
-MIN_SPLIT_SIZE = 64 * 1024
+MIN_SPLIT_SIZE = "64KiB"
 
 
 def _by_param(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
@@ -59,8 +59,8 @@ def _conf(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) ->
 @click.option("--storm-rebalances", type=click.IntRange(min=1), default=5, show_default=True,
               help="As for 'check': rebalance storm threshold (generations per minute).")
 @click.option("--split-size", type=Size(minimum=MIN_SPLIT_SIZE), default="64MiB", show_default=True,
-              help="Cut bigger pcap/pcapng files into ranges of this size (at least 64KiB), read by separate "
-                   "tasks.")
+              help=f"Cut bigger pcap/pcapng files into ranges of this size (at least {MIN_SPLIT_SIZE}), read by "
+                   "separate tasks.")
 @click.option("--pack-size", type=Size(), default="64MiB", show_default=True,
               help="Pack smaller files into one read task up to this many bytes.")
 @click.option("--partitions", type=click.IntRange(min=1), default=None,

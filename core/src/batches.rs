@@ -10,10 +10,10 @@
 //! A connection is keyed by its endpoints, the same for both directions; a batch is
 //! sealed once its blob holds `batch_bytes`, and the open ones at the end of the range.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 
-use crate::net::{self, Endpoint};
+use crate::net::{self, Endpoint, Tally};
 
 /// A connection as `(ip, port, ip, port)`: the endpoint whose text is the smaller first.
 pub type ConnKey = (String, u16, String, u16);
@@ -138,8 +138,8 @@ pub fn packets<'a>(
 }
 
 /// Groups a range's packets by connection into batches (see the module documentation),
-/// counting what it reads: packets, first and last time, and the packets that gave no
-/// TCP segment, by reason.
+/// counting what it reads (`tally`: packets, first and last time, and the packets that
+/// gave no TCP segment, by reason).
 #[derive(Debug)]
 pub struct Batcher {
     batch_bytes: usize,
@@ -149,10 +149,7 @@ pub struct Batcher {
     open: HashMap<Pair, (ConnKey, u64, Columns)>,
     /// sealed batches, waiting to be taken
     pub sealed: Vec<(ConnKey, u64, Columns)>,
-    pub packets: u64,
-    pub first_ts: Option<f64>,
-    pub last_ts: Option<f64>,
-    pub skips: BTreeMap<String, u64>,
+    pub tally: Tally,
 }
 
 impl Batcher {
@@ -173,25 +170,16 @@ impl Batcher {
             keys,
             open: HashMap::new(),
             sealed: Vec::new(),
-            packets: 0,
-            first_ts: None,
-            last_ts: None,
-            skips: BTreeMap::new(),
+            tally: Tally::default(),
         }
     }
 
     pub fn packet(&mut self, index: u64, ts: f64, linktype: i32, data: &[u8], orig_len: u32) {
-        self.packets += 1;
-        if self.first_ts.is_none() {
-            self.first_ts = Some(ts);
-        }
-        if self.last_ts.is_none_or(|t| ts > t) {
-            self.last_ts = Some(ts);
-        }
+        self.tally.packet(ts);
         let seg = match net::parse(linktype, data, orig_len) {
             Ok(seg) => seg,
             Err(skip) => {
-                *self.skips.entry(skip.reason()).or_insert(0) += 1;
+                self.tally.skip(skip.reason());
                 return;
             }
         };
@@ -253,9 +241,9 @@ mod tests {
         feed(&mut b, 8, &p2);
         feed(&mut b, 9, b"\x00\x01");
         b.finish();
-        assert_eq!(b.packets, 3);
-        assert_eq!((b.first_ts, b.last_ts), (Some(0.7), Some(0.9)));
-        assert_eq!(b.skips.values().sum::<u64>(), 1);
+        assert_eq!(b.tally.packets, 3);
+        assert_eq!((b.tally.first_ts, b.tally.last_ts), (Some(0.7), Some(0.9)));
+        assert_eq!(b.tally.skips.values().sum::<u64>(), 1);
         assert_eq!(b.sealed.len(), 1);
         let (key, first, cols) = &b.sealed[0];
         // the smaller endpoint as text first ("10.0.0.2" < "9.0.0.1")
@@ -320,7 +308,7 @@ mod tests {
         feed(&mut b, 1, &packet(a, s, b"x"));
         feed(&mut b, 2, &packet(s, z, b"y"));
         b.finish();
-        assert_eq!(b.packets, 2);
+        assert_eq!(b.tally.packets, 2);
         assert_eq!(b.sealed.len(), 1);
         assert_eq!(b.sealed[0].0 .1, 40001);
         assert_eq!(b.sealed[0].1, 2);

@@ -11,7 +11,36 @@
 //! on the wire. Bytes after the IP datagram (Ethernet padding, trailers) are never payload.
 //! Every offset is checked against the captured length before it is read.
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// What a reader of packets counts of them: how many, the first one's time and the
+/// latest time, and those that gave no TCP segment (or were set aside), by reason.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Tally {
+    pub packets: u64,
+    pub first_ts: Option<f64>,
+    pub last_ts: Option<f64>,
+    pub skips: BTreeMap<String, u64>,
+}
+
+impl Tally {
+    /// One more packet, of time `ts`.
+    pub fn packet(&mut self, ts: f64) {
+        self.packets += 1;
+        if self.first_ts.is_none() {
+            self.first_ts = Some(ts);
+        }
+        if self.last_ts.is_none_or(|t| ts > t) {
+            self.last_ts = Some(ts);
+        }
+    }
+
+    /// A packet set aside for `reason`.
+    pub fn skip(&mut self, reason: String) {
+        *self.skips.entry(reason).or_insert(0) += 1;
+    }
+}
 
 /// An address and a port, as the TCP header and the IP header name them.
 pub type Endpoint = (IpAddr, u16);

@@ -415,10 +415,7 @@ pub struct Stream {
     ports: Vec<u16>,
     autodetect: bool,
     share: Option<(u32, u32)>,
-    packets: u64,
-    first_ts: Option<f64>,
-    last_ts: Option<f64>,
-    skips: std::collections::BTreeMap<String, u64>,
+    tally: net::Tally,
     figures: Option<Py<Figures>>,
 }
 
@@ -435,21 +432,15 @@ impl Stream {
                 return;
             }
         }
-        self.packets += 1;
-        if self.first_ts.is_none() {
-            self.first_ts = Some(ts);
-        }
-        if self.last_ts.is_none_or(|t| ts > t) {
-            self.last_ts = Some(ts);
-        }
+        self.tally.packet(ts);
         match parsed {
-            Err(skip) => self.skip(skip.reason()),
+            Err(skip) => self.tally.skip(skip.reason()),
             Ok(seg) => {
                 if !self.autodetect
                     && !self.ports.contains(&seg.src.1)
                     && !self.ports.contains(&seg.dst.1)
                 {
-                    self.skip("not a Kafka port".into());
+                    self.tally.skip("not a Kafka port".into());
                     return;
                 }
                 self.pair.now = index;
@@ -457,10 +448,6 @@ impl Stream {
                 self.ra.segment(&seg, ts, index, &mut self.pair);
             }
         }
-    }
-
-    fn skip(&mut self, reason: String) {
-        *self.skips.entry(reason).or_insert(0) += 1;
     }
 
     fn drain<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
@@ -532,10 +519,7 @@ impl Stream {
             ports,
             autodetect,
             share,
-            packets: 0,
-            first_ts: None,
-            last_ts: None,
-            skips: Default::default(),
+            tally: net::Tally::default(),
             figures,
         })
     }
@@ -710,20 +694,20 @@ impl Stream {
     /// packets fed and counted (a share's own packets only)
     #[getter]
     fn packets(&self) -> u64 {
-        self.packets
+        self.tally.packets
     }
     #[getter]
     fn first_ts(&self) -> Option<f64> {
-        self.first_ts
+        self.tally.first_ts
     }
     #[getter]
     fn last_ts(&self) -> Option<f64> {
-        self.last_ts
+        self.tally.last_ts
     }
     /// packets that gave no TCP segment, by reason
     #[getter]
     fn skips(&self) -> std::collections::BTreeMap<String, u64> {
-        self.skips.clone()
+        self.tally.skips.clone()
     }
     /// reassembly's counters: "out of order", "retransmission", "lost segments", ...
     #[getter]
@@ -962,20 +946,20 @@ impl ConnBatcher {
     /// packets read
     #[getter]
     fn packets(&self) -> u64 {
-        self.inner.packets
+        self.inner.tally.packets
     }
     #[getter]
     fn first_ts(&self) -> Option<f64> {
-        self.inner.first_ts
+        self.inner.tally.first_ts
     }
     #[getter]
     fn last_ts(&self) -> Option<f64> {
-        self.inner.last_ts
+        self.inner.tally.last_ts
     }
     /// packets that gave no TCP segment, by reason (as `Stream.skips`)
     #[getter]
     fn skips(&self) -> std::collections::BTreeMap<String, u64> {
-        self.inner.skips.clone()
+        self.inner.tally.skips.clone()
     }
 }
 

@@ -98,8 +98,11 @@ fuzz_target!(|data: &[u8]| {
     }
     ra.finish(None, &mut check);
     batcher.finish();
-    assert_eq!(batcher.packets, read);
-    assert_eq!(batcher.skips.values().sum::<u64>() + fed.len() as u64, read);
+    assert_eq!(batcher.tally.packets, read);
+    assert_eq!(
+        batcher.tally.skips.values().sum::<u64>() + fed.len() as u64,
+        read
+    );
     let mut back = Vec::new();
     for (_key, first, c) in &batcher.sealed {
         let got = batches::packets(&c.index, &c.ts, &c.linktype, &c.orig_len, &c.ends, &c.blob)
