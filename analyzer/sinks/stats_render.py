@@ -283,27 +283,35 @@ def add_show(top: Sequence[dict[str, Any]], capture_of: dict[str | None, str]) -
 
 
 def rate_lines(result: dict[str, Any], width: int = 60) -> list[str]:
-    """Request rate over time as a sparkline of per-second buckets (folded to ``width``)."""
+    """Request rate over time as a sparkline of per-second buckets (folded to ``width``).
+
+    Only the seconds seen (``per_second`` rows) are visited, each added straight into its
+    bucket: memory and time follow the rows, never the clock span between them (a capture
+    whose clock jumps by decades spans some 1e9 seconds)."""
     thr = result["throughput"]
     ps = thr["per_second"]
     if not ps:
         return []
-    t0, t1 = ps[0]["t"], ps[-1]["t"]
-    counts = [0] * (t1 - t0 + 1)
+    t0 = min(row["t"] for row in ps)
+    span = max(row["t"] for row in ps) - t0 + 1        # the seconds from the first to the last request
+    per = max(1, -(-span // width))                     # (ceilings in integers: a span may pass 2**53)
+    sums = [0] * -(-span // per)                        # at most ``width`` buckets
+    seconds: dict[int, int] = {}                        # second -> requests, the seconds seen
     for row in ps:
-        counts[row["t"] - t0] += row["requests"]
-    per = max(1, math.ceil(len(counts) / width))
-    folded = [sum(counts[i:i + per]) / per for i in range(0, len(counts), per)]
+        sums[(row["t"] - t0) // per] += row["requests"]
+        seconds[row["t"]] = seconds.get(row["t"], 0) + row["requests"]
+    folded = [s / per for s in sums]
     # the average and the peak count the same one-second buckets (clock seconds from the
     # first to the last request), so the average never exceeds the peak; a capture shorter
     # than a second is not extrapolated to a rate it never had
-    total = sum(counts)
+    total = sum(sums)
     head = f"Requests: {total} over {fmt_span(thr['duration_s'])}"
-    if len(counts) == 1:
+    if span == 1:
         head += ", all within one second"
     else:
-        head += (f"; per second, over the {len(counts)} seconds they span: {total / len(counts):.1f} on average, "
-                 f"{max(counts)} at the busiest")
+        # (a second not seen counted no request: the busiest second is one seen)
+        head += (f"; per second, over the {span} seconds they span: {total / span:.1f} on average, "
+                 f"{max(seconds.values())} at the busiest")
     unit = "1 s" if per == 1 else f"{per} s"
     return [head, f"per {unit}: {sparkline(folded)}"]
 
