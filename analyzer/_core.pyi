@@ -12,13 +12,16 @@ from dissectors.schema import ApiDef, FieldDef
 SUPPORTED_LINKTYPES: list[int]
 # the ``now`` of the events made at the end of the capture (Stream.finish)
 END_OF_CAPTURE: int
+# why the bytes of a connection judged not Kafka are skipped (Summary.bytes_skipped)
+UNIDENTIFIED: str
 
 class CaptureError(Exception): ...
 
 # a record of Stream (see core/src/py.rs for the layouts):
 #   (3, ...) a new connection; (4, ...) its state changed; (5, ...) an exchange;
-#   (6, ...) it ended; (0, ...), (1, ...), (2, ...) stream events of a connection handed to
-#   the front (TLS), or of every connection when the Stream is made without ``apis``
+#   (6, ...) it ended; (7, ...) it is taken as Kafka, and why; (0, ...), (1, ...), (2, ...)
+#   stream events of a connection handed to the front (TLS), or of every connection when
+#   the Stream is made without ``apis``
 Event = tuple[object, ...]
 # (index, ts, linktype, data, orig_len): a Packet or a tuple laid out as one
 PacketTuple = tuple[int, float, int, bytes, int]
@@ -136,8 +139,10 @@ class PacketReader:
 
 class HeaderTable:
     """What framing and pairing read of the schema (dissectors.header.api_table's entries:
-    api_key, newest version, header version per version), built once per process."""
-    def __init__(self, entries: list[tuple[int, int, list[int]]]) -> None: ...
+    api_key, newest version, header version per version), built once per process; with
+    ``apis`` (dissectors.schema.APIS' values) the bodies that judge a connection on no
+    --port port (core/src/evidence.rs)."""
+    def __init__(self, entries: list[tuple[int, int, list[int]]], apis: list[ApiDef] | None = None) -> None: ...
 
 
 # the Spark job's shuffle records (core/src/batches.rs): a connection's packets in six

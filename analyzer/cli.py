@@ -18,6 +18,7 @@ from analyzer.commands.options import (
 )
 from analyzer.errors import UserError, fail, reader_gone, stdout_console
 from analyzer.model import Exchange, pace_collector
+from analyzer.sinks.output import detection_lines
 
 PROG = "kafkawire-sniff"
 
@@ -197,7 +198,7 @@ def read_selection(api: tuple[str, ...], client_id: str | None, conn: tuple[int,
 
 # the kinds of connection in the summary, each connection counted once (see Summary)
 CONNECTION_KINDS = (("kafka_connections", "kafka"), ("kafka_tls_connections", "kafka in decrypted TLS"),
-                    ("tls_connections", "TLS not decrypted"), ("other_connections", "not kafka"),
+                    ("tls_connections", "TLS not decrypted"), ("other_connections", "unidentified TCP"),
                     ("empty_connections", "no payload"))
 
 
@@ -219,6 +220,7 @@ def summary_text(summary: Any, ctx: Any) -> list[str]:
         + (f", {d['truncated_frames']} truncated in the capture" if d["truncated_frames"] else ""),
         "exchanges: " + (", ".join(f"{k} {v}" for k, v in sorted(ex.items())) or "none"),
     ]
+    lines += detection_lines(d)
     if d["bytes_skipped"]:
         lines.append("bytes skipped: " + ", ".join(f"{k} {v}" for k, v in sorted(d["bytes_skipped"].items())))
     if d["gaps"]:

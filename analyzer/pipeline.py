@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from analyzer._core import END_OF_CAPTURE, Capture, Figures, HeaderTable, Stream, open_capture
+from analyzer._core import END_OF_CAPTURE, UNIDENTIFIED, Capture, Figures, HeaderTable, Stream, open_capture
 from analyzer.model import (
     Conn,
     Endpoint,
@@ -75,6 +75,26 @@ class Options:
     share: tuple[int, int] | None = None  # (k, n): only the connections of share k of n (analyzer.shards)
 
 
+# the connections found by auto-detection that a summary lists one by one
+AUTO_LISTED = 50
+
+
+def _by_conn(a: dict[str, Any]) -> int:
+    return int(a["conn"])
+
+
+def merge_connections(a: dict[str, Any] | None, b: dict[str, Any]) -> dict[str, Any]:
+    """Two ``Summary.connections_json`` blocks added (``a`` None: ``b``): ``b``'s connections
+    listed after ``a``'s (another capture, or a later share renumbered and sorted after)."""
+    if a is None:
+        return b
+    detection = Counter(a["detection"])
+    detection.update(b["detection"])
+    return {"detection": dict(detection), "auto_detected": (a["auto_detected"] + b["auto_detected"])[:AUTO_LISTED],
+            "unidentified": a["unidentified"] + b["unidentified"],
+            "unidentified_bytes": a["unidentified_bytes"] + b["unidentified_bytes"]}
+
+
 @dataclass
 class Summary:
     """Counts that account for every packet, frame and skipped byte."""
@@ -99,6 +119,31 @@ class Summary:
     last_ts: float | None = None
     capture_warning: str | None = None
     tls: list[dict[str, Any]] = field(default_factory=list)            # one entry per TLS connection
+    # why each Kafka connection was taken as Kafka: "port 9092" or "auto" -> connections
+    detection: Counter = field(default_factory=Counter)
+    # the AUTO_LISTED first connections (by id) found by auto-detection, with their evidence
+    auto_detected: list[dict[str, Any]] = field(default_factory=list)
+
+    def found(self, conn: Conn | None, detection: str) -> None:
+        """A Kafka connection ended: count why it was taken as Kafka."""
+        auto = detection.startswith("auto")
+        self.detection["auto" if auto else detection] += 1
+        if auto and conn is not None:
+            listed = self.auto_detected
+            listed.append({"conn": conn.id, "client": str(conn.client), "broker": str(conn.broker),
+                           "evidence": detection.removeprefix("auto: ")})
+            if len(listed) > 2 * AUTO_LISTED:
+                listed.sort(key=_by_conn)
+                del listed[AUTO_LISTED:]
+
+    def connections_json(self) -> dict[str, Any]:
+        """Why connections were taken as Kafka, and those that were not: ``detection``
+        (``port 9092`` or ``auto`` -> Kafka connections), ``auto_detected`` (the first ones
+        found by auto-detection, with their evidence), ``unidentified`` connections and their
+        bytes (``stats`` reports it; ``merge_connections`` adds two)."""
+        return {"detection": dict(self.detection), "auto_detected": sorted(self.auto_detected, key=_by_conn)[:AUTO_LISTED],
+                "unidentified": self.other_connections,
+                "unidentified_bytes": self.bytes_skipped.get(UNIDENTIFIED, 0)}
 
     def to_json(self, ctx: DecodeContext | None = None) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -120,6 +165,8 @@ class Summary:
             "notes": dict(self.notes),
             "first_time": self.first_ts,
             "last_time": self.last_ts,
+            "detection": dict(self.detection),
+            "auto_detected": sorted(self.auto_detected, key=_by_conn)[:AUTO_LISTED],
         }
         if self.capture_warning:
             d["capture_warning"] = self.capture_warning
@@ -196,7 +243,7 @@ class Pipeline:
         framing and pairing; ``limits`` are the reassembler's (``max_buffer``...)."""
         o = self.options
         return Stream(ports=list(o.ports), autodetect=o.autodetect, ids_from_index=o.conn_ids_from_index,
-                      share=o.share, apis=_shared(("api_table",), lambda: HeaderTable(api_table())), protocol=o.protocol,
+                      share=o.share, apis=_shared(("api_table",), lambda: HeaderTable(api_table(), list(APIS.values()))), protocol=o.protocol,
                       max_frame_size=o.max_frame_size, figures=self.figures, **limits)
 
     # -- public ---------------------------------------------------------------
@@ -305,6 +352,9 @@ class Pipeline:
                 continue
             elif kind == 6:         # it ended, after its last exchanges
                 self._closed(r)
+                continue
+            elif kind == 7:         # it is taken as Kafka, and why
+                conns[r[1]].detection = r[2]
                 continue
             elif kind == 0:         # bytes of a handed connection
                 _k, cid, d, off, data, ts, index, now, now_ts = r
@@ -415,12 +465,13 @@ class Pipeline:
 
     def _closed(self, r: tuple[Any, ...]) -> None:
         """A connection ended: the one kind it counts as in the summary."""
-        _k, cid, protocol, client_dir, responses_only, any_data, _handed = r
+        _k, cid, protocol, client_dir, responses_only, any_data, _handed, detection = r
         conn = self._conn_objs.pop(cid, None)
         if conn is not None:
             conn.protocol = protocol
             conn.client_dir = client_dir
             conn.ended = True
+            conn.detection = detection
         h = self._handed.pop(cid, None)
         tls_info = h.tls_info if h is not None else None
         s = self.summary
@@ -429,6 +480,7 @@ class Pipeline:
                 s.kafka_tls_connections += 1
             else:
                 s.kafka_connections += 1
+            s.found(conn, detection)
         elif tls_info is not None:
             s.tls_connections += 1
         elif any_data or (h is not None and any(h.first_data_seen)):

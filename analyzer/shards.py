@@ -40,7 +40,7 @@ from typing import Any, NamedTuple
 
 from analyzer._core import END_OF_CAPTURE, CaptureError, open_capture
 from analyzer.commands.options import fresh_context
-from analyzer.pipeline import Options, Run
+from analyzer.pipeline import AUTO_LISTED, Options, Run, merge_connections
 from analyzer.sinks.stats import PointSample, StatsAccumulator
 from dissectors.context import DecodeContext
 
@@ -241,6 +241,7 @@ class ShardedResult:
     points: PointSample | None
     exact: bool                        # False: a topic id was learnt between lookups: run again unsharded
     capture_warning: str | None = None  # the reader's (every worker reads the whole file)
+    connections: dict[str, Any] | None = None   # the workers' Summary.connections_json, merged
 
 
 def _share(path: str, options: Options, ctx: DecodeContext, k: int, n: int,
@@ -277,7 +278,7 @@ def _worker(path: str, options: Options, ctx: DecodeContext, k: int, n: int, pro
             "learnt": names.learnt, "misses": names.misses,
             "points": points.points if points is not None else None,
             "stride": points.stride if points is not None else 1,
-            "warning": run.summary.capture_warning}
+            "warning": run.summary.capture_warning, "connections": run.summary.connections_json()}
 
 
 def _check_worker(path: str, options: Options, ctx: DecodeContext, k: int, n: int, progress: Any,
@@ -416,5 +417,14 @@ def _merge(states: list[dict[str, Any]], by: tuple[str, ...], keep_top: int, sou
         points = PointSample()
         points.absorb(sorted((p for st in states for p in st["points"] or ()), key=lambda p: p[1]),
                       max(st["stride"] for st in states))
-    return ShardedResult(total, points, exact, states[0]["warning"] if states else None)
+    connections = None
+    listed = []
+    for st in states:
+        c = st["connections"]
+        listed += [{**a, "conn": number(a["conn"])} for a in c["auto_detected"]]
+        connections = merge_connections(connections, {**c, "auto_detected": []})
+    if connections is not None:
+        # (each share lists its first connections: together, the capture's first ones)
+        connections["auto_detected"] = sorted(listed, key=lambda a: a["conn"])[:AUTO_LISTED]
+    return ShardedResult(total, points, exact, states[0]["warning"] if states else None, connections)
 

@@ -675,7 +675,7 @@ class _FileAcc:
                 "learnt": self.learnt, "groups": self.groups, "misses": self.misses}
 
 
-_COUNTERS = ("summary", "skipped", "bytes_skipped", "exchanges", "notes", "limits", "counters")
+_COUNTERS = ("summary", "skipped", "bytes_skipped", "exchanges", "notes", "limits", "counters", "detection")
 _SUM_FIELDS = ("connections", "kafka_connections", "kafka_tls_connections", "tls_connections", "other_connections",
                "empty_connections", "request_frames", "response_frames", "truncated_frames", "gaps", "gap_bytes")
 
@@ -749,6 +749,7 @@ def process_group(gkey: tuple[Any, ...], name: str, feed: Callable[[Pipeline], I
     c["bytes_skipped"].update(s.bytes_skipped)
     c["exchanges"].update(s.exchanges)
     c["notes"].update(s.notes)
+    c["detection"].update(s.detection)
     c["counters"].update({"malformed_fields": ctx.malformed, "cut_messages": ctx.cut, "crc_valid": ctx.crc_valid,
                           "crc_invalid": ctx.crc_invalid})
     c["limits"].update(ctx.limits_hit)
@@ -970,7 +971,7 @@ def gather(states: Iterable[tuple[int, dict[str, Any]]], sources: list[Source], 
             "last_time": last_ts, "malformed_fields": c["counters"].get("malformed_fields", 0),
             "cut_messages": c["counters"].get("cut_messages", 0),
             "crc_valid": c["counters"].get("crc_valid", 0), "crc_invalid": c["counters"].get("crc_invalid", 0),
-            "limits_hit": dict(c["limits"]), "findings": len(fs)}
+            "limits_hit": dict(c["limits"]), "detection": dict(c["detection"]), "findings": len(fs)}
         if warnings:
             d["capture_warning"] = warnings[0]
         files.append(d)

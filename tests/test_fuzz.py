@@ -39,7 +39,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analyzer._core import CaptureError, Stream, open_capture, parse_packet
+from analyzer._core import UNIDENTIFIED, CaptureError, Stream, open_capture, parse_packet
 from analyzer.cli import main
 from analyzer.pipeline import Options, Run
 from dissectors import kafka
@@ -693,7 +693,9 @@ def test_size_prefix_flip_costs_only_its_own_connection() -> None:
     """The corpus case of a plausible but wrong size: that connection's direction is swallowed
     up to the capture end (reported as a truncated frame), the other connection is untouched."""
     base = baseline(SAMPLES / "admin_rdkafka.pcap")
-    run = Run(str(CORPUS / "size-prefix-flip-swallows-next-request.pcap"))
+    path = str(CORPUS / "size-prefix-flip-swallows-next-request.pcap")
+    # on the broker's port, as a --port
+    run = Run(path, Options(ports=(base[0].conn.broker.port,)))
     exs = list(run)
     assert [(e.api_name, e.correlation_id, e.status) for e in exs if e.conn.id == 1] == \
         [(e.api_name, e.correlation_id, e.status) for e in base if e.conn.id == 1]
@@ -701,3 +703,10 @@ def test_size_prefix_flip_costs_only_its_own_connection() -> None:
     assert lost == [("ApiVersions", 1, "unanswered"), ("Unknown", 1, "orphan_response"),
                     ("Unknown", 2, "orphan_response")]
     assert run.summary.truncated_frames == 1
+    # found by auto-detection, the damaged connection shows no exchange that proves it Kafka:
+    # it is unidentified TCP, its bytes counted as such, and the other one is untouched
+    run = Run(path)
+    exs = list(run)
+    assert [(e.api_name, e.correlation_id, e.status) for e in exs] == \
+        [(e.api_name, e.correlation_id, e.status) for e in base if e.conn.id == 1]
+    assert run.summary.other_connections == 1 and run.summary.bytes_skipped[UNIDENTIFIED] > 0

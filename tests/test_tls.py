@@ -93,7 +93,7 @@ def test_each_connection_is_one_kind(tmp_path: Path) -> None:
     lone = TcpFlow(("10.0.0.3", 40002), ("10.0.0.9", 9092), ts=1_700_000_002.0)
     pkts += lone.rst(0)                      # a one-packet stream: no payload
     write_pcap(str(tmp_path / "mixed.pcap"), pkts)
-    assert _summary_line(str(tmp_path / "mixed.pcap")) == "connections: 3 (kafka 1, not kafka 1, no payload 1)"
+    assert _summary_line(str(tmp_path / "mixed.pcap")) == "connections: 3 (kafka 1, unidentified TCP 1, no payload 1)"
     r = Run(str(tmp_path / "mixed.pcap"), Options())
     list(r)
     d = r.summary.to_json()

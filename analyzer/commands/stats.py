@@ -13,6 +13,7 @@ import click
 
 from analyzer.commands.options import capture_options, filter_option, lean_decode
 from analyzer.errors import UserError, stdout_console, warn_damaged
+from analyzer.pipeline import merge_connections
 from analyzer.sinks.stats import GROUP_KEYS, PointSample, StatsAccumulator, keep_top_for, parse_by
 
 
@@ -21,6 +22,14 @@ def _by_param(ctx: click.Context, param: click.Parameter, value: str) -> tuple[s
         return parse_by(value)
     except ValueError as e:
         raise click.BadParameter(str(e)) from None
+
+
+def _tagged(connections: dict[str, Any], source: str | None) -> dict[str, Any]:
+    """A capture's ``connections`` block, its auto-detected connections named by capture
+    (``source``: one of several captures)."""
+    if source is not None:
+        connections["auto_detected"] = [{**a, "capture": source} for a in connections["auto_detected"]]
+    return connections
 
 
 @click.command("stats")
@@ -64,6 +73,7 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
             raise UserError("--plot needs matplotlib (pip install matplotlib)") from None
 
     total = StatsAccumulator(by, keep_top=keep_top_for(top))
+    connections: dict[str, Any] | None = None     # why connections were taken as Kafka, or not
     points = PointSample() if plot_path else None
     many = len(captures) > 1
     # every figure comes from lean trees (the core's figures walk, core/src/figures.rs): the
@@ -81,6 +91,8 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
                                     source=source, with_points=points is not None, progress=run.progress)
             if res.exact:
                 total.merge(res.acc)
+                if res.connections is not None:
+                    connections = merge_connections(connections, _tagged(res.connections, source))
                 if points is not None and res.points is not None:
                     points.absorb(res.points.points, res.points.stride)
                 warn_damaged(path, res.capture_warning)
@@ -97,9 +109,11 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
             if points is not None:
                 points.add(ex)
         total.merge(acc)
+        connections = merge_connections(connections, _tagged(run.summary.connections_json(), source))
         warn_damaged(path, run.summary.capture_warning)
 
     result = total.result(top=top)
+    result["connections"] = connections
     from analyzer.sinks import stats_render as sr
 
     sr.add_show(result["top"], {(os.path.basename(c) if many else None): c for c in captures})

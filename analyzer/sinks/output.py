@@ -115,6 +115,23 @@ def digest(ex: Exchange, width: int = 70) -> str:
     return text
 
 
+def detection_lines(d: dict[str, Any], limit: int = 50) -> list[str]:
+    """Why the Kafka connections were taken as Kafka, by port and each one found by
+    auto-detection with its evidence, and the connections that were not Kafka (the block of
+    ``Summary.connections_json``, or a summary's JSON), listing at most ``limit``."""
+    by = d.get("detection") or {}
+    ports = sorted(k for k in by if k != "auto")
+    parts = [f"{k} {by[k]}" for k in ports] + ([f"auto-detected {by['auto']}"] if by.get("auto") else [])
+    lines = ["kafka found by: " + ", ".join(parts)] if parts else []
+    listed = (d.get("auto_detected") or [])[:limit]
+    for a in listed:
+        conn = f"{a['capture']}#{a['conn']}" if a.get("capture") else a["conn"]
+        lines.append(f"  conn {conn} {a['client']} -> {a['broker']}: auto-detected ({a['evidence']})")
+    if by.get("auto", 0) > len(listed):
+        lines.append(f"  ... and {by['auto'] - len(listed)} more auto-detected")
+    return lines
+
+
 def summary_line(ex: Exchange, t0: float | None = None) -> str:
     frames = f"{ex.request_frame or '-':>6} {ex.response_frame or '-':>6}"
     t = ex.request_time if ex.request_time is not None else ex.response_time

@@ -316,6 +316,21 @@ def rate_lines(result: dict[str, Any], width: int = 60) -> list[str]:
     return [head, f"per {unit}: {sparkline(folded)}"]
 
 
+def connection_lines(c: dict[str, Any] | None) -> list[str]:
+    """Why the connections were taken as Kafka (by port, or auto-detected with the
+    evidence), and how many were not (``Summary.connections_json``)."""
+    if c is None:
+        return []
+    from analyzer.sinks.output import detection_lines
+
+    lines = detection_lines(c, limit=10)
+    n = c["unidentified"]
+    if n:
+        lines.append(f"unidentified TCP, not kafka: {n} connection{'s' if n != 1 else ''} "
+                     f"({fmt_bytes(c['unidentified_bytes'])} not analysed)")
+    return lines
+
+
 def fmt_span(seconds: float) -> str:
     """A duration as a person reads it: ``0.037 s`` is ``37.0 ms``, ``83.5 µs`` below that."""
     if seconds >= 1:
@@ -358,7 +373,7 @@ def render_text(result: dict[str, Any], console: Console, hists: dict[str, list[
             console.print()
         else:
             console.print(t.rich())
-    for line in rate_lines(result):
+    for line in rate_lines(result) + connection_lines(result.get("connections")):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     if hists:
         console.print()

@@ -1706,6 +1706,11 @@ impl Figures {
         Some((body, responses, rows))
     }
 
+    /// Does the schema know this API key?
+    pub fn knows(&self, api_key: i16) -> bool {
+        self.apis.contains_key(&api_key)
+    }
+
     /// Is this API at this version the walk's (a known API not left to the full decoder, a
     /// version not newer than the schema's newest)?
     pub fn covers(&self, api_key: i16, api_version: i16) -> bool {

@@ -4,7 +4,8 @@
 //! Stages, one module each: [`capture`] (pcap / pcapng / gzip records), [`net`] (link
 //! layer, IPv4/IPv6, TCP), [`tcp`] (per-direction reassembly), [`frame`] (Kafka frames
 //! of a direction's stream) and [`pair`] (each connection's client side and protocol,
-//! requests paired with responses). [`kafka`] and [`legacy`] are the header checks that
+//! requests paired with responses); [`evidence`] judges whether a connection on no `--port`
+//! port is Kafka. [`kafka`] and [`legacy`] are the header checks that
 //! framing and pairing run on every frame (0.8+ and pre-0.8 Kafka). [`records`] is the lean
 //! summary of a Produce / Fetch partition's records that `stats` reads; [`quantiles`] is
 //! `stats`' latency percentiles (exact, then a DDSketch). [`batches`] groups a capture
@@ -16,6 +17,7 @@
 
 pub mod batches;
 pub mod capture;
+pub mod evidence;
 pub mod figures;
 pub mod frame;
 pub mod kafka;

@@ -26,7 +26,10 @@
 
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 
+use crate::evidence::{self, Evidence};
+use crate::figures::Figures;
 use crate::frame::{Frame, Framer, Judge, Verdict};
 use crate::kafka::{self, ApiTable, HeaderCheck, RequestHeader};
 use crate::legacy;
@@ -77,6 +80,10 @@ pub struct PairConfig {
     pub forced: Forced,
     pub max_frame_size: u32,
     pub table: ApiTable,
+    /// the schema's walk, which judges the bodies of a connection on no `--port` port
+    /// ([`evidence`]; one per process, its plans compiled once); without it the headers
+    /// alone do
+    pub schema: Option<Arc<Mutex<Figures>>>,
 }
 
 /// An exchange's status (the front's `EXCHANGE_STATUSES`).
@@ -147,6 +154,52 @@ pub struct Closed {
     pub responses_only: bool,
     pub any_data: bool,
     pub handed: bool,
+    /// why it was taken as Kafka, or not ([`Detect::describe`])
+    pub detection: String,
+}
+
+/// How a connection is found to be Kafka, or not.
+#[derive(Debug)]
+enum Detect {
+    /// one of its ports is a `--port` port (0: every connection is handed to the front)
+    Port(u16),
+    /// on no `--port` port and not decided yet: its records and counts held
+    Held(Box<Held>),
+    /// on no `--port` port, taken as Kafka on this evidence
+    Kafka(String),
+    /// on no `--port` port and not Kafka: its bytes are counted as unidentified
+    Unidentified,
+    /// TLS the front does not decrypt
+    Encrypted,
+}
+
+impl Detect {
+    /// What the front shows of it.
+    fn describe(&self) -> String {
+        match self {
+            Detect::Port(p) => format!("port {p}"),
+            Detect::Held(h) => h.evidence.describe(),
+            Detect::Kafka(why) => why.clone(),
+            Detect::Unidentified => "unidentified".into(),
+            Detect::Encrypted => "tls".into(),
+        }
+    }
+}
+
+/// An undecided connection's records, and the counts they would add.
+#[derive(Debug, Default)]
+struct Held {
+    #[allow(clippy::vec_box)] // (they go out as they came, in `Out::Exchange`'s box)
+    recs: Vec<Box<ExchangeRec>>,
+    /// bytes of the frames held, in records and in flight
+    bytes: usize,
+    evidence: Evidence,
+    request_frames: u64,
+    response_frames: u64,
+    truncated_frames: u64,
+    over_max_frames: u64,
+    skipped: BTreeMap<&'static str, u64>,
+    notes: BTreeMap<&'static str, u64>,
 }
 
 /// What the stage gives the front, in stream order.
@@ -157,6 +210,12 @@ pub enum Out {
     Exchange(Box<ExchangeRec>),
     /// the ending connection's unanswered requests follow as exchanges before this
     Closed(Closed),
+    /// a connection is taken as Kafka, and why: at its first bytes on a `--port` port, or
+    /// when its evidence decides (before the exchanges held until then)
+    Detected {
+        conn: u64,
+        detection: String,
+    },
     /// stream events of a handed connection
     Data {
         conn: u64,
@@ -226,6 +285,7 @@ struct Link {
     responses_only: bool,
     handed: bool,
     ignored: bool,
+    detect: Detect,
 }
 
 impl Link {
@@ -427,6 +487,8 @@ pub struct Pairing {
     /// hand every connection to the front (its stream events as they are): the
     /// reassembler's events without framing, for tools and tests of that stage
     pub hand_all: bool,
+    /// the frame bytes all undecided connections hold (bounded by [`evidence::MAX_HELD_TOTAL`])
+    held_bytes: usize,
 }
 
 impl Sink for Pairing {
@@ -503,6 +565,7 @@ impl Pairing {
             now: 0,
             now_ts: 0.0,
             hand_all: false,
+            held_bytes: 0,
         }
     }
 
@@ -529,6 +592,12 @@ impl Pairing {
             };
             self.order += 1;
             self.counts.connections += 1;
+            let port = [b_port, a_port].into_iter().find(|p| ports.contains(p));
+            let detect = match port {
+                Some(p) => Detect::Port(p),
+                None if self.hand_all => Detect::Port(0),
+                None => Detect::Held(Box::default()),
+            };
             let link = Link {
                 order: self.order,
                 a_port,
@@ -549,11 +618,18 @@ impl Pairing {
                 responses_only: false,
                 handed: false,
                 ignored: false,
+                detect,
             };
             let link = Link {
                 handed: self.hand_all,
                 ..link
             };
+            if let (Detect::Port(p), false) = (&link.detect, self.hand_all) {
+                self.out.push(Out::Detected {
+                    conn,
+                    detection: format!("port {p}"),
+                });
+            }
             self.states.insert(
                 conn,
                 ConnState {
@@ -578,6 +654,11 @@ impl Pairing {
     fn data(&mut self, conn: u64, d: u8, off: i64, data: &[u8], ts: f64, index: u64) {
         let st = self.state(conn);
         let link = &mut st.link;
+        if matches!(link.detect, Detect::Unidentified) {
+            self.touch(conn);
+            self.skip_unidentified(data.len() as u64);
+            return;
+        }
         if !link.first_data_seen[d as usize] {
             link.first_data_seen[d as usize] = true;
             // (a TLS record header has its major version, 3, second: Kafka bytes seldom do)
@@ -618,6 +699,10 @@ impl Pairing {
         reason: &'static str,
     ) {
         let st = self.state(conn);
+        if matches!(st.link.detect, Detect::Unidentified) {
+            self.touch(conn);
+            return;
+        }
         if st.link.handed {
             let (now, now_ts) = (self.now, self.now_ts);
             self.touch(conn);
@@ -696,6 +781,10 @@ impl Pairing {
         client_dir: Option<u8>,
     ) {
         let st = self.state(conn);
+        if matches!(st.link.detect, Detect::Unidentified) {
+            self.skip_unidentified(data.len() as u64);
+            return;
+        }
         if client_dir.is_some() {
             st.link.client_dir = client_dir;
         }
@@ -712,6 +801,9 @@ impl Pairing {
         st.link.protocol = Protocol::Tls;
         if client_dir.is_some() {
             st.link.client_dir = client_dir;
+        }
+        if let Detect::Held(h) = std::mem::replace(&mut st.link.detect, Detect::Encrypted) {
+            self.add_held_counts(&h);
         }
         for d in 0..2u8 {
             self.collect(conn, d);
@@ -744,12 +836,19 @@ impl Pairing {
         };
         if let Some(fr) = st.framers[d as usize].as_mut() {
             let (skipped, over) = fr.take_skipped();
+            let (into, overs) = match &mut st.link.detect {
+                Detect::Held(h) => (&mut h.skipped, &mut h.over_max_frames),
+                _ => (
+                    &mut self.counts.bytes_skipped,
+                    &mut self.counts.over_max_frames,
+                ),
+            };
             for (reason, n) in skipped {
                 if n > 0 {
-                    *self.counts.bytes_skipped.entry(reason).or_insert(0) += n;
+                    *into.entry(reason).or_insert(0) += n;
                 }
             }
-            self.counts.over_max_frames += over;
+            *overs += over;
         }
     }
 
@@ -815,6 +914,24 @@ impl Pairing {
     /// Pair one frame: a 0.8+ request waits for its response (by correlation id); a
     /// response makes the exchange with its request.
     fn frame(&mut self, conn: u64, frame: Frame) {
+        // (judged not Kafka while its framer still held frames; or undecided, holding
+        // more than an undecided connection may)
+        let total = self.held_bytes;
+        let (unidentified, over) = match &self.link(conn).detect {
+            Detect::Unidentified => (true, false),
+            Detect::Held(h) => (
+                false,
+                h.bytes > evidence::MAX_HELD_BYTES || total > evidence::MAX_HELD_TOTAL,
+            ),
+            _ => (false, false),
+        };
+        if over {
+            self.unidentified(conn);
+        }
+        if unidentified || over {
+            self.skip_unidentified(4 + frame.data.len() as u64);
+            return;
+        }
         let Some(response) = self.frame_kind(conn, &frame) else {
             // (a pre-0.8 frame)
             self.legacy(conn, frame);
@@ -827,11 +944,27 @@ impl Pairing {
             }
             let cid = kafka::response_correlation_id(&frame.data);
             let link = self.link(conn);
-            let Some(p) = link.pop_pending(cid) else {
+            // (a response pairs only with a request that came before it)
+            let before = cid
+                .and_then(|c| link.inflight.get(&c))
+                .map(|(_, p)| p.frame.last_index < frame.last_index);
+            let p = if before == Some(true) {
+                link.pop_pending(cid)
+            } else {
+                None
+            };
+            let Some(p) = p else {
                 let mut rec = self.rec(conn, Kind::Orphan, Status::OrphanResponse);
                 rec.correlation_id = cid;
                 rec.response = Some(frame);
-                rec.note = Some("response whose request was not captured".into());
+                rec.note = Some(if before == Some(false) {
+                    "response captured before the request with its correlation id".into()
+                } else {
+                    "response whose request was not captured".into()
+                });
+                if before == Some(false) {
+                    self.note(conn, "responses before their request");
+                }
                 self.emit(rec);
                 return;
             };
@@ -843,11 +976,7 @@ impl Pairing {
                 .min()
                 .is_some_and(|m| m < p.frame.last_index)
             {
-                *self
-                    .counts
-                    .notes
-                    .entry("responses out of request order")
-                    .or_insert(0) += 1;
+                self.note(conn, "responses out of request order");
             }
             let h = p.header.expect("a 0.8+ request in flight has its header");
             let sasl = h.api_key == kafka::SASL_HANDSHAKE;
@@ -914,23 +1043,37 @@ impl Pairing {
             e.insert((link.key_seq, p));
         } else {
             link.reused.entry(cid).or_default().push_back(p);
-            *self
-                .counts
-                .notes
-                .entry("correlation id reused while in flight")
-                .or_insert(0) += 1;
+            self.note(conn, "correlation id reused while in flight");
         }
     }
 
     /// Count a frame and decide the client side and protocol if not yet: `Some(true)`
     /// for a 0.8+ response, `Some(false)` for a 0.8+ request, None for a pre-0.8 frame.
     fn frame_kind(&mut self, conn: u64, frame: &Frame) -> Option<bool> {
-        if frame.truncated {
-            self.counts.truncated_frames += 1;
-        }
         let forced = self.cfg.forced;
         let table = &self.cfg.table;
         let link = &mut self.states.get_mut(&conn).expect("state").link;
+        // (an undecided connection's counts are held with its records)
+        let counts = match &mut link.detect {
+            Detect::Held(h) => {
+                h.bytes += frame.data.len();
+                self.held_bytes += frame.data.len();
+                (
+                    &mut h.request_frames,
+                    &mut h.response_frames,
+                    &mut h.truncated_frames,
+                )
+            }
+            _ => (
+                &mut self.counts.request_frames,
+                &mut self.counts.response_frames,
+                &mut self.counts.truncated_frames,
+            ),
+        };
+        let (request_frames, response_frames, truncated_frames) = counts;
+        if frame.truncated {
+            *truncated_frames += 1;
+        }
         let modern = || {
             !matches!(
                 kafka::plausible_request(table, &frame.data, frame.truncated),
@@ -951,7 +1094,7 @@ impl Pairing {
             }
         };
         if frame.dir == client_dir {
-            self.counts.request_frames += 1;
+            *request_frames += 1;
             if link.protocol == Protocol::Undecided {
                 // the connection's first request decides its protocol
                 link.protocol = match forced {
@@ -974,7 +1117,7 @@ impl Pairing {
             }
             return Some(false);
         }
-        self.counts.response_frames += 1;
+        *response_frames += 1;
         if link.protocol == Protocol::Legacy {
             return None;
         }
@@ -1150,20 +1293,141 @@ impl Pairing {
         }
         pending.extend(link.fifo.drain(..));
         pending.sort_by_key(|p| p.frame.last_index);
-        let closed = Closed {
-            conn,
-            protocol: link.protocol,
-            client_dir: link.client_dir,
-            responses_only: link.responses_only,
-            any_data: link.first_data_seen[0] || link.first_data_seen[1],
-            handed: link.handed,
-        };
         // (the unanswered exchanges are made with the state still there)
         for p in pending {
             self.unanswered(conn, p, why.clone());
         }
+        self.decide(conn, true);
+        let link = &self.states.get(&conn).expect("present").link;
+        let unidentified = matches!(link.detect, Detect::Unidentified);
+        let closed = Closed {
+            conn,
+            protocol: if unidentified {
+                Protocol::Undecided
+            } else {
+                link.protocol
+            },
+            client_dir: link.client_dir,
+            responses_only: link.responses_only && !unidentified,
+            any_data: link.first_data_seen[0] || link.first_data_seen[1],
+            handed: link.handed,
+            detection: link.detect.describe(),
+        };
         self.states.remove(&conn);
         self.out.push(Out::Closed(closed));
+    }
+
+    // -- evidence -----------------------------------------------------------------------
+
+    /// Count a note: held with an undecided connection's records.
+    fn note(&mut self, conn: u64, name: &'static str) {
+        let into = match self.states.get_mut(&conn).map(|st| &mut st.link.detect) {
+            Some(Detect::Held(h)) => &mut h.notes,
+            _ => &mut self.counts.notes,
+        };
+        *into.entry(name).or_insert(0) += 1;
+    }
+
+    fn skip_unidentified(&mut self, n: u64) {
+        if n > 0 {
+            *self
+                .counts
+                .bytes_skipped
+                .entry(evidence::UNIDENTIFIED)
+                .or_insert(0) += n;
+        }
+    }
+
+    /// The counts an undecided connection held, added as they are (it is Kafka, or TLS);
+    /// its frames held no more.
+    fn add_held_counts(&mut self, h: &Held) {
+        self.held_bytes -= h.bytes;
+        let c = &mut self.counts;
+        c.request_frames += h.request_frames;
+        c.response_frames += h.response_frames;
+        c.truncated_frames += h.truncated_frames;
+        c.over_max_frames += h.over_max_frames;
+        for (k, n) in &h.skipped {
+            *c.bytes_skipped.entry(k).or_insert(0) += n;
+        }
+        for (k, n) in &h.notes {
+            *c.notes.entry(k).or_insert(0) += n;
+        }
+    }
+
+    /// Judge an undecided connection on its evidence so far (`at_end`: it ended): Kafka,
+    /// with its held records let go in order; unidentified (at its end, or when it holds
+    /// too much); or still undecided.
+    fn decide(&mut self, conn: u64, at_end: bool) {
+        let Some(st) = self.states.get_mut(&conn) else {
+            return;
+        };
+        let Detect::Held(h) = &st.link.detect else {
+            return;
+        };
+        let ev = &h.evidence;
+        let full = h.recs.len() > evidence::MAX_HELD
+            || h.bytes > evidence::MAX_HELD_BYTES
+            || self.held_bytes > evidence::MAX_HELD_TOTAL;
+        if ev.confirmed() || (at_end && ev.confirmed_at_end()) {
+            let why = ev.describe();
+            let Detect::Held(h) =
+                std::mem::replace(&mut st.link.detect, Detect::Kafka(why.clone()))
+            else {
+                unreachable!("matched above")
+            };
+            self.add_held_counts(&h);
+            self.out.push(Out::Detected {
+                conn,
+                detection: why,
+            });
+            self.out.extend(h.recs.into_iter().map(Out::Exchange));
+        } else if at_end || full {
+            self.unidentified(conn);
+        }
+    }
+
+    /// Not Kafka: the records held go, and every byte of the connection, framed or not, is
+    /// counted as unidentified; its framers go too (what comes after is counted as it comes).
+    fn unidentified(&mut self, conn: u64) {
+        for d in 0..2u8 {
+            self.collect(conn, d);
+        }
+        let Some(st) = self.states.get_mut(&conn) else {
+            return;
+        };
+        let Detect::Held(h) = std::mem::replace(&mut st.link.detect, Detect::Unidentified) else {
+            return;
+        };
+        self.held_bytes -= h.bytes;
+        let link = &mut st.link;
+        let frame_bytes = |f: &Frame| 4 + f.data.len() as u64;
+        let mut n: u64 = h.skipped.values().sum();
+        for r in &h.recs {
+            n += r
+                .request
+                .iter()
+                .chain(r.response.iter())
+                .map(frame_bytes)
+                .sum::<u64>();
+        }
+        for (_, (_, p)) in link.inflight.drain() {
+            n += frame_bytes(&p.frame);
+        }
+        for p in link
+            .reused
+            .drain()
+            .flat_map(|(_, q)| q)
+            .chain(link.fifo.drain(..))
+        {
+            n += frame_bytes(&p.frame);
+        }
+        for fr in st.framers.iter_mut() {
+            if let Some(f) = fr.take() {
+                n += f.buffered() as u64;
+            }
+        }
+        self.skip_unidentified(n);
     }
 
     // -- records ------------------------------------------------------------------------
@@ -1188,8 +1452,31 @@ impl Pairing {
         })
     }
 
+    /// An exchange for the front, or held with its undecided connection's evidence.
     fn emit(&mut self, rec: Box<ExchangeRec>) {
-        self.out.push(Out::Exchange(rec));
+        let conn = rec.conn;
+        let held = self
+            .states
+            .get(&conn)
+            .is_some_and(|st| matches!(st.link.detect, Detect::Held(_)));
+        if !held {
+            self.out.push(Out::Exchange(rec));
+            return;
+        }
+        let proof = match &self.cfg.schema {
+            // (a walk that panicked elsewhere left its plans as they were: still usable)
+            Some(w) => {
+                let mut w = w.lock().unwrap_or_else(|e| e.into_inner());
+                evidence::judge(&rec, &self.cfg.table, Some(&mut w))
+            }
+            None => evidence::judge(&rec, &self.cfg.table, None),
+        };
+        let st = self.states.get_mut(&conn).expect("held above");
+        if let Detect::Held(h) = &mut st.link.detect {
+            h.evidence.add(proof);
+            h.recs.push(rec);
+        }
+        self.decide(conn, false);
     }
 }
 
@@ -1234,6 +1521,7 @@ mod tests {
             forced,
             max_frame_size: 1 << 20,
             table: table(),
+            schema: None,
         })
     }
 
@@ -1284,6 +1572,18 @@ mod tests {
 
     /// Feed `(dir, bytes)` segments of one connection, one packet each, then end it.
     fn run(p: &mut Pairing, syn: bool, segs: &[(u8, Vec<u8>)]) -> Vec<ExchangeRec> {
+        feed(p, syn, segs);
+        p.out
+            .drain(..)
+            .filter_map(|o| match o {
+                Out::Exchange(r) => Some(*r),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// `run`, its records left in `p.out`.
+    fn feed(p: &mut Pairing, syn: bool, segs: &[(u8, Vec<u8>)]) {
         let c = conn(syn);
         p.event(Event::Open(&c));
         let mut off = [0i64; 2];
@@ -1308,13 +1608,18 @@ mod tests {
             ts: 9.0,
             index: 0,
         });
-        p.out
-            .drain(..)
-            .filter_map(|o| match o {
-                Out::Exchange(r) => Some(*r),
-                _ => None,
-            })
-            .collect()
+    }
+
+    /// Bytes of connection 1 in direction `d` at stream offset `offset`, from packet `index`.
+    fn deliver(p: &mut Pairing, d: u8, offset: i64, data: &[u8], index: u64) {
+        p.event(Event::Data {
+            conn: 1,
+            dir: d,
+            offset,
+            data,
+            ts: index as f64,
+            index,
+        });
     }
 
     fn sig(r: &ExchangeRec) -> (Kind, Status, Option<i16>, Option<i32>) {
@@ -1432,10 +1737,24 @@ mod tests {
             forced: Forced::Auto,
             max_frame_size: 1 << 20,
             table: table(),
+            schema: None,
         });
-        let got = run(&mut p, false, &[(1, response(0x7f7f_0001, &[0; 6]))]);
-        assert_eq!(got[0].client_dir, Some(0));
-        assert!(got[0].protocol == Protocol::Undecided);
+        let lone = response(0x7f7f_0001, &[0; 6]);
+        p.event(Event::Open(&conn(false)));
+        deliver(&mut p, 1, 0, &lone, 1);
+        p.end(1, None, "fin");
+        // (a lone response is too thin to be Kafka on no --port port: its bytes are counted)
+        assert!(!p.out.iter().any(|o| matches!(o, Out::Exchange(_))));
+        let Some(Out::Closed(closed)) = p.out.last() else {
+            panic!("closed")
+        };
+        assert_eq!(closed.client_dir, Some(0));
+        assert_eq!(closed.protocol, Protocol::Undecided);
+        assert_eq!(closed.detection, "unidentified");
+        assert_eq!(
+            p.counts.bytes_skipped.get(evidence::UNIDENTIFIED),
+            Some(&(lone.len() as u64))
+        );
         // a response whose bytes read as a request header is taken for one: its side is the client
         let mut p = pairing(Forced::Auto);
         let c = Conn {
@@ -1458,6 +1777,125 @@ mod tests {
             panic!("closed")
         };
         assert_eq!(closed.client_dir, Some(1));
+    }
+
+    /// `run` on a connection between two ports that are no `--port` port: the exchanges,
+    /// and how it ended.
+    fn run_auto(segs: &[(u8, Vec<u8>)]) -> (Vec<ExchangeRec>, Closed, Counts) {
+        let mut p = pairing(Forced::Auto);
+        p.cfg.ports = vec![1];
+        feed(&mut p, true, segs);
+        let mut got = Vec::new();
+        let mut closed = None;
+        for o in p.out.drain(..) {
+            match o {
+                Out::Exchange(r) => got.push(*r),
+                Out::Closed(c) => closed = Some(c),
+                _ => {}
+            }
+        }
+        (got, closed.expect("closed"), p.counts.clone())
+    }
+
+    #[test]
+    fn on_no_kafka_port_two_answered_exchanges_make_kafka_and_nothing_is_lost() {
+        let segs = vec![
+            (1, response(7, &[0; 6])), // an orphan first: held, then let go in order
+            (0, request(18, 3, 1, "c", &[0, 0])),
+            (1, response(1, &[0; 6])),
+            (0, request(3, 1, 2, "c", &[0; 4])),
+            (1, response(2, &[0; 8])),
+            (0, request(3, 1, 3, "c", &[0; 4])),
+        ];
+        let (got, closed, counts) = run_auto(&segs);
+        assert_eq!(
+            got.iter().map(sig).collect::<Vec<_>>(),
+            [
+                (Kind::Orphan, Status::OrphanResponse, None, Some(7)),
+                (Kind::Kafka, Status::Ok, Some(18), Some(1)),
+                (Kind::Kafka, Status::Ok, Some(3), Some(2)),
+                (Kind::Kafka, Status::Unanswered, Some(3), Some(3)),
+            ]
+        );
+        assert_eq!(closed.protocol, Protocol::Kafka);
+        assert_eq!(closed.detection, "auto: 2 exchanges parsed and answered");
+        assert_eq!((counts.request_frames, counts.response_frames), (3, 3));
+        assert!(counts.bytes_skipped.is_empty());
+    }
+
+    #[test]
+    fn on_no_kafka_port_one_answered_exchange_is_kafka_only_at_the_end() {
+        let segs = vec![
+            (0, request(18, 3, 1, "c", &[0, 0])),
+            (1, response(1, &[0; 6])),
+        ];
+        let (got, closed, _) = run_auto(&segs);
+        assert_eq!(got.len(), 1);
+        assert_eq!(closed.detection, "auto: 1 exchange parsed and answered");
+    }
+
+    #[test]
+    fn on_no_kafka_port_thin_or_bad_evidence_is_unidentified_tcp() {
+        // every byte of an unidentified connection is counted as such, framed or not
+        let unidentified = |segs: &[(u8, Vec<u8>)]| {
+            let n: u64 = segs.iter().map(|(_, b)| b.len() as u64).sum();
+            let (got, closed, counts) = run_auto(segs);
+            assert!(got.is_empty());
+            assert_eq!(closed.detection, "unidentified");
+            assert!(!closed.responses_only);
+            assert_eq!(counts.request_frames + counts.response_frames, 0);
+            assert_eq!(counts.bytes_skipped.get(evidence::UNIDENTIFIED), Some(&n));
+        };
+        // requests alone, never answered: too thin
+        let segs: Vec<(u8, Vec<u8>)> = (0..3)
+            .map(|i| (0, request(3, 1, i, "c", &[0; 4])))
+            .collect();
+        unidentified(&segs);
+        // more held than the bound allows: unidentified at once, the rest counted as it comes
+        let segs: Vec<(u8, Vec<u8>)> = (0..evidence::MAX_HELD as i32 + 10)
+            .map(|i| (1, response(i, &[0; 2])))
+            .collect();
+        unidentified(&segs);
+        // requests never answered, more bytes than an undecided connection may hold: the
+        // same, whatever comes after
+        let big = vec![0u8; 1000 * 1000];
+        let segs: Vec<(u8, Vec<u8>)> = (0..7)
+            .map(|i| (0, request(3, 1, i, "c", &big)))
+            .chain([(1, response(1, &[0; 6]))])
+            .collect();
+        unidentified(&segs);
+    }
+
+    #[test]
+    fn a_response_pairs_only_with_a_request_that_came_before_it() {
+        let mut p = pairing(Forced::Auto);
+        let c = conn(true);
+        p.event(Event::Open(&c));
+        // the response's bytes come first (packet 1), the request with its id later (2)
+        let resp = response(5, &[0; 6]);
+        let req = request(18, 3, 5, "c", &[0, 0]);
+        p.now = 2;
+        deliver(&mut p, 0, 0, &req, 2);
+        deliver(&mut p, 1, 0, &resp, 1);
+        p.end(1, None, "fin");
+        let got: Vec<_> = p
+            .out
+            .iter()
+            .filter_map(|o| match o {
+                Out::Exchange(r) => Some((r.status, r.note.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(got[0].0, Status::OrphanResponse);
+        assert_eq!(
+            got[0].1.as_deref(),
+            Some("response captured before the request with its correlation id")
+        );
+        assert_eq!(got[1].0, Status::Unanswered);
+        assert_eq!(
+            p.counts.notes.get("responses before their request"),
+            Some(&1)
+        );
     }
 
     #[test]
@@ -1660,10 +2098,9 @@ mod tests {
         let src = Box::new(std::io::Cursor::new(file.to_vec()));
         let mut r = CaptureReader::from_reader("t", src, file.len() as u64, false).unwrap();
         let mut ra = crate::tcp::Reassembler::new(crate::tcp::Config::default());
-        let mut tee = Tee {
-            pair: pairing(Forced::Auto),
-            delivered: 0,
-        };
+        let mut pair = pairing(Forced::Auto);
+        pair.cfg.ports = vec![48497];
+        let mut tee = Tee { pair, delivered: 0 };
         while let Ok(Some(p)) = r.next_packet() {
             if let Ok(seg) = net::parse(p.linktype, p.data, p.orig_len) {
                 ra.segment(&seg, p.ts, p.index, &mut tee);

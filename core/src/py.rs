@@ -9,8 +9,9 @@
 //! (5, conn, now, kind, status, header, legacy_type, correlation_id,
 //!     request, response, note, mechanism, client_dir, protocol, last_ts, lean)
 //!                                                                 an exchange
-//! (6, conn, protocol, client_dir, responses_only, any_data, handed)
+//! (6, conn, protocol, client_dir, responses_only, any_data, handed, detection)
 //!                                                                 it ended, after its last exchanges
+//! (7, conn, detection)                                            it is taken as Kafka, and why
 //! (0, conn, dir, offset, data, ts, index, now, now_ts)           stream bytes          } of a connection
 //! (1, conn, dir, offset, length, ts, index, reason, now, now_ts)  bytes never captured  } handed to the
 //! (2, conn, dir | None, reason, ts, index, now)                   a direction / it ended} front
@@ -352,6 +353,9 @@ fn records<'py>(
                 ];
                 pyo3::types::PyTuple::new(py, items)?.into_any()
             }
+            Out::Detected { conn, detection } => {
+                (7u8, conn, detection).into_pyobject(py)?.into_any()
+            }
             Out::Closed(c) => (
                 6u8,
                 c.conn,
@@ -360,6 +364,7 @@ fn records<'py>(
                 c.responses_only,
                 c.any_data,
                 c.handed,
+                c.detection,
             )
                 .into_pyobject(py)?
                 .into_any(),
@@ -507,6 +512,7 @@ impl Stream {
             ports: ports.clone(),
             forced,
             max_frame_size,
+            schema: apis.as_ref().and_then(|t| t.1.clone()),
             table: apis.map(|t| t.0.clone()).unwrap_or_default(),
         };
         let mut pair = Pairing::new(pcfg);
@@ -866,17 +872,38 @@ fn reason_str(reason: &str) -> &'static str {
 
 /// What framing and pairing read of the schema: each API's newest version and header
 /// versions (`kafka::ApiTable`), built once from `(api_key, max_version, header_versions)`
-/// entries (`dissectors.header.api_table`) and handed to every `Stream` a process makes.
+/// entries (`dissectors.header.api_table`) and handed to every `Stream` a process makes;
+/// with `apis` (`dissectors.schema.APIS`' values) the APIs whose bodies judge the
+/// evidence of a connection on no `--port` port (`crate::evidence`).
 #[pyclass(module = "analyzer._core", frozen)]
-pub struct HeaderTable(pub(crate) ApiTable);
+pub struct HeaderTable(
+    pub(crate) ApiTable,
+    pub(crate) Option<std::sync::Arc<std::sync::Mutex<crate::figures::Figures>>>,
+);
 
 #[pymethods]
 impl HeaderTable {
     #[new]
-    fn new(entries: Vec<(i16, i16, Vec<u8>)>) -> PyResult<Self> {
-        ApiTable::new(entries)
-            .map(HeaderTable)
-            .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.0))
+    #[pyo3(signature = (entries, apis = None))]
+    fn new(
+        entries: Vec<(i16, i16, Vec<u8>)>,
+        apis: Option<Vec<Bound<'_, PyAny>>>,
+    ) -> PyResult<Self> {
+        let table =
+            ApiTable::new(entries).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.0))?;
+        let schema = match apis {
+            Some(apis) => {
+                let apis = apis
+                    .iter()
+                    .map(crate::py_figures::api_def)
+                    .collect::<PyResult<Vec<_>>>()?;
+                Some(std::sync::Arc::new(std::sync::Mutex::new(
+                    crate::evidence::walker(apis),
+                )))
+            }
+            None => None,
+        };
+        Ok(HeaderTable(table, schema))
     }
 }
 
@@ -1057,6 +1084,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(crate::py_json::tree_json, m)?)?;
     crate::py_probe::register(m)?;
     m.add("END_OF_CAPTURE", END_OF_CAPTURE)?;
+    m.add("UNIDENTIFIED", crate::evidence::UNIDENTIFIED)?;
     m.add(
         "SUPPORTED_LINKTYPES",
         crate::capture::SUPPORTED_LINKTYPES.to_vec(),

@@ -55,7 +55,7 @@ fn field_def(fd: &Bound<'_, PyAny>) -> PyResult<FieldDef> {
 }
 
 /// A `dissectors.schema.ApiDef`.
-fn api_def(a: &Bound<'_, PyAny>) -> PyResult<ApiDef> {
+pub(crate) fn api_def(a: &Bound<'_, PyAny>) -> PyResult<ApiDef> {
     let py = a.py();
     let defs = |name: &Bound<'_, PyString>| -> PyResult<Vec<FieldDef>> {
         let v: Vec<Bound<'_, PyAny>> = a.getattr(name)?.extract()?;

@@ -28,12 +28,13 @@
 
 use std::sync::{Mutex, OnceLock};
 
-use kws_core::figures::{ApiDef, Extra, FieldDef, Figures, Name, Nested, Node, Syms, Tree, Value};
+use kws_core::figures::{ApiDef, Extra, FieldDef, Figures, Name, Node, Syms, Tree, Value};
 use kws_core::kafka::{parse_request_header, ApiTable};
 use libfuzzer_sys::fuzz_target;
-use serde_json::Value as Json;
 
-const SCHEMA_VAR: &str = "KWS_FIGURES_SCHEMA";
+#[path = "schema.rs"]
+mod schema;
+
 const MALFORMED: &str = "malformed: ";
 
 /// (max_array_len, max_decompressed, topics, check) of each setting.
@@ -43,60 +44,6 @@ const LIMITS: [(i64, i64, bool, bool); 4] = [
     (8, 4096, false, true),
     (0, 0, true, false),
 ];
-
-fn range(v: &Json) -> Option<(i32, i32)> {
-    let a = v.as_array()?;
-    Some((a[0].as_i64()? as i32, a[1].as_i64()? as i32))
-}
-
-fn string(v: &Json) -> Option<String> {
-    v.as_str().map(str::to_string)
-}
-
-fn field(v: &Json) -> FieldDef {
-    FieldDef {
-        name: string(&v["name"]).expect("field name"),
-        ty: string(&v["type"]).expect("field type"),
-        versions: range(&v["versions"]).expect("field versions"),
-        nullable: range(&v["nullable"]),
-        tag: v["tag"].as_i64(),
-        tagged: range(&v["tagged"]),
-        struct_name: string(&v["struct"]),
-        element: string(&v["element"]),
-        fields: v["fields"]
-            .as_array()
-            .expect("fields")
-            .iter()
-            .map(field)
-            .collect(),
-        error_meaning: v["meaning"].as_str() == Some("error_code"),
-        nested: match v["meaning"].as_str() {
-            Some("consumer_subscription") => Some(Nested::Subscription),
-            Some("consumer_assignment") => Some(Nested::Assignment),
-            _ => None,
-        },
-    }
-}
-
-fn api(v: &Json) -> ApiDef {
-    let fields = |k: &str| {
-        v[k].as_array()
-            .expect("request/response")
-            .iter()
-            .map(field)
-            .collect()
-    };
-    let i16_of = |k: &str| v[k].as_i64().map(|x| i16::try_from(x).expect("an i16"));
-    ApiDef {
-        key: i16_of("key").expect("key"),
-        name: string(&v["name"]).expect("name"),
-        min_version: i16_of("min_version").expect("min_version"),
-        max_version: i16_of("max_version").expect("max_version"),
-        flexible_from: i16_of("flexible_from"),
-        request: fields("request"),
-        response: fields("response"),
-    }
-}
 
 struct Setup {
     apis: Vec<ApiDef>,
@@ -108,38 +55,14 @@ struct Setup {
 fn setup() -> &'static Setup {
     static SETUP: OnceLock<Setup> = OnceLock::new();
     SETUP.get_or_init(|| {
-        let path = std::env::var(SCHEMA_VAR).unwrap_or_else(|_| {
+        let schema = schema::load().unwrap_or_else(|| {
             panic!(
-                "{SCHEMA_VAR} is not set: run this target through tests/fuzz_core.sh, which writes \
-                 the schema as JSON (tests/schema_json.py) and passes its path"
+                "{} is not set: run this target through tests/fuzz_core.sh, which writes \
+                 the schema as JSON (tests/schema_json.py) and passes its path",
+                schema::SCHEMA_VAR
             )
         });
-        let text =
-            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{SCHEMA_VAR}={path}: {e}"));
-        let json: Json = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
-        let mut apis: Vec<ApiDef> = json["apis"]
-            .as_array()
-            .expect("a list of APIs")
-            .iter()
-            .map(api)
-            .collect();
-        apis.sort_by_key(|a| a.key);
-        assert!(!apis.is_empty(), "{path}: no APIs");
-        let table = ApiTable::new(
-            apis.iter()
-                .map(|a| {
-                    let hv = (0..=a.max_version)
-                        .map(|v| match a.flexible_from {
-                            _ if a.key == 7 && v == 0 => 0,
-                            Some(f) if v >= f => 2,
-                            _ => 1,
-                        })
-                        .collect();
-                    (a.key, a.max_version, hv)
-                })
-                .collect(),
-        )
-        .expect("a valid header table");
+        let (json, apis, table) = (schema.json, schema.apis, schema.table);
         let figures = LIMITS
             .iter()
             .map(|&(a, d, topics, check)| {
@@ -150,7 +73,7 @@ fn setup() -> &'static Setup {
                         .as_array()
                         .expect("the consumer protocol's fields")
                         .iter()
-                        .map(field)
+                        .map(schema::field)
                         .collect()
                 };
                 f.set_consumer(&consumer("subscription"), &consumer("assignment"));

@@ -1,17 +1,25 @@
 //! Any bytes as a capture, through net, reassembly, Kafka framing and pairing with the real
 //! header checks: no panic, and nothing lost: every frame cut is in exactly one exchange
 //! record, and every byte reassembly delivered is in a frame, counted as skipped, or
-//! handed to the front (TLS); every connection ends once.
+//! handed to the front (TLS); every connection ends once; every exchange is of a
+//! connection taken as Kafka (by its port, or by the evidence of its exchanges, judged
+//! against the real schema when `tests/fuzz_core.sh` hands it over), taken so once.
 #![no_main]
 
 use std::collections::HashSet;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use kws_core::capture::CaptureReader;
+use kws_core::evidence;
+use kws_core::figures::Figures;
 use kws_core::kafka::ApiTable;
 use kws_core::net;
 use kws_core::pair::{Forced, Out, PairConfig, Pairing};
 use kws_core::tcp::{Config, Event, Reassembler, Sink};
 use libfuzzer_sys::fuzz_target;
+
+#[path = "schema.rs"]
+mod schema;
 
 /// The pairing stage, and the bytes reassembly gave it.
 struct Tee {
@@ -37,6 +45,8 @@ struct Tally {
     handed_bytes: u64,
     opened: HashSet<u64>,
     closed: HashSet<u64>,
+    /// connections taken as Kafka: every exchange is of one of them
+    detected: HashSet<u64>,
 }
 
 /// Take the stage's output; a handed connection's end is answered as the front answers
@@ -48,6 +58,10 @@ fn drain(p: &mut Pairing, t: &mut Tally) {
             match o {
                 Out::Open(c) => assert!(t.opened.insert(c.id), "connection {} opened twice", c.id),
                 Out::Exchange(r) => {
+                    assert!(
+                        t.detected.contains(&r.conn),
+                        "an exchange of a connection not taken as Kafka"
+                    );
                     for f in [&r.request, &r.response].into_iter().flatten() {
                         assert!(f.data.len() <= f.size as usize);
                         assert_eq!(f.truncated, f.data.len() < f.size as usize);
@@ -71,10 +85,37 @@ fn drain(p: &mut Pairing, t: &mut Tally) {
                     p.ignore(conn, None);
                     p.end(conn, None, reason);
                 }
+                Out::Detected { conn, .. } => {
+                    assert!(t.detected.insert(conn), "connection {conn} detected twice")
+                }
                 Out::Update(_) | Out::End { .. } => {}
             }
         }
     }
+}
+
+/// The header table and the schema the evidence judges bodies by: the real schema when
+/// `tests/fuzz_core.sh` hands it over (`KWS_FIGURES_SCHEMA`), else a small table alone.
+#[allow(clippy::type_complexity)]
+fn setup() -> &'static (ApiTable, Option<Arc<Mutex<Figures>>>) {
+    static SETUP: OnceLock<(ApiTable, Option<Arc<Mutex<Figures>>>)> = OnceLock::new();
+    SETUP.get_or_init(|| {
+        if let Some(s) = schema::load() {
+            return (s.table, Some(Arc::new(Mutex::new(evidence::walker(s.apis)))));
+        }
+        let hv = |max: i16, flex: i16| -> Vec<u8> {
+            (0..=max).map(|v| if v >= flex { 2 } else { 1 }).collect()
+        };
+        let table = ApiTable::new(vec![
+            (0, 11, hv(11, 9)),
+            (1, 13, hv(13, 12)),
+            (3, 12, hv(12, 9)),
+            (17, 1, hv(1, 99)),
+            (18, 4, hv(4, 3)),
+        ])
+        .expect("a valid table");
+        (table, None)
+    })
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -82,17 +123,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(mut r) = CaptureReader::from_reader("fuzz", src, data.len() as u64, false) else {
         return;
     };
-    let hv = |max: i16, flex: i16| -> Vec<u8> {
-        (0..=max).map(|v| if v >= flex { 2 } else { 1 }).collect()
-    };
-    let table = ApiTable::new(vec![
-        (0, 11, hv(11, 9)),
-        (1, 13, hv(13, 12)),
-        (3, 12, hv(12, 9)),
-        (17, 1, hv(1, 99)),
-        (18, 4, hv(4, 3)),
-    ])
-    .expect("a valid table");
+    let (table, schema) = setup();
     let forced = match data.last().map(|b| b % 3) {
         Some(1) => Forced::Legacy,
         Some(2) => Forced::Modern,
@@ -102,7 +133,8 @@ fuzz_target!(|data: &[u8]| {
         ports: vec![9092],
         forced,
         max_frame_size: 1 << 16,
-        table,
+        table: table.clone(),
+        schema: schema.clone(),
     });
     let cfg = Config {
         max_buffer: 4096,
