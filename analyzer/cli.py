@@ -26,7 +26,8 @@ PROG = "kafkawire-sniff"
 # the commands that live in their own modules (each owns its options and output), imported
 # when they are run or listed: a command does not pay for the others' imports
 COMMAND_MODULES = {"stats": "analyzer.commands.stats", "check": "analyzer.commands.check",
-                   "live": "analyzer.commands.live", "spark": "analyzer.commands.spark"}
+                   "live": "analyzer.commands.live", "spark": "analyzer.commands.spark",
+                   "export": "analyzer.commands.export", "sql": "analyzer.commands.sql"}
 
 
 class Group(click.Group):

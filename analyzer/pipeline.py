@@ -237,6 +237,8 @@ class Pipeline:
         # the packet the core was handling when it made the record being handled (END_OF_CAPTURE
         # at the end of the capture): the clock of a share's topic-id learnings (analyzer.shards)
         self.packet_now = 0
+        # called with each connection as it ends, after its last exchange (the connections table)
+        self.on_closed: Callable[[Conn], None] | None = None
 
     def new_stream(self, **limits: Any) -> Stream:
         """The packet path (core/) for the options: link layer, IP, TCP reassembly, Kafka
@@ -472,6 +474,8 @@ class Pipeline:
             conn.client_dir = client_dir
             conn.ended = True
             conn.detection = detection
+            if self.on_closed is not None:
+                self.on_closed(conn)
         h = self._handed.pop(cid, None)
         tls_info = h.tls_info if h is not None else None
         s = self.summary

@@ -88,17 +88,26 @@ from typing import Any
 
 from analyzer._core import Capture, CaptureError, ConnBatcher, open_capture
 from analyzer.commands.options import fresh_context
-from analyzer.model import Exchange, pace_collector
+from analyzer.model import Conn, Exchange, pace_collector
 from analyzer.pipeline import Options, Pipeline
 from analyzer.shards import LearntTable, TopicNames, learnt_ids, rename_topics, resolve_misses
 from analyzer.sinks.check import Checker, Finding
 from analyzer.sinks.stats import DEFAULT_BY, StatsAccumulator, keep_top_for
+from analyzer.tables import (
+    CONNECTIONS,
+    EXCHANGES,
+    PARTITIONS,
+    connection_row,
+    exchange_rows,
+    spark_schema,
+    with_trees,
+)
 from dissectors.context import DecodeContext
 
 __all__ = ["JobConfig", "Source", "Split", "JobResult", "resolve_inputs", "plan_splits", "pack_tasks",
            "scan_split", "read_batches", "is_direct", "direct_limit", "process_whole",
-           "process_partition", "lite_if_enough", "gather", "run_local", "run_spark", "remap_conn", "EXCHANGE_COLUMNS",
-           "PARTITION_COLUMNS", "SparkJobError"]
+           "process_partition", "lite_if_enough", "gather", "run_local", "run_spark", "remap_conn",
+           "SparkJobError"]
 
 DEFAULT_SPLIT_SIZE = 64 * 1024 * 1024
 DEFAULT_PACK_SIZE = 64 * 1024 * 1024
@@ -624,30 +633,6 @@ def partition_of(key: tuple[Any, ...], n: int) -> int:
 
 # -- 4. process -----------------------------------------------------------------------------
 
-EXCHANGE_COLUMNS = ("capture", "conn", "client", "broker", "protocol", "api_key", "api_name", "api_version",
-                    "correlation_id", "client_id", "request_frame", "response_frame", "request_time",
-                    "response_time", "response_first_time", "latency_ms", "ttfb_ms", "request_bytes",
-                    "response_bytes", "status", "error_codes", "partitions", "notes")
-TREE_COLUMNS = ("request", "response")
-PARTITION_FIELDS = ("topic", "partition", "records", "bytes", "codec", "crc_ok", "error")
-PARTITION_COLUMNS = ("capture", "conn", "api_name", "api_version", "correlation_id", "client_id",
-                     "request_frame", "response_frame", "request_time", "status") + PARTITION_FIELDS
-
-
-def _part_tuple(p: dict[str, Any]) -> tuple[Any, ...]:
-    t = p.get("topic")
-    part = p.get("partition")
-    crc = p.get("crc_ok")
-    return (None if t is None else str(t),
-            part if isinstance(part, int) and not isinstance(part, bool) else None,
-            int(p.get("records") or 0), int(p.get("bytes") or 0),
-            None if p.get("codec") is None else str(p.get("codec")),
-            None if crc is None else bool(crc),
-            None if p.get("error") is None else str(p.get("error")))
-
-
-
-
 class _FileAcc:
     """What one task gathers for one file (held: groups whose topic ids another connection may name)."""
 
@@ -697,9 +682,9 @@ def process_group(gkey: tuple[Any, ...], name: str, feed: Callable[[Pipeline], I
     """Run one Pipeline, fed by ``feed`` (the batches of a 4-tuple in order, or a whole
     file), into ``g``; yield table rows.
 
-    Rows: ("x", group key, exchange row) and ("p", group key, partition row), with the
-    connection as its first packet number (renumbered by ``finalize_rows``)."""
-    from analyzer.sinks.output import exchange_to_json
+    Rows (``analyzer.tables``): ("x", group key, exchange row), ("p", group key, partition
+    row) and ("c", group key, connection row), with the connection as its first packet
+    number (renumbered by ``finalize_rows``)."""
 
     ctx = fresh_context(cfg.ctx)
     names = TopicNames(known)
@@ -713,29 +698,30 @@ def process_group(gkey: tuple[Any, ...], name: str, feed: Callable[[Pipeline], I
     make_rows = cfg.rows
     keep = _compiled(cfg.display_filter).matcher(ctx) if cfg.display_filter else None
 
+    closed: list[Conn] = []     # the connections ended since the last row (made_rows)
+
+    def ended() -> Iterator[tuple[Any, ...]]:
+        for c in closed:
+            yield ("c", gkey, connection_row(c, name, c.id))
+        closed.clear()
+
     def rows(out: Iterable[Exchange]) -> Iterator[tuple[Any, ...]]:
         for ex in out:
+            yield from ended()
             if keep is not None and not keep(ex):
                 continue
             acc.add(ex)
             checker.add(ex)
             if not make_rows:
                 continue
-            d = exchange_to_json(ex, trees=trees)
-            conn = ex.conn.id
-            parts = [_part_tuple(p) for p in d["partitions"]]
-            row = [name, conn] + [d.get(c) for c in EXCHANGE_COLUMNS[2:20]] + \
-                [list(d["error_codes"]), parts, list(d["notes"])]
-            if trees:
-                for t in ("request", "response"):
-                    v = d.get(t)
-                    row.append(None if v is None else json.dumps(v, separators=(",", ":"), ensure_ascii=False))
-            yield ("x", gkey, tuple(row))
+            row, parts = exchange_rows(ex, name, ex.conn.id, trees)
+            yield ("x", gkey, row)
             for p in parts:
-                yield ("p", gkey, (name, conn, d["api_name"], d["api_version"], d["correlation_id"],
-                                   d["client_id"], d["request_frame"], d["response_frame"], d["request_time"],
-                                   d["status"]) + p)
+                yield ("p", gkey, p)
+        yield from ended()
 
+    if make_rows:
+        pipe.on_closed = closed.append
     yield from rows(feed(pipe))
     yield from rows(pipe.finish())
     g.conns.extend(pipe.stream.first_indexes)
@@ -767,7 +753,7 @@ def _batches_feed(items: Iterable[Keyed]) -> Callable[[Pipeline], Iterator[Excha
 def process_partition(items: Iterable[Keyed], cfg: JobConfig, names: dict[int, str],
                       known: dict[int, LearntTable] | None = None
                       ) -> Iterator[tuple[Any, ...]]:
-    """A shuffled, sorted partition -> rows ("x"/"p", group key, row), then ("s", file, state) per file.
+    """A shuffled, sorted partition -> rows ("x"/"p"/"c", group key, row), then ("s", file, state) per file.
 
     First pass (``known`` None): a group that looked up a topic id it had not learnt
     itself goes to the file's *held* state (with its key and misses), so the driver can
@@ -987,8 +973,8 @@ def finalize_rows(rows: Iterable[tuple[str, Any, tuple[Any, ...]]], conn_ids: di
                   rename: dict[int, dict[str, str]] | None = None) -> Iterator[tuple[Any, ...]]:
     """Rows with their connection renumbered as `read` numbers it, and topic ids named
     where ``redo_groups`` decided so."""
-    ti = PARTITION_COLUMNS.index("topic")
-    pi = EXCHANGE_COLUMNS.index("partitions")
+    ti = PARTITIONS.names.index("topic")
+    pi = EXCHANGES.names.index("partitions")
     for tag, gkey, row in rows:
         row = row[:1] + (remap_conn(conn_ids, gkey[0], row[1]),) + row[2:]
         names = rename.get(gkey[0]) if rename else None
@@ -997,7 +983,7 @@ def finalize_rows(rows: Iterable[tuple[str, Any, tuple[Any, ...]]], conn_ids: di
                 t = row[ti]
                 if t in names:
                     row = row[:ti] + (names[t],) + row[ti + 1:]
-            elif any(p[0] in names for p in row[pi]):
+            elif tag == "x" and any(p[0] in names for p in row[pi]):
                 parts = [((names.get(p[0], p[0]),) + p[1:]) for p in row[pi]]
                 row = row[:pi] + (parts,) + row[pi + 1:]
         yield row
@@ -1006,9 +992,10 @@ def finalize_rows(rows: Iterable[tuple[str, Any, tuple[Any, ...]]], conn_ids: di
 # -- in-process runner (the same steps without Spark; for tests and debugging) ------------------
 
 def run_local(patterns: Iterable[str], cfg: JobConfig, partitions: int = 3, batch_bytes: int = BATCH_BYTES
-              ) -> tuple[JobResult, list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+              ) -> tuple[JobResult, list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """Plan, scan, read, shuffle (in memory), process and gather in this process: the
-    steps of ``run_spark`` without Spark (tests and debugging)."""
+    steps of ``run_spark`` without Spark (tests and debugging). Returns the result and
+    the rows of the exchanges, partitions and connections tables (``analyzer.tables``)."""
     import pickle
 
     t0 = time.monotonic()
@@ -1060,9 +1047,9 @@ def run_local(patterns: Iterable[str], cfg: JobConfig, partitions: int = 3, batc
     res.renamed = sum(len(v) for v in rename.values())
     res.set_inexact(inexact_ids(table))
     res.elapsed = time.monotonic() - t0
-    ex_rows = list(finalize_rows((r for r in rows if r[0] == "x"), res.conn_ids, rename))
-    part_rows = list(finalize_rows((r for r in rows if r[0] == "p"), res.conn_ids, rename))
-    return res, ex_rows, part_rows
+    ex_rows, part_rows, conn_rows = (list(finalize_rows((r for r in rows if r[0] == tag), res.conn_ids, rename))
+                                     for tag in ("x", "p", "c"))
+    return res, ex_rows, part_rows, conn_rows
 
 
 # -- Spark ------------------------------------------------------------------------------------------
@@ -1424,46 +1411,6 @@ def run_spark(spark: Any, patterns: Iterable[str], out_dir: str | None, cfg: Job
 
 # -- tables ------------------------------------------------------------------------------------------
 
-_DOUBLE_COLS = {"request_time", "response_time", "response_first_time", "latency_ms", "ttfb_ms"}
-_INT_COLS = {"api_key", "api_version", "correlation_id"}
-_LONG_COLS = {"conn", "request_frame", "response_frame", "request_bytes", "response_bytes"}
-
-
-def _schemas(with_trees: bool) -> tuple[Any, Any]:
-    from pyspark.sql import types as T
-
-    def typ(c: str) -> Any:
-        if c in _DOUBLE_COLS:
-            return T.DoubleType()
-        if c in _INT_COLS:
-            return T.IntegerType()
-        if c in _LONG_COLS:
-            return T.LongType()
-        return T.StringType()
-
-    part_struct = T.StructType([
-        T.StructField("topic", T.StringType()), T.StructField("partition", T.IntegerType()),
-        T.StructField("records", T.LongType()), T.StructField("bytes", T.LongType()),
-        T.StructField("codec", T.StringType()), T.StructField("crc_ok", T.BooleanType()),
-        T.StructField("error", T.StringType())])
-    ex_fields = []
-    for c in EXCHANGE_COLUMNS:
-        if c in ("error_codes", "notes"):
-            ex_fields.append(T.StructField(c, T.ArrayType(T.StringType())))
-        elif c == "partitions":
-            ex_fields.append(T.StructField(c, T.ArrayType(part_struct)))
-        else:
-            ex_fields.append(T.StructField(c, typ(c)))
-    if with_trees:
-        ex_fields += [T.StructField(c, T.StringType()) for c in TREE_COLUMNS]
-    p_fields = [T.StructField(c, typ(c)) for c in PARTITION_COLUMNS[:10]] + list(part_struct.fields)
-    return T.StructType(ex_fields), T.StructType(p_fields)
-
-
-def _fix_types(row: tuple[Any, ...], cols: tuple[str, ...]) -> tuple[Any, ...]:
-    return tuple(float(v) if v is not None and c in _DOUBLE_COLS else v for c, v in zip(cols, row, strict=True))
-
-
 STAT_FIGURES = ("count", "answered", "unanswered", "orphans", "no_response", "malformed", "error_exchanges",
                 "service", "bytes_in", "bytes_out", "throttled", "records", "record_bytes")
 QUANTILE_FIELDS = ("min", "p50", "p90", "p99", "p999", "max", "mean")
@@ -1590,10 +1537,9 @@ def write_tables(spark: Any, out_dir: str, cfg: JobConfig, result: JobResult, re
     conn_b = sc.broadcast(result.conn_ids)
     rename_b = sc.broadcast(rename or {})
     redo_b = sc.broadcast(redo)
-    ex_schema, p_schema = _schemas(cfg.with_trees)
-    ex_cols = tuple(f.name for f in ex_schema.fields)
+    ex_schema = spark_schema(with_trees(EXCHANGES) if cfg.with_trees else EXCHANGES)
 
-    def rows_of(tag: str, cols: tuple[str, ...]) -> Any:
+    def rows_of(tag: str) -> Any:
         def keep1(r: tuple[Any, ...]) -> bool:
             return r[0] == tag and r[1] not in redo_b.value
         rdd = res1.filter(keep1)
@@ -1601,15 +1547,13 @@ def write_tables(spark: Any, out_dir: str, cfg: JobConfig, result: JobResult, re
             rdd = rdd.union(res2.filter(lambda r: r[0] == tag))
 
         def fin(it: Iterator[Any]) -> Iterator[tuple[Any, ...]]:
-            for row in finalize_rows(it, conn_b.value, rename_b.value):
-                yield _fix_types(row, cols)
+            return finalize_rows(it, conn_b.value, rename_b.value)
         return rdd.mapPartitions(fin)
 
-    spark.createDataFrame(rows_of("x", ex_cols), ex_schema, verifySchema=False) \
-        .write.mode("overwrite").parquet(_out_path(out_dir, "exchanges"))
-    p_cols = tuple(f.name for f in p_schema.fields)
-    spark.createDataFrame(rows_of("p", p_cols), p_schema, verifySchema=False) \
-        .write.mode("overwrite").parquet(_out_path(out_dir, "partitions"))
+    for tag, name, schema in (("x", "exchanges", ex_schema), ("p", "partitions", spark_schema(PARTITIONS)),
+                              ("c", "connections", spark_schema(CONNECTIONS))):
+        spark.createDataFrame(rows_of(tag), schema, verifySchema=False) \
+            .write.mode("overwrite").parquet(_out_path(out_dir, name))
     sres = result.stats.result(top=cfg.top)
     from analyzer.sinks.stats_render import add_show
     add_show(sres["top"], capture_names(result.sources))

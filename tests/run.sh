@@ -23,9 +23,9 @@ fi
 
 # This replaces any kafkawire-sniff installed in this Python with an editable install of
 # this checkout (the README says so too): say it before doing it.
-echo "installing this checkout ($(pwd)) in editable mode (the native core built by maturin) with its test, spark, plot and tls extras" \
+echo "installing this checkout ($(pwd)) in editable mode (the native core built by maturin) with its test, spark, plot, tls and tables extras" \
      "(pip install -e; it replaces any kafkawire-sniff installed in $(command -v python3))"
-python3 -m pip install -q --disable-pip-version-check -e '.[test,spark,plot,tls]'
+python3 -m pip install -q --disable-pip-version-check -e '.[test,spark,plot,tls,tables]'
 
 # the native core: format, lints, unit tests (without the Python binding, which links
 # only inside Python), then each fuzz target for a bounded time from the samples

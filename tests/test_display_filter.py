@@ -482,7 +482,7 @@ def test_live_counts_what_the_filter_keeps() -> None:
 def test_spark_job_keeps_what_the_filter_keeps() -> None:
     from analyzer.spark_job import JobConfig, run_local
 
-    res, rows, _parts = run_local([FETCH], JobConfig(display_filter="api_name == Fetch && topic == plain",
+    res, rows, _parts, _conns = run_local([FETCH], JobConfig(display_filter="api_name == Fetch && topic == plain",
                                                      split_size=900))
     want = sorted((o["api_name"], o["request_frame"], o["response_frame"]) for o in _ndjson(FETCH)
                   if o["api_name"] == "Fetch" and _topics_by_value(o, "plain"))

@@ -182,7 +182,7 @@ def test_steps_match_stats_and_check_with_tiny_splits(by: tuple[str, ...], split
 
     ref_stats, ref_findings, ref_rows = reference(SAMPLES, by, top=12)
     direct_max = 0 if split == 1 << 20 else -1
-    res, ex_rows, _parts = run_local(SAMPLES, JobConfig(by=by, split_size=split, direct_max=direct_max, top=12),
+    res, ex_rows, _parts, _conns = run_local(SAMPLES, JobConfig(by=by, split_size=split, direct_max=direct_max, top=12),
                                      batch_bytes=batch)
     sources = resolve_inputs(SAMPLES)
     splits = plan_splits(sources, split)
@@ -229,7 +229,7 @@ def test_stats_only_uses_lite_decoding_with_the_same_figures(by: tuple[str, ...]
     assert lite_if_enough(JobConfig(by=by, display_filter="api_key == 0")).options.decode == lite + "-check"
     assert lite_if_enough(JobConfig(by=by, ctx=DecodeContext(max_depth=3))).options.decode == "full"
     ref_stats, _findings, _rows = reference(SAMPLES, by)
-    res, ex_rows, _parts = run_local(SAMPLES, cfg)
+    res, ex_rows, _parts, _conns = run_local(SAMPLES, cfg)
     assert same_json(res.stats.result(), ref_stats)
     assert res.findings == [] and ex_rows == []
 
@@ -238,7 +238,7 @@ def test_trees_and_second_pass() -> None:
     """With --with-trees, connections whose Fetch names topic ids learnt on another connection are
     decoded a second time with the file's topic ids: trees equal `read`'s, notes included."""
     files = [str(ROOT / "samples" / "produce_fetch_rdkafka_gzip.pcap"), str(ROOT / "samples" / "txn_rdkafka.pcap")]
-    res, ex_rows, _parts = run_local(files, JobConfig(with_trees=True, split_size=900))
+    res, ex_rows, _parts, _conns = run_local(files, JobConfig(with_trees=True, split_size=900))
     assert res.redone > 0 and res.renamed == 0
     ref: dict[tuple[Any, ...], Any] = {}
     options, ctx = options_from_kwargs({})
@@ -251,7 +251,7 @@ def test_trees_and_second_pass() -> None:
     assert got == ref
     assert "topic quickstart" in json.dumps(list(got.values()))
     # without trees the same connections are named after the fact instead
-    res2, _rows, parts = run_local(files, JobConfig(split_size=900))
+    res2, _rows, parts, _conns = run_local(files, JobConfig(split_size=900))
     assert res2.redone == 0 and res2.renamed > 0
     assert {p[10] for p in parts} == {"quickstart", "txn"}
 

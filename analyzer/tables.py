@@ -1,0 +1,261 @@
+"""The data model: the tables a capture becomes, defined once.
+
+Three tables, typed (Arrow's types; Parquet on disk), the same for ``export`` on one
+machine and for the ``spark`` job on a cluster, and the tables ``sql`` queries:
+
+- ``exchanges``: one row per exchange (a request and its response, or either alone);
+- ``partitions``: one row per topic-partition of a Produce or Fetch request or response;
+- ``connections``: one row per TCP connection, Kafka or not.
+
+Each table is a tuple of ``Column``: its name, type, whether it may be null, and what it
+holds (the README's "Data model" lists them from here). The types are named as Arrow
+names them; ``arrow_schema`` and ``spark_schema`` make each engine's schema of a table,
+and the ``*_row`` functions make a row (a tuple in column order) of an exchange, a
+partition or a connection.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from analyzer.model import Conn, Exchange
+from analyzer.sinks.output import exchange_to_json
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str           # string, int32, int64, float64, bool, list<string>, list<partition>
+    nullable: bool
+    doc: str
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    doc: str
+    columns: tuple[Column, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+
+def _c(name: str, type_: str, doc: str, nullable: bool = True) -> Column:
+    return Column(name, type_, nullable, doc)
+
+
+# a topic-partition of an exchange (the ``partitions`` column of ``exchanges``, and the last
+# columns of ``partitions``)
+PARTITION = (
+    _c("topic", "string", "topic name (a topic id as text when the capture never named it)"),
+    _c("partition", "int32", "partition index"),
+    _c("records", "int64", "records sent by Produce / returned by Fetch, after decompression", False),
+    _c("bytes", "int64", "their bytes on the wire", False),
+    _c("codec", "string", "compression codec: none, gzip, snappy, lz4, zstd"),
+    _c("crc_ok", "bool", "every batch's CRC checks out (null: no batch)"),
+    _c("error", "string", "the partition's error code name in a response"),
+)
+
+# what names an exchange in the tables built from it
+_EXCHANGE_KEY = (
+    _c("capture", "string", "the capture as named on the command line (a path or URI)", False),
+    _c("conn", "int64", "connection number, as tshark's tcp.stream", False),
+)
+
+EXCHANGES = Table("exchanges", "one row per exchange: a request and its response, or either alone", (
+    *_EXCHANGE_KEY,
+    _c("client", "string", "client address:port", False),
+    _c("broker", "string", "broker address:port", False),
+    _c("protocol", "string", "kafka, or kafka-legacy (pre-0.8)", False),
+    _c("api_key", "int32", "API key (pre-0.8: the request type)"),
+    _c("api_name", "string", "API name as Kafka spells it", False),
+    _c("api_version", "int32", "API version"),
+    _c("correlation_id", "int32", "correlation id"),
+    _c("client_id", "string", "client id"),
+    _c("request_frame", "int64", "packet that completed the request frame (1-based, as tshark)"),
+    _c("response_frame", "int64", "packet that completed the response frame"),
+    _c("request_time", "float64", "request time, seconds since the epoch"),
+    _c("response_time", "float64", "response time"),
+    _c("response_first_time", "float64", "time of the response's first byte"),
+    _c("latency_ms", "float64", "response time - request time, ms"),
+    _c("ttfb_ms", "float64", "time to the response's first byte, ms"),
+    _c("request_bytes", "int64", "request frame bytes, size prefix included"),
+    _c("response_bytes", "int64", "response frame bytes, size prefix included"),
+    _c("status", "string", "ok, unanswered, no_response_expected, orphan_response, malformed", False),
+    _c("error_codes", "list<string>", "names of the non-zero error codes, in wire order", False),
+    _c("partitions", "list<partition>", "Produce/Fetch: the topic-partitions (see partitions)", False),
+    _c("notes", "list<string>", "why a request is unanswered, frames cut by the capture...", False),
+))
+
+# the field trees, as JSON text (``export --trees``, ``spark --trees``)
+TREES = (
+    _c("request", "string", "the request's field tree as JSON"),
+    _c("response", "string", "the response's field tree as JSON"),
+)
+
+PARTITIONS = Table("partitions", "one row per topic-partition of a Produce or Fetch request or response", (
+    *_EXCHANGE_KEY,
+    _c("api_name", "string", "Produce or Fetch", False),
+    _c("api_version", "int32", "API version"),
+    _c("correlation_id", "int32", "correlation id"),
+    _c("client_id", "string", "client id"),
+    _c("request_frame", "int64", "packet that completed the request frame"),
+    _c("response_frame", "int64", "packet that completed the response frame"),
+    _c("request_time", "float64", "request time, seconds since the epoch"),
+    _c("status", "string", "the exchange's status", False),
+    *PARTITION,
+))
+
+CONNECTIONS = Table("connections", "one row per TCP connection, Kafka or not", (
+    *_EXCHANGE_KEY,
+    _c("client", "string", "client address:port (the SYN sender, or the side that sends requests)", False),
+    _c("broker", "string", "broker address:port", False),
+    _c("protocol", "string", "kafka, kafka-legacy, tls (not decrypted), or null: not Kafka or no payload"),
+    _c("detection", "string", "why it is Kafka (port 9092, auto: ... with the evidence), or unidentified"),
+    _c("first_time", "float64", "its first packet's time", False),
+    _c("last_time", "float64", "its last packet's time", False),
+    _c("syn_seen", "bool", "its handshake was captured", False),
+    _c("closed", "string", "fin, rst, or null: open at the capture's end"),
+    _c("lost", "bool", "bytes of it were never captured (lost segments)", False),
+))
+
+TABLES = (EXCHANGES, PARTITIONS, CONNECTIONS)
+
+
+def with_trees(t: Table) -> Table:
+    """``exchanges`` with the field trees as JSON text."""
+    return Table(t.name, t.doc, t.columns + TREES)
+
+
+# -- rows ----------------------------------------------------------------------------------------
+
+def partition_tuple(p: dict[str, Any]) -> tuple[Any, ...]:
+    """One partition (``Exchange.partitions``' dicts, as JSON values) in ``PARTITION`` order."""
+    t = p.get("topic")
+    part = p.get("partition")
+    crc = p.get("crc_ok")
+    return (None if t is None else str(t),
+            part if isinstance(part, int) and not isinstance(part, bool) else None,
+            int(p.get("records") or 0), int(p.get("bytes") or 0),
+            None if p.get("codec") is None else str(p.get("codec")),
+            None if crc is None else bool(crc),
+            None if p.get("error") is None else str(p.get("error")))
+
+
+def exchange_rows(ex: Exchange, capture: str, conn: int, trees: bool = False
+                  ) -> tuple[tuple[Any, ...], list[tuple[Any, ...]]]:
+    """An exchange's row of ``exchanges`` (with the trees when ``trees``) and its rows of
+    ``partitions``; ``conn`` is the connection's number in the tables."""
+    d = exchange_to_json(ex, trees=trees)
+    parts = [partition_tuple(p) for p in d["partitions"]]
+    row: tuple[Any, ...] = (capture, conn, d["client"], d["broker"], d["protocol"], d["api_key"], d["api_name"], d["api_version"],
+           d["correlation_id"], d["client_id"], d["request_frame"], d["response_frame"],
+           _float(d["request_time"]), _float(d["response_time"]), _float(d["response_first_time"]),
+           _float(d["latency_ms"]), _float(d["ttfb_ms"]), d["request_bytes"], d["response_bytes"], d["status"],
+           list(d["error_codes"]), parts, list(d["notes"]))
+    if trees:
+        row += tuple(None if d[t] is None else json.dumps(d[t], separators=(",", ":"), ensure_ascii=False)
+                     for t in ("request", "response"))
+    key = (capture, conn, d["api_name"], d["api_version"], d["correlation_id"], d["client_id"], d["request_frame"],
+           d["response_frame"], _float(d["request_time"]), d["status"])
+    return row, [key + p for p in parts]
+
+
+def connection_row(c: Conn, capture: str, conn: int) -> tuple[Any, ...]:
+    """A connection's row of ``connections`` (at its end); ``conn`` its number in the tables."""
+    return (capture, conn, str(c.client), str(c.broker), c.protocol, c.detection, float(c.first_ts),
+            float(c.last_ts), bool(c.syn_seen), c.closed, bool(c.lost_from))
+
+
+def _float(v: float | None) -> float | None:
+    return None if v is None else float(v)
+
+
+# -- schemas -------------------------------------------------------------------------------------
+
+def arrow_schema(t: Table) -> Any:
+    """The table's ``pyarrow.Schema``."""
+    import pyarrow as pa
+
+    def typ(c: Column) -> Any:
+        if c.type == "list<partition>":
+            return pa.list_(pa.struct([pa.field(p.name, typ(p), p.nullable) for p in PARTITION]))
+        if c.type == "list<string>":
+            return pa.list_(pa.string())
+        return {"string": pa.string(), "int32": pa.int32(), "int64": pa.int64(), "float64": pa.float64(),
+                "bool": pa.bool_()}[c.type]
+    return pa.schema([pa.field(c.name, typ(c), c.nullable) for c in t.columns])
+
+
+def spark_schema(t: Table) -> Any:
+    """The table's Spark ``StructType``."""
+    from pyspark.sql import types as T
+
+    def typ(c: Column) -> Any:
+        if c.type == "list<partition>":
+            return T.ArrayType(T.StructType([T.StructField(p.name, typ(p), p.nullable) for p in PARTITION]))
+        if c.type == "list<string>":
+            return T.ArrayType(T.StringType())
+        return {"string": T.StringType(), "int32": T.IntegerType(), "int64": T.LongType(),
+                "float64": T.DoubleType(), "bool": T.BooleanType()}[c.type]
+    return T.StructType([T.StructField(c.name, typ(c), c.nullable) for c in t.columns])
+
+
+# -- writing -------------------------------------------------------------------------------------
+
+class ParquetTable:
+    """One table written as Parquet row groups of ``batch`` rows (memory bounded by a batch),
+    to ``path`` (a file). ``add`` a row; ``close`` writes what is left and the footer."""
+
+    def __init__(self, t: Table, path: str, batch: int = 16384) -> None:
+        import pyarrow.parquet as pq
+
+        self.table = t
+        self.schema = arrow_schema(t)
+        self.rows: list[tuple[Any, ...]] = []
+        self.batch = batch
+        self.count = 0
+        self._writer = pq.ParquetWriter(path, self.schema, compression="zstd")
+
+    def add(self, row: tuple[Any, ...]) -> None:
+        self.rows.append(row)
+        if len(self.rows) >= self.batch:
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+
+        if not self.rows:
+            return
+        cols = list(zip(*self.rows, strict=True))
+        arrays = [pa.array(list(col), type=f.type) for col, f in zip(cols, self.schema, strict=True)]
+        self._writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
+        self.count += len(self.rows)
+        self.rows.clear()
+
+    def close(self) -> None:
+        self._flush()
+        self._writer.close()
+
+
+def rows_of(runs: Iterator[tuple[str, Any]], trees: bool = False
+            ) -> Iterator[tuple[str, tuple[Any, ...]]]:
+    """(table name, row) of every exchange, partition and connection of the ``(capture name,
+    Run)`` pairs, each capture's connections numbered as ``read`` numbers them."""
+    for capture, run in runs:
+        closed: list[Conn] = []
+        run.pipeline.on_closed = closed.append
+        for ex in run:
+            row, parts = exchange_rows(ex, capture, ex.conn.id, trees)
+            yield "exchanges", row
+            for p in parts:
+                yield "partitions", p
+            if closed:
+                for c in closed:
+                    yield "connections", connection_row(c, capture, c.id)
+                closed.clear()
+        for c in closed:
+            yield "connections", connection_row(c, capture, c.id)

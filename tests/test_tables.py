@@ -1,0 +1,208 @@
+"""The data model (analyzer/tables.py): the tables' schema, ``export`` (Parquet on one
+machine) equal to the Spark job's tables and to ``read``, ``sql`` over captures and over
+table folders, and their bad inputs."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+from analyzer.spark_job import JobConfig, run_local  # noqa: E402
+from analyzer.tables import CONNECTIONS, EXCHANGES, PARTITIONS, TABLES, arrow_schema  # noqa: E402
+from tests.conftest import REPO, SAMPLES  # noqa: E402
+from tests.pcapgen import TcpFlow, write_pcap  # noqa: E402
+
+CAPTURES = sorted(str(p) for p in Path(SAMPLES).glob("*.pcap*"))
+
+
+def cli(*args: str, cwd: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "analyzer", *args], capture_output=True, text=True,
+                          cwd=cwd or REPO, timeout=300)
+
+
+def test_the_tables_schema_is_what_the_readme_documents() -> None:
+    # names, types and nullability, as a change to them must be deliberate
+    want = {
+        "exchanges": "capture string!, conn int64!, client string!, broker string!, protocol string!, "
+                     "api_key int32, api_name string!, api_version int32, correlation_id int32, client_id string, "
+                     "request_frame int64, response_frame int64, request_time double, response_time double, "
+                     "response_first_time double, latency_ms double, ttfb_ms double, request_bytes int64, "
+                     "response_bytes int64, status string!, error_codes list<item: string>!, "
+                     "partitions list<item: struct<topic: string, partition: int32, records: int64 not null, "
+                     "bytes: int64 not null, codec: string, crc_ok: bool, error: string>>!, "
+                     "notes list<item: string>!",
+        "partitions": "capture string!, conn int64!, api_name string!, api_version int32, correlation_id int32, "
+                      "client_id string, request_frame int64, response_frame int64, request_time double, "
+                      "status string!, topic string, partition int32, records int64!, bytes int64!, "
+                      "codec string, crc_ok bool, error string",
+        "connections": "capture string!, conn int64!, client string!, broker string!, protocol string, "
+                       "detection string, first_time double!, last_time double!, syn_seen bool!, closed string, "
+                       "lost bool!",
+    }
+    for t in TABLES:
+        s = arrow_schema(t)
+        got = ", ".join(f"{f.name} {f.type}{'' if f.nullable else '!'}" for f in s)
+        assert got == want[t.name], t.name
+    readme = (Path(REPO) / "README.md").read_text()
+    section = readme[readme.index("## Data model"):]
+    section = section[:section.index("\n## ", 5)]
+    for t in TABLES:
+        assert f"`{t.name}`" in section
+        for c in t.columns:
+            assert f"| `{c.name}` | {c.type} |" in section, (t.name, c.name)
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("tables") / "out"
+    r = cli("export", *CAPTURES, "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.startswith(f"wrote {out}: exchanges ")
+    return out
+
+
+def _value(v: object) -> object:
+    """A cell compared as a plain value: lists and structs (dicts from Arrow, tuples in rows) as tuples."""
+    if isinstance(v, dict):
+        return tuple(_value(x) for x in v.values())
+    if isinstance(v, (list, tuple)):
+        return tuple(_value(x) for x in v)
+    return v
+
+
+def _sorted(rows: list) -> list:
+    return sorted((_value(r) for r in rows), key=repr)
+
+
+def _rows(out: Path, name: str) -> list:
+    t = pq.read_table(out / name / "part-00000.parquet")
+    assert t.schema.equals(arrow_schema({"exchanges": EXCHANGES, "partitions": PARTITIONS,
+                                         "connections": CONNECTIONS}[name]))
+    return _sorted([tuple(r.values()) for r in t.to_pylist()])
+
+
+def test_export_is_the_spark_jobs_tables(exported: Path) -> None:
+    """The Spark job's steps (split, shuffled by connection, gathered) make the same rows."""
+    _res, ex_rows, part_rows, conn_rows = run_local(CAPTURES, JobConfig(split_size=64 * 1024))
+    assert len(ex_rows) > 200 and len(part_rows) > 100 and len(conn_rows) > 50
+    assert _rows(exported, "exchanges") == _sorted(ex_rows)
+    assert _rows(exported, "partitions") == _sorted(part_rows)
+    assert _rows(exported, "connections") == _sorted(conn_rows)
+
+
+def test_export_rows_are_what_read_shows(exported: Path) -> None:
+    path = CAPTURES[0]
+    r = cli("read", "-f", "ndjson", path)
+    read = [json.loads(line) for line in r.stdout.splitlines()]
+    t = pq.read_table(exported / "exchanges" / "part-00000.parquet").to_pylist()
+    mine = [x for x in t if x["capture"] == path]
+    keys = ("conn", "api_name", "api_version", "correlation_id", "status", "request_frame", "latency_ms", "error_codes")
+    assert sorted(tuple(str(x[k]) for k in keys) for x in mine) == sorted(tuple(str(x[k]) for k in keys)
+                                                                           for x in read)
+    conns = [x for x in pq.read_table(exported / "connections" / "part-00000.parquet").to_pylist()
+             if x["capture"] == path]
+    assert {x["conn"] for x in conns} == {x["conn"] for x in read}
+    assert all(x["protocol"] == "kafka" and x["detection"].startswith("auto: ") for x in conns)
+
+
+def test_connections_table_holds_the_unidentified_too(tmp_path: Path) -> None:
+    flow = TcpFlow(("10.2.0.1", 41000), ("10.2.0.2", 22))
+    pkts = flow.handshake() + flow.send(1, b"SSH-2.0-OpenSSH_9.6\r\n") + flow.send(0, b"SSH-2.0-x\r\n")
+    path = str(tmp_path / "ssh.pcap")
+    write_pcap(path, pkts + flow.fin(0) + flow.fin(1))
+    out = tmp_path / "t"
+    assert cli("export", path, "--out", str(out)).returncode == 0
+    assert pq.read_table(out / "exchanges" / "part-00000.parquet").num_rows == 0
+    (row,) = pq.read_table(out / "connections" / "part-00000.parquet").to_pylist()
+    assert (row["conn"], row["protocol"], row["detection"], row["syn_seen"], row["closed"]) == \
+        (0, None, "unidentified", True, "fin")
+
+
+def test_export_refuses_what_it_must_not_overwrite(tmp_path: Path) -> None:
+    cap = CAPTURES[0]
+    out = tmp_path / "o"
+    assert cli("export", cap, "--out", str(out)).returncode == 0
+    r = cli("export", cap, "--out", str(out))
+    assert r.returncode == 1 and r.stderr.count("\n") == 1
+    assert "is not empty (use --overwrite to replace its tables)" in r.stderr
+    r = cli("export", cap, "--out", str(out), "--overwrite")
+    assert r.returncode == 0, r.stderr
+    (out / "mine.txt").write_text("keep")
+    r = cli("export", cap, "--out", str(out), "--overwrite")
+    assert r.returncode == 1 and "holds other files (mine.txt): not replaced" in r.stderr
+    assert (out / "mine.txt").read_text() == "keep" and (out / "exchanges").is_dir()
+    afile = tmp_path / "f"
+    afile.write_text("x")
+    for bad, code, msg in ((str(afile), 2, "is a file"), ("/proc/kws/out", 1, "cannot write --out /proc/kws/out")):
+        r = cli("export", cap, "--out", bad)
+        assert r.returncode == code and msg in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    r = cli("export", cap, str(tmp_path / "missing.pcap"), "--out", str(tmp_path / "n"))
+    assert r.returncode == 1 and "no such capture" in r.stderr and not (tmp_path / "n").exists()
+
+
+def test_export_with_trees(tmp_path: Path) -> None:
+    out = tmp_path / "o"
+    assert cli("export", CAPTURES[0], "--out", str(out), "--trees").returncode == 0
+    t = pq.read_table(out / "exchanges" / "part-00000.parquet")
+    assert t.schema.names[-2:] == ["request", "response"]
+    tree = json.loads(t.column("request")[0].as_py())
+    assert tree["name"] == "request" and tree["children"]
+
+
+def test_sql_over_captures_and_over_table_folders(exported: Path) -> None:
+    q = "SELECT api_name, count(*) AS n FROM exchanges GROUP BY 1 ORDER BY n DESC, 1 LIMIT 3"
+    on_caps = cli("sql", *CAPTURES, q, "-f", "json")
+    on_tables = cli("sql", str(exported), q, "-f", "json")
+    assert on_caps.returncode == on_tables.returncode == 0, on_caps.stderr
+    got = json.loads(on_caps.stdout)
+    assert got == json.loads(on_tables.stdout)
+    assert got[0] == {"api_name": "Fetch", "n": 57}
+    csv_out = cli("sql", str(exported), q, "-f", "csv").stdout.splitlines()
+    assert csv_out[0] == "api_name,n" and csv_out[1] == "Fetch,57"
+    table = cli("sql", str(exported), q).stdout
+    assert table.split()[:2] == ["api_name", "n"] and "Fetch" in table
+    # the connections, and a join
+    r = cli("sql", str(exported), "SELECT c.detection, count(*) FROM exchanges e JOIN connections c "
+                                  "USING (capture, conn) GROUP BY 1 ORDER BY 1 LIMIT 1", "-f", "csv")
+    assert r.returncode == 0 and r.stdout.splitlines()[1].startswith("auto: ")
+
+
+def test_sql_bad_input_is_one_line(exported: Path, tmp_path: Path) -> None:
+    for query, exit_code, msg in (("SELEC 1", 2, "query failed: Parser Error"),
+                                  ("SELECT * FROM nope", 2, "query failed: Catalog Error"),
+                                  ("SELECT nope FROM exchanges", 2, "query failed: Binder Error")):
+        r = cli("sql", str(exported), query)
+        assert r.returncode == exit_code and r.stderr.startswith(f"kafkawire-sniff: error: {msg}"), r.stderr
+        assert r.stderr.count("\n") == 1
+    r = cli("sql", str(tmp_path / "missing.pcap"), "SELECT 1")
+    assert r.returncode == 1 and "no such capture" in r.stderr
+    r = cli("sql", "SELECT 1")
+    assert r.returncode == 2 and "give the captures" in r.stderr
+
+
+def test_the_readme_examples_run(exported: Path) -> None:
+    readme = (Path(REPO) / "README.md").read_text()
+    section = readme[readme.index("### `export` and `sql`"):]
+    # the shell example and the output it shows
+    shown = section[section.index("```\napi_name") + 4:]
+    shown = shown[:shown.index("```")]
+    r = cli("sql", str(exported), "SELECT api_name, count(*) AS n FROM exchanges GROUP BY 1 ORDER BY n DESC LIMIT 3")
+    assert [line.rstrip() for line in r.stdout.splitlines()] == shown.rstrip("\n").splitlines()
+    assert 'kafkawire-sniff sql tables "SELECT api_name, count(*) AS n FROM exchanges GROUP BY 1 ORDER BY n DESC ' \
+           'LIMIT 3"' in section
+    # every query shown runs and finds rows in the samples
+    block = section[section.index("```sql\n") + 7:]
+    block = block[:block.index("```")]
+    queries = [q.strip() for q in "\n".join(line for line in block.splitlines()
+                                           if not line.startswith("--")).split(";") if q.strip()]
+    assert len(queries) == 4
+    for q in queries:
+        r = cli("sql", str(exported), q, "-f", "json")
+        assert r.returncode == 0, (q, r.stderr)
+        assert json.loads(r.stdout), q
