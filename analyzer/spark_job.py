@@ -1106,6 +1106,9 @@ def make_session(master: str = "local[*]", shuffle_partitions: int = 8,
          .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
          .config("spark.pyspark.python", sys.executable)
          .config("spark.pyspark.driver.python", sys.executable)
+         # the workers import the installed package, not a folder of the same name in the
+         # directory Spark starts them in (a source checkout's analyzer/ has no compiled core)
+         .config("spark.executorEnv.PYTHONSAFEPATH", "1")
          .config("spark.python.worker.reuse", "true"))
     if _loopback_master(master):
         b = b.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
@@ -1114,6 +1117,7 @@ def make_session(master: str = "local[*]", shuffle_partitions: int = 8,
     # The JVM (and the Python workers it starts) inherit fd 2: point it at a log file while
     # the gateway starts, so JVM warnings and Spark stack traces never reach the user.
     log_path = os.path.join(_support_dir(), f"spark-{os.getpid()}.log")
+    start = os.path.getsize(log_path) if os.path.exists(log_path) else 0
     saved = os.dup(2)
     try:
         sys.stderr.flush()
@@ -1123,7 +1127,8 @@ def make_session(master: str = "local[*]", shuffle_partitions: int = 8,
     except Exception as e:  # noqa: BLE001 - Java missing, bad master URL...
         java = "" if (os.environ.get("JAVA_HOME") or shutil.which("java")) else \
             "; Java 17+ must be installed: java on PATH or JAVA_HOME"
-        raise SparkJobError(f"cannot start Spark ({spark_error_text(e)}{java}; Spark's log: {log_path})") from None
+        cause = log_cause(log_path, start) or spark_error_text(e)
+        raise SparkJobError(f"cannot start Spark ({cause}{java}; Spark's log: {log_path})") from None
     finally:
         os.dup2(saved, 2)
         os.close(saved)
@@ -1133,6 +1138,21 @@ def make_session(master: str = "local[*]", shuffle_partitions: int = 8,
     # of .py files); see the README's "Spark on a cluster"
     _MADE[id(spark)] = [log_path]
     return spark
+
+
+def log_cause(path: str, start: int = 0) -> str | None:
+    """The first exception's message in Spark's log from byte ``start`` (what Spark said
+    when its gateway would not start: a master it cannot use, a missing setting)."""
+    import re
+
+    try:
+        with open(path, "rb") as f:
+            f.seek(start)
+            text = f.read(1 << 20).decode("utf-8", "replace")
+    except OSError:
+        return None
+    m = re.search(r"^(?:Exception in thread \S+ )?[\w.$]+(?:Exception|Error): (.+)$", text, re.MULTILINE)
+    return m.group(1).strip().rstrip(".") if m else None
 
 
 # what make_session wrote in the temporary directory, per session: removed by stop_session
@@ -1527,6 +1547,11 @@ def _write_small_parquet(path: str, rows: list[tuple[Any, ...]], schema: Any) ->
     pq.write_table(table, os.path.join(path, "part-00000.parquet"))
     open(os.path.join(path, "_SUCCESS"), "w").close()
     return True
+
+
+# what the job writes under --out: the tables (stats.json and summary.json in a local folder)
+OUTPUTS = ("exchanges", "partitions", "connections", "stats", "findings", "consumer_lag", "producers",
+           "consumer_groups", "stats.json", "summary.json")
 
 
 def write_tables(spark: Any, out_dir: str, cfg: JobConfig, result: JobResult, res1: Any, res2: Any,

@@ -442,3 +442,49 @@ def test_standalone_cluster(spark: Any, cluster: Cluster, tmp_path: Path) -> Non
     assert findings_of(res) == ref_findings
     assert same_json(json.loads((out / "stats.json").read_text()), ref_stats)
     assert parquet_rows(out) == ref_rows
+
+
+def test_from_a_source_checkout_into_an_out_folder(tmp_path: Path) -> None:
+    """The README's example run in a source checkout: Spark's Python workers start in that
+    folder, whose analyzer/ has no compiled core; they must import the installed package.
+    A second run into the same --out is refused unless --overwrite; the summary lists every
+    table written and counts the time from the command's start."""
+    checkout = tmp_path / "checkout"
+    (checkout / "analyzer").mkdir(parents=True)
+    (checkout / "analyzer" / "__init__.py").write_text('raise ImportError("the checkout\'s analyzer, no core")\n')
+    exe = shutil.which("kafkawire-sniff")
+    assert exe is not None
+    out = tmp_path / "o"
+    cmd = [exe, "spark", str(ROOT / "samples" / "admin_rdkafka.pcap"), "--out", str(out)]
+    t0 = time.monotonic()
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=checkout)
+    took = time.monotonic() - t0
+    assert r.returncode == 0, r.stderr[-2000:]
+    summary = dict(line.strip().split(": ", 1) for line in r.stderr.splitlines() if ": " in line)
+    assert summary["wrote"] == ", ".join(str(out / t) for t in (
+        "exchanges", "partitions", "connections", "stats", "findings", "consumer_lag", "producers",
+        "consumer_groups", "stats.json", "summary.json"))
+    assert all((out / t).exists() for t in ("connections", "consumer_groups", "summary.json"))
+    elapsed = float(summary["elapsed"].split()[0])
+    assert took - 3 < elapsed <= took     # from the command's start, not the job's
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=checkout)
+    assert r.returncode == 1 and r.stderr.splitlines() == [
+        f"kafkawire-sniff: error: --out {out} is not empty (use --overwrite to replace its tables)"]
+    assert (out / "exchanges").is_dir()
+    (out / "notes.txt").write_text("mine")
+    r = subprocess.run(cmd + ["--overwrite"], capture_output=True, text=True, timeout=300, cwd=checkout)
+    assert r.returncode == 1 and "holds other files (notes.txt): not replaced" in r.stderr
+    (out / "notes.txt").unlink()
+    r = subprocess.run(cmd + ["--overwrite", "-q"], capture_output=True, text=True, timeout=300, cwd=checkout)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_a_master_spark_refuses_says_why(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("HADOOP_CONF_DIR", "YARN_CONF_DIR")}
+    r = subprocess.run(["kafkawire-sniff", "spark", str(ROOT / "samples" / "admin_rdkafka.pcap"), "--out",
+                        str(tmp_path / "o"), "--master", "yarn"], capture_output=True, text=True, timeout=120,
+                       cwd=ROOT, env=env)
+    assert r.returncode == 1 and len(r.stderr.splitlines()) == 1
+    assert r.stderr.startswith("kafkawire-sniff: error: cannot start Spark (When running with master 'yarn' "
+                               "either HADOOP_CONF_DIR or YARN_CONF_DIR must be set in the environment; "
+                               "Spark's log: ")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 import click
@@ -18,6 +19,7 @@ from analyzer.errors import UserError, warn_damaged
 from analyzer.tables import EXCHANGES, TABLES, Table, with_trees
 
 PART = "part-00000.parquet"
+TABLE_NAMES = tuple(t.name for t in TABLES)
 
 
 def need_arrow(command: str) -> None:
@@ -40,10 +42,11 @@ def check_captures(captures: tuple[str, ...]) -> None:
             raise UserError(f"cannot read {path} (permission denied)")
 
 
-def prepare_out(out: str, overwrite: bool) -> None:
-    """``out`` made ready for the tables: new, empty, or (with ``overwrite``) holding only
-    tables that are replaced; anything else there is refused, never deleted."""
-    names = {t.name for t in TABLES}
+def prepare_out(out: str, overwrite: bool, names: Iterable[str] = TABLE_NAMES) -> None:
+    """``out`` made ready for what a command writes there (``names``): new, empty, or (with
+    ``overwrite``) holding only such outputs, which go; anything else there is refused,
+    never deleted."""
+    names = set(names)
     if os.path.exists(out):
         if not os.path.isdir(out):
             raise UserError(f"--out {out} is a file, not a folder")
@@ -56,7 +59,10 @@ def prepare_out(out: str, overwrite: bool) -> None:
         for n in there:
             p = os.path.join(out, n)
             shutil.rmtree(p) if os.path.isdir(p) else os.remove(p)
-    make_folders(out, "--out ")
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot write --out {out}: {e.strerror or e}") from None
 
 
 def make_folders(out: str, what: str = "") -> None:
@@ -113,5 +119,6 @@ def export_command(captures: tuple[str, ...], out: str, overwrite: bool, trees: 
     need_arrow("export")
     check_captures(captures)
     prepare_out(out, overwrite)
+    make_folders(out, "--out ")
     counts = write_tables(captures, out, kw, trees)
     sys.stderr.write(f"wrote {out}: {', '.join(f'{n} {c} rows' for n, c in counts.items())}\n")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from typing import Any
 
 import click
@@ -41,8 +42,9 @@ def _conf(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) ->
 @click.command("spark")
 @click.argument("captures", nargs=-1, required=True)
 @click.option("--out", "out_dir", required=True, metavar="DIR",
-              help="Output directory (local path or Hadoop URI) for the Parquet tables "
-                   "exchanges, partitions, stats and findings.")
+              help="Output directory (local path or Hadoop URI) for the Parquet tables: exchanges, "
+                   "partitions, connections, stats, findings, consumer_lag, producers, consumer_groups. "
+                   "A local one must be new or empty, or given with --overwrite.")
 @click.option("--master", default="local[*]", show_default=True,
               help="Spark master: local[N], or spark://HOST:PORT for a standalone cluster.")
 @click.option("--by", default="api,version", show_default=True, callback=_by_param,
@@ -67,13 +69,14 @@ def _conf(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) ->
               help="Tasks that reassemble and decode connections (default: from the input size and cores).")
 @click.option("--conf", "spark_conf", multiple=True, callback=_conf, metavar="KEY=VALUE",
               help="Extra Spark configuration (repeatable), e.g. --conf spark.executor.memory=4g.")
+@click.option("--overwrite", is_flag=True, help="Replace the tables of a local --out folder that has them.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress line and no summary.")
 @filter_option
 @capture_options
 def spark_command(captures: tuple[str, ...], out_dir: str, master: str, by: tuple[str, ...], top: int, with_trees: bool,
                   rules: tuple[str, ...], skip_rules: tuple[str, ...], slow_ms: float, storm_rebalances: int,
                   split_size: int, pack_size: int, partitions: int | None, spark_conf: dict[str, str],
-                  quiet: bool, display_filter: Any, **kw: Any) -> int:
+                  overwrite: bool, quiet: bool, display_filter: Any, **kw: Any) -> int:
     """Analyse many and huge captures on Spark; write Parquet tables.
 
     Reads pcap/pcapng files (paths, globs, file:// or hdfs:// URIs), splits big files
@@ -83,8 +86,10 @@ def spark_command(captures: tuple[str, ...], out_dir: str, master: str, by: tupl
     same --by) and findings (what 'check' finds), plus stats.json and summary.json
     for a local DIR. Runs in-process (local[*]) unless --master names a cluster.
     """
+    t0 = time.monotonic()
     from analyzer.sinks.check import RULES
     from analyzer.spark_job import (
+        OUTPUTS,
         JobConfig,
         SparkJobError,
         StatusLine,
@@ -112,14 +117,6 @@ def spark_command(captures: tuple[str, ...], out_dir: str, master: str, by: tupl
         check_master(master)
     except SparkJobError as e:
         raise UserError(str(e)) from None
-    if "://" not in out_dir:
-        if os.path.exists(out_dir) and not os.path.isdir(out_dir):
-            raise UserError(f"--out {out_dir}: exists and is not a directory")
-        try:
-            os.makedirs(out_dir, exist_ok=True)
-        except OSError as e:
-            raise UserError(f"--out {out_dir}: cannot create: {e.strerror or e}") from None
-
     from analyzer._core import CaptureError
     from analyzer.spark_job import resolve_inputs
 
@@ -128,6 +125,10 @@ def spark_command(captures: tuple[str, ...], out_dir: str, master: str, by: tupl
         resolve_inputs(local) if local else None
     except (SparkJobError, CaptureError) as e:
         raise UserError(str(e)) from None
+    if "://" not in out_dir:
+        from analyzer.commands.export import prepare_out
+
+        prepare_out(out_dir, overwrite, OUTPUTS)
 
     spark = None
     ok = False
@@ -152,7 +153,7 @@ def spark_command(captures: tuple[str, ...], out_dir: str, master: str, by: tupl
             except Exception:  # noqa: BLE001, S110 - already failing or stopping
                 pass
     if not quiet:
-        _print_summary(result, out_dir)
+        _print_summary(result, out_dir, time.monotonic() - t0, OUTPUTS if "://" not in out_dir else OUTPUTS[:-2])
     if top:
         from analyzer.sinks.stats_render import add_show, top_table
         from analyzer.spark_job import capture_names
@@ -164,7 +165,7 @@ def spark_command(captures: tuple[str, ...], out_dir: str, master: str, by: tupl
     return 0
 
 
-def _print_summary(result: Any, out_dir: str) -> None:
+def _print_summary(result: Any, out_dir: str, elapsed: float, outputs: tuple[str, ...]) -> None:
     s = result.summary
     sev: dict[str, int] = {}
     for f in result.findings:
@@ -175,8 +176,8 @@ def _print_summary(result: Any, out_dir: str) -> None:
         f"connections: {s.get('connections', 0)}",
         f"exchanges: {s.get('exchanges', 0)}",
         "findings: " + (", ".join(f"{n} {k}" for k, n in sorted(sev.items())) or "none"),
-        f"elapsed: {result.elapsed:.1f} s",
-        f"wrote: {', '.join(os.path.join(out_dir, t) for t in ('exchanges', 'partitions', 'stats', 'findings'))}",
+        f"elapsed: {elapsed:.1f} s (the job {result.elapsed:.1f} s)",
+        f"wrote: {', '.join(os.path.join(out_dir, t) for t in outputs)}",
     ]
     if s.get("topic_ids_inexact"):
         lines.append(f"warning: {s['topic_ids_inexact']} topic id(s) named differently on connections interleaved "
