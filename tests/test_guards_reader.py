@@ -815,7 +815,7 @@ def test_sync_group_leader_and_follower_in_add() -> None:
     res = StatsAccumulator(("api",)).add_all(exs).result()
     waits = {g["api"]: (g["waits"], g["service"]) for g in res["groups"]}
     assert waits == {"SyncGroup": ({"sync_group_follower": 1}, 1), "JoinGroup": ({}, 1),
-                     "Produce": ({"produce_acks_all": 1}, 0)}
+                     "Produce": ({}, 1)}
 
 
 def test_quantiles_exact_up_to_the_limit_through_add() -> None:

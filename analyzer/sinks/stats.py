@@ -31,9 +31,10 @@ Figures and their definitions
   ``fetch_max_wait`` (a Fetch whose latency >= 0.9 * max_wait_ms and that
   returned fewer record bytes than max(min_bytes, 1)), ``join_group`` (JoinGroup,
   held until the rebalance completes; not MEMBER_ID_REQUIRED answers),
-  ``sync_group_follower`` (SyncGroup with no assignments: a follower held until
-  the leader sends the assignment), and ``produce_acks_all`` (Produce with
-  acks=-1, waiting for replication).
+  and ``sync_group_follower`` (SyncGroup with no assignments: a follower held
+  until the leader sends the assignment). A Produce's wait for its in-sync
+  replicas (acks=-1) is the work it asks for, not an idle wait: it is service
+  time (the producers' acks are counted per producer).
 - throttling: a response whose body has throttle_time_ms > 0 counts as throttled;
   the total and max throttle_time_ms are reported.
 - unanswered, orphan (response without captured request) and no-response
@@ -214,9 +215,6 @@ def wait_kind(ex: Exchange, lat: float | None = None) -> str | None:
         if "MEMBER_ID_REQUIRED" in ex.error_codes:
             return None
         return "join_group"
-    if name == "Produce":
-        if tree is not None and tree.get_in("body", "acks") == -1:
-            return "produce_acks_all"
     if name == "SyncGroup":
         # a follower (no assignments to hand out) is held until the leader's SyncGroup arrives
         body = _body(tree)
