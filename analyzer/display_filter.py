@@ -7,13 +7,18 @@ The language, parsed by lark (LALR) from ``GRAMMAR``::
     !(status == ok) and client_id in {"rdkafka" "kafkajs"}
     response.responses.partitions.high_watermark > 1000
 
-- comparisons ``== != < <= > >=``, ``contains``, ``matches`` (a regular expression,
-  case-insensitive as in Wireshark), ``in {a b c}`` (numbers may be ranges ``1..5``);
+- comparisons ``== != < <= > >=`` (or tshark's words ``eq ne lt le gt ge``), ``contains``,
+  ``matches`` or ``~`` (a regular expression, case-insensitive as in Wireshark), ``in {a b c}``
+  (numbers may be ranges ``1..5``);
 - ``&&``/``and``, ``||``/``or``, ``!``/``not``, parentheses; a field alone tests that it is
   present (``error``: the exchange has an error code);
 - values: double-quoted strings (``\\"`` and ``\\\\`` escaped), numbers, bare words; numbers
   on time fields (``*_ms``) take ``us ms s min``, on size fields (``*_bytes``)
   ``B kB KiB MB MiB GB GiB``.
+
+The enumerated fields (``api_name``, ``error``, ``status``) take only their own names,
+compared without case (``api_name == fetch``, as ``--api fetch``); any other value is an
+error naming the close ones.
 
 A field may carry several values (a topic name per topic, an error per partition): a
 comparison holds when one of them satisfies it, and ``!=`` holds when the field is
@@ -24,7 +29,8 @@ Fields are the exchange's own (the ``read -f ndjson`` names: ``EXCHANGE_FIELDS``
 shorthands found anywhere in the field trees (``SHORTHANDS``), and any tree field by
 its dotted path under ``request.`` or ``response.`` (the body's fields, or
 ``header.``...; an array on the way matches when any of its elements does). Paths are
-checked against the schema, so a misspelt one is an error naming the close ones.
+checked against the schema, so a misspelt one is an error naming the close ones (and
+tshark's names, ``kafka.error``, ``tcp.stream``..., the ones they are called here).
 
 Cost: the exchange fields are read from the exchange; shorthands and paths need the
 full field trees. A command that reads lean trees (``stats``) gets full trees decoded
@@ -36,16 +42,16 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
-from analyzer.model import Exchange
+from analyzer.model import EXCHANGE_STATUSES, Exchange
 from dissectors.context import DecodeContext
-from dissectors.errors import ERRORS
+from dissectors.errors import ERRORS, error_name
 from dissectors.field import Field
 from dissectors.legacy import LEGACY_API_NAMES, LEGACY_ERROR_NAMES
 from dissectors.schema import APIS, FieldDef
@@ -58,12 +64,15 @@ GRAMMAR = r"""
          | atom
 ?atom: "(" or_test ")"
      | FIELD CMP value                       -> compare
-     | FIELD "in" "{" value (","? value)* "}"  -> member
-     | FIELD "contains" value                -> contains
-     | FIELD "matches" STRING                -> matches
+     | FIELD _IN "{" value (","? value)* "}"   -> member
+     | FIELD _CONTAINS value                 -> contains
+     | FIELD _MATCHES STRING                 -> matches
      | FIELD                                 -> exists
 ?value: STRING | BARE
-CMP: "==" | "!=" | "<=" | ">=" | "<" | ">"
+CMP: "==" | "!=" | "<=" | ">=" | "<" | ">" | /(eq|ne|gt|lt|ge|le)\b/
+_IN: /in\b/
+_CONTAINS: /contains\b/
+_MATCHES: /matches\b/ | "~"
 FIELD: /[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*/
 BARE: /[^\s{}()!&|=<>",]+/
 STRING: /"(\\.|[^"\\])*"/
@@ -120,8 +129,24 @@ _RANGE = re.compile(r"^(-?\d+)\.\.(-?\d+)$")
 # every api_name an exchange can carry: Kafka's, the pre-0.8 protocol's, raw SASL tokens
 API_NAMES: tuple[str, ...] = tuple(sorted({a.name for a in APIS.values()} | set(LEGACY_API_NAMES.values())
                                           | {"SaslToken", "Unknown", "UNKNOWN"}))
-_UNKNOWN_API = re.compile(r"^Unknown\(-?\d+\)$")
+_UNKNOWN_API = re.compile(r"^Unknown\(-?\d+\)$", re.IGNORECASE)
 _ERROR_NAMES = frozenset(ERRORS.values()) | frozenset(LEGACY_ERROR_NAMES.values())
+_UNKNOWN_ERROR = re.compile(r"^UNKNOWN_ERROR_CODE_-?\d+$", re.IGNORECASE)     # (dissectors.errors.error_name)
+# the fields whose values are names from a fixed list: a value not in the list is an error
+# (with the close names), and ==, !=, in and contains compare them without case, as --api
+# takes API names
+_ENUMERATED = frozenset({"api_name", "error", "status"})
+# (a name spelt two ways, Kafka's Fetch and the pre-0.8 FETCH, suggested as Kafka's)
+_API_LOWER = {n.lower(): n for n in sorted(API_NAMES, key=str.isupper, reverse=True)}
+_ERROR_LOWER = {n.lower(): n for n in _ERROR_NAMES}
+# what people call a status otherwise
+_STATUS_WORDS = {**dict.fromkeys(("lost", "missing", "pending", "timeout", "timed_out", "no_response",
+                                  "noresponse", "unanswered_request"), "unanswered"),
+                 **dict.fromkeys(("orphan", "orphaned", "unmatched"), "orphan_response"),
+                 **dict.fromkeys(("error", "errors", "failed", "bad"), "malformed, or the field error (error codes)"),
+                 "answered": "ok", "success": "ok", "good": "ok"}
+# tshark's word operators
+_WORD_OPS = {"eq": "==", "ne": "!=", "gt": ">", "lt": "<", "ge": ">=", "le": "<="}
 
 
 # -- tree paths, checked against the schema ----------------------------------------------
@@ -177,21 +202,36 @@ def all_field_names() -> list[str]:
     return names
 
 
-# tshark's Kafka dissector's names for what a filter here calls otherwise
+# tshark's names (its Kafka dissector's, and the names people give them) for what a filter
+# here calls otherwise: suggested, not taken as aliases, since the values may differ
+# (tshark's kafka.error is a number, error here a name)
 TSHARK_NAMES = {
-    "kafka.api_key": "api_key", "kafka.request_key": "api_key", "kafka.api_version": "api_version",
-    "kafka.request_version": "api_version", "kafka.correlation_id": "correlation_id",
-    "kafka.client_id": "client_id", "kafka.topic_name": "topic", "kafka.partition_id": "partition",
-    "kafka.error": "error", "kafka.consumer_group": "group", "kafka.member_id": "member",
-    "kafka.transactional_id": "transactional_id", "kafka.producer_id": "producer_id",
-    "kafka.response_frame": "response_frame", "kafka.request_frame": "request_frame",
-    "tcp.stream": "conn", "frame.number": "request_frame or response_frame (or read --frame N)",
+    "kafka.api_key": "api_key", "kafka.request_key": "api_key", "kafka.response_key": "api_key",
+    "kafka.api_version": "api_version", "kafka.request_version": "api_version",
+    "kafka.request.version": "api_version", "kafka.response.version": "api_version",
+    "kafka.correlation_id": "correlation_id", "kafka.client_id": "client_id", "kafka.topic_name": "topic",
+    "kafka.forgotten_topic_name": "topic", "kafka.partition_id": "partition", "kafka.error": "error",
+    "kafka.error_code": "error", "kafka.error_message": "response.error_message",
+    "kafka.throttle_time": "response.throttle_time_ms", "kafka.consumer_group": "group",
+    "kafka.member_id": "member", "kafka.consumer_group_instance": "member", "kafka.group_leader_id": "member",
+    "kafka.coordinator_key": "group or transactional_id", "kafka.transactional_id": "transactional_id",
+    "kafka.producer_id": "producer_id", "kafka.response_frame": "response_frame",
+    "kafka.request_frame": "request_frame", "tcp.stream": "conn",
+    "frame.number": "request_frame or response_frame (or read --frame N)",
 }
+_TSHARK_VALUES = {"error": "it holds error names here, e.g. error == NOT_LEADER_OR_FOLLOWER"}
 
 
 def _unknown_field(name: str) -> FilterError:
-    if name in TSHARK_NAMES:
-        return FilterError(f"unknown field {name!r} (tshark's name: here it is {TSHARK_NAMES[name]})")
+    ours = TSHARK_NAMES.get(name.lower())
+    if ours is None and name.lower().startswith("kafka."):
+        # another tshark name: the close names to what follows "kafka."
+        rest = name.split(".", 1)[1].lower()
+        close = difflib.get_close_matches(rest, list(EXCHANGE_FIELDS) + list(SHORTHANDS), n=2, cutoff=0.75)
+        ours = " or ".join(close) or None
+    if ours is not None:
+        more = f" {_TSHARK_VALUES[ours]}" if ours in _TSHARK_VALUES else ""
+        return FilterError(f"unknown field {name!r} (tshark's name: did you mean {ours}?{more})")
     if "." in name and name.split(".", 1)[0] in ("request", "response"):
         d, rest = name.split(".", 1)
         pool = [f"{d}.{p}" for p in _schema_paths()[d][0] if not p.startswith("body.")]
@@ -271,17 +311,33 @@ def _check_literal(field: str, kind: str, lit: Literal, op: str) -> None:
         raise FilterError(f"{field} is a number: {lit.text!r} is not one")
     if lit.span is not None and kind not in ("int", "any"):
         raise FilterError(f"{field}: a range {lit.text} applies to integer fields only")
-    if field == "api_name" and op in ("==", "!=", "in") and lit.text not in API_NAMES \
-            and not _UNKNOWN_API.match(lit.text):
-        close = difflib.get_close_matches(lit.text, list(API_NAMES), n=3, cutoff=0.6)
+    if field not in _ENUMERATED or op not in ("==", "!=", "in"):
+        if kind == "errors" and op in ("<", "<=", ">", ">="):
+            raise FilterError(f"{field} holds error names: use ==, !=, in, contains or matches")
+        return
+    low = lit.text.lower()
+    if field == "api_name" and low not in _API_LOWER and not _UNKNOWN_API.match(lit.text):
+        close = _close(low, _API_LOWER)
         raise FilterError(f"unknown API {lit.text!r}" + (f" (did you mean {' or '.join(close)}?)" if close else
                                                          " (see 'kafkawire-sniff apis')"))
-    if kind == "errors" and op in ("==", "!=", "in") and lit.text not in _ERROR_NAMES:
-        close = difflib.get_close_matches(lit.text.upper(), list(_ERROR_NAMES), n=3, cutoff=0.6)
-        raise FilterError(f"unknown error name {lit.text!r}"
-                          + (f" (did you mean {' or '.join(close)}?)" if close else ""))
-    if kind == "errors" and op in ("<", "<=", ">", ">="):
-        raise FilterError(f"{field} holds error names: use ==, !=, in, contains or matches")
+    if field == "error" and low not in _ERROR_LOWER and not _UNKNOWN_ERROR.match(lit.text):
+        code = lit.number if isinstance(lit.number, int) else None
+        if code is not None:    # tshark's kafka.error is the code
+            hint = f" (error holds names: code {code} is {error_name(code)}, so: error == {error_name(code)})"
+        else:
+            close = _close(low, _ERROR_LOWER)
+            hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+        raise FilterError(f"unknown error name {lit.text!r}{hint}")
+    if field == "status" and low not in EXCHANGE_STATUSES:
+        close = [_STATUS_WORDS[low]] if low in _STATUS_WORDS else _close(low, {s: s for s in EXCHANGE_STATUSES})
+        raise FilterError(f"unknown status {lit.text!r} ("
+                          + (f"did you mean {' or '.join(close)}? " if close else "")
+                          + f"statuses: {', '.join(EXCHANGE_STATUSES)})")
+
+
+def _close(low: str, names: dict[str, str]) -> list[str]:
+    """The names (as spelt) close to ``low``, a lower-cased value, compared without case."""
+    return [names[c] for c in difflib.get_close_matches(low, list(names), n=3, cutoff=0.6)]
 
 
 # -- comparing one value -------------------------------------------------------------------
@@ -591,6 +647,10 @@ def field_ref(name: str) -> FieldRef:
 
 class Compare(Node):
     def __init__(self, ref: FieldRef, op: str, lits: list[Literal], pattern: re.Pattern[str] | None = None) -> None:
+        # (the names of an enumerated field compare without case: both sides lower-cased)
+        self.fold = ref.kind == "exchange" and ref.name in _ENUMERATED and op in ("==", "!=", "in", "contains")
+        if self.fold:
+            lits = [replace(lit, text=lit.text.lower()) for lit in lits]
         self.ref, self.op, self.lits, self.pattern = ref, op, lits, pattern
         self.cost = ref.cost
 
@@ -601,6 +661,8 @@ class Compare(Node):
             return any(v is not None for v in vals)
         if not vals:
             return False
+        if self.fold:
+            vals = [_as_text(v).lower() for v in vals]
         if op == "==":
             return any(_equal(v, self.lits[0]) for v in vals)
         if op == "!=":
@@ -653,15 +715,16 @@ class _Build(Transformer):
     def exists(self, name: Token) -> Node:
         return Compare(field_ref(str(name)), "exists", [])
 
-    def compare(self, name: Token, op: Token, value: Token) -> Node:
+    def compare(self, name: Token, op_token: Token, value: Token) -> Node:
         ref = field_ref(str(name))
+        op = _WORD_OPS.get(str(op_token), str(op_token))
         lit = _literal(value, ref.name, ref.vtype)
         if lit.span is not None:
             raise FilterError(f"{ref.name}: a range {lit.text} goes in a set: {ref.name} in {{{lit.text}}}")
-        _check_literal(ref.name, ref.vtype, lit, str(op))
-        if str(op) in _ORDER and ref.vtype in ("str", "errors") and lit.number is not None and not lit.quoted:
+        _check_literal(ref.name, ref.vtype, lit, op)
+        if op in _ORDER and ref.vtype in ("str", "errors") and lit.number is not None and not lit.quoted:
             raise FilterError(f"{ref.name} is text: compare it with ==, !=, contains or matches")
-        return Compare(ref, str(op), [lit])
+        return Compare(ref, op, [lit])
 
     def member(self, name: Token, *values: Token) -> Node:
         ref = field_ref(str(name))
@@ -690,10 +753,10 @@ def _parser() -> Lark:
     return Lark(GRAMMAR, parser="lalr", maybe_placeholders=False)
 
 
-_EXPECTED = {"CMP": "a comparison (== != < <= > >=)", "FIELD": "a field name", "BARE": "a value",
-             "STRING": "a quoted string", "LPAR": "'('", "RPAR": "')'", "RBRACE": "'}'", "LBRACE": "'{'",
-             "__ANON_1": "&&", "__ANON_0": "||", "BANG": "!", "IN": "in", "CONTAINS": "contains",
-             "MATCHES": "matches", "COMMA": "','", "$END": "the end"}
+_EXPECTED = {"CMP": "a comparison (== != < <= > >=, or eq ne lt le gt ge)", "FIELD": "a field name",
+             "BARE": "a value", "STRING": "a quoted string", "LPAR": "'('", "RPAR": "')'", "RBRACE": "'}'",
+             "LBRACE": "'{'", "__ANON_1": "&&", "__ANON_0": "||", "BANG": "!", "_IN": "in",
+             "_CONTAINS": "contains", "_MATCHES": "matches (~)", "COMMA": "','", "$END": "the end"}
 _SAID_OTHERWISE = frozenset({"AND", "OR", "NOT"})     # and/or/not: said as && || !
 
 

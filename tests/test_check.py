@@ -263,7 +263,10 @@ def test_version_outside_advertised_range():
     assert by["Metadata"].severity == "error"
     assert by["Metadata"].frames == [av.response_frame, bad.request_frame]
     assert "v0-v9" in by["Metadata"].message
-    assert "not advertised" in by["CreateTopics"].message
+    assert "did not advertise CreateTopics" in by["CreateTopics"].message
+    assert by["CreateTopics"].details["advertised"] == "not advertised"
+    assert "from client checkgen" in by["Metadata"].message and by["Metadata"].details["client_ids"] == ["checkgen"]
+    assert "upgrade the client" in by["Metadata"].advice
 
 
 def test_request_cut_short_is_not_judged_slow_on_fields_it_lost():
@@ -285,6 +288,37 @@ def test_request_cut_short_is_not_judged_slow_on_fields_it_lost():
     w2 = Wire()
     whole = w2.ex(1, 11, {"max_wait_ms": 0}, {"error_code": 0, "session_id": 0}, latency_ms=1600)
     assert one(run([whole]), "slow-exchange").details["count"] == 1
+
+
+def test_unsupported_version_names_client_version_and_broker_range():
+    w = Wire()
+    av = advertise(w, {0: (3, 9), 18: (0, 3)})
+    refused = [w.ex(0, v, produce_body("t", 0, records()), produce_response("t", 0, 35),
+                    error_codes=["UNSUPPORTED_VERSION"]) for v in (2, 1)]
+    w2 = Wire(conn_id=1, frame=100)      # no ApiVersions answer on this one
+    blind = w2.ex(0, 0, produce_body("t", 0, records()), produce_response("t", 0, 35),
+                  error_codes=["UNSUPPORTED_VERSION"])
+    fs = only(run([av, *refused, blind]), "error-response")
+    by = {f.conn: f for f in fs}
+    f = by[str(w.conn)]
+    assert f.message == ("2 UNSUPPORTED_VERSION error(s) in Produce responses: client checkgen sent Produce v1, v2; "
+                         "the broker advertised v3-v9 on the connection")
+    assert f.advice == "upgrade the client, or pin it to API versions the broker supports"
+    assert (f.details["advertised"], f.details["api_versions"], f.details["client_ids"]) == ("v3-v9", [1, 2],
+                                                                                            ["checkgen"])
+    b = by[str(w2.conn)]
+    assert b.message == ("1 UNSUPPORTED_VERSION error(s) in Produce responses: client checkgen sent Produce v0; the "
+                         "broker's versions are not known (no ApiVersions answer on the connection)")
+    assert b.details["advertised"] is None
+    # other errors keep their message and gain the client and versions as details, and advice where clear
+    w3 = Wire(conn_id=2, frame=200)
+    fs = run([w3.ex(19, 4, {}, {}, error_codes=["TOPIC_ALREADY_EXISTS"]),
+              w3.ex(3, 12, {}, {}, error_codes=["UNKNOWN_SERVER_ERROR"])])
+    e = {f.details["error"]: f for f in only(fs, "error-response")}
+    assert e["TOPIC_ALREADY_EXISTS"].message == "1 TOPIC_ALREADY_EXISTS error(s) in CreateTopics responses"
+    assert e["TOPIC_ALREADY_EXISTS"].details["client_ids"] == ["checkgen"]
+    assert e["TOPIC_ALREADY_EXISTS"].advice.startswith("nothing, if the client only makes sure the topic exists")
+    assert e["UNKNOWN_SERVER_ERROR"].advice is None
 
 
 def test_same_story_on_many_connections_is_told_once():
@@ -383,6 +417,34 @@ def test_kafka4_removed_versions(kafka4_schema):
     assert "removed the API" in by["ControlledShutdown"].message
 
 
+def test_kafka4_removed_one_finding_per_api_listing_its_versions():
+    """Fetch v0, v1, v2 and v3 on two connections: one finding for Fetch, its versions listed,
+    what to do said; another API beside it has its own."""
+    w1, w2 = Wire(conn_id=0), Wire(conn_id=1, t0=1_700_000_000.5, frame=100)
+    exs = [w1.ex(1, v, {"max_wait_ms": 100}, {"responses": []}) for v in (3, 0, 1)]
+    exs.append(w1.ex(2, 0, {"replica_id": -1}, {"topics": []}))          # ListOffsets v0
+    exs += [w2.ex(1, v, {"max_wait_ms": 100}, {"responses": []}) for v in (2, 2, 5)]
+    told = only(run(exs), "kafka4-removed")
+    assert len(told) == 2, told
+    fetch = next(f for f in told if f.details["api_name"] == "Fetch")
+    assert fetch.message == ("5 Fetch v0, v1, v2, v3 request(s) from client checkgen: Kafka 4.0 serves "
+                             f"v{APIS[1].kafka4_versions[0]}-v{APIS[1].kafka4_versions[1]} (KIP-896) (on 2 connections)")
+    assert fetch.details["api_versions"] == [0, 1, 2, 3] and fetch.details["count"] == 5
+    assert fetch.advice == ("upgrade the client to one that sends Fetch v4 or later before the brokers move to "
+                            "Kafka 4.0")
+    assert [sorted(o.details["api_versions"]) for o in fetch.occurrences] == [[0, 1, 3], [2]]
+    assert fetch.to_json()["advice"] == fetch.advice
+    lo = next(f for f in told if f.details["api_name"] == "ListOffsets")
+    assert lo.message.startswith("1 ListOffsets v0 request(s) from client checkgen: Kafka 4.0 serves v1-")
+    # one finding per connection and API when not told once; the same when checkers merge
+    per_conn = only(Checker().add_all(completion_order(exs)).finish(fold=False), "kafka4-removed")
+    assert sorted((f.details["api_name"], tuple(f.details["api_versions"])) for f in per_conn) == [
+        ("Fetch", (0, 1, 3)), ("Fetch", (2,)), ("ListOffsets", (0,))]
+    half = len(exs) // 2
+    merged = Checker().add_all(completion_order(exs[:half])).merge(Checker().add_all(completion_order(exs[half:])))
+    assert [f.to_json() for f in only(merged.finish(), "kafka4-removed")] == [f.to_json() for f in told]
+
+
 # -- producers ------------------------------------------------------------------------------
 
 def produce(w: Wire, pid: int, seq: int, n: int, *, error: int = 0, epoch: int = 0, answered: bool = True,
@@ -409,6 +471,22 @@ def test_sequence_gap():
     assert (f.severity, f.details["kind"], f.frames) == ("error", "gap", [c.request_frame])
     assert (f.details["expected"], f.details["got"]) == (10, 20)
     assert f.details["topic"] == "orders" and f.details["producer_id"] == 7
+
+
+def test_sequence_findings_name_topic_and_partition():
+    """A topic named "seq": "seq-0" read as a sequence number; the topic and partition are named."""
+    w = Wire()
+    exs = [w.ex(0, 9, produce_body("seq", 0, records([batch(4000, s, 5)])), produce_response("seq", 0))
+           for s in (0, 5, 20)]
+    bad = w.ex(0, 9, produce_body("seq", 0, records([batch(4000, 40, 5)])), produce_response("seq", 0, 45),
+               error_codes=["OUT_OF_ORDER_SEQUENCE_NUMBER"])
+    fs = run(exs + [bad])
+    gap = one(fs, "producer-sequence")
+    assert gap.message == ("producer id 4000 epoch 0, topic seq partition 0: base_sequence jumped from 10 to 20 "
+                           "(10 records never sent)")
+    ser = one(fs, "sequence-error-response")
+    assert ser.message.startswith("OUT_OF_ORDER_SEQUENCE_NUMBER for producer id 4000 epoch 0, topic seq partition 0: ")
+    assert "seq-0" not in gap.message + ser.message
 
 
 def test_sequence_reorder():
@@ -485,6 +563,92 @@ def test_crc_mismatch_from_partitions_and_notes():
     assert fs["Produce"].frames == [p.request_frame]
     assert fs["Fetch"].frames == [fe.response_frame]
     assert fs["Fetch"].severity == "error"
+
+
+def test_crc_mismatch_in_control_batches_with_crc_zero():
+    """Lean notes ("[i]: crc INVALID (0x00000000)...") on control batches alone: said so, with
+    what to do; a data batch failing too is a plain CRC mismatch."""
+    ctl = {"base_offset": 10, "record_count": 1, "is_control": True}
+    data = {"base_offset": 0, "record_count": 10, "is_control": False}
+
+    def fetch_with(notes):
+        rec = records([data, ctl], notes=notes)
+        rec.extra["records"] = 11
+        return w.ex(1, 11, {"max_wait_ms": 100}, {"error_code": 0, "session_id": 0, "responses": [
+            {"topic": "t", "partitions": [{"partition_index": 0, "error_code": 0, "records": rec}]}]})
+
+    w = Wire()
+    markers = [fetch_with(["[1]: crc INVALID (0x00000000), computed 0x0e0bcadc"]) for _ in range(2)]
+    both = fetch_with(["[0]: crc INVALID (0x1234abcd), computed 0x0e0bcadc",
+                       "[1]: crc INVALID (0x00000000), computed 0x0e0bcadc"])
+    fs = only(run(markers + [both]), "crc-mismatch")
+    by = {f.details["kind"]: f for f in fs}
+    m = by["control-crc-zero"]
+    assert m.severity == "error" and m.frames == [x.response_frame for x in markers]
+    assert m.message == ("2 Fetch frame(s) with a record CRC mismatch, all in control batches (transaction markers) "
+                         "whose CRC field is 0; the data batches' CRCs are valid")
+    assert (m.details["crc_batches"], m.details["control_crc_zero"]) == (2, 2)
+    assert "broker bug" in m.advice and "check.crcs" in m.advice
+    d = by["data"]
+    assert d.message == "1 Fetch frame(s) with a record CRC mismatch" and d.advice is None
+    assert (d.details["crc_batches"], d.details["control_crc_zero"]) == (2, 1)
+
+
+def _txn_fetch_capture(tmp_path, zero_data: bool = False):
+    """samples/txn_rdkafka.pcap's Fetch answer with control batches, their CRC field set to 0 (as a
+    broker that writes no CRC on transaction markers sends them), on a connection of its own; with
+    ``zero_data`` a data batch's CRC too."""
+    import struct
+
+    from analyzer.pipeline import Options, Run
+    from tests.conftest import SAMPLES
+    from tests.pcapgen import TcpFlow, kafka_frame, write_pcap
+
+    for ex in Run(str(SAMPLES / "txn_rdkafka.pcap"), Options()):
+        batches = [f for f in ex.response_tree.walk() if f.type == "RecordBatch"] if ex.api_key == 1 else []
+        if any(b.get_in("attributes", "is_control") for b in batches):
+            break
+    else:
+        raise AssertionError("no Fetch answer with control batches in samples/txn_rdkafka.pcap")
+    data = bytearray(ex.response.data)
+    ctl = [b for b in batches if b.get_in("attributes", "is_control")]
+    for b in ctl + ([next(b for b in batches if b not in ctl)] if zero_data else []):
+        struct.pack_into(">I", data, b.offset + 17, 0)
+    flow = TcpFlow(("10.3.0.1", 31000), ("10.3.0.2", 9092))
+    path = tmp_path / ("data0.pcap" if zero_data else "markers0.pcap")
+    write_pcap(str(path), flow.handshake() + flow.send(0, kafka_frame(ex.request.data))
+               + flow.send(1, kafka_frame(bytes(data))))
+    return path, len(ctl)
+
+
+@pytest.mark.parametrize("zero_data", [False, True])
+def test_crc_zero_control_batches_of_a_real_fetch_lean_and_full(tmp_path, zero_data):
+    import json
+
+    from analyzer.commands.check import check_command
+    from analyzer.pipeline import Options, Run
+    path, n_ctl = _txn_fetch_capture(tmp_path, zero_data)
+    got = {}
+    for decode in ("lite-check", "full"):
+        c = Checker()
+        for ex in Run(str(path), Options(decode=decode)):
+            c.add(ex)
+        got[decode] = [f.to_json() for f in only(c.finish(), "crc-mismatch")]
+    assert got["lite-check"] == got["full"]
+    (f,) = got["full"]
+    assert (f["details"]["crc_batches"], f["details"]["control_crc_zero"]) == (n_ctl + zero_data, n_ctl)
+    assert f["details"]["kind"] == ("data" if zero_data else "control-crc-zero")
+    assert ("transaction markers" in f["message"]) is not zero_data
+    # the command: exit status 1 still, the text says what to do
+    from click.testing import CliRunner
+    r = CliRunner().invoke(check_command, [str(path)], standalone_mode=False)
+    assert r.return_value == 1, r.output
+    if not zero_data:
+        assert "all in control batches (transaction markers) whose CRC field is 0" in r.output
+        assert "      what to do: the broker wrote these transaction markers without a CRC" in r.output
+    r = CliRunner().invoke(check_command, [str(path), "-f", "json"], standalone_mode=False)
+    doc = json.loads(r.output)
+    assert doc["captures"][0]["findings"][0]["details"]["control_crc_zero"] == n_ctl
 
 
 def test_malformed_truncated_and_undecodable():
@@ -756,11 +920,17 @@ def test_cli_text_json_and_exit_status(monkeypatch):
     assert "ERROR (1)" in r.output and "TOPIC_ALREADY_EXISTS" in r.output
     assert f"frames {exs[0].response_frame}" in r.output
     assert "\x1b[" not in r.output                        # plain when not a tty
+    lines = r.output.splitlines()
+    at = next(i for i, x in enumerate(lines) if "TOPIC_ALREADY_EXISTS" in x)
+    assert lines[at + 1].startswith("      what to do: nothing, if the client only makes sure the topic exists")
+    assert lines[at + 2].startswith("      conn ")
     r = _cli(monkeypatch, {"a.pcap": exs}, "a.pcap", "--skip-rule", "error-response", "-f", "json")
     assert r.exit_code == 0, r.output
     doc = json.loads(r.output)
     assert doc["counts"] == {"error": 0, "warning": 1, "info": 0}
     assert doc["captures"][0]["findings"][0]["rule"] == "throttled"
+    assert list(doc["captures"][0]["findings"][0])[:5] == ["rule", "severity", "message", "advice", "conn"]
+    assert "over its quota" in doc["captures"][0]["findings"][0]["advice"]
     assert doc["captures"][0]["findings"][0]["frames"] == [exs[1].response_frame]
     r = _cli(monkeypatch, {"a.pcap": exs}, "a.pcap", "--rule", "throttled,error-response", "-f", "json")
     assert {f["rule"] for f in json.loads(r.output)["captures"][0]["findings"]} == {"throttled", "error-response"}
@@ -879,15 +1049,27 @@ def test_real_apiversions_fallback_and_requests_in_flight():
 @pytest.mark.shared
 def test_real_kafka4_removed_versions():
     name = "old_v0_kp2_082_mock.pcap"
-    fs = only(checked(name).finish(), "kafka4-removed")
+    fs = only(checked(name).finish(fold=False), "kafka4-removed")
     assert all(f.severity == "warning" for f in fs)
-    got = sorted((f.details["api_name"], f.details["api_version"], fr) for f in fs for fr in f.frames)
+    got = sorted((e["api_name"], e["api_version"], e["request_frame"]) for f in fs for e in f.exchanges)
+    assert all(f.details["api_versions"] == sorted({e["api_version"] for e in f.exchanges}) for f in fs)
     k4 = {k: APIS[k].kafka4_versions for k in (0, 1, 2, 3)}
     truth = sorted((p["api_key"], p["api_version"], p["first_frame"]) for p in pdus(name)
                    if p["dir"] == "req" and not k4[p["api_key"]][0] <= p["api_version"] <= k4[p["api_key"]][1])
     names = {0: "Produce", 1: "Fetch", 2: "ListOffsets"}
     assert got == sorted((names[k], v, fr) for k, v, fr in truth) == [
         ("Fetch", 0, 59), ("ListOffsets", 0, 55), ("Produce", 0, 15), ("Produce", 0, 35)]
+
+
+@pytest.mark.shared
+def test_real_unsupported_version_says_who_and_what_to_do():
+    told = checked("old_v0_kp2_082_mock.pcap").finish()
+    f = one([f for f in told if f.details.get("error") == "UNSUPPORTED_VERSION"], "error-response")
+    assert f.message == ("1 UNSUPPORTED_VERSION error(s) in Produce responses: client lab-kp2-producer sent Produce v0; "
+                         "the broker's versions are not known (no ApiVersions answer on the connection)")
+    assert f.advice == "upgrade the client, or pin it to API versions the broker supports"
+    fetch = one([f for f in only(told, "kafka4-removed") if f.details["api_name"] == "Fetch"], "kafka4-removed")
+    assert fetch.message == "1 Fetch v0 request(s) from client lab-kp2-fetcher: Kafka 4.0 serves v4-v18 (KIP-896)"
 
 
 @pytest.mark.shared

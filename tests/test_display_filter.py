@@ -118,8 +118,8 @@ def test_numbers_and_units(expr: str, n: float) -> None:
     ("(api_key == 1", "expected ')'"),
     ("api_key = 1", "syntax error at column 9: unexpected '='"),
     ("", "empty filter"),
-    ("kafka.topic_name == x", "unknown field 'kafka.topic_name' (tshark's name: here it is topic)"),
-    ("tcp.stream == 3", "here it is conn"),
+    ("kafka.topic_name == x", "unknown field 'kafka.topic_name' (tshark's name: did you mean topic?)"),
+    ("tcp.stream == 3", "did you mean conn?"),
     ("max_wait_ms > 1", "unknown field 'max_wait_ms' (did you mean request.max_wait_ms?)"),
     ("group_id == g", "did you mean group or "),
 ])
@@ -128,6 +128,80 @@ def test_errors_name_the_problem(expr: str, message: str) -> None:
         compile_filter(expr)
     assert message in str(e.value)
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("expr, message", [
+    ("status == lost", "unknown status 'lost' (did you mean unanswered? statuses: ok, unanswered, "
+                       "no_response_expected, orphan_response, malformed)"),
+    ("status in {ok orphan_respons}", "unknown status 'orphan_respons' (did you mean orphan_response?"),
+    ("status != answered", "unknown status 'answered' (did you mean ok?"),
+    ("status == bogus", "unknown status 'bogus' (statuses: ok, unanswered,"),
+    ("api_name == fetchh", "unknown API 'fetchh' (did you mean Fetch"),
+    ("error == not_leader", "unknown error name 'not_leader' (did you mean NOT_LEADER_OR_FOLLOWER"),
+    ("error == 3", "code 3 is UNKNOWN_TOPIC_OR_PARTITION, so: error == UNKNOWN_TOPIC_OR_PARTITION"),
+    ("kafka.error_code == 3", "unknown field 'kafka.error_code' (tshark's name: did you mean error? it holds "
+                              "error names here"),
+    ("kafka.error == 3", "did you mean error?"),
+    ("kafka.api_key == 1", "did you mean api_key?"),
+    ("kafka.request_key == 1", "did you mean api_key?"),
+    ("kafka.api_version == 1", "did you mean api_version?"),
+    ("kafka.request_version == 1", "did you mean api_version?"),
+    ("kafka.request.version == 1", "did you mean api_version?"),
+    ("kafka.correlation_id == 1", "did you mean correlation_id?"),
+    ("kafka.client_id == x", "did you mean client_id?"),
+    ("kafka.partition_id == 1", "did you mean partition?"),
+    ("kafka.topic == x", "did you mean topic?"),
+])
+def test_enumerated_values_and_tshark_names_suggest(expr: str, message: str) -> None:
+    with pytest.raises(FilterError) as e:
+        compile_filter(expr)
+    assert message in str(e.value)
+    assert "\n" not in str(e.value) and "fields: " not in str(e.value)
+
+
+def test_unknown_status_is_a_usage_error() -> None:
+    r = _cli("read", GROUP, "-Y", "status == lost")
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == ("kafkawire-sniff: error: -Y: unknown status 'lost' (did you mean unanswered? statuses: ok, "
+                        "unanswered, no_response_expected, orphan_response, malformed)\n")
+    r = _cli("check", GROUP, "-Y", "kafka.error_code == 79")
+    assert r.returncode == 2 and "did you mean error?" in r.stderr
+
+
+def test_enumerated_fields_any_case() -> None:
+    _check(GROUP, "api_name == joingroup", lambda o: o["api_name"] == "JoinGroup", 4)
+    _check(GROUP, "api_name in {FETCH heartbeat}", lambda o: o["api_name"] in ("Fetch", "Heartbeat"), 4)
+    _check(GROUP, "api_name != HEARTBEAT", lambda o: o["api_name"] != "Heartbeat")
+    _check(GROUP, "error == member_id_required", lambda o: "MEMBER_ID_REQUIRED" in o["error_codes"], 2)
+    _check(GROUP, 'error contains "member"', lambda o: any("MEMBER" in e for e in o["error_codes"]), 2)
+    _check(GROUP, "status == OK && api_name == Fetch", lambda o: o["status"] == "ok" and o["api_name"] == "Fetch")
+    # the same exchanges as --api
+    assert _selected(GROUP, "api_name == fetch") == _selected(GROUP, "api_name == Fetch")
+
+
+@pytest.mark.parametrize("tshark, ours", [
+    ("api_name eq JoinGroup", "api_name == JoinGroup"),
+    ("api_name ne Heartbeat", "api_name != Heartbeat"),
+    ("api_version gt 4", "api_version > 4"),
+    ("api_version ge 5", "api_version >= 5"),
+    ("correlation_id lt 3", "correlation_id < 3"),
+    ("correlation_id le 3", "correlation_id <= 3"),
+    ('client_id ~ "member-0$"', 'client_id matches "member-0$"'),
+    ('client_id contains "member" and latency_ms gt 1s', 'client_id contains "member" && latency_ms > 1s'),
+    ("not api_name eq Fetch or api_version le 3", "!(api_name == Fetch) || api_version <= 3"),
+])
+def test_tshark_operators(tshark: str, ours: str) -> None:
+    got = _selected(GROUP, tshark)
+    assert got == _selected(GROUP, ours)
+    assert 0 < len(got) < len(_ndjson(GROUP)), tshark
+
+
+def test_word_operators_are_whole_words() -> None:
+    for expr, where in (("latency_ms lex 5", "→lex 5"), ("client_id containsx a", "→containsx a"),
+                        ("api_name eq", "api_name eq→"), ("conn inx {1}", "→inx {1}")):
+        with pytest.raises(FilterError) as e:
+            compile_filter(expr)
+        assert "syntax error" in str(e.value) and str(e.value).endswith(where), (expr, str(e.value))
 
 
 def test_syntax_error_points_at_the_place() -> None:

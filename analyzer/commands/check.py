@@ -56,8 +56,9 @@ def check_command(captures: tuple[str, ...], rules: tuple[str, ...], skip_rules:
     """Find client and broker bugs: unanswered requests, error codes, version misuse,
     producer sequence gaps, fetch-session and SASL misuse, rebalance storms...
 
-    Each finding has a severity, a one-line explanation, the connection, the frame
-    numbers (as Wireshark counts them) and the exchanges involved. Exit status 0 when
+    Each finding has a severity, a one-line explanation, what to do about it where that
+    is clear, the connection, the frame numbers (as Wireshark counts them) and the
+    exchanges involved. Exit status 0 when
     no finding is an error, 1 otherwise, so it can gate a CI job. With --timeline the
     exit status is 0 when the group was seen, 1 when not.
     """
@@ -185,6 +186,8 @@ def _print_text(results: list[dict[str, Any]]) -> None:
             con.print(f"[{SEVERITY_STYLE[sev]}]{sev.upper()} ({len(group)})[/{SEVERITY_STYLE[sev]}]")
             for f in group:
                 con.print(f"  [{SEVERITY_STYLE[sev]}]{escape(f.rule)}[/{SEVERITY_STYLE[sev]}]  {escape(f.message)}")
+                if f.advice:
+                    con.print(f"      what to do: {escape(f.advice)}")
                 con.print(f"      conn {escape(f.conn)}  frames {_frames_text(f)}", style="dim")
                 show = show_command(r["capture"], f)
                 if show:

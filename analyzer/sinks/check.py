@@ -20,6 +20,7 @@ A Spark job can therefore run one Checker per group of connections, ship the che
 from __future__ import annotations
 
 import bisect
+import re
 from collections import Counter, OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -96,6 +97,47 @@ RETRIABLE_ERRORS = frozenset({
     "OFFSET_MOVED_TO_TIERED_STORAGE", "DUPLICATE_SEQUENCE_NUMBER", "GROUP_COORDINATOR_NOT_AVAILABLE",
 })
 
+_ACL = "grant the client's principal the ACL the request needs (kafka-acls), or give the client credentials that have it"
+_REPLICAS = ("fewer in-sync replicas than the topic's min.insync.replicas: bring the lagging or stopped brokers back, "
+             "or lower min.insync.replicas")
+_TOO_LARGE = ("lower the producer's batch.size / max.request.size, or raise the topic's max.message.bytes (and the "
+              "broker's message.max.bytes)")
+_LEADER = "nothing, unless it persists: the client refreshes its metadata and retries on the new leader"
+_COORDINATOR = "nothing, unless it persists: the client finds the coordinator again (FindCoordinator) and retries"
+# What to do about an error in responses (error-response), where it is clear: by error name,
+# or by API name and error name
+ERROR_ADVICE: dict[str | tuple[str, str], str] = {
+    "UNSUPPORTED_VERSION": "upgrade the client, or pin it to API versions the broker supports",
+    "TOPIC_ALREADY_EXISTS": "nothing, if the client only makes sure the topic exists; else choose another name",
+    "UNKNOWN_TOPIC_OR_PARTITION": "check the topic name: no such topic or partition on the cluster (create the "
+                                  "topic first)",
+    ("DeleteTopics", "UNKNOWN_TOPIC_OR_PARTITION"): "nothing, if the client only makes sure the topic is gone; else "
+                                                    "check the topic name",
+    "MEMBER_ID_REQUIRED": "nothing: the broker asks a new member to join again with the member id it gave it "
+                          "(KIP-394), and the client does",
+    "REBALANCE_IN_PROGRESS": "nothing, unless it repeats: the member joins the group again for the rebalance",
+    "NOT_COORDINATOR": _COORDINATOR, "COORDINATOR_NOT_AVAILABLE": _COORDINATOR,
+    "COORDINATOR_LOAD_IN_PROGRESS": _COORDINATOR,
+    "NOT_LEADER_OR_FOLLOWER": _LEADER, "NOT_LEADER_FOR_PARTITION": _LEADER, "LEADER_NOT_AVAILABLE": _LEADER,
+    "FENCED_LEADER_EPOCH": _LEADER,
+    "TOPIC_AUTHORIZATION_FAILED": _ACL, "GROUP_AUTHORIZATION_FAILED": _ACL, "CLUSTER_AUTHORIZATION_FAILED": _ACL,
+    "TRANSACTIONAL_ID_AUTHORIZATION_FAILED": _ACL,
+    "NOT_ENOUGH_REPLICAS": _REPLICAS, "NOT_ENOUGH_REPLICAS_AFTER_APPEND": _REPLICAS,
+    "MESSAGE_TOO_LARGE": _TOO_LARGE, "RECORD_LIST_TOO_LARGE": _TOO_LARGE,
+    "INVALID_REQUIRED_ACKS": "set the producer's acks to 0, 1 or all (-1)",
+    "INVALID_REPLICATION_FACTOR": "ask for a replication factor no larger than the number of brokers",
+    "UNSUPPORTED_COMPRESSION_TYPE": "use a codec the broker takes at this API version (zstd needs Produce v7+ and "
+                                    "Kafka 2.1+), or upgrade the client or the broker",
+    "PRODUCER_FENCED": "another producer took over the transactional.id: give each producer instance its own id",
+    "INVALID_PRODUCER_EPOCH": "another producer took over the transactional.id: give each producer instance its own id",
+    "UNKNOWN_MEMBER_ID": "nothing, unless it repeats: the group removed the member (session.timeout.ms or "
+                         "max.poll.interval.ms passed) and it joins again; raise those if it keeps happening",
+    "ILLEGAL_GENERATION": "nothing, unless it repeats: the group rebalanced without the member, which joins again; "
+                          "raise session.timeout.ms / max.poll.interval.ms if it keeps happening",
+    "OFFSET_OUT_OF_RANGE": "the consumer's offset no longer exists (retention) or is not written yet: "
+                           "auto.offset.reset decides where it restarts; keep retention longer than its lag",
+}
+
 
 class Rule(NamedTuple):
     id: str
@@ -114,7 +156,8 @@ RULES: dict[str, Rule] = {r.id: r for r in (
          "response to no request seen (info when the capture started mid-connection, or missed bytes "
          "of the client's side)"),
     Rule("error-response", "error", "connection",
-         "responses carrying error codes, by API and error name (flow errors info, retriable warning)"),
+         "responses carrying error codes, by API and error name (flow errors info, retriable warning); "
+         "UNSUPPORTED_VERSION with the client, its version and the broker's advertised range"),
     Rule("throttled", "warning", "connection", "responses with throttle_time_ms > 0 (quota throttling)"),
     Rule("slow-exchange", "warning", "connection",
          "latency over --slow-ms, beyond what the request allows the broker to wait "
@@ -124,7 +167,8 @@ RULES: dict[str, Rule] = {r.id: r for r in (
     Rule("apiversions-fallback", "warning", "connection",
          "ApiVersions answered UNSUPPORTED_VERSION and the client retried lower (info), or did not (warning)"),
     Rule("kafka4-removed", "warning", "connection",
-         "API version removed in Kafka 4.0 (KIP-896): the client breaks on upgrade"),
+         "API version removed in Kafka 4.0 (KIP-896): the client breaks on upgrade (one finding per API and "
+         "connection, its versions and clients listed)"),
     Rule("unknown-api", "warning", "connection",
          "request whose API key, or version, is newer than the schema knows: framed and paired, "
          "its body not judged (raw bytes, or the newest layout when it fits)"),
@@ -133,7 +177,9 @@ RULES: dict[str, Rule] = {r.id: r for r in (
          "per producer id, epoch and partition"),
     Rule("sequence-error-response", "error", "global",
          "OUT_OF_ORDER_SEQUENCE_NUMBER / DUPLICATE_SEQUENCE_NUMBER tied to the batches that caused them"),
-    Rule("crc-mismatch", "error", "connection", "record batch or message whose CRC does not match"),
+    Rule("crc-mismatch", "error", "connection",
+         "record batch or message whose CRC does not match (said apart: control batches whose CRC field is 0, "
+         "the data batches sound)"),
     Rule("malformed-frame", "error", "connection", "frame that does not decode against the schema"),
     Rule("truncated-frame", "info", "connection",
          "frame with bytes missing from the capture (snaplen or lost segment): not judged"),
@@ -167,17 +213,19 @@ class Finding:
     exchanges: list[dict[str, Any]] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
     capture: str | None = None      # set by the command when several captures are checked
+    advice: str | None = None       # what to do about it, one line (None: nothing clear to say)
     # what makes two findings on different connections the same story (with the rule and
     # severity), and the message as a template over details (see tell_once); not output
     story: tuple[Any, ...] | None = field(default=None, repr=False, compare=False)
     template: str = field(default="", repr=False, compare=False)
+    advice_template: str = field(default="", repr=False, compare=False)
     # a finding told once for several connections: the finding of each (tell_once)
     occurrences: list[Finding] = field(default_factory=list, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         """The finding as plain values, copied (its fields in order; no story or template)."""
         d: dict[str, Any] = {"rule": self.rule, "severity": self.severity, "message": self.message,
-                             "conn": self.conn, "frames": list(self.frames),
+                             "advice": self.advice, "conn": self.conn, "frames": list(self.frames),
                              "exchanges": [dict(e) for e in self.exchanges], "details": _plain(self.details)}
         if self.capture is not None:
             d["capture"] = self.capture
@@ -237,9 +285,34 @@ def _vstr(ex: Exchange) -> str:
 
 # -- accumulation -----------------------------------------------------------------
 
+# details that add up when findings are merged or told once (else the first's value stays;
+# max_* take the largest), and lists that unite (sorted)
+_SUMMED = frozenset({"crc_batches", "control_crc_zero"})
+_UNITED = frozenset({"api_versions", "client_ids"})
+
+
+def _fold_details(into: dict[str, Any], other: dict[str, Any]) -> None:
+    """``other``'s details folded into ``into``: max_* the largest, _SUMMED added, _UNITED united."""
+    for k, v in other.items():
+        if k.startswith("max_") and isinstance(v, (int, float)):
+            into[k] = max(into.get(k, v), v)
+        elif k in _SUMMED and isinstance(v, int):
+            into[k] = into.get(k, 0) + v
+        elif k in _UNITED and isinstance(v, list):
+            into[k] = _united(into.get(k) or [], v)
+
+
+def _united(a: list[Any], b: list[Any]) -> list[Any]:
+    both = list(dict.fromkeys(a + b))
+    try:
+        return sorted(both)
+    except TypeError:       # (None among strings)
+        return sorted(both, key=lambda x: (x is None, str(x)))
+
+
 @dataclass
 class _Bucket:
-    """Findings of one rule and key, counted; the message is a template over details."""
+    """Findings of one rule and key, counted; the message and the advice are templates over details."""
     rule: str
     severity: str
     conn: str
@@ -249,6 +322,7 @@ class _Bucket:
     frames: list[int] = field(default_factory=list)
     exchanges: list[dict[str, Any]] = field(default_factory=list)
     first: float = 0.0
+    advice: str = ""
 
     def add(self, frames: Iterable[int], ex: Exchange | dict[str, Any] | None, n: int = 1) -> None:
         self.count += n
@@ -263,9 +337,13 @@ class _Bucket:
         self.count += other.count
         self.frames = (self.frames + [f for f in other.frames if f not in self.frames])[:MAX_LIST]
         self.exchanges = (self.exchanges + other.exchanges)[:MAX_LIST]
-        for k, v in other.details.items():
-            if k.startswith("max_") and isinstance(v, (int, float)):
-                self.details[k] = max(self.details.get(k, v), v)
+        _fold_details(self.details, other.details)
+
+    def unite(self, key: str, value: Any) -> None:
+        """Add ``value`` to the list detail ``key`` (one of _UNITED)."""
+        have = self.details[key]
+        if value not in have:
+            self.details[key] = _united(have, [value])
 
     def finding(self, story: tuple[Any, ...] = ()) -> Finding:
         details = dict(self.details, count=self.count)
@@ -273,7 +351,8 @@ class _Bucket:
         if self.count > len(self.exchanges) and self.exchanges:
             details["listed"] = len(self.exchanges)
         return Finding(self.rule, self.severity, _render(self.template, details), self.conn,
-                       frames, list(self.exchanges), details, story=story, template=self.template)
+                       frames, list(self.exchanges), details, advice=_render(self.advice, details) or None,
+                       story=story, template=self.template, advice_template=self.advice)
 
 
 @dataclass
@@ -435,6 +514,44 @@ def _records_trouble(records: Field | None) -> tuple[bool, str | None]:
                 elif undecodable is None and any(w in low for w in _UNDECODABLE_WORDS):
                     undecodable = n
     return crc_bad, undecodable
+
+
+_CRC_NOTE = re.compile(r"^\[(\d+)\]: crc INVALID \(0x([0-9a-f]{8})\)")
+
+
+def _crc_failures(records: Field | None) -> tuple[int, int]:
+    """(the batches and messages of a records field whose CRC does not match, how many of
+    them are v2 control batches whose CRC field is 0): from the CRC fields of a full tree,
+    or the notes of a lean one ("[i]: crc INVALID (0x...)", entry i being
+    extra["batches"][i]). Control batches are told only when the field holds v2 batches
+    alone (their records add up to the field's)."""
+    if records is None:
+        return 0, 0
+    extra = records.extra or {}
+    batches = extra.get("batches")
+    failed: list[tuple[int, int]] = []     # (entry index, stored CRC) of the field's own entries
+    count = 0
+    if records.children:
+        for f in records.walk():
+            if f.name == "crc" and any(n.startswith("crc INVALID") for n in f.notes or ()):
+                count += 1
+        for e in records.children:
+            crc = e.child("crc")
+            if crc is not None and any(n.startswith("crc INVALID") for n in crc.notes or ()) \
+                    and e.name.startswith("[") and e.name[1:-1].isdigit():
+                failed.append((int(e.name[1:-1]), _int(crc.value) or 0))
+    else:
+        for n in records.notes or ():
+            m = _CRC_NOTE.match(n)
+            if m:
+                count += 1
+                failed.append((int(m.group(1)), int(m.group(2), 16)))
+    if not failed or not isinstance(batches, list) or \
+            sum(_int(b.get("record_count")) or 0 for b in batches if isinstance(b, dict)) != extra.get("records"):
+        return count, 0
+    zero = sum(1 for i, stored in failed if stored == 0 and i < len(batches) and isinstance(batches[i], dict)
+               and batches[i].get("is_control") is True)
+    return count, zero
 
 
 # -- the checker --------------------------------------------------------------------
@@ -635,11 +752,11 @@ class Checker:
         return mine
 
     def _bucket(self, rule: str, severity: str, cs_name: str, key: tuple[Any, ...], template: str,
-                details: dict[str, Any], time: float = 0.0) -> _Bucket:
+                details: dict[str, Any], time: float = 0.0, advice: str = "") -> _Bucket:
         k = (rule, severity, cs_name, *key)
         b = self._buckets.get(k)
         if b is None:
-            b = self._buckets[k] = _Bucket(rule, severity, cs_name, template, details, first=time)
+            b = self._buckets[k] = _Bucket(rule, severity, cs_name, template, details, first=time, advice=advice)
         return b
 
     def _allowance_ms(self, ex: Exchange) -> float:
@@ -680,7 +797,9 @@ class Checker:
         last = cs.last_answered
         if last is not None and rk < last and "response-order" in self.rules:
             b = self._bucket("response-order", "error", cs.name, (),
-                             "{count} response(s) arrived before the response to an earlier request", {})
+                             "{count} response(s) arrived before the response to an earlier request", {},
+                             advice="a broker bug (Kafka answers a connection's requests in order), or a proxy "
+                                    "between client and broker that reorders them")
             b.add(_frames_of(ex), ex)
         if last is None or rk > last:
             cs.last_answered = rk
@@ -703,7 +822,9 @@ class Checker:
                 if a[1] is None or a[1] > b[0]:
                     bucket = self._bucket(
                         "correlation-reuse", "error", cs.name, (),
-                        "{count} request(s) reused a correlation id still in flight", {})
+                        "{count} request(s) reused a correlation id still in flight", {},
+                        advice="a client bug (a correlation id must be unique among the requests in flight on a "
+                               "connection): upgrade the client")
                     frames = [f for r in (a[2], b[2]) for f in r[3:] if f is not None]
                     bucket.add(frames, dict(zip(_REF_KEYS, b[2], strict=True)))
                     break
@@ -728,8 +849,10 @@ class Checker:
             frames = [fr.last_index for fr in (ex.request, ex.response) if fr is not None and fr.truncated]
             self._bucket("truncated-frame", "info", cs.name, (),
                          "{count} frame(s) with bytes missing from the capture (not judged)",
-                         {}).add(frames, ex, n=len(frames))
+                         {}, advice="to have them judged, capture whole packets (tcpdump -s 0) with a buffer "
+                                    "large enough that none is dropped (tcpdump -B)").add(frames, ex, n=len(frames))
         crc_frames: list[int] = []
+        crc_counts = [0, 0]     # the batches whose CRC fails, of them control batches with CRC 0
         undecodable: list[tuple[int, str]] = []
         legacy = ex.protocol == "kafka-legacy"
         if (ex.api_key in (PRODUCE, FETCH) or (legacy and ex.partitions)) and (
@@ -746,14 +869,33 @@ class Checker:
                 walker = _produce_partitions if prod else _fetch_partitions
                 for _t, _p, rec in walker(_body(tree)):
                     bad, why = _records_trouble(rec)
-                    if bad and frame not in crc_frames:
-                        crc_frames.append(frame)
+                    if bad:
+                        if frame not in crc_frames:
+                            crc_frames.append(frame)
+                        n, zero = _crc_failures(rec)
+                        crc_counts[0] += n
+                        crc_counts[1] += zero
                     if why:
                         undecodable.append((frame, why))
         if crc_frames and "crc-mismatch" in on:
-            self._bucket("crc-mismatch", "error", cs.name, (ex.api_name,),
-                         "{count} {api_name} frame(s) with a record CRC mismatch",
-                         {"api_name": ex.api_name}).add(crc_frames, ex)
+            n, zero = crc_counts
+            if n and zero == n:
+                # transaction markers the broker wrote without a CRC: the data batches are sound
+                b = self._bucket("crc-mismatch", "error", cs.name, (ex.api_name, "control-crc-zero"),
+                                 "{count} {api_name} frame(s) with a record CRC mismatch, all in control batches "
+                                 "(transaction markers) whose CRC field is 0; the data batches' CRCs are valid",
+                                 {"api_name": ex.api_name, "kind": "control-crc-zero", "crc_batches": 0,
+                                  "control_crc_zero": 0},
+                                 advice="the broker wrote these transaction markers without a CRC (a broker bug): "
+                                        "the records are intact, but clients that verify CRCs (check.crcs) "
+                                        "reject the batches; report it to the broker's maintainers")
+            else:
+                b = self._bucket("crc-mismatch", "error", cs.name, (ex.api_name, "data"),
+                                 "{count} {api_name} frame(s) with a record CRC mismatch",
+                                 {"api_name": ex.api_name, "kind": "data", "crc_batches": 0, "control_crc_zero": 0})
+            b.details["crc_batches"] += n
+            b.details["control_crc_zero"] += zero
+            b.add(crc_frames, ex)
         if ex.status == "malformed" and ("malformed-frame" in on or "undecodable-records" in on):
             for side, fr, tree in (("request", ex.request, ex.request_tree),
                                    ("response", ex.response, ex.response_tree)):
@@ -817,19 +959,31 @@ class Checker:
             rng = cs.advertised.get(key)
             if rng is None or not rng[0] <= ver <= rng[1]:
                 adv_s = f"v{rng[0]}-v{rng[1]}" if rng else "not advertised"
-                self._bucket("version-unadvertised", "error", cs.name, (key, ver),
-                             "{count} {api_name} v{api_version} request(s), but the broker advertised "
-                             "{advertised} on this connection",
-                             {"api_name": ex.api_name, "api_version": ver, "advertised": adv_s,
-                              "advertised_frame": cs.advertised_frame}).add(
-                    [f for f in (cs.advertised_frame, ex.request_frame) if f], ex)
+                b = self._bucket("version-unadvertised", "error", cs.name, (key, ver),
+                                 "{count} {api_name} v{api_version} request(s) from {clients}, but the broker "
+                                 + ("advertised {advertised}" if rng else "did not advertise {api_name}")
+                                 + " on this connection",
+                                 {"api_name": ex.api_name, "api_version": ver, "advertised": adv_s,
+                                  "advertised_frame": cs.advertised_frame, "client_ids": [ex.client_id]},
+                                 advice="the client did not keep to the broker's ApiVersions answer (a client "
+                                        "bug): upgrade the client, or pin it to the versions the broker advertised")
+                b.unite("client_ids", ex.client_id)
+                b.add([f for f in (cs.advertised_frame, ex.request_frame) if f], ex)
         if "kafka4-removed" in on and ver <= api.max_version:
             k4 = api.kafka4_versions
             if k4 is None or not k4[0] <= ver <= k4[1]:
+                # (one finding per API, its versions listed)
                 still = f"4.0 serves v{k4[0]}-v{k4[1]}" if k4 else "4.0 removed the API"
-                b = self._bucket("kafka4-removed", "warning", cs.name, (key, ver),
-                                 "{count} {api_name} v{api_version} request(s): Kafka {kafka4} (KIP-896)",
-                                 {"api_name": ex.api_name, "api_version": ver, "kafka4": still})
+                fix = (f"upgrade the client to one that sends {ex.api_name} v{k4[0]} or later before the brokers "
+                       "move to Kafka 4.0" if k4 else
+                       f"stop using {ex.api_name} (or upgrade the client) before the brokers move to Kafka 4.0")
+                b = self._bucket("kafka4-removed", "warning", cs.name, (key,),
+                                 "{count} {api_name} {versions} request(s) from {clients}: Kafka {kafka4} (KIP-896)",
+                                 {"api_name": ex.api_name, "api_versions": [ver], "client_ids": [ex.client_id],
+                                  "kafka4": still},
+                                 advice=_literal_text(fix))
+                b.unite("api_versions", ver)
+                b.unite("client_ids", ex.client_id)
                 b.add([ex.request_frame] if ex.request_frame else [], ex)
 
     # -- rules: response contents -----------------------------------------------
@@ -841,9 +995,30 @@ class Checker:
                 if self._covered_elsewhere(ex, name):
                     continue
                 sev = "info" if name in FLOW_ERRORS else "warning" if name in RETRIABLE_ERRORS else "error"
-                b = self._bucket("error-response", sev, cs.name, (ex.api_name, name),
-                                 "{count} {error} error(s) in {api_name} responses",
-                                 {"error": name, "api_name": ex.api_name})
+                tmpl = "{count} {error} error(s) in {api_name} responses"
+                det: dict[str, Any] = {"error": name, "api_name": ex.api_name, "api_versions": [],
+                                       "client_ids": [ex.client_id]}
+                key: tuple[Any, ...] = (ex.api_name, name)
+                if name == "UNSUPPORTED_VERSION" and ex.api_key is not None:
+                    # what the client sent, and what the broker said it takes on the connection
+                    rng = cs.advertised.get(ex.api_key) if cs.advertised is not None else None
+                    adv: str | None
+                    if cs.advertised is None:
+                        adv = None
+                        said = "the broker's versions are not known (no ApiVersions answer on the connection)"
+                    elif rng is None:
+                        adv, said = "none", f"the broker did not advertise {ex.api_name} on the connection"
+                    else:
+                        adv = f"v{rng[0]}-v{rng[1]}"
+                        said = f"the broker advertised {adv} on the connection"
+                    tmpl += ": {clients} sent {api_name} {versions}; " + _literal_text(said)
+                    det["advertised"] = adv
+                    key += (adv,)
+                fix = ERROR_ADVICE.get((ex.api_name, name), ERROR_ADVICE.get(name, ""))
+                b = self._bucket("error-response", sev, cs.name, key, tmpl, det, advice=_literal_text(fix))
+                if ex.api_version is not None:
+                    b.unite("api_versions", ex.api_version)
+                b.unite("client_ids", ex.client_id)
                 b.add([ex.response_frame] if ex.response_frame else [], ex, n=n)
         if body is None:
             return
@@ -854,7 +1029,10 @@ class Checker:
             if tt is not None and tt > 0:
                 b = self._bucket("throttled", "warning", cs.name, (ex.api_name,),
                                  "{count} {api_name} response(s) throttled, up to {max_throttle_ms} ms",
-                                 {"api_name": ex.api_name, "max_throttle_ms": tt})
+                                 {"api_name": ex.api_name, "max_throttle_ms": tt},
+                                 advice="the client is over its quota: raise the quota of its user or client id "
+                                        "(kafka-configs --entity-type users/clients: producer_byte_rate, "
+                                        "consumer_byte_rate, request_percentage), or make it ask for less")
                 b.details["max_throttle_ms"] = max(b.details["max_throttle_ms"], tt)
                 b.add([ex.response_frame] if ex.response_frame else [], ex)
         if "slow-exchange" in on:
@@ -903,11 +1081,14 @@ class Checker:
                     # refused, yet the broker's own list names it: the broker contradicts itself
                     how, tmpl = "broker-bug", ("{count} SaslHandshake(s): the broker refused {mechanism} "
                                                "({error}) but lists {mechanism} as enabled (a broker bug)")
+                    fix = ""
                 else:
                     how, tmpl = "not-offered", "SaslHandshake asked for {mechanism}, the broker offers {offered}"
+                    fix = ("configure the client with a mechanism the broker offers ({offered}), or enable "
+                           "{mechanism} on the broker's listener (sasl.enabled.mechanisms)")
                 b = self._bucket("sasl-mechanism", "error", cs.name, (str(mech), how), tmpl,
                                  {"mechanism": mech, "offered": ", ".join(map(str, offered or [])) or "nothing",
-                                  "error": ERROR_NAMES.get(code or 0)})
+                                  "error": ERROR_NAMES.get(code or 0)}, advice=fix)
                 b.add(_frames_of(ex), ex)
         elif key == SASL_AUTHENTICATE:
             sasl = rbody.child("auth_bytes") if rbody is not None else None
@@ -929,7 +1110,7 @@ class Checker:
                     why = " although error_code is 0"
                 b = self._bucket("sasl-auth-failed", "error", cs.name, (err,),
                                  "{count} SaslAuthenticate failure(s): {error}{why}",
-                                 {"error": err, "why": why})
+                                 {"error": err, "why": why}, advice=_literal_text(_sasl_advice(err, mech_error)))
                 b.add(_frames_of(ex), ex)
         elif key not in PRE_AUTH_APIS and "sasl-before-auth" in on and cs.sasl_handshake_version != 0:
             hs = cs.sasl_handshake_frame
@@ -937,7 +1118,9 @@ class Checker:
             if hs is not None and rf > hs and (cs.sasl_ok_frame is None or rf < cs.sasl_ok_frame):
                 b = self._bucket("sasl-before-auth", "error", cs.name, (),
                                  "{count} request(s) sent before SASL authentication completed",
-                                 {"handshake_frame": hs})
+                                 {"handshake_frame": hs},
+                                 advice="a client bug (after SaslHandshake it must finish SaslAuthenticate before "
+                                        "other requests): upgrade the client")
                 b.add([ex.request_frame] if ex.request_frame else [], ex)
 
     # -- rules: fetch sessions -------------------------------------------------------
@@ -1022,7 +1205,7 @@ class Checker:
         """Judge the batches of one producer id, epoch and partition, in request order."""
         pid, ep, topic, part = key
         on = self.rules
-        where = f"producer {pid} epoch {ep} {topic}-{part}"
+        where = f"producer id {pid} epoch {ep}, topic {topic} partition {part}"
         ident = {"producer_id": pid, "producer_epoch": ep, "topic": topic, "partition": part}
         out: list[Finding] = []
         kinds: dict[str, Finding] = {}
@@ -1163,7 +1346,10 @@ class Checker:
             sorted(e["request_frame"] for e in sel if e["request_frame"])[:MAX_LIST],
             [{k: e[k] for k in ("api_name", "api_version", "correlation_id", "request_frame",
                                 "response_frame")} for e in sel][:MAX_LIST],
-            {"group_id": group, "window_s": self.storm_window_s, **details})
+            {"group_id": group, "window_s": self.storm_window_s, **details},
+            advice=f"read what starts the rebalances with --timeline {group}: members that time out "
+                   "(raise session.timeout.ms or max.poll.interval.ms, or make the poll loop faster) or that "
+                   "restart again and again")
 
     def stories(self) -> list[dict[str, Any]]:
         """Each group's story (analyzer.sinks.insights.group_stories) from the events seen."""
@@ -1183,11 +1369,14 @@ class Checker:
         if cs.fallback and "apiversions-fallback" in on:
             retried = [fb for fb in cs.fallback if fb.get("retry")]
             stuck = [fb for fb in cs.fallback if not fb.get("retry")]
-            for group, sev, msg in (
+            for group, sev, msg, fix in (
                     (retried, "info", "ApiVersions v{api_version} answered UNSUPPORTED_VERSION; the client "
-                                      "retried with v{retry_version}"),
+                                      "retried with v{retry_version}",
+                     "nothing: the client is newer than the broker and asked again in a version the broker takes"),
                     (stuck, "warning", "ApiVersions v{api_version} answered UNSUPPORTED_VERSION and the client "
-                                       "did not retry on this connection")):
+                                       "did not retry on this connection",
+                     "upgrade the client: on this answer it should ask again with a version the broker takes "
+                     "(KIP-511)")):
                 if not group:
                     continue
                 fb = group[0]
@@ -1204,8 +1393,8 @@ class Checker:
                 det = {"count": len(group), "broker_supports": fb.get("supported"), "retry_version": rv,
                        "api_version": fb["api_version"]}
                 out.append(Finding("apiversions-fallback", sev, _render(msg, det),
-                                   cs.name, sorted(set(frames))[:MAX_LIST], refs[:MAX_LIST], det,
-                                   story=(fb["api_version"], rv), template=msg))
+                                   cs.name, sorted(set(frames))[:MAX_LIST], refs[:MAX_LIST], det, advice=fix,
+                                   story=(fb["api_version"], rv), template=msg, advice_template=fix))
         if not cs.unanswered:
             return out
         end = cs.last_ts if cs.closed else capture_end
@@ -1217,8 +1406,12 @@ class Checker:
         if cs.closed and "closed-in-flight" in on:
             if waiting:
                 how = "reset (RST)" if cs.closed == "rst" else "closed (FIN)"
+                fix = ""
                 if cs.closer == "broker":
                     sev, who = "error", f"the broker {how} the connection"
+                    fix = ("look in the broker's log for why it closed the connection: a broker closes it on a "
+                           "request it does not take (an unknown API or version, a SASL mechanism it does not "
+                           "enable, a request over socket.request.max.bytes, failed authentication)")
                 elif cs.closer == "client":
                     sev, who = "info", f"the client {how} the connection"
                 else:
@@ -1232,7 +1425,8 @@ class Checker:
                 out.append(Finding(
                     "closed-in-flight", sev, _render(tmpl, det),
                     cs.name, sorted({p.ref['request_frame'] for p in waiting})[:MAX_LIST],
-                    [p.ref for p in waiting][:MAX_LIST], det, story=(who, names), template=tmpl))
+                    [p.ref for p in waiting][:MAX_LIST], det, advice=fix or None, story=(who, names),
+                    template=tmpl, advice_template=fix))
             waiting = []     # in flight at the close: closed-in-flight, above, judged them
         if "unanswered-request" not in on:
             return out
@@ -1242,13 +1436,15 @@ class Checker:
         if lost & (1 << (1 - client)):
             # the capture missed bytes of the broker's side: their responses may be there
             skip = ("info", "got no response the capture shows, although later requests were answered "
-                            "(bytes of the broker's side were not captured)")
+                            "(bytes of the broker's side were not captured)", "")
         else:
-            skip = ("error", "got no response although later requests on the connection were answered")
-        for pending, sev, what in (
+            skip = ("error", "got no response although later requests on the connection were answered",
+                    "a broker bug (a broker answers each request of a connection, in order): look in its log "
+                    "around the time these requests were sent")
+        for pending, sev, what, fix in (
                 (skipped, *skip),
-                (late, "warning", "got no response before the capture ended"),
-                (recent, "info", "were still waiting when the capture ended")):
+                (late, "warning", "got no response before the capture ended", ""),
+                (recent, "info", "were still waiting when the capture ended", "")):
             if not pending:
                 continue
             waits = [max(0.0, (end - p.request_time) * 1000.0) for p in pending]
@@ -1260,8 +1456,26 @@ class Checker:
             out.append(Finding(
                 "unanswered-request", sev, _render(tmpl, det),
                 cs.name, sorted({p.ref['request_frame'] for p in pending})[:MAX_LIST],
-                [p.ref for p in pending][:MAX_LIST], det, story=(what, names), template=tmpl))
+                [p.ref for p in pending][:MAX_LIST], det, advice=fix or None, story=(what, names),
+                template=tmpl, advice_template=_literal_text(fix)))
         return out
+
+
+def _sasl_advice(error: str, mech_error: Any) -> str:
+    """What to do about a failed SaslAuthenticate."""
+    if mech_error == "unknown-user":
+        return ("create the user's SCRAM credentials on the broker (kafka-configs --alter --entity-type users "
+                "--add-config 'SCRAM-SHA-256=[password=...]'), or correct the client's username")
+    if mech_error == "invalid-proof":
+        return "the password is wrong: correct the client's password (or reset the user's SCRAM credentials)"
+    if error.startswith("SASL_AUTHENTICATION_FAILED"):
+        return "check the client's username, password and mechanism against the users the broker knows"
+    return ""
+
+
+def _literal_text(text: str) -> str:
+    """``text`` as a part of a template (its braces doubled)."""
+    return text.replace("{", "{{").replace("}", "}}")
 
 
 def _age(ms: float) -> str:
@@ -1272,10 +1486,22 @@ def _age(ms: float) -> str:
 
 
 def _render(template: str, details: dict[str, Any]) -> str:
-    """A finding's message from its template and details ({age}: max_wait_ms in words)."""
+    """A finding's message (or advice) from its template and details; words made of them:
+    {age} (max_wait_ms), {versions} (api_versions: "v0, v1, v2"), {clients} (client_ids)."""
+    if not template:
+        return ""
+    extra: dict[str, Any] = {}
     if "max_wait_ms" in details:
-        details = dict(details, age=_age(details["max_wait_ms"]))
-    return template.format(**details)
+        extra["age"] = _age(details["max_wait_ms"])
+    if "api_versions" in details:
+        extra["versions"] = ", ".join(f"v{v}" for v in details["api_versions"])
+    if "client_ids" in details:
+        ids = [c for c in details["client_ids"] if c]
+        named = "client " + ", ".join(ids[:3]) + (f" (and {len(ids) - 3} more)" if len(ids) > 3 else "")
+        extra["clients"] = named if ids else "a client without client id"
+        if ids and None in details["client_ids"]:
+            extra["clients"] += " and a client without client id"
+    return template.format(**details, **extra) if extra else template.format(**details)
 
 
 def _conn_list(conns: list[str]) -> str:
@@ -1314,11 +1540,9 @@ def tell_once(findings: list[Finding]) -> list[Finding]:
             continue
         first = g[0]
         det = dict(first.details)
-        det["count"] = sum(int(f.details.get("count", 1)) for f in g)
         for f in g[1:]:
-            for name, v in f.details.items():
-                if name.startswith("max_") and isinstance(v, (int, float)):
-                    det[name] = max(det.get(name, v), v)
+            _fold_details(det, f.details)
+        det["count"] = sum(int(f.details.get("count", 1)) for f in g)
         det.pop("listed", None)
         det.pop("waited_ms", None)
         conns = list(dict.fromkeys(f.conn for f in g))
@@ -1329,7 +1553,9 @@ def tell_once(findings: list[Finding]) -> list[Finding]:
                        _render(first.template, det) + f" (on {len(conns)} connections)",
                        _conn_list(conns), [fr for fr, _f in heads],
                        [f.exchanges[0] for _fr, f in heads if f.exchanges], det, first.capture,
-                       story=first.story, template=first.template, occurrences=list(g))
+                       _render(first.advice_template, det) or first.advice,
+                       story=first.story, template=first.template, advice_template=first.advice_template,
+                       occurrences=list(g))
         out.append(told)
     return out
 
