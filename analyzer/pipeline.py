@@ -186,7 +186,7 @@ class _Handed:
     """A connection the core handed to the front because a direction's first bytes are a
     TLS record: decrypted with ``--tls-keylog`` (its plaintext goes back to the core's
     framing), or ignored."""
-    __slots__ = ("first_data_seen", "ignored", "tls_info", "tls", "tls_offsets")
+    __slots__ = ("first_data_seen", "ignored", "tls_info", "tls", "tls_offsets", "tls_bytes")
 
     def __init__(self) -> None:
         self.first_data_seen = [False, False]
@@ -194,6 +194,7 @@ class _Handed:
         self.tls_info: dict[str, Any] | None = None     # its entry in Summary.tls
         self.tls: Any = None                            # TlsStreamDecryptor with --tls-keylog
         self.tls_offsets = [0, 0]                       # plaintext stream offsets per direction
+        self.tls_bytes = 0                              # TLS bytes fed to the decryptor
 
 
 # the core's additive counts (Stream.kafka_counts) -> the summary's fields they add to
@@ -478,6 +479,9 @@ class Pipeline:
                 self.on_closed(conn)
         h = self._handed.pop(cid, None)
         tls_info = h.tls_info if h is not None else None
+        if h is not None and h.tls is not None and not any(h.tls_offsets):
+            # a key log was given but nothing of this connection decrypted: its bytes are skipped
+            self.summary.bytes_skipped["tls (not decrypted)"] += h.tls_bytes
         s = self.summary
         if protocol in ("kafka", "kafka-legacy") or responses_only:
             if tls_info is not None:
@@ -514,6 +518,7 @@ class Pipeline:
                 self.stream.ignore(conn.id, conn.client_dir)
                 return []
         if h.tls is not None:
+            h.tls_bytes += len(data)
             plain = self._decrypt(conn, h, d, data, from_gap=False)
             if not plain:
                 return []

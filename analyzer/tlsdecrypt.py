@@ -60,6 +60,13 @@ class TlsKeyLog:
 
     @classmethod
     def load(cls, path: str) -> TlsKeyLog:
+        """The key log of ``--tls-keylog``: a one-line UserError when it cannot be read or
+        used (decrypting needs the ``cryptography`` package)."""
+        try:
+            import cryptography  # noqa: F401
+        except ImportError:
+            raise UserError("--tls-keylog needs the 'cryptography' package "
+                            "(pip install 'kafkawire-sniff[tls]')") from None
         try:
             with open(path, "rb") as f:
                 raw = f.read()

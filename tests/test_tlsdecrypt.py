@@ -431,3 +431,37 @@ def test_missing_keylog_file() -> None:
             TlsKeyLog.load(str(Path(td) / "nope.log"))
         with pytest.raises(UserError, match="is a directory"):
             TlsKeyLog.load(td)
+
+
+def test_a_key_log_without_the_session_keeps_the_bytes_counted(tmp_path: Path) -> None:
+    """With --tls-keylog, a connection of which nothing decrypts (its keys are not in the
+    log) still counts its bytes as skipped: 'tls (not decrypted)', as without a key log."""
+    from analyzer.pipeline import Options, Run
+
+    pcap, other = str(tmp_path / "a.pcap"), str(tmp_path / "b.pcap")
+    tls_kafka_pcap(pcap, REQS[:1], RESPS[:1], keylog=str(tmp_path / "a.keys"), port=9092)
+    tls_kafka_pcap(other, REQS[:1], RESPS[:1], keylog=str(tmp_path / "b.keys"), port=9092)
+    without = Run(pcap, Options())
+    assert list(without) == []
+    skipped = without.summary.bytes_skipped["tls (not decrypted)"]
+    assert skipped > 1000
+    run = Run(pcap, Options(tls_keylog=TlsKeyLog.load(str(tmp_path / "b.keys"))))
+    assert list(run) == []
+    assert run.summary.tls[0]["decryption"] == "no key for this session"
+    assert dict(run.summary.bytes_skipped) == {"tls (not decrypted)": skipped}
+    run = Run(pcap, Options(tls_keylog=TlsKeyLog.load(str(tmp_path / "a.keys"))))
+    assert [e.api_name for e in run] == ["ApiVersions"] and not run.summary.bytes_skipped
+
+
+def test_a_key_log_without_cryptography_is_one_line_up_front(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    keys, pcap = tmp_path / "k", str(tmp_path / "a.pcap")
+    tls_kafka_pcap(pcap, REQS[:1], RESPS[:1], keylog=str(keys), port=9092)
+    code = ("import sys; sys.modules['cryptography'] = None; from analyzer.cli import main; "
+            f"sys.argv = ['kafkawire-sniff', 'read', {pcap!r}, '--tls-keylog', {str(keys)!r}]; main()")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr == ("kafkawire-sniff: error: --tls-keylog needs the 'cryptography' package "
+                        "(pip install 'kafkawire-sniff[tls]')\n")
