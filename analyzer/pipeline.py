@@ -75,6 +75,8 @@ class Options:
     share: tuple[int, int] | None = None  # (k, n): only the connections of share k of n (analyzer.shards)
 
 
+# why the bytes of a TLS connection not decrypted are skipped (Summary.bytes_skipped)
+TLS_SKIPPED = "tls (not decrypted)"
 # the connections found by auto-detection that a summary lists one by one
 AUTO_LISTED = 50
 
@@ -92,7 +94,9 @@ def merge_connections(a: dict[str, Any] | None, b: dict[str, Any]) -> dict[str, 
     detection.update(b["detection"])
     return {"detection": dict(detection), "auto_detected": (a["auto_detected"] + b["auto_detected"])[:AUTO_LISTED],
             "unidentified": a["unidentified"] + b["unidentified"],
-            "unidentified_bytes": a["unidentified_bytes"] + b["unidentified_bytes"]}
+            "unidentified_bytes": a["unidentified_bytes"] + b["unidentified_bytes"],
+            "tls_not_decrypted": a["tls_not_decrypted"] + b["tls_not_decrypted"],
+            "tls_not_decrypted_bytes": a["tls_not_decrypted_bytes"] + b["tls_not_decrypted_bytes"]}
 
 
 @dataclass
@@ -140,10 +144,13 @@ class Summary:
         """Why connections were taken as Kafka, and those that were not: ``detection``
         (``port 9092`` or ``auto`` -> Kafka connections), ``auto_detected`` (the first ones
         found by auto-detection, with their evidence), ``unidentified`` connections and their
-        bytes (``stats`` reports it; ``merge_connections`` adds two)."""
+        bytes, TLS connections not decrypted and their bytes (``stats`` reports it;
+        ``merge_connections`` adds two)."""
         return {"detection": dict(self.detection), "auto_detected": sorted(self.auto_detected, key=_by_conn)[:AUTO_LISTED],
                 "unidentified": self.other_connections,
-                "unidentified_bytes": self.bytes_skipped.get(UNIDENTIFIED, 0)}
+                "unidentified_bytes": self.bytes_skipped.get(UNIDENTIFIED, 0),
+                "tls_not_decrypted": self.tls_connections,
+                "tls_not_decrypted_bytes": self.bytes_skipped.get(TLS_SKIPPED, 0)}
 
     def to_json(self, ctx: DecodeContext | None = None) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -481,7 +488,7 @@ class Pipeline:
         tls_info = h.tls_info if h is not None else None
         if h is not None and h.tls is not None and not any(h.tls_offsets):
             # a key log was given but nothing of this connection decrypted: its bytes are skipped
-            self.summary.bytes_skipped["tls (not decrypted)"] += h.tls_bytes
+            self.summary.bytes_skipped[TLS_SKIPPED] += h.tls_bytes
         s = self.summary
         if protocol in ("kafka", "kafka-legacy") or responses_only:
             if tls_info is not None:
@@ -564,7 +571,7 @@ class Pipeline:
                     entry["client"], entry["broker"] = str(conn.endpoint(1 - d)), str(conn.endpoint(d))
             if h.tls is not None:
                 return True
-            h.ignored = "tls (not decrypted)"
+            h.ignored = TLS_SKIPPED
             return False
         return True
 

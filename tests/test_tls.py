@@ -1,10 +1,15 @@
 """TLS connections are recognised and reported (version, SNI), not taken for malformed Kafka."""
 from __future__ import annotations
 
+import json
 import ssl
 import struct
 from pathlib import Path
 
+import pytest
+from click.testing import CliRunner
+
+from analyzer.cli import main
 from analyzer.pipeline import Options, Run
 from tests.pcapgen import kafka_request, kafka_response
 from tests.tlsgen import tls_kafka_pcap
@@ -128,3 +133,37 @@ def test_real_captures_connections_add_up() -> None:
         d = r.summary.to_json()
         assert sum(d[k] for k in kinds) == d["connections"], (path.name, d)
     assert _summary_line(str(SAMPLES / "old_rdkafka_090_mock.pcap")) == "connections: 5 (kafka 4, no payload 1)"
+
+
+def test_check_does_not_call_an_encrypted_capture_clean(tmp_path: Path) -> None:
+    """A TLS capture read without its key log: check warns that the connections were not
+    decrypted (one process and worker processes alike), and says what to do; with the key
+    log, nothing of the kind."""
+    pytest.importorskip("cryptography")
+    pcap, keys = str(tmp_path / "tls.pcap"), str(tmp_path / "keys")
+    tls_kafka_pcap(pcap, [kafka_request(18, 0, 1, "c")], [kafka_response(1, b"\x00\x00\x00\x00\x00\x00")],
+                   keylog=keys, port=9092)
+    for jobs in ("1", "2"):
+        r = CliRunner().invoke(main, ["check", "-j", jobs, "-f", "json", pcap])
+        assert r.exit_code == 0, r.output
+        (f,) = json.loads(r.output)["captures"][0]["findings"]
+        assert (f["rule"], f["severity"], f["conn"]) == ("tls-not-decrypted", "warning",
+                                                          "127.0.0.1:45000 -> 127.0.0.1:9092")
+        assert f["message"].startswith("1 TLS connection not decrypted (") and "its Kafka traffic" in f["message"]
+        assert "--tls-keylog" in f["advice"] and f["details"]["connections"] == 1
+    r = CliRunner().invoke(main, ["check", pcap])
+    assert "1 warning" in r.output and "no findings" not in r.output
+    r = CliRunner().invoke(main, ["check", "-f", "json", "--tls-keylog", keys, pcap])
+    assert r.exit_code == 0 and json.loads(r.output)["captures"][0]["findings"] == []
+
+
+def test_stats_says_what_was_encrypted(tmp_path: Path) -> None:
+    pytest.importorskip("cryptography")
+    pcap = str(tmp_path / "tls.pcap")
+    tls_kafka_pcap(pcap, [kafka_request(18, 0, 1, "c")], [kafka_response(1, b"\x00\x00\x00\x00\x00\x00")], port=9092)
+    r = CliRunner().invoke(main, ["stats", pcap])
+    assert r.exit_code == 0
+    assert "TLS not decrypted: 1 connection (1.5 KiB not analysed; give --tls-keylog FILE to decode them)" in r.output
+    for jobs in ("1", "2"):
+        c = json.loads(CliRunner().invoke(main, ["stats", "-j", jobs, "-f", "json", pcap]).output)["connections"]
+        assert c["tls_not_decrypted"] == 1 and c["tls_not_decrypted_bytes"] > 1000

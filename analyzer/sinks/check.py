@@ -199,6 +199,9 @@ RULES: dict[str, Rule] = {r.id: r for r in (
          "SASL mechanism the broker did not offer (UNSUPPORTED_SASL_MECHANISM); refused although the broker's "
          "own list names it: said to be a broker bug"),
     Rule("sasl-auth-failed", "error", "connection", "SaslAuthenticate answered with an error"),
+    Rule("tls-not-decrypted", "warning", "global",
+         "TLS connections not decrypted (no --tls-keylog, or no key for them): their Kafka traffic was not "
+         "checked"),
 )}
 GLOBAL_RULES = frozenset(r.id for r in RULES.values() if r.scope == "global")
 
@@ -583,6 +586,10 @@ class Checker:
         self._by_object: dict[int, _ConnState] = {}
         self._tables: dict[tuple[tuple[int, tuple[int, int]], ...], dict[int, tuple[int, int]]] = {}
         self._quiet = 0     # connections that ended with nothing left to judge (no state kept)
+        # TLS connections not decrypted: how many, their bytes, and the first MAX_LIST of them
+        self._encrypted = 0
+        self._encrypted_bytes = 0
+        self._encrypted_conns: list[str] = []
 
     # -- public API ------------------------------------------------------------
     def add(self, ex: Exchange) -> None:
@@ -653,9 +660,23 @@ class Checker:
             self.add(ex)
         return self
 
+    def encrypted(self, tls: list[dict[str, Any]], nbytes: int) -> None:
+        """The TLS connections of a run (``Summary.tls``) and the bytes it skipped as TLS not
+        decrypted: those not decrypted are judged at ``finish``."""
+        for t in tls:
+            if t.get("decryption", "").startswith("decrypting"):
+                continue
+            self._encrypted += 1
+            if len(self._encrypted_conns) < MAX_LIST:
+                self._encrypted_conns.append(f"{t.get('client')} -> {t.get('broker')}")
+        self._encrypted_bytes += nbytes
+
     def merge(self, other: Checker) -> Checker:
         """Fold another checker's state into this one (for per-partition Spark runs)."""
         self.exchanges += other.exchanges
+        self._encrypted += other._encrypted
+        self._encrypted_bytes += other._encrypted_bytes
+        self._encrypted_conns = (self._encrypted_conns + other._encrypted_conns)[:MAX_LIST]
         self._quiet += other._quiet
         self.capture_end = max(self.capture_end, other.capture_end)
         for k, cs in other._conns.items():
@@ -697,6 +718,15 @@ class Checker:
             findings.extend(self._sequences())
         if "rebalance-storm" in self.rules:
             findings.extend(self._storms())
+        if "tls-not-decrypted" in self.rules and self._encrypted:
+            n = self._encrypted
+            findings.append(Finding(
+                "tls-not-decrypted", "warning",
+                f"{n} TLS connection{'s' if n != 1 else ''} not decrypted ({self._encrypted_bytes} bytes): "
+                f"{'its' if n == 1 else 'their'} Kafka traffic was not checked",
+                ", ".join(self._encrypted_conns) + (", ..." if n > len(self._encrypted_conns) else ""),
+                details={"connections": n, "bytes": self._encrypted_bytes},
+                advice="give the key log the clients wrote (SSLKEYLOGFILE) with --tls-keylog FILE"))
         # (ties broken by connection and message: the order does not depend on which worker
         # or Spark task judged a connection)
         findings.sort(key=lambda f: (SEVERITY_RANK[f.severity], f.first_frame, f.rule, f.conn, f.message))

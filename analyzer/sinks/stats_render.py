@@ -328,6 +328,11 @@ def connection_lines(c: dict[str, Any] | None) -> list[str]:
     if n:
         lines.append(f"unidentified TCP, not kafka: {n} connection{'s' if n != 1 else ''} "
                      f"({fmt_bytes(c['unidentified_bytes'])} not analysed)")
+    n = c["tls_not_decrypted"]
+    if n:
+        lines.append(f"TLS not decrypted: {n} connection{'s' if n != 1 else ''} "
+                     f"({fmt_bytes(c['tls_not_decrypted_bytes'])} not analysed; give --tls-keylog FILE "
+                     "to decode them)")
     return lines
 
 
