@@ -27,3 +27,44 @@ def test_read_sample_output_is_what_read_prints() -> None:
     assert shown[:cut] == printed[:cut]
     assert shown[cut + 1:] == printed[len(printed) - len(shown) + cut + 1:]
     assert len(shown) - 1 < len(printed)
+
+
+def _examples(text: str) -> list[tuple[str, list[str]]]:
+    """Every ``$ kafkawire-sniff ...`` line of the README's code blocks with the output
+    shown under it (up to the next ``$`` line or the block's end)."""
+    out: list[tuple[str, list[str]]] = []
+    current: list[str] | None = None       # the output lines of the example being read
+    in_block = False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            in_block = not in_block
+            current = None
+        elif in_block and line.startswith("$ kafkawire-sniff "):
+            out.append((line[2:], []))
+            current = out[-1][1]
+        elif in_block and line.startswith("$ "):
+            current = None
+        elif current is not None:
+            current.append(line)
+    return out
+
+
+def test_every_example_runs_as_written_from_a_clone() -> None:
+    """Each command the README shows with its output runs from the repository as written
+    (its captures are the repo's samples, or none for the errors shown) and prints what is
+    shown: the lines before a "..." line as the first ones printed, those after it as the
+    last ones."""
+    import shlex
+
+    examples = _examples((REPO / "README.md").read_text())
+    assert len(examples) >= 8
+    for cmd, shown in examples:
+        args = shlex.split(cmd)[1:]
+        r = subprocess.run([sys.executable, "-m", "analyzer", *args], capture_output=True, text=True, cwd=REPO,
+                           timeout=300)
+        printed = (r.stdout + r.stderr).splitlines()
+        cut = next((i for i, line in enumerate(shown) if line.strip() == "..."), len(shown))
+        assert [x.rstrip() for x in printed[:cut]] == [x.rstrip() for x in shown[:cut]], cmd
+        tail = shown[cut + 1:]
+        if tail:
+            assert [x.rstrip() for x in printed[-len(tail):]] == [x.rstrip() for x in tail], cmd
