@@ -101,7 +101,10 @@ fn setup() -> &'static (ApiTable, Option<Arc<Mutex<Figures>>>) {
     static SETUP: OnceLock<(ApiTable, Option<Arc<Mutex<Figures>>>)> = OnceLock::new();
     SETUP.get_or_init(|| {
         if let Some(s) = schema::load() {
-            return (s.table, Some(Arc::new(Mutex::new(evidence::walker(s.apis)))));
+            return (
+                s.table,
+                Some(Arc::new(Mutex::new(evidence::walker(s.apis)))),
+            );
         }
         let hv = |max: i16, flex: i16| -> Vec<u8> {
             (0..=max).map(|v| if v >= flex { 2 } else { 1 }).collect()
