@@ -107,6 +107,9 @@ PARTITIONS = Table("partitions", "one row per topic-partition of a Produce or Fe
     _c("request_time", "float64", "request time, seconds since the epoch"),
     _c("status", "string", "the exchange's status", False),
     *PARTITION,
+    _c("fetch_offset", "int64", "Fetch: the offset the request asked from (the consumer's position)"),
+    _c("high_watermark", "int64", "Fetch: the partition's high watermark in the response"),
+    _c("last_stable_offset", "int64", "Fetch: its last stable offset (read_committed consumers read up to it)"),
 ))
 
 CONNECTIONS = Table("connections", "one row per TCP connection, Kafka or not", (
@@ -161,7 +164,24 @@ def exchange_rows(ex: Exchange, capture: str, conn: int, trees: bool = False
                      for t in ("request", "response"))
     key = (capture, conn, d["api_name"], d["api_version"], d["correlation_id"], d["client_id"], d["request_frame"],
            d["response_frame"], _float(d["request_time"]), d["status"])
-    return row, [key + p for p in parts]
+    offsets = _fetch_offsets(ex) if ex.api_key == 1 and ex.protocol == "kafka" else []
+    return row, [key + p + (offsets[i] if i < len(offsets) else _NO_OFFSETS) for i, p in enumerate(parts)]
+
+
+_NO_OFFSETS = (None, None, None)
+
+
+def _fetch_offsets(ex: Exchange) -> list[tuple[int | None, int | None, int | None]]:
+    """A Fetch's (fetch_offset, high_watermark, last_stable_offset) of each partition of its
+    answer, in the order ``Exchange.partitions`` lists them (the answer's rows, in wire
+    order); the offset asked of each, from the request's rows."""
+    from dissectors.field import body_of
+    from dissectors.summary import fetch_table
+
+    asked = {(topic if topic is not None else tid, idx): off
+             for topic, tid, idx, off in fetch_table(body_of(ex.request_tree))}
+    return [(asked.get((topic if topic is not None else tid, idx)), hw, lso)
+            for topic, tid, idx, _code, hw, lso, *_rest in fetch_table(body_of(ex.response_tree))]
 
 
 def connection_row(c: Conn, capture: str, conn: int) -> tuple[Any, ...]:

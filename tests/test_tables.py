@@ -40,7 +40,8 @@ def test_the_tables_schema_is_what_the_readme_documents() -> None:
         "partitions": "capture string!, conn int64!, api_name string!, api_version int32, correlation_id int32, "
                       "client_id string, request_frame int64, response_frame int64, request_time double, "
                       "status string!, topic string, partition int32, records int64!, bytes int64!, "
-                      "codec string, crc_ok bool, error string",
+                      "codec string, crc_ok bool, error string, fetch_offset int64, high_watermark int64, "
+                      "last_stable_offset int64",
         "connections": "capture string!, conn int64!, client string!, broker string!, protocol string, "
                        "detection string, first_time double!, last_time double!, syn_seen bool!, closed string, "
                        "lost bool!",
@@ -201,8 +202,29 @@ def test_the_readme_examples_run(exported: Path) -> None:
     block = block[:block.index("```")]
     queries = [q.strip() for q in "\n".join(line for line in block.splitlines()
                                            if not line.startswith("--")).split(";") if q.strip()]
-    assert len(queries) == 4
+    assert len(queries) == 5
     for q in queries:
         r = cli("sql", str(exported), q, "-f", "json")
         assert r.returncode == 0, (q, r.stderr)
         assert json.loads(r.stdout), q
+
+
+def test_the_lag_query_gives_stats_consumer_lag(exported: Path) -> None:
+    """The README's consumer-lag query over the partitions table gives the max and last
+    position lag the stats accumulator computes, for every sample with a consumer."""
+    from analyzer.pipeline import Options, Run
+    from analyzer.sinks.stats import StatsAccumulator
+
+    readme = (Path(REPO) / "README.md").read_text()
+    q = readme[readme.index("SELECT client_id, topic, partition, count(*) AS fetches"):]
+    q = q[:q.index(";")].replace("SELECT client_id,", "SELECT capture, client_id,")
+    r = cli("sql", str(exported), q, "-f", "json")
+    assert r.returncode == 0, r.stderr
+    got = {(x["capture"], x["client_id"], x["topic"], x["partition"]): (x["max_lag"], x["last_lag"])
+           for x in json.loads(r.stdout)}
+    want = {}
+    for path in CAPTURES:
+        lag = StatsAccumulator().add_all(Run(path, Options(decode="lite"))).result()["consumer_lag"]
+        want.update({(path, x["client_id"], x["topic"], x["partition"]): (x["max"], x["last"]) for x in lag})
+    assert len(want) >= 20
+    assert got == want
