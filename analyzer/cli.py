@@ -136,9 +136,13 @@ def _stderr_console() -> Any:
 
 def iter_captures(paths: tuple[str, ...], kw: dict[str, Any], progress: bool = True,
                   decode: str = "full") -> Iterator[tuple[str, Any]]:
-    """(path, Run) for each capture, with the shared options and a decode mode applied."""
+    """(path, Run) for each capture, with the shared options and a decode mode applied.
+    Every path is checked before the first is read (``check_captures``): a missing file or
+    one that is not a capture stops the command before it prints anything."""
+    from analyzer.commands.options import check_captures
     from analyzer.pipeline import Run
 
+    check_captures(paths)
     options, ctx = options_from_kwargs(kw, decode=decode)
     for path in paths:
         update, close = _progress(progress)

@@ -561,10 +561,17 @@ class Dashboard:
             row[1] += 1
 
     def rates(self, now: float | None = None) -> dict[str, float]:
-        """Requests per second per API over the last WINDOW whole seconds."""
-        now_s = int(self.clock() if now is None else now)
-        secs = range(now_s - self.WINDOW, now_s)
-        span = max(1, min(self.WINDOW, now_s - int(self.start)))
+        """Requests per second per API over the last WINDOW whole seconds, divided by the time
+        they cover since the start (the first second is counted from the start, not from
+        its beginning); before a whole second has passed since the start: the average
+        since the start, as ``avg/s`` gives it."""
+        now_f = self.clock() if now is None else now
+        now_s = int(now_f)
+        since = max(self.start, now_s - self.WINDOW)        # the window, cut at the start
+        if now_s - since >= 1.0:
+            secs, span = range(int(since), now_s), now_s - since
+        else:
+            secs, span = range(int(self.start), now_s + 1), max(1e-9, now_f - self.start)
         out: dict[str, float] = {}
         for s in secs:
             for api, n in self._recent.get(s, {}).items():

@@ -41,7 +41,7 @@ from typing import Any, NamedTuple
 from analyzer._core import END_OF_CAPTURE, CaptureError, open_capture
 from analyzer.commands.options import fresh_context
 from analyzer.pipeline import AUTO_LISTED, TLS_SKIPPED, Options, Run, merge_connections
-from analyzer.sinks.stats import PointSample, StatsAccumulator
+from analyzer.sinks.stats import StatsAccumulator
 from dissectors.context import DecodeContext
 
 __all__ = ["END_OF_CAPTURE", "TopicNames", "Learnt", "LearntTable", "rename_topics", "auto_jobs", "run_stats_sharded", "ShardedResult",
@@ -238,7 +238,6 @@ def auto_jobs(paths: Iterable[str]) -> int:
 @dataclass
 class ShardedResult:
     acc: StatsAccumulator
-    points: PointSample | None
     exact: bool                        # False: a topic id was learnt between lookups: run again unsharded
     capture_warning: str | None = None  # the reader's (every worker reads the whole file)
     connections: dict[str, Any] | None = None   # the workers' Summary.connections_json, merged
@@ -265,19 +264,14 @@ def _share(path: str, options: Options, ctx: DecodeContext, k: int, n: int,
 
 
 def _worker(path: str, options: Options, ctx: DecodeContext, k: int, n: int, progress: Any,
-            by: tuple[str, ...], keep_top: int, with_points: bool) -> dict[str, Any]:
+            by: tuple[str, ...], keep_top: int) -> dict[str, Any]:
     run, names = _share(path, options, ctx, k, n, progress)
     acc = StatsAccumulator(by, keep_top=keep_top)
-    points = PointSample() if with_points else None
     for ex in run:
         acc.add(ex)
-        if points is not None:
-            points.add(ex)
     # the connections this worker saw, by first packet (their ids, with conn_ids_from_index)
     return {"acc": acc.to_state(), "conns": run.pipeline.stream.first_indexes,
             "learnt": names.learnt, "misses": names.misses,
-            "points": points.points if points is not None else None,
-            "stride": points.stride if points is not None else 1,
             "warning": run.summary.capture_warning, "connections": run.summary.connections_json()}
 
 
@@ -309,14 +303,14 @@ def _child(conn: Any, work: Callable[..., dict[str, Any]], *args: Any) -> None:
 
 
 def run_stats_sharded(path: str, options: Options, ctx: DecodeContext, by: tuple[str, ...], keep_top: int,
-                      jobs: int, source: str | None = None, with_points: bool = False,
+                      jobs: int, source: str | None = None,
                       progress: Callable[[int, int], None] | None = None) -> ShardedResult:
     """``StatsAccumulator`` of one capture analysed by ``jobs`` forked workers (see module doc).
 
     Raises ``CaptureError`` when the capture cannot be read (checked before forking, and
     as reported by a worker)."""
-    states = _run_workers(path, options, ctx, jobs, progress, _worker, by, keep_top, with_points)
-    return _merge(states, by, keep_top, source, with_points)
+    states = _run_workers(path, options, ctx, jobs, progress, _worker, by, keep_top)
+    return _merge(states, by, keep_top, source)
 
 
 @dataclass
@@ -397,8 +391,8 @@ def _run_workers(path: str, options: Options, ctx: DecodeContext, jobs: int,
     return [results[k] for k in range(jobs)]
 
 
-def _merge(states: list[dict[str, Any]], by: tuple[str, ...], keep_top: int, source: str | None,
-           with_points: bool) -> ShardedResult:
+def _merge(states: list[dict[str, Any]], by: tuple[str, ...], keep_top: int, source: str | None
+           ) -> ShardedResult:
     firsts = sorted(i for st in states for i in st["conns"])
 
     def number(first: int) -> int:
@@ -413,11 +407,6 @@ def _merge(states: list[dict[str, Any]], by: tuple[str, ...], keep_top: int, sou
         acc = StatsAccumulator.from_state(st["acc"])
         acc = rename_topics(acc.renumber_conns(number, source), names)
         total.merge(acc)
-    points = None
-    if with_points:
-        points = PointSample()
-        points.absorb(sorted((p for st in states for p in st["points"] or ()), key=lambda p: p[1]),
-                      max(st["stride"] for st in states))
     connections = None
     listed = []
     for st in states:
@@ -427,5 +416,5 @@ def _merge(states: list[dict[str, Any]], by: tuple[str, ...], keep_top: int, sou
     if connections is not None:
         # (each share lists its first connections: together, the capture's first ones)
         connections["auto_detected"] = sorted(listed, key=lambda a: a["conn"])[:AUTO_LISTED]
-    return ShardedResult(total, points, exact, states[0]["warning"] if states else None, connections)
+    return ShardedResult(total, exact, states[0]["warning"] if states else None, connections)
 

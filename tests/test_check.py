@@ -882,6 +882,8 @@ class _FakeRun:
         class S:
             last_ts = None
             capture_warning = None      # (a whole capture)
+            tls: list[dict] = []        # (no TLS connection)
+            bytes_skipped: dict[str, int] = {}
         self.summary = S()
 
     def __iter__(self):

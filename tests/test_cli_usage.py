@@ -67,3 +67,33 @@ def test_timeline_exit_status_says_whether_the_group_was_seen() -> None:
     assert missing.returncode == 1
     assert missing.stderr.splitlines() == ["kafkawire-sniff: error: group 'nosuchgroup' not found "
                                            "(groups seen: kws-group)"]
+
+
+@pytest.mark.parametrize("cmd", ["read", "stats", "check", "live"])
+@pytest.mark.parametrize("port", ["abc", "0", "65536", "-1", "9092x"])
+def test_a_port_is_a_port_number(cmd: str, port: str) -> None:
+    r = _run(cmd, *([SAMPLE] if cmd != "live" else ["-i", "lo"]), "--port", port)
+    assert r.returncode == 2
+    assert r.stderr.splitlines() == [f"kafkawire-sniff: error: invalid value for '-p' / '--port': '{port}' is not "
+                                     f"a port number (1-65535) (see 'kafkawire-sniff {cmd} --help')"]
+
+
+@pytest.mark.parametrize("cmd", ["read", "stats", "check"])
+def test_every_capture_is_checked_before_the_first_is_read(cmd: str, tmp_path: Path) -> None:
+    """`read a.pcap b.pcap /missing.pcap` printed a and b before failing: each path is looked at
+    first, every bad one named on its own line, and nothing else is printed."""
+    not_capture = tmp_path / "notes.txt"
+    not_capture.write_text("hi\n")
+    missing = tmp_path / "missing.pcap"
+    r = _run(cmd, SAMPLE, str(missing), SAMPLE, str(not_capture))
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.splitlines() == [f"kafkawire-sniff: error: {missing}: cannot open: No such file or directory",
+                                     f"kafkawire-sniff: error: {not_capture}: not a pcap or pcapng file (only 3 bytes)"]
+
+
+def test_a_capture_from_a_pipe_is_read_once() -> None:
+    """A path that is not a regular file (``<(zcat x.pcap)``) is not opened ahead: its bytes
+    would be gone when it is read."""
+    r = subprocess.run(["bash", "-c", f"{sys.executable} -m analyzer read <(cat {SAMPLE}) | tail -1"],
+                       capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "CRC: 4 valid, 0 INVALID", r.stderr

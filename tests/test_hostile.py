@@ -487,7 +487,7 @@ def test_second_capture_missing_after_a_good_one(tmp_path: Path) -> None:
     missing = tmp_path / "gone.pcap"
     code, out, err = cli("read", str(SAMPLES / "admin_rdkafka.pcap"), str(missing))
     assert code == 1
-    assert "CreateTopics v4" in out            # the first capture was read
+    assert out == ""            # every capture is checked before the first is read (as check does)
     assert str(missing) in one_line_error(err)
 
 

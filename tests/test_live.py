@@ -288,6 +288,28 @@ def test_dashboard_figures_and_render() -> None:
     assert "Heartbeat" in text and "kws-member-0" in text and "top clients" in text
 
 
+def test_dashboard_rate_at_start_is_the_average_since_the_start() -> None:
+    """Started at .9 of a second, three exchanges in the next second: a second later the
+    recent rate is what the average says (3.0), not 0.0 (the whole seconds before the
+    current one were only the start's last tenth); later, the window is cut at the start."""
+    pipeline = _pipeline_module()
+    exchanges = list(pipeline.Run(str(SAMPLES / "group_rdkafka.pcap"), pipeline.Options(ports=(0,))))[:4]
+    t = [100.9]
+    dash = live.Dashboard("live on lo", clock=lambda: t[0])
+    for ex, at in zip(exchanges, (101.0, 101.3, 101.6), strict=False):
+        t[0] = at
+        dash.add(ex)
+    avg = sum(r["avg_rate"] for r in dash.rows(101.9))
+    assert avg == pytest.approx(3.0)
+    assert sum(dash.rates(101.9).values()) == pytest.approx(avg)
+    # before a whole second since the start: the average too
+    assert sum(dash.rates(101.5).values()) == pytest.approx(sum(r["avg_rate"] for r in dash.rows(101.5)))
+    assert sum(dash.rates(102.5).values()) == pytest.approx(3 / (102 - 100.9))   # from the start to second 102
+    t[0] = 102.2
+    dash.add(exchanges[3])
+    assert sum(dash.rates(107.5).values()) == pytest.approx(1 / 5)               # seconds 102-106: one
+
+
 # ---------------------------------------------------------------- errors, one line each
 
 
@@ -315,6 +337,34 @@ def test_bpf_syntax_error_is_one_line() -> None:
 def test_no_interface_given() -> None:
     r = _cli("-d", "1")
     assert r.returncode == 2 and "choose an interface with -i (available:" in r.stderr
+
+
+def test_capture_starts_before_the_pipeline_is_built() -> None:
+    """`live --help` goes without the pipeline (the schema, the decoders); a capture says
+    "capturing on" as soon as its socket is open and builds the pipeline after (the kernel
+    queues the packets meanwhile): analyzer.pipeline is imported after that line."""
+    def imported(lines: list[str]) -> int:
+        return next(i for i, line in enumerate(lines) if re.search(r"\|\s+analyzer\.pipeline$", line))
+
+    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "analyzer", "live", "--help"],
+                       capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert r.returncode == 0 and "analyzer.pipeline" not in r.stderr
+    if lab.can_capture():
+        pytest.skip(lab.can_capture())
+    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "analyzer", "live", "-i", "lo", "-p", "1",
+                        "-d", "0.3"], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = r.stderr.splitlines()
+    started = next(i for i, line in enumerate(lines) if line.startswith("capturing on lo (tcp and (port 1))"))
+    assert started < imported(lines)
+
+
+def test_live_alone_lists_the_interfaces() -> None:
+    """`live` without -i (nor any other option) lists the interfaces, one a line, and exits 0."""
+    r = _cli()
+    assert r.returncode == 0, r.stderr
+    names = r.stdout.splitlines()
+    assert "lo" in names and names == sorted(names) and r.stderr == ""
 
 
 def test_no_permission_says_root_or_cap_net_raw() -> None:

@@ -466,7 +466,7 @@ def test_plain_text_and_rich_tables() -> None:
 
     acc, res = _report()
     ts = tables(res)
-    assert [t.title.split(" ")[0] for t in ts] == ["Latency", "Time", "Slowest", "Throughput"]
+    assert [t.title.split(" ")[0] for t in ts] == ["Latency", "Errors", "Time", "Slowest", "Throughput"]
     plain = Console(file=io.StringIO(), width=200, force_terminal=False)
     render_text(res, plain, acc.histograms())
     text = plain.file.getvalue()  # type: ignore[attr-defined]

@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from analyzer.commands.options import capture_options, filter_option, lean_decode, options_from_kwargs
 from analyzer.errors import UserError, stdout_console, stdout_to_devnull
@@ -16,7 +17,7 @@ from analyzer.errors import UserError, stdout_console, stdout_to_devnull
 
 @click.command("live")
 @click.option("-i", "--interface", "iface", metavar="IFACE",
-              help="Interface to capture on (e.g. lo, eth0). Without it, the available ones are listed.")
+              help="Interface to capture on (e.g. lo, eth0). `live` alone lists the available ones.")
 @click.option("--bpf", metavar="EXPR",
               help="BPF capture filter; default: TCP to or from the --port ports (9092).")
 @click.option("-f", "--format", "fmt", type=click.Choice(["summary", "tree", "ndjson"]), default=None,
@@ -53,20 +54,21 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
     Capturing needs root or CAP_NET_RAW.
     """
     from analyzer import live
-    from analyzer.pipeline import Pipeline
 
     if not iface:
-        raise UserError(f"choose an interface with -i (available: {', '.join(live.interfaces()) or 'none'})", 2)
+        names = live.interfaces()
+        if _options_given():
+            raise UserError(f"choose an interface with -i (available: {', '.join(names) or 'none'})", 2)
+        # (`live` alone: the interfaces it can capture on, one a line)
+        for name in names:
+            click.echo(name)
+        return 0
     ports = tuple(kw.get("ports") or ()) or (9092,)
     if fmt is None:
         fmt = "none" if show_stats else "summary"
-    # stats alone need only headers and the few body fields stats read; summary lines the
-    # lean trees that say what full ones do
-    decode = lean_decode(kw["max_depth"], "lite" if fmt == "none" else "lite-topics") if fmt in ("none", "summary") \
-        else "full"
-    options, ctx = options_from_kwargs(kw, decode=decode)
-    options.unanswered_timeout = unanswered_timeout
     expr = bpf or live.port_filter(ports)
+    # the socket first, and say so: the pipeline (the schema, the decoders) is built while
+    # the kernel already queues the packets
     try:
         source = live.ScapySource(iface, expr, snaplen=snaplen, buffer_bytes=buffer_size * 1024 * 1024)
     except live.LiveError as e:
@@ -78,8 +80,24 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
         except live.LiveError as e:
             source.close()
             raise UserError(str(e)) from None
+    click.echo(f"capturing on {iface} ({expr})" + (f", writing {write_path}" if write_path else "")
+               + "; Ctrl-C to stop", err=True)
+    try:
+        # stats alone need only headers and the few body fields stats read; summary lines
+        # the lean trees that say what full ones do
+        decode = lean_decode(kw["max_depth"], "lite" if fmt == "none" else "lite-topics") \
+            if fmt in ("none", "summary") else "full"
+        options, ctx = options_from_kwargs(kw, decode=decode)
+        options.unanswered_timeout = unanswered_timeout
+        from analyzer.pipeline import Pipeline
 
-    pipeline = Pipeline(options, ctx)
+        pipeline = Pipeline(options, ctx)
+    except BaseException:
+        source.close()
+        if sink is not None:
+            sink.close()
+        raise
+
     printer = _Printer(fmt, max_value_bytes, pipeline)
     dash = live.Dashboard(f"live on {iface} ({expr})") if show_stats else None
     view = None
@@ -114,8 +132,6 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
     session = live.LiveSession(pipeline, source, on_exchange, sink=sink, count=count, duration=duration,
                                on_tick=on_tick,
                                keep=display_filter.matcher(ctx) if display_filter is not None else None)
-    click.echo(f"capturing on {iface} ({expr})" + (f", writing {write_path}" if write_path else "")
-               + "; Ctrl-C to stop", err=True)
     if view is not None:
         view.start()
     try:
@@ -139,7 +155,7 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
         from analyzer.sinks import stats_render as sr
 
         console = stdout_console(stderr=to_err, highlight=False)
-        sr.render_text(dash.accumulator.result(), console)
+        sr.render_text(dash.accumulator.result(), console, width=None if console.is_terminal else sr.PLAIN_WIDTH)
     if not no_summary:
         from analyzer.cli import summary_text
 
@@ -158,6 +174,13 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
             for line in lines:
                 click.echo(line, err=True)
     return EXIT_STATUS.get(result.reason, 0)
+
+
+def _options_given() -> bool:
+    """Whether the command line gave `live` any option (not their defaults)."""
+    ctx = click.get_current_context()
+    return any(p.name is not None and ctx.get_parameter_source(p.name) not in (None, ParameterSource.DEFAULT)
+               for p in ctx.command.params)
 
 
 # how each way of stopping ends the process (README, "live"): a signal as shells report

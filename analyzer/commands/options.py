@@ -3,12 +3,16 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from analyzer.pipeline import Options
 from dissectors.context import DecodeContext
+
+# (the pipeline is imported when a command runs: `--help` goes without it, and so does
+# `live` until its socket is open)
+if TYPE_CHECKING:
+    from analyzer.pipeline import Options
 
 
 def _size(text: str) -> int:
@@ -51,11 +55,26 @@ class Size(click.ParamType):
         return v
 
 
+class Port(click.ParamType):
+    """A TCP port number, 1-65535."""
+    name = "PORT"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            n = value
+        else:
+            text = str(value).strip()
+            n = int(text) if text.isdigit() else -1
+        if not 1 <= n <= 65535:
+            self.fail(f"{value!r} is not a port number (1-65535)", param, ctx)
+        return n
+
+
 # the decoders' nesting limit unless --max-depth says otherwise (DecodeContext's default)
 DEFAULT_MAX_DEPTH = DecodeContext().max_depth
 
 CAPTURE_OPTIONS = [
-    click.option("-p", "--port", "ports", multiple=True, type=click.IntRange(1, 65535),
+    click.option("-p", "--port", "ports", multiple=True, type=Port(),
                  help="Kafka broker port (repeatable; default 9092). Other ports are auto-detected."),
     click.option("--no-autodetect", is_flag=True, help="Only analyse the --port ports."),
     click.option("--protocol", type=click.Choice(["auto", "legacy", "modern"]), default="auto", show_default=True,
@@ -89,6 +108,28 @@ CAPTURE_OPTION_NAMES = ("ports", "no_autodetect", "protocol", "max_frame_size", 
                         "max_array_len", "max_depth", "show_secrets", "tls_keylog")
 
 
+def check_captures(paths: tuple[str, ...]) -> None:
+    """Each path names a capture we can read: a regular file is opened and its header read
+    (cheap), anything else (a pipe, ``<(zcat x.pcap)``) only looked up, as reading its
+    header would consume it. Every bad path is named, one line each; CaptureError for the last."""
+    import os
+
+    from analyzer._core import CaptureError, open_capture
+
+    bad: list[str] = []
+    for path in dict.fromkeys(paths):
+        try:
+            if os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path):
+                continue
+            open_capture(path).close()
+        except CaptureError as e:
+            bad.append(str(e))
+    for message in bad[:-1]:
+        click.echo(f"kafkawire-sniff: error: {message}", err=True)
+    if bad:
+        raise CaptureError(bad[-1])
+
+
 def lean_decode(max_depth: int, lean: str) -> str:
     """The decode mode of a command whose output lean trees give as full trees would
     (``lean``: ``lite`` for `stats` and `live --stats`, ``lite-topics`` for the summary
@@ -102,6 +143,8 @@ def lean_decode(max_depth: int, lean: str) -> str:
 
 def options_from_kwargs(kw: dict[str, Any], decode: str = "full") -> tuple[Options, DecodeContext]:
     """Build pipeline Options and a DecodeContext from the shared options (removing them from kw)."""
+    from analyzer.pipeline import Options
+
     g = {k: kw.pop(k) for k in CAPTURE_OPTION_NAMES if k in kw}
     opts = Options(
         ports=tuple(g.get("ports") or ()) or (9092,),

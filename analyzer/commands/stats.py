@@ -14,6 +14,7 @@ import click
 from analyzer.commands.options import capture_options, filter_option, lean_decode
 from analyzer.errors import UserError, stdout_console, warn_damaged
 from analyzer.pipeline import merge_connections
+from analyzer.sinks.insights import LagTimeline
 from analyzer.sinks.stats import GROUP_KEYS, PointSample, StatsAccumulator, keep_top_for, parse_by
 
 
@@ -22,6 +23,15 @@ def _by_param(ctx: click.Context, param: click.Parameter, value: str) -> tuple[s
         return parse_by(value)
     except ValueError as e:
         raise click.BadParameter(str(e)) from None
+
+
+def with_endpoints(by: tuple[str, ...]) -> tuple[str, ...]:
+    """The group keys of ``--by``, with ``client`` and ``broker`` after ``conn`` when ``conn``
+    is one of them and they are not."""
+    if "conn" not in by:
+        return by
+    i = by.index("conn") + 1
+    return by[:i] + tuple(k for k in ("client", "broker") if k not in by) + by[i:]
 
 
 def _tagged(connections: dict[str, Any], source: str | None) -> dict[str, Any]:
@@ -41,9 +51,10 @@ def _tagged(connections: dict[str, Any], source: str | None) -> dict[str, Any]:
 @click.option("-f", "--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table",
               show_default=True, help="Output format.")
 @click.option("--section", type=click.Choice(["groups", "consumer_lag", "producers", "consumer_groups"]),
-              default="groups", show_default=True,
-              help="Which table -f csv writes: the groups, consumer lag per client id and topic-partition, "
-                   "producers per client id and producer id, or consumer-group generations.")
+              default=None,
+              help="Show one view alone, in every format: the groups (with --top, the slowest exchanges), "
+                   "consumer lag per client id and topic-partition, producers per client id and producer id, "
+                   "or consumer-group generations [default: the whole report; -f csv: groups].")
 @click.option("--histogram", is_flag=True, help="Draw a log-scale latency histogram per API.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
               help="Write a picture: latency over time and histograms (.png, or a self-contained .html).")
@@ -52,8 +63,8 @@ def _tagged(connections: dict[str, Any], source: str | None) -> dict[str, Any]:
                    "(0: one per CPU for captures of 8 MB or more, else 1).")
 @filter_option
 @capture_options
-def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt: str, section: str, histogram: bool,
-                  plot_path: str | None, jobs: int, display_filter: Any, **kw: Any) -> None:
+def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt: str, section: str | None,
+                  histogram: bool, plot_path: str | None, jobs: int, display_filter: Any, **kw: Any) -> None:
     """Latency percentiles, errors, waits, throttling and throughput; consumer lag per
     client id and topic-partition, producers per client id and producer id, consumer-group
     generations and rebalances.
@@ -72,7 +83,10 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
         except ImportError:
             raise UserError("--plot needs matplotlib (pip install matplotlib)") from None
 
-    total = StatsAccumulator(by, keep_top=keep_top_for(top))
+    # grouped by connection, the groups carry its client and broker too (one each per
+    # connection: the same groups), so that a connection is shown with its endpoints
+    acc_by = with_endpoints(by)
+    total = StatsAccumulator(acc_by, keep_top=keep_top_for(top))
     connections: dict[str, Any] | None = None     # why connections were taken as Kafka, or not
     points = PointSample() if plot_path else None
     many = len(captures) > 1
@@ -81,26 +95,32 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
     decode = lean_decode(kw["max_depth"], "lite-topics" if ("topic" in by or "partition" in by) else "lite")
     from analyzer.cli import iter_captures
     from analyzer.shards import auto_jobs, run_stats_sharded
+    from analyzer.sinks import stats_render as sr
 
-    # the worker processes count every exchange: a filtered run reads each capture in one
-    workers = 1 if display_filter is not None else (jobs or auto_jobs(captures))
+    # the worker processes count every exchange: a filtered run reads each capture in one;
+    # so does a plot, which draws each consumer-lag figure at the time it was taken
+    # (LagTimeline, kept in this process)
+    workers = 1 if display_filter is not None or plot_path else (jobs or auto_jobs(captures))
+    timeline = LagTimeline() if plot_path else None
+    if timeline is not None:
+        total.lag = timeline
     for path, run in iter_captures(captures, kw, progress=True, decode=decode):
         source = os.path.basename(path) if many else None
         if workers > 1 and os.path.isfile(path):
-            res = run_stats_sharded(path, run.pipeline.options, run.ctx, by, total.keep_top, workers,
-                                    source=source, with_points=points is not None, progress=run.progress)
+            res = run_stats_sharded(path, run.pipeline.options, run.ctx, acc_by, total.keep_top, workers,
+                                    source=source, progress=run.progress)
             if res.exact:
                 total.merge(res.acc)
                 if res.connections is not None:
                     connections = merge_connections(connections, _tagged(res.connections, source))
-                if points is not None and res.points is not None:
-                    points.absorb(res.points.points, res.points.stride)
                 warn_damaged(path, res.capture_warning)
                 continue
             # a topic id learnt between two lookups on other connections: only one
             # process gives the figures one process gives
-        acc = StatsAccumulator(by, keep_top=total.keep_top)
+        acc = StatsAccumulator(acc_by, keep_top=total.keep_top)
         acc.source = source
+        if plot_path:
+            acc.lag = LagTimeline()
         keep = display_filter.matcher(run.ctx) if display_filter is not None else None
         for ex in run:
             if keep is not None and not keep(ex):
@@ -113,18 +133,19 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
         warn_damaged(path, run.summary.capture_warning)
 
     result = total.result(top=top)
+    result["by"] = list(by)         # (the keys asked for; conn groups carry client and broker besides)
     result["connections"] = connections
-    from analyzer.sinks import stats_render as sr
 
     sr.add_show(result["top"], {(os.path.basename(c) if many else None): c for c in captures})
 
     if fmt == "json":
-        sr.write_json(result, sys.stdout)
+        sr.write_json(sr.section_json(result, section), sys.stdout)
     elif fmt == "csv":
-        sr.write_csv(result, sys.stdout, section)
+        sr.write_csv(result, sys.stdout, section or "groups")
     else:
         console = stdout_console(highlight=False)
-        sr.render_text(result, console, total.histograms() if histogram else None)
+        sr.render_text(result, console, total.histograms() if histogram else None, section=section,
+                       width=None if console.is_terminal else sr.PLAIN_WIDTH)
     if histogram and fmt != "table":
         # machine output stays parseable: the histogram goes to stderr
         for line in sr.histogram_lines(total.histograms()):
@@ -133,7 +154,8 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
         title = os.path.basename(captures[0]) + (f" (+{len(captures) - 1})" if many else "")
         try:
             sr.write_plot(plot_path, result, total.histograms(), total.latency_series(),
-                          points.by_api() if points is not None else None, title, total.lag.series())
+                          points.by_api() if points is not None else None, title,
+                          timeline.series() if timeline is not None else None)
         except OSError as e:
             raise UserError(f"cannot write {plot_path}: {e.strerror or e}") from None
         click.echo(f"wrote {plot_path}", err=True)

@@ -877,3 +877,49 @@ class GroupStories:
 
     def result(self) -> list[dict[str, Any]]:
         return group_stories(self.events)
+
+
+class LagTimeline(ConsumerLag):
+    """Consumer lag  that keeps each figure with the
+    time it was taken (the Fetch answer that gave it), for the plot: at most ``MAX_POINTS``
+    per (client id, topic, partition); past that, each two neighbours give way to the higher
+    one, at its own time, so a peak stays where it was seen."""
+
+    MAX_POINTS = 4096
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.points: dict[tuple[str | None, str | None, int | None], list[tuple[float, int]]] = {}
+
+    def _sample(self, client_id: str | None, tk: str, idx: int, st: list[int | None], t: float) -> None:
+        super()._sample(client_id, tk, idx, st, t)
+        off, hw = st[0], st[1]
+        assert off is not None and hw is not None
+        pts = self.points.setdefault((client_id, tk, idx), [])
+        pts.append((t, max(0, hw - off)))
+        if len(pts) > self.MAX_POINTS:
+            self.points[(client_id, tk, idx)] = _thinned(pts)
+
+    def merge(self, other: ConsumerLag) -> ConsumerLag:
+        super().merge(other)
+        for key, pts in getattr(other, "points", {}).items():
+            mine = sorted(self.points.get(key, []) + pts)
+            while len(mine) > self.MAX_POINTS:
+                mine = _thinned(mine)
+            self.points[key] = mine
+        return self
+
+    def series(self) -> dict[str, list[tuple[float, int]]]:  # type: ignore[override]
+        """"group-or-client topic-partition" -> [(epoch seconds, lag)] in time order (topic ids
+        named as the answers named them)."""
+        out: dict[str, list[tuple[float, int]]] = {}
+        for (cid, t, p), pts in self.points.items():
+            who = self.group_of(cid) or cid or "-"
+            topic = self._names.get(t, t) if t is not None else t
+            out.setdefault(f"{who} {topic}-{p}", []).extend(pts)
+        return {k: sorted(v) for k, v in out.items()}
+
+
+def _thinned(pts: list[tuple[float, int]]) -> list[tuple[float, int]]:
+    """Half the points: of each two neighbours the higher lag (the earlier on a tie)."""
+    return [max(pts[i:i + 2], key=lambda p: (p[1], -p[0])) for i in range(0, len(pts), 2)]

@@ -76,21 +76,47 @@ def _round(v: float | None) -> float | None:
 # -- one line per exchange -----------------------------------------------------
 
 def digest(ex: Exchange, width: int = 70) -> str:
-    """A short description of what the exchange carried."""
+    """A short description of what the exchange carried, one form per kind of API (README,
+    ``read``), cut to ``width``:
+
+    - Produce and Fetch: ``TOPIC[PARTITION:RECORDS,...] records=TOTAL (BYTES B)``, always:
+      the topic-partitions a Produce request carried, or a Fetch answer returned, with their
+      records. A Fetch answered without any partition lists those its request asked for,
+      each with 0 records (``records=0 (0 B)``: an empty fetch of an incremental session
+      names none); a Fetch without an answer lists them with ``-`` and ``records=-``, as
+      does a Produce or Fetch whose records the capture cut off;
+    - other APIs: ``group_id=``, ``transactional_id=``, ``mechanism=``, ``topics=`` as the
+      request names them;
+    - then the names of the error codes (``NAMExN`` for several)."""
+
+    def records(rows: list[tuple[Any, Any, int | None]], nbytes: int | None) -> list[str]:
+        # TOPIC[PARTITION:RECORDS,...] of (topic, partition, records or None: not known)
+        by_topic: dict[str, list[str]] = {}
+        for topic, partition, n in rows:
+            by_topic.setdefault(str(topic), []).append(f"{partition}:{'-' if n is None else n}")
+        out = [" ".join(f"{t}[{','.join(ps)}]" for t, ps in by_topic.items())] if by_topic else []
+        out.append("records=-" if nbytes is None else f"records={sum(n or 0 for _t, _p, n in rows)} ({nbytes} B)")
+        return out
+
     parts: list[str] = []
     if ex.partitions:
-        by_topic: dict[str, list[str]] = {}
-        total = 0
-        nbytes = 0
-        for p in ex.partitions:
-            n = p.get("records") or 0
-            total += n
-            nbytes += p.get("bytes") or 0
-            by_topic.setdefault(str(p.get("topic")), []).append(f"{p.get('partition')}:{n}")
-        parts.append(" ".join(f"{t}[{','.join(ps)}]" for t, ps in by_topic.items()))
-        parts.append(f"records={total} ({nbytes} B)")
+        parts.extend(records([(p.get("topic"), p.get("partition"), p.get("records") or 0) for p in ex.partitions],
+                             sum(p.get("bytes") or 0 for p in ex.partitions)))
         if any(p.get("crc_ok") is False for p in ex.partitions):
             parts.append("CRC-INVALID")
+    # (a Produce or Fetch of the 0.8+ protocol; read with getattr: tests/test_core_figures.py
+    # digests bare request trees in a stand-in exchange)
+    elif getattr(ex, "protocol", None) == "kafka" and getattr(ex, "api_key", None) in (0, 1):
+        from dissectors.summary import fetch_table
+
+        # the message that carries the records (a Produce request, a Fetch answer): not
+        # captured, or cut by the capture, their count is not known
+        carrier = ex.request if ex.api_key == 0 else ex.response
+        known = carrier is not None and not carrier.truncated
+        body = ex.request_tree.child("body") if ex.request_tree is not None and ex.api_key == 1 else None
+        asked = [(topic if topic is not None else tid, idx, 0 if known else None)
+                 for topic, tid, idx, *_rest in fetch_table(body)]
+        parts.extend(records(asked, 0 if known else None))
     else:
         body = ex.request_tree.child("body") if ex.request_tree is not None else None
         if body is not None:

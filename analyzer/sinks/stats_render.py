@@ -10,7 +10,7 @@ import html
 import io
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:       # rich is imported when a table is drawn (json and csv output go without it)
@@ -77,103 +77,275 @@ def sparkline(values: Sequence[float]) -> str:
 
 # -- tables as plain data, drawn two ways -------------------------------------------
 
+# the width plain text (not a terminal: a pipe, a file) is laid out for, whatever the
+# environment says (COLUMNS is set in the children of programs that load readline): the
+# same text everywhere; rich tables take their console's width
+PLAIN_WIDTH = 100
+GAP = 2                 # spaces between columns (rich: its padding and the box's divider)
+
+
+def _longest_word(text: str) -> int:
+    return max((len(w) for w in text.split()), default=0)
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width``, broken at spaces (a longer word is cut)."""
+    import textwrap
+
+    if len(text) <= width:
+        return [text]
+    return textwrap.wrap(text, width, break_on_hyphens=False) or [""]
+
+
+def _wrapped(line: str, width: int) -> list[str]:
+    """A line of text in lines of at most ``width``, continued under its indent plus four."""
+    import textwrap
+
+    if len(line) <= width:
+        return [line]
+    indent = " " * (len(line) - len(line.lstrip(" ")) + 4)
+    return textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False) or [line]
+
 
 class TextTable:
-    def __init__(self, title: str, headers: Sequence[str], right: Sequence[bool]) -> None:
+    """A table as text cells. It is drawn to a width (``layout``): headers and left-aligned
+    (text) cells wrap at spaces where the columns would not fit otherwise, and when even
+    then they do not, the ``optional`` columns are left out (the last first) and at last
+    the columns are stacked in parts, each repeating the first ``keys`` columns (the ones
+    that name a row). Right-aligned (number) cells never wrap."""
+
+    def __init__(self, title: str, headers: Sequence[str], right: Sequence[bool], keys: int = 1,
+                 optional: Sequence[str] = ()) -> None:
         self.title = title
         self.headers = list(headers)
         self.right = list(right)
+        self.keys = keys
+        self.optional = [self.headers.index(h) for h in optional]
         self.rows: list[list[str]] = []
         self.notes: list[str] = []      # lines printed under the table
 
     def add(self, row: Sequence[str]) -> None:
         self.rows.append(list(row))
 
-    def rich(self) -> Table:
+    # -- layout ------------------------------------------------------------------------
+    def _widths(self) -> tuple[list[int], list[int], list[int]]:
+        """Per column: its natural width (nothing wrapped), the width with its header wrapped
+        (cells whole), and its least width (text cells wrapped too: the longest word)."""
+        natural, headed, least = [], [], []
+        for i, h in enumerate(self.headers):
+            cells = [r[i] for r in self.rows]
+            longest = max((len(c) for c in cells), default=0)
+            natural.append(max(len(h), longest))
+            headed.append(max(_longest_word(h), longest, 1))
+            words = longest if self.right[i] else max((_longest_word(c) for c in cells), default=0)
+            least.append(max(_longest_word(h), words, 1))
+        return natural, headed, least
+
+    def layout(self, width: int) -> list[tuple[list[int], list[int]]]:
+        """The parts the table is drawn in, each (column indexes, their widths): one part when
+        the columns fit in ``width`` (wrapping headers first, then text cells, the roomiest
+        column first), else the key columns and as many others as fit, part after part."""
+        natural, headed, least = self._widths()
+
+        def fit(cols: list[int]) -> list[int] | None:
+            w = {c: natural[c] for c in cols}
+            excess = sum(w.values()) + GAP * (len(cols) - 1) - width
+            # headers first, each wrapped whole (the one that saves most first), then text
+            # cells, a column at a time (the one with the most room first)
+            for c in sorted(cols, key=lambda c: (headed[c] - natural[c], c)):
+                if excess <= 0:
+                    break
+                excess -= w[c] - headed[c]
+                w[c] = headed[c]
+            while excess > 0:
+                c = max(cols, key=lambda c: (w[c] - least[c], -c))
+                if w[c] <= least[c]:
+                    return None
+                w[c] -= 1
+                excess -= 1
+            return [w[c] for c in cols]
+
+        everything = list(range(len(self.headers)))
+        one = fit(everything)
+        if one is not None:
+            return [(everything, one)]
+        for k in range(1, len(self.optional) + 1):
+            left_out = set(self.optional[-k:])
+            everything = [c for c in range(len(self.headers)) if c not in left_out]
+            one = fit(everything)
+            if one is not None:
+                return [(everything, one)]
+        # stacked (every column has room): as few parts as will do, the columns shared out
+        # among them as evenly as they go (the widest part the narrowest), in their order
+        everything = list(range(len(self.headers)))
+        keys, rest = everything[:self.keys], everything[self.keys:]
+        parts = self._stack(keys, rest, fit, natural)
+        return [(keys + p, fit(keys + p) or [least[c] for c in keys + p]) for p in parts]
+
+    @staticmethod
+    def _stack(keys: list[int], rest: list[int], fit: Callable[[list[int]], list[int] | None],
+               natural: list[int]) -> list[list[int]]:
+        import itertools
+
+        for k in range(2, len(rest) + 1):
+            best: tuple[int, list[list[int]]] | None = None
+            for cuts in itertools.combinations(range(1, len(rest)), k - 1):
+                bounds = (0, *cuts, len(rest))
+                parts = [rest[a:b] for a, b in itertools.pairwise(bounds)]
+                widest = max(sum(natural[c] + GAP for c in p) for p in parts)
+                if (best is None or widest < best[0]) and all(fit(keys + p) is not None for p in parts):
+                    best = (widest, parts)
+            if best is not None:
+                return best[1]
+        return [[c] for c in rest]
+
+    def _part_title(self, i: int) -> str:
+        return self.title if i == 0 else f"{self.title} (continued)"
+
+    # -- drawing -----------------------------------------------------------------------
+    def rich(self, width: int = PLAIN_WIDTH) -> list[Table]:
+        """The table as rich Tables laid out for ``width`` (one per part)."""
+        from rich import box
         from rich.table import Table
 
-        t = Table(title=self.title, title_justify="left", header_style="bold",
-                  caption="\n".join(self.notes) or None, caption_justify="left")
-        for h, r in zip(self.headers, self.right, strict=True):
-            t.add_column(h, justify="right" if r else "left", overflow="fold")
-        for row in self.rows:
-            t.add_row(*row)
-        return t
+        parts = self.layout(width)
+        out = []
+        for i, (cols, widths) in enumerate(parts):
+            last = i == len(parts) - 1
+            t = Table(title=self._part_title(i), title_justify="left", header_style="bold", box=box.SIMPLE_HEAD,
+                      show_edge=False, pad_edge=False, padding=(0, GAP - 1, 0, 0),
+                      caption="\n".join(self.notes) if last and self.notes else None, caption_justify="left")
+            for c, w in zip(cols, widths, strict=True):
+                t.add_column(self.headers[c], justify="right" if self.right[c] else "left", width=w,
+                             overflow="fold")
+            for row in self.rows:
+                t.add_row(*[row[c] for c in cols])
+            out.append(t)
+        return out
 
-    def plain(self) -> str:
-        widths = [len(h) for h in self.headers]
-        for row in self.rows:
-            for i, c in enumerate(row):
-                widths[i] = max(widths[i], len(c))
+    def plain(self, width: int | None = None) -> str:
+        """Aligned plain text laid out for ``width`` (PLAIN_WIDTH by default)."""
+        width = PLAIN_WIDTH if width is None else width
+        parts = self.layout(width)
+        text = "\n\n".join(self._plain_part(_wrapped(self._part_title(i), width), cols, widths)
+                           for i, (cols, widths) in enumerate(parts))
+        return text + "".join("\n" + note for note in self.notes)
 
-        def line(cells: Sequence[str]) -> str:
+    def _plain_part(self, title: list[str], cols: list[int], widths: list[int]) -> str:
+        def lines_of(cells: list[list[str]], bottom: bool) -> list[str]:
+            height = max(len(c) for c in cells)
             out = []
-            for c, w, r in zip(cells, widths, self.right, strict=True):
-                out.append(c.rjust(w) if r else c.ljust(w))
-            return "  ".join(out).rstrip()
+            for k in range(height):
+                texts = []
+                for cell, c, w in zip(cells, cols, widths, strict=True):
+                    pad = height - len(cell) if bottom else 0
+                    t = cell[k - pad] if 0 <= k - pad < len(cell) else ""
+                    texts.append(t.rjust(w) if self.right[c] else t.ljust(w))
+                out.append((" " * GAP).join(texts).rstrip())
+            return out
 
-        lines = [self.title, line(self.headers), line(["-" * w for w in widths])]
-        lines.extend(line(r) for r in self.rows)
-        lines.extend(self.notes)
+        lines = list(title)
+        lines += lines_of([_wrap(self.headers[c], w) for c, w in zip(cols, widths, strict=True)], bottom=True)
+        lines.append((" " * GAP).join("-" * w for w in widths))
+        for row in self.rows:
+            lines += lines_of([_wrap(row[c], w) for c, w in zip(cols, widths, strict=True)], bottom=False)
         return "\n".join(lines)
 
 
-def _key_headers(by: Sequence[str]) -> list[str]:
-    return list(by)
+def key_cells(g: dict[str, Any], by: Sequence[str]) -> list[str]:
+    """A group's key values as cells; a connection with its endpoints when the keys do not
+    show them (``4 127.0.0.1:59384 -> 127.0.0.1:52615``, ``FILE#4 ...`` from several captures)."""
+    cells = []
+    for k in by:
+        v = fmt_key(g[k])
+        if k == "conn" and g.get("client") is not None and not {"client", "broker"} <= set(by):
+            v = f"{v} {g['client']} -> {fmt_key(g.get('broker'))}"
+        cells.append(v)
+    return cells
 
 
-def tables(result: dict[str, Any]) -> list[TextTable]:
-    """The report as tables: latency per group, waits/throttling, slowest, throughput."""
-    by = result["by"]
-    out: list[TextTable] = []
+def _not_timed(g: dict[str, Any]) -> str:
+    """The exchanges of a group that have no latency, by why (``-``: none)."""
+    return fmt_counts({k: n for k, n in (("unanswered", g["unanswered"]), ("orphans", g["orphans"]),
+                                         ("no response", g["no_response"]), ("malformed", g.get("malformed", 0)))
+                       if n})
+
+
+def group_tables(result: dict[str, Any]) -> list[TextTable]:
+    """The figures per group, in three tables that each fit a terminal: latency; errors and
+    waits; time to first byte, throttling, bytes and the exchanges without a latency (every
+    figure is in ``-f json`` and ``-f csv``)."""
+    by = list(result["by"])
     nk = len(by)
-    t = TextTable("Latency (ms, request complete -> response complete)",
-                  _key_headers(by) + ["count", "errors", *LAT_TITLES, "bytes in", "bytes out"],
-                  [False] * nk + [True, False] + [True] * 9)
-    for g in result["groups"]:
+    groups = result["groups"]
+    t = TextTable("Latency (ms, request complete -> response complete)", by + ["count", *LAT_TITLES],
+                  [False] * nk + [True] * 8, keys=nk)
+    for g in groups:
         lat = g["latency_ms"]
-        t.add([fmt_key(g[k]) for k in by] + [str(g["count"]), fmt_counts(g["errors"])]
-              + [fmt_num(lat[k]) for k in LAT_KEYS] + [fmt_bytes(g["bytes_in"]), fmt_bytes(g["bytes_out"])])
-    out.append(t)
+        t.add(key_cells(g, by) + [str(g["count"])] + [fmt_num(lat[k]) for k in LAT_KEYS])
+    t2 = TextTable("Errors and intentional waits; service: the latency without the waits (ms)",
+                   by + ["errors", "waits", "service p50", "service p99"], [False] * nk + [False, False, True, True],
+                   keys=nk)
+    for g in groups:
+        sv = g["latency_ms_excl_waits"]
+        t2.add(key_cells(g, by) + [fmt_counts(g["errors"]), fmt_counts(g["waits"]), fmt_num(sv["p50"]),
+                                   fmt_num(sv["p99"])])
+    t3 = TextTable("Time to first byte (ms), throttling, bytes, exchanges without a latency",
+                   by + ["ttfb p50", "ttfb p99", "throttled", "throttle max ms", "bytes in", "bytes out", "not timed"],
+                   [False] * nk + [True] * 6 + [False], keys=nk)
+    for g in groups:
+        tt = g["ttfb_ms"]
+        t3.add(key_cells(g, by) + [
+            fmt_num(tt["p50"]), fmt_num(tt["p99"]), str(g["throttled"]), str(g["throttle_time_ms"]["max"]),
+            fmt_bytes(g["bytes_in"]), fmt_bytes(g["bytes_out"]), _not_timed(g)])
+    return [t, t2, t3]
 
-    t2 = TextTable("Time to first byte, intentional waits and throttling (ms)",
-                   _key_headers(by) + ["ttfb p50", "ttfb p99", "waits", "service n", "service p50",
-                                       "service p99", "throttled", "throttle total", "throttle max",
-                                       "unanswered", "orphans", "no response"],
-                   [False] * nk + [True, True, False] + [True] * 9)
-    for g in result["groups"]:
-        tt, sv = g["ttfb_ms"], g["latency_ms_excl_waits"]
-        t2.add([fmt_key(g[k]) for k in by] + [
-            fmt_num(tt["p50"]), fmt_num(tt["p99"]), fmt_counts(g["waits"]), str(g["service"]),
-            fmt_num(sv["p50"]), fmt_num(sv["p99"]), str(g["throttled"]),
-            str(g["throttle_time_ms"]["total"]), str(g["throttle_time_ms"]["max"]),
-            str(g["unanswered"]), str(g["orphans"]), str(g["no_response"])])
-    out.append(t2)
 
-    if result.get("top"):
-        out.append(top_table(result["top"]))
-
+def throughput_table(result: dict[str, Any]) -> TextTable | None:
     thr = result["throughput"]
-    if thr["topic_partitions"]:
-        t4 = TextTable(f"Throughput per topic-partition over {fmt_span(thr['duration_s'])}",
-                       ["topic", "partition", "produced recs", "produced", "recs/s", "fetched recs",
-                        "fetched", "recs/s"],
-                       [False, True, True, True, True, True, True, True])
-        for tp in thr["topic_partitions"]:
-            t4.add([fmt_key(tp["topic"]), fmt_key(tp["partition"]), str(tp["produced_records"]),
-                    fmt_bytes(tp["produced_bytes"]), fmt_num(tp["produced_records_per_s"]),
-                    str(tp["fetched_records"]), fmt_bytes(tp["fetched_bytes"]),
-                    fmt_num(tp["fetched_records_per_s"])])
-        out.append(t4)
-    lag = lag_table(result)
-    if lag is not None:
-        out.append(lag)
-    prod = producer_table(result)
-    if prod is not None:
-        out.append(prod)
-    grp = group_table(result)
-    if grp is not None:
-        out.append(grp)
+    if not thr["topic_partitions"]:
+        return None
+    t = TextTable(f"Throughput per topic-partition over {fmt_span(thr['duration_s'])}",
+                  ["topic", "partition", "produced recs", "produced", "recs/s", "fetched recs", "fetched", "recs/s"],
+                  [False, True, True, True, True, True, True, True], keys=2)
+    for tp in thr["topic_partitions"]:
+        t.add([fmt_key(tp["topic"]), fmt_key(tp["partition"]), str(tp["produced_records"]),
+               fmt_bytes(tp["produced_bytes"]), fmt_num(tp["produced_records_per_s"]),
+               str(tp["fetched_records"]), fmt_bytes(tp["fetched_bytes"]), fmt_num(tp["fetched_records_per_s"])])
+    return t
+
+
+# the views of ``--section`` (README, stats): which part of the report each one is
+SECTIONS = ("groups", "consumer_lag", "producers", "consumer_groups")
+
+# what a section says when the captures gave it nothing
+_EMPTY_SECTION = {
+    "groups": "No Kafka exchanges.",
+    "consumer_lag": "No consumer lag: no answered Fetch gave a high watermark for a partition it fetched.",
+    "producers": "No producers: no Produce request carried record batches v2.",
+    "consumer_groups": "No consumer groups: no JoinGroup, SyncGroup or ConsumerGroupHeartbeat exchange.",
+}
+
+
+def tables(result: dict[str, Any], section: str | None = None) -> list[TextTable]:
+    """The report as tables: ``section`` None, all of it (the groups' tables, the slowest
+    exchanges, throughput, consumer lag, producers, consumer groups); else that view alone
+    (``groups``: the groups' tables and the slowest exchanges)."""
+    out: list[TextTable] = []
+    if section in (None, "groups"):
+        if result["groups"]:
+            out += group_tables(result)
+        if result.get("top"):
+            out.append(top_table(result["top"]))
+    if section is None:
+        thr = throughput_table(result)
+        if thr is not None:
+            out.append(thr)
+    for name, make in (("consumer_lag", lag_table), ("producers", producer_table), ("consumer_groups", group_table)):
+        if section in (None, name):
+            t = make(result)
+            if t is not None:
+                out.append(t)
     return out
 
 
@@ -192,7 +364,7 @@ def group_table(result: dict[str, Any]) -> TextTable | None:
     t = TextTable("Consumer groups (a rebalance: first JoinGroup of a generation -> last SyncGroup answer)",
                   ["group", "generation", "protocol", "leader", "members", "rebalance start", "rebalance ms",
                    "started by"],
-                  [False, True, False, False, True, True, True, False])
+                  [False, True, False, False, True, True, True, False], keys=2)
     for g in groups:
         for gen in g["generations"]:
             start = gen["rebalance_start"]
@@ -218,7 +390,7 @@ def producer_table(result: dict[str, Any]) -> TextTable | None:
     t = TextTable("Producers (record batches v2; bytes per batch after -> before compression)",
                   ["client id", "producer id", "transactional id", "acks", "batches", "recs/batch", "bytes/batch",
                    "compression", "linger ms mean", "linger ms max", "retries"],
-                  [False, True, False, False, True, True, True, False, True, True, True])
+                  [False, True, False, False, True, True, True, False, True, True, True], keys=2)
     for r in rows:
         before = r["bytes_before_per_batch"]
         size = fmt_bytes(round(r["bytes_per_batch"])) + (f" -> {fmt_bytes(round(before))}" if before is not None
@@ -234,37 +406,42 @@ def producer_table(result: dict[str, Any]) -> TextTable | None:
 
 def lag_table(result: dict[str, Any]) -> TextTable | None:
     """Consumer lag per group (or client id) and topic-partition, in records; the time of
-    the max is counted from the first request of the capture."""
+    the max is counted from the first request of the capture. The committed columns (lag
+    against the last stable offset) when a consumer reads read_committed."""
     rows = result.get("consumer_lag") or []
     if not rows:
         return None
     t0 = result["throughput"]["first_time"] or 0.0
-    t = TextTable("Consumer lag (records: high watermark - fetch offset; committed: last stable offset)",
-                  ["group / client id", "topic", "partition", "last", "max", "mean", "max at", "samples",
-                   "committed last", "committed max"],
-                  [False, False, True, True, True, True, True, True, True, True])
+    committed = any(r["isolation"] == "read_committed" for r in rows)
+    t = TextTable("Consumer lag (records: high watermark - fetch offset"
+                  + ("; committed: last stable offset)" if committed else ")"),
+                  ["group / client id", "topic", "partition", "last", "max", "mean", "max at", "samples"]
+                  + ["committed last", "committed max"] * committed,
+                  [False, False, True, True, True, True, True, True] + [True, True] * committed, keys=3)
     for r in rows:
         who = f"{r['group']} / {r['client_id']}" if r["group"] else fmt_key(r["client_id"])
         t.add([who, fmt_key(r["topic"]), fmt_key(r["partition"]), str(r["last"]), str(r["max"]),
-               fmt_num(r["mean"]), f"+{r['max_time'] - t0:.3f}s", str(r["samples"]),
-               fmt_key(r["stable_last"]), fmt_key(r["stable_max"])])
+               fmt_num(r["mean"]), f"+{r['max_time'] - t0:.3f}s", str(r["samples"])]
+              + [fmt_key(r["stable_last"]), fmt_key(r["stable_max"])] * committed)
     return t
 
 
 def top_table(top: Sequence[dict[str, Any]]) -> TextTable:
-    """The slowest exchanges (``StatsAccumulator.top``), slowest first; with their capture
-    when several were merged (connection and frame numbers are per capture)."""
-    many = any("capture" in r for r in top)
+    """The slowest exchanges (``StatsAccumulator.top``), slowest first: latency, time to
+    first byte, API and version, connection (``FILE#ID`` when several captures were merged:
+    connection and frame numbers are per capture), client and broker, request/response
+    frame, wait and errors; ttfb and the broker are left out first where they do not fit."""
+    many = any(r.get("capture") is not None for r in top)
     t = TextTable(f"Slowest {len(top)} exchanges",
-                  ["#", "latency", "ttfb", "api", "v", "corr id"] + ["capture"] * many +
-                  ["conn", "client", "broker", "req frame", "resp frame", "wait", "errors"],
-                  [True, True, True, False, True, True] + [False] * many +
-                  [True, False, False, True, True, False, False])
+                  ["#", "latency", "ttfb", "api", "conn", "client", "broker", "frames", "wait / errors"],
+                  [True, True, True, False, not many, False, False, True, False], optional=("ttfb", "broker"))
     for i, r in enumerate(top, 1):
-        t.add([str(i), fmt_num(r["latency_ms"]), fmt_num(r["ttfb_ms"]), r["api"], fmt_key(r["version"]),
-               fmt_key(r["correlation_id"])] + [fmt_key(r.get("capture"))] * many +
-              [fmt_key(r["conn"]), fmt_key(r["client"]), fmt_key(r["broker"]), fmt_key(r["request_frame"]),
-               fmt_key(r["response_frame"]), r["wait"] or "-", ", ".join(r["error_codes"]) or "-"])
+        api = r["api"] + (f" v{r['version']}" if r["version"] is not None else "")
+        conn = fmt_key(r["conn"]) if r.get("capture") is None else f"{r['capture']}#{fmt_key(r['conn'])}"
+        frames = f"{fmt_key(r['request_frame'])}/{fmt_key(r['response_frame'])}"
+        why = "; ".join(([r["wait"]] if r["wait"] else []) + ([", ".join(r["error_codes"])] if r["error_codes"] else []))
+        t.add([str(i), fmt_num(r["latency_ms"]), fmt_num(r["ttfb_ms"]), api, conn, fmt_key(r["client"]),
+               fmt_key(r["broker"]), frames, why or "-"])
         if r.get("show"):
             t.notes.append(f"#{i}: {r['show']}")
     return t
@@ -368,26 +545,57 @@ def accuracy_line(result: dict[str, Any]) -> str:
 
 
 def render_text(result: dict[str, Any], console: Console, hists: dict[str, list[tuple[float, int]]] | None = None,
-                plain: bool | None = None) -> None:
-    """Print the report; rich tables on a terminal, aligned plain text otherwise."""
+                plain: bool | None = None, section: str | None = None, width: int | None = None) -> None:
+    """Print the report, or one ``section`` of it (see ``tables``): rich tables on a terminal,
+    aligned plain text otherwise, laid out for ``width`` columns (the console's by default;
+    ``stats`` gives plain text PLAIN_WIDTH). Under the tables, the lines saying how
+    Kafka was found wrap at ``width``; the requests line is printed whole."""
     if plain is None:
         plain = not console.is_terminal
-    for t in tables(result):
+    if width is None:
+        width = console.width
+
+    def say(line: str) -> None:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    shown = tables(result, section)
+    for t in shown:
         if plain:
-            console.print(t.plain(), markup=False, highlight=False, soft_wrap=True)
+            say(t.plain(width))
             console.print()
         else:
-            console.print(t.rich())
-    for line in rate_lines(result) + connection_lines(result.get("connections")):
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+            for drawn in t.rich(width):
+                console.print(drawn)
+                console.print()
+    if section is None:
+        if not result["groups"]:
+            say(_EMPTY_SECTION["groups"])
+        for line in rate_lines(result):
+            say(line)
+        for line in connection_lines(result.get("connections")):
+            for piece in _wrapped(line, width):
+                say(piece)
+    elif not shown:
+        say(_EMPTY_SECTION[section])
     if hists:
         console.print()
         for line in histogram_lines(hists):
-            console.print(line, markup=False, highlight=False, soft_wrap=True)
-    console.print(accuracy_line(result), markup=False, highlight=False, soft_wrap=True)
+            say(line)
+    if section in (None, "groups") and result["groups"]:
+        say(accuracy_line(result))
 
 
 # -- machine formats ---------------------------------------------------------------
+
+
+def section_json(result: dict[str, Any], section: str | None) -> dict[str, Any]:
+    """The JSON of ``stats --section``: the whole result (None), the groups with what
+    qualifies them (``by``, ``top``, ``accuracy``), or the one section's list."""
+    if section is None:
+        return result
+    if section == "groups":
+        return {k: result[k] for k in ("by", "groups", "top", "accuracy")}
+    return {section: result.get(section) or []}
 
 
 def write_json(result: dict[str, Any], fp: IO[str]) -> None:
@@ -494,13 +702,22 @@ def plot_apis(counts: dict[str, int], slowest: str | None, erring: dict[str, int
 MAX_PLOT_LAGS = 10
 
 
+def lag_lines(result: dict[str, Any], lag: dict[str, list[tuple[float, int]]] | None
+              ) -> list[tuple[str, list[float], list[int]]]:
+    """What the lag panel draws: (name, seconds since the first request, lag) of the
+    partitions with the highest lag, at most MAX_PLOT_LAGS, each figure at the time it was
+    taken (``LagTimeline.series``; a series of per-second buckets is drawn from their start)."""
+    t0 = result["throughput"]["first_time"] or 0.0
+    ranked = sorted((lag or {}).items(), key=lambda kv: (-max((v for _t, v in kv[1]), default=0), kv[0]))
+    return [(name, [t - t0 for t, _v in pts], [v for _t, v in pts]) for name, pts in ranked if pts][:MAX_PLOT_LAGS]
+
+
 def plot_png(result: dict[str, Any], hists: dict[str, list[tuple[float, int]]],
              series: dict[str, list[tuple[int, int, float, float]]],
              points: dict[str, list[tuple[float, float]]] | None = None, title: str = "",
-             lag: dict[str, list[tuple[int, int]]] | None = None) -> bytes:
+             lag: dict[str, list[tuple[float, int]]] | None = None) -> bytes:
     """A PNG: latency over time per API (log y) above one log-scale histogram per API; with
-    ``lag`` (``ConsumerLag.series``), consumer lag over time below them (the partitions with
-    the highest lag, at most ``MAX_PLOT_LAGS``)."""
+    ``lag`` (``LagTimeline.series``), consumer lag over time below them (``lag_lines``)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -511,8 +728,7 @@ def plot_png(result: dict[str, Any], hists: dict[str, list[tuple[float, int]]],
     apis = plot_apis(counts, slowest, erring)
     ncols = 4 if len(apis) > 4 else max(1, len(apis))
     nrows_h = max(1, math.ceil(len(apis) / ncols))
-    lags = sorted((lag or {}).items(), key=lambda kv: (-max((v for _b, v in kv[1]), default=0), kv[0]))
-    lags = [kv for kv in lags if kv[1]][:MAX_PLOT_LAGS]
+    lags = lag_lines(result, lag)
     extra = 1 if lags else 0
     fig = plt.figure(figsize=(4 * ncols if ncols > 2 else 10, 4.2 + 2.6 * nrows_h + 3.2 * extra), dpi=100,
                      layout="constrained")
@@ -563,11 +779,11 @@ def plot_png(result: dict[str, Any], hists: dict[str, list[tuple[float, int]]],
         hx.tick_params(axis="y", labelsize="small")
     if lags:
         lx = fig.add_subplot(gs[1 + nrows_h, :])
-        for name, pts in lags:
-            lx.step([b - t0 for b, _v in pts], [v for _b, v in pts], where="post", label=name)
+        for name, when, lags_at in lags:
+            lx.step(when, lags_at, where="post", label=name, marker="o", markersize=2.5)
         lx.set_xlabel("seconds since first request")
         lx.set_ylabel("lag (records)")
-        lx.set_title("consumer lag over time (max per second: high watermark - fetch offset)")
+        lx.set_title("consumer lag over time (high watermark - fetch offset, at each Fetch answer)")
         lx.grid(True, alpha=0.3)
         lx.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
     buf = io.BytesIO()
@@ -601,7 +817,7 @@ def html_page(png: bytes, result: dict[str, Any], title: str) -> str:
 def write_plot(path: str, result: dict[str, Any], hists: dict[str, list[tuple[float, int]]],
                series: dict[str, list[tuple[int, int, float, float]]],
                points: dict[str, list[tuple[float, float]]] | None = None, title: str = "",
-               lag: dict[str, list[tuple[int, int]]] | None = None) -> None:
+               lag: dict[str, list[tuple[float, int]]] | None = None) -> None:
     """Write ``path``: .png or .html (.htm); raises ValueError for other suffixes."""
     low = path.lower()
     if not (low.endswith(".png") or low.endswith(".html") or low.endswith(".htm")):
