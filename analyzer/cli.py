@@ -266,12 +266,29 @@ def summary_text(summary: Any, ctx: Any) -> list[str]:
 @click.option("--max-value-bytes", type=click.IntRange(min=1), default=64, show_default=True,
               help="Cut longer values in tree output.")
 @click.option("--no-summary", is_flag=True, help="Do not print the closing summary.")
+@click.option("-x", "--hex", "hexdump", is_flag=True,
+              help="Also dump each selected frame's bytes (hex and ASCII, the fields named beside them).")
+@click.option("-w", "--write", "write_to", type=click.Path(dir_okay=False), metavar="OUT",
+              help="Also write the packets of the selected exchanges, with their connections' "
+                   "handshakes, to the capture file OUT (one capture in).")
 @capture_options
 def read_cmd(captures: tuple[str, ...], fmt: str, api: tuple[str, ...], client_id: str | None,
              conn: tuple[int, ...], errors_only: bool, display_filter: Any, frames: tuple[int, ...],
-             max_value_bytes: int, no_summary: bool, **kw: Any) -> int:
+             max_value_bytes: int, no_summary: bool, hexdump: bool, write_to: str | None, **kw: Any) -> int:
     """Decode captures: one line per exchange, field trees, or JSON."""
+    if hexdump and fmt in ("ndjson", "json"):
+        raise click.UsageError(f"-x dumps bytes under summary lines or trees, not with -f {fmt}")
+    if write_to is not None and len(captures) != 1:
+        raise click.UsageError("-w writes the cut of one capture: give one capture")
     selection = read_selection(api, client_id, conn, errors_only, display_filter)
+    cut = None
+    if write_to is not None:
+        from analyzer.commands.options import check_captures
+        from analyzer.sinks.pcapwrite import CutCapture
+        check_captures(captures)
+        cut = CutCapture(write_to, captures[0])
+    dumped = 0
+    frame_notes: list[str] = []
     out = sys.stdout
     tty = _stdout_is_tty()
     console = None
@@ -286,7 +303,7 @@ def read_cmd(captures: tuple[str, ...], fmt: str, api: tuple[str, ...], client_i
         write_bytes = binary_writer(out)
     if write_bytes is not None and fmt == "json":
         write_bytes(b"[")
-    decode = lean_decode(kw["max_depth"], "lite-topics") if fmt == "summary" else "full"
+    decode = lean_decode(kw["max_depth"], "lite-topics") if fmt == "summary" and not hexdump else "full"
     for path, run in iter_captures(captures, kw, decode=decode):
         t0: float | None = None
         keep = selection.matcher(run.ctx) if selection is not None else None
@@ -295,7 +312,10 @@ def read_cmd(captures: tuple[str, ...], fmt: str, api: tuple[str, ...], client_i
             from analyzer.display_filter import frame_selector
             at_frames, notes = frame_selector(path, frames)
             for note in notes:
-                click.echo(f"{PROG}: {path}: {note}", err=True)
+                if hexdump:         # (-x: said once, as the error when nothing is dumped)
+                    frame_notes.append(f"{path}: {note}")
+                else:
+                    click.echo(f"{PROG}: {path}: {note}", err=True)
         for ex in run:
             if t0 is None:
                 t0 = run.summary.first_ts
@@ -303,6 +323,8 @@ def read_cmd(captures: tuple[str, ...], fmt: str, api: tuple[str, ...], client_i
                 continue
             if keep is not None and not keep(ex):
                 continue
+            if cut is not None:
+                cut.add(ex, tls=any(t["conn"] == ex.conn.id for t in run.summary.tls))
             if fmt == "summary":
                 from analyzer.sinks.output import summary_line
                 out.write(summary_line(ex, t0) + "\n")
@@ -316,6 +338,11 @@ def read_cmd(captures: tuple[str, ...], fmt: str, api: tuple[str, ...], client_i
                     write_bytes(js + b"\n")
             else:
                 _print_tree(ex, t0, console, max_value_bytes)
+            if hexdump:
+                from analyzer.sinks.hexdump import exchange_dump
+                out.write("\n".join(exchange_dump(ex.request, ex.request_tree, ex.response,
+                                                  ex.response_tree)) + "\n\n")
+                dumped += 1
         if not no_summary:
             lines = summary_text(run.summary, run.ctx)
             to_err = fmt in ("ndjson", "json")
@@ -325,6 +352,13 @@ def read_cmd(captures: tuple[str, ...], fmt: str, api: tuple[str, ...], client_i
                 click.echo("  " + line, err=to_err)
     if write_bytes is not None and fmt == "json":
         write_bytes(b"\n]\n")
+    if cut is not None:
+        written, total = cut.write(captures[0])
+        click.echo(f"{PROG}: wrote {write_to}: {written} packets of {total} "
+                   "(packet numbers differ from the capture's)", err=True)
+    if hexdump and not dumped:
+        why = "; ".join(frame_notes) or "no exchange selected"
+        raise UserError(f"-x: no Kafka frame to dump ({why})")
     return 0
 
 
