@@ -1551,8 +1551,8 @@ def _write_small_parquet(path: str, rows: list[tuple[Any, ...]], schema: Any) ->
 
 
 # what the job writes under --out: the tables (stats.json and summary.json in a local folder)
-OUTPUTS = ("exchanges", "partitions", "connections", "stats", "findings", "consumer_lag", "producers",
-           "consumer_groups", "stats.json", "summary.json")
+OUTPUTS = ("exchanges", "partitions", "connections", "stats", "findings", "consumer_lag", "committed_lag",
+           "producers", "consumer_groups", "stats.json", "summary.json")
 
 
 def write_tables(spark: Any, out_dir: str, cfg: JobConfig, result: JobResult, res1: Any, res2: Any,
@@ -1596,10 +1596,18 @@ def write_tables(spark: Any, out_dir: str, cfg: JobConfig, result: JobResult, re
         ("last", T.LongType()), ("max", T.LongType()), ("mean", T.DoubleType()), ("max_time", T.DoubleType()),
         ("last_time", T.DoubleType()), ("stable_last", T.LongType()), ("stable_max", T.LongType()))])
     lrows = [tuple(r[f.name] for f in lag_schema.fields) for r in sres["consumer_lag"]]
+    clag_schema = T.StructType([T.StructField(c, t) for c, t in (
+        ("group", T.StringType()), ("topic", T.StringType()), ("partition", T.IntegerType()),
+        ("committed_offset", T.LongType()), ("commit_time", T.DoubleType()), ("commit_api", T.StringType()),
+        ("committed_by", T.StringType()), ("high_watermark", T.LongType()),
+        ("high_watermark_time", T.DoubleType()), ("high_watermark_api", T.StringType()), ("lag", T.LongType()),
+        ("note", T.StringType()), ("member_id", T.StringType()), ("client_id", T.StringType()))])
+    clrows = [tuple(r[f.name] for f in clag_schema.fields) for r in sres["committed_lag"]]
     prod_schema, prows = producer_rows(sres)
     grp_schema, grows = generation_rows(sres)
     for name, rows, schema in (("stats", srows, _stats_schema(cols)), ("findings", frows, f_schema),
-                               ("consumer_lag", lrows, lag_schema), ("producers", prows, prod_schema),
+                               ("consumer_lag", lrows, lag_schema), ("committed_lag", clrows, clag_schema),
+                               ("producers", prows, prod_schema),
                                ("consumer_groups", grows, grp_schema)):
         if "://" not in out_dir and _write_small_parquet(os.path.join(out_dir, name), rows, schema):
             continue

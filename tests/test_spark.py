@@ -322,6 +322,8 @@ def test_local_mode_matches_stats_and_check(spark: Any, tmp_path: Path) -> None:
     # the stories: the same figures as stats -f json, one row each
     lag = pq.read_table(str(out / "consumer_lag")).to_pylist()
     assert lag == ref_stats["consumer_lag"] and len(lag) >= 3
+    clag = pq.read_table(str(out / "committed_lag")).to_pylist()
+    assert clag == ref_stats["committed_lag"] and len(clag) >= 3
     prods = pq.read_table(str(out / "producers")).to_pylist()
     assert [(r["client_id"], r["producer_id"], r["batches"], json.loads(r["compression"])) for r in prods] == \
         [(r["client_id"], r["producer_id"], r["batches"], r["compression"]) for r in ref_stats["producers"]]
@@ -462,8 +464,8 @@ def test_from_a_source_checkout_into_an_out_folder(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr[-2000:]
     summary = dict(line.strip().split(": ", 1) for line in r.stderr.splitlines() if ": " in line)
     assert summary["wrote"] == ", ".join(str(out / t) for t in (
-        "exchanges", "partitions", "connections", "stats", "findings", "consumer_lag", "producers",
-        "consumer_groups", "stats.json", "summary.json"))
+        "exchanges", "partitions", "connections", "stats", "findings", "consumer_lag", "committed_lag",
+        "producers", "consumer_groups", "stats.json", "summary.json"))
     assert all((out / t).exists() for t in ("connections", "consumer_groups", "summary.json"))
     elapsed = float(summary["elapsed"].split()[0])
     assert took - 3 < elapsed <= took     # from the command's start, not the job's

@@ -57,7 +57,9 @@ def test_per_second_rows_with_exchanges_out_of_time_order() -> None:
     for ex in exs[:2]:                 # add() after a merge writes into the merged rows
         half.add(ex)
         acc.add(ex)
-    assert half.result(top=3) == acc.result(top=3)
+    # (but in_flight, which follows a connection whole: one is never dealt out to several)
+    assert {k: v for k, v in half.result(top=3).items() if k != "in_flight"} == \
+        {k: v for k, v in acc.result(top=3).items() if k != "in_flight"}
     assert half.latency_series() == acc.latency_series() and half.histograms() == acc.histograms()
 
 

@@ -50,10 +50,12 @@ def _tagged(connections: dict[str, Any], source: str | None) -> dict[str, Any]:
               help="Also list the N slowest exchanges (frame numbers and connection, for 'read').")
 @click.option("-f", "--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table",
               show_default=True, help="Output format.")
-@click.option("--section", type=click.Choice(["groups", "consumer_lag", "producers", "consumer_groups"]),
+@click.option("--section", type=click.Choice(["groups", "consumer_lag", "committed_lag", "in_flight", "producers",
+                                            "consumer_groups"]),
               default=None,
               help="Show one view alone, in every format: the groups (with --top, the slowest exchanges), "
-                   "consumer lag per client id and topic-partition, producers per client id and producer id, "
+                   "consumer lag per client id and topic-partition, committed-offset lag per group and "
+                   "topic-partition, requests in flight at once per client id and connection, producers per client id and producer id, "
                    "or consumer-group generations [default: the whole report; -f csv: groups].")
 @click.option("--histogram", is_flag=True, help="Draw a log-scale latency histogram per API.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False),

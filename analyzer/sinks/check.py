@@ -27,9 +27,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from analyzer.model import Conn, Exchange
+from analyzer.sinks.insights import InFlight, group_event, group_stories, rejoins_same_generation
 from analyzer.sinks.insights import elements as _elements
 from analyzer.sinks.insights import fetch_partitions as _fetch_partitions
-from analyzer.sinks.insights import group_event, group_stories, rejoins_same_generation
 from analyzer.sinks.insights import partition_number as _partition_number
 from analyzer.sinks.insights import produce_partitions as _produce_partitions
 from analyzer.sinks.insights import topic_name as _topic_name
@@ -187,6 +187,12 @@ RULES: dict[str, Rule] = {r.id: r for r in (
          "records that cannot be decoded (bad batch, unknown codec, decompression failure)"),
     Rule("correlation-reuse", "error", "connection", "correlation id reused while a request with it is in flight"),
     Rule("response-order", "error", "connection", "responses not in request order on a connection"),
+    Rule("in-flight-idempotent", "error", "connection",
+         "idempotent producer with more than 5 Produce requests in flight on one connection (the broker "
+         "rejects the sixth with OUT_OF_ORDER_SEQUENCE_NUMBER)"),
+    Rule("in-flight-reorder", "warning", "connection",
+         "Produce responses out of request order while more than one Produce is in flight on a connection "
+         "of a producer without idempotence (a retry can reorder its batches)"),
     Rule("fetch-session", "error", "connection",
          "fetch session (KIP-227) misuse: epoch not incrementing, session id 0 with epoch > 0, "
          "FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH"),
@@ -380,6 +386,7 @@ class _ConnState:
     advertised_frame: int = 0
     fallback: list[dict[str, Any]] | None = None    # ApiVersions UNSUPPORTED_VERSION answers
     last_answered: tuple[int, int] | None = None
+    last_produce: tuple[int, int] | None = None     # the latest-sent Produce answered so far
     corr: OrderedDict[int, list[tuple[tuple[int, int], tuple[int, int] | None, tuple[Any, ...]]]] | None = None
     unanswered: list[_Pending] | None = None
     fetch_sid: int = 0              # established fetch session id (0: none)
@@ -590,6 +597,7 @@ class Checker:
         self._encrypted = 0
         self._encrypted_bytes = 0
         self._encrypted_conns: list[str] = []
+        self._inflight = InFlight()     # requests in flight per connection (retired when it ends)
 
     # -- public API ------------------------------------------------------------
     def add(self, ex: Exchange) -> None:
@@ -652,6 +660,8 @@ class Checker:
             self._produce(ex, cs)
         elif ex.api_key == FETCH and "fetch-session" in on and (ex.api_version or 0) >= 7:
             self._fetch_session(ex, cs)
+        if {"in-flight-idempotent", "in-flight-reorder"} & on:
+            self._in_flight(ex, cs)
         if ex.api_key in GROUP_APIS:
             self._group(ex, cs)
 
@@ -1195,6 +1205,49 @@ class Checker:
                 cs.fetch_sid, cs.fetch_next_epoch = new, 1
         elif sid == cs.fetch_sid:
             cs.fetch_next_epoch = 1 if epoch >= INT32_SPAN - 1 else epoch + 1
+
+    # -- rules: requests in flight ------------------------------------------------------
+    def _in_flight(self, ex: Exchange, cs: _ConnState) -> None:
+        depths = self._inflight.add(ex)
+        if ex.api_key != PRODUCE or depths is None:
+            return
+        body = _body(ex.request_tree)
+        pids = sorted({pid for _t, _p, rec in _produce_partitions(body) for b in _records_batches(rec)
+                       if (pid := _int(b.get("producer_id"))) is not None and pid >= 0})
+        produce_depth = depths[1]
+        if pids and produce_depth > 5 and "in-flight-idempotent" in self.rules:
+            b = self._bucket("in-flight-idempotent", "error", cs.name, (),
+                             "{count} Produce request(s) sent with more than 5 Produce requests in flight "
+                             "(up to {max_in_flight}) by idempotent producer id(s) {producer_ids_text} "
+                             "({clients})",
+                             {"max_in_flight": produce_depth, "client_ids": [ex.client_id],
+                              "producer_ids_text": ", ".join(map(str, pids))},
+                             time=ex.request_time or 0.0,
+                             advice="an idempotent producer may have at most 5 requests in flight per "
+                                    "connection: the broker keeps the sequence numbers of the last 5 batches "
+                                    "per partition and rejects others with OUT_OF_ORDER_SEQUENCE_NUMBER; set "
+                                    "max.in.flight.requests.per.connection (librdkafka: max.in.flight) to 5 "
+                                    "or less")
+            b.unite("client_ids", ex.client_id)
+            b.details["max_in_flight"] = max(b.details["max_in_flight"], produce_depth)
+            b.add(_frames_of(ex), ex)
+        rk = _req_key(ex)
+        if ex.response is None or rk is None:
+            return
+        last = cs.last_produce
+        if last is not None and rk < last and not pids and "in-flight-reorder" in self.rules:
+            b = self._bucket("in-flight-reorder", "warning", cs.name, (),
+                             "{count} Produce response(s) came after the response to a later Produce while "
+                             "several were in flight, from a producer without idempotence ({clients}): "
+                             "its batches can be written out of order",
+                             {"client_ids": [ex.client_id]}, time=ex.request_time or 0.0,
+                             advice="set max.in.flight.requests.per.connection=1 (librdkafka: max.in.flight=1) "
+                                    "or enable idempotence (enable.idempotence=true), which keeps the order "
+                                    "with up to 5 in flight")
+            b.unite("client_ids", ex.client_id)
+            b.add(_frames_of(ex), ex)
+        if last is None or rk > last:
+            cs.last_produce = rk
 
     # -- rules: producers (state; judged in finish) ------------------------------------
     def _produce(self, ex: Exchange, cs: _ConnState) -> None:

@@ -56,7 +56,15 @@ from typing import Any
 
 from analyzer._core import EXACT_LIMIT, RELATIVE_ACCURACY, Quantiles, sum_ns
 from analyzer.model import Exchange
-from analyzer.sinks.insights import GROUP_MEMBER_APIS, ConsumerLag, GroupStories, ProducerStories
+from analyzer.sinks.insights import (
+    COMMITTED_APIS,
+    GROUP_MEMBER_APIS,
+    CommittedLag,
+    ConsumerLag,
+    GroupStories,
+    InFlight,
+    ProducerStories,
+)
 from dissectors.field import body_of as _body
 from dissectors.field import int_value as _int
 
@@ -68,7 +76,7 @@ PERCENTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p90", 0.9), ("p99"
 GROUP_KEYS = ("api", "version", "client_id", "client", "broker", "topic", "partition", "conn")
 DEFAULT_BY = ("api", "version")
 DEFAULT_KEEP_TOP = 100
-STATE_VERSION = 2
+STATE_VERSION = 3
 
 
 def keep_top_for(top: int) -> int:
@@ -375,7 +383,7 @@ def _top_sort_key(rec: dict[str, Any]) -> tuple[Any, ...]:
 _WAIT_APIS = frozenset({"Fetch", "JoinGroup", "Produce", "SyncGroup"})
 _NO_CONN: tuple[None, None, None, None] = (None, None, None, None)
 # API keys the stories read (analyzer.sinks.insights): Produce, Fetch, the requests that name a group
-_STORY_KEYS = frozenset({0, 1}) | GROUP_MEMBER_APIS
+_STORY_KEYS = frozenset({0, 1}) | GROUP_MEMBER_APIS | COMMITTED_APIS
 # the figures of a per_second row, in order
 _PER_SECOND = ("requests", "produced_records", "produced_bytes", "fetched_records", "fetched_bytes")
 
@@ -443,6 +451,8 @@ class StatsAccumulator:
         self.lag = ConsumerLag()
         self.producers = ProducerStories()
         self.group_stories = GroupStories()
+        self.committed = CommittedLag()     # committed-offset lag per group and topic-partition
+        self.in_flight = InFlight()         # requests outstanding at once, per connection and client id
 
     # -- feeding ------------------------------------------------------------------
     def add_all(self, exchanges: Iterable[Exchange]) -> StatsAccumulator:
@@ -457,12 +467,16 @@ class StatsAccumulator:
         # appended to the groups' pending lists (see GroupStats)
         self.exchanges += 1
         req, resp = ex.request, ex.response
+        inf = self.in_flight
+        inf.capture = self.source
+        inf.add(ex)
         api = ex.api_name
         if ex.api_key in _STORY_KEYS:
             if ex.api_key == 0:
                 self.producers.add(ex)
             else:
                 self.lag.add(ex)
+                self.committed.add(ex)
                 if ex.api_key != 1:
                     self.group_stories.add(ex)
         # as Exchange.latency_ms / ttfb_ms / request_time / response_time, without the properties;
@@ -695,6 +709,7 @@ class StatsAccumulator:
             if source is not None:
                 rec["capture"] = source
             self._push_top(rec)
+        self.in_flight.renumber(number, source)
         return self
 
     def _describe_conn(self, conn: Any) -> tuple[str | None, str | None, int | str | None, int | None]:
@@ -782,6 +797,8 @@ class StatsAccumulator:
         self.lag.merge(other.lag)
         self.producers.merge(other.producers)
         self.group_stories.merge(other.group_stories)
+        self.committed.merge(other.committed)
+        self.in_flight.merge(other.in_flight)
         return self
 
     # -- state for shipping -------------------------------------------------------
@@ -804,6 +821,8 @@ class StatsAccumulator:
             "consumer_lag": self.lag.to_state(),
             "producers": self.producers.to_state(),
             "group_stories": self.group_stories.to_state(),
+            "committed_lag": self.committed.to_state(),
+            "in_flight": self.in_flight.to_state(),
         }
 
     @classmethod
@@ -825,6 +844,8 @@ class StatsAccumulator:
         acc.lag = ConsumerLag.from_state(st["consumer_lag"])
         acc.producers = ProducerStories.from_state(st["producers"])
         acc.group_stories = GroupStories.from_state(st["group_stories"])
+        acc.committed = CommittedLag.from_state(st["committed_lag"])
+        acc.in_flight = InFlight.from_state(st["in_flight"])
         return acc
 
     # -- reading ------------------------------------------------------------------
@@ -917,6 +938,8 @@ class StatsAccumulator:
             "consumer_lag": self.lag.result(),
             "producers": self.producers.result(),
             "consumer_groups": self.group_stories.result(),
+            "committed_lag": self.committed.result(),
+            "in_flight": self.in_flight.result(),
             "accuracy": self.accuracy(),
         }
 

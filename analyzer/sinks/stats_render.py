@@ -316,12 +316,14 @@ def throughput_table(result: dict[str, Any]) -> TextTable | None:
 
 
 # the views of ``--section`` (README, stats): which part of the report each one is
-SECTIONS = ("groups", "consumer_lag", "producers", "consumer_groups")
+SECTIONS = ("groups", "consumer_lag", "committed_lag", "in_flight", "producers", "consumer_groups")
 
 # what a section says when the captures gave it nothing
 _EMPTY_SECTION = {
     "groups": "No Kafka exchanges.",
     "consumer_lag": "No consumer lag: no answered Fetch gave a high watermark for a partition it fetched.",
+    "committed_lag": "No committed offsets: no OffsetCommit, TxnOffsetCommit or OffsetFetch answer gave one.",
+    "in_flight": "No requests in flight: no request was captured.",
     "producers": "No producers: no Produce request carried record batches v2.",
     "consumer_groups": "No consumer groups: no JoinGroup, SyncGroup or ConsumerGroupHeartbeat exchange.",
 }
@@ -341,7 +343,9 @@ def tables(result: dict[str, Any], section: str | None = None) -> list[TextTable
         thr = throughput_table(result)
         if thr is not None:
             out.append(thr)
-    for name, make in (("consumer_lag", lag_table), ("producers", producer_table), ("consumer_groups", group_table)):
+    for name, make in (("consumer_lag", lag_table), ("committed_lag", committed_lag_table),
+                       ("in_flight", in_flight_table), ("producers", producer_table),
+                       ("consumer_groups", group_table)):
         if section in (None, name):
             t = make(result)
             if t is not None:
@@ -423,6 +427,51 @@ def lag_table(result: dict[str, Any]) -> TextTable | None:
         t.add([who, fmt_key(r["topic"]), fmt_key(r["partition"]), str(r["last"]), str(r["max"]),
                fmt_num(r["mean"]), f"+{r['max_time'] - t0:.3f}s", str(r["samples"])]
               + [fmt_key(r["stable_last"]), fmt_key(r["stable_max"])] * committed)
+    return t
+
+
+def committed_lag_table(result: dict[str, Any]) -> TextTable | None:
+    """Committed-offset lag per group and topic-partition (as kafka-consumer-groups --describe):
+    the latest high watermark seen minus the last committed offset, each with the time it was
+    seen (from the first request); ``unknown`` where no high watermark came after the commit."""
+    rows = result.get("committed_lag") or []
+    if not rows:
+        return None
+    t0 = result["throughput"]["first_time"] or 0.0
+    t = TextTable("Committed-offset lag (records: latest high watermark - last committed offset)",
+                  ["group", "topic", "partition", "committed", "committed at", "high watermark", "hw at", "lag",
+                   "owner (client id)"],
+                  [False, False, True, True, True, True, True, True, False], keys=3)
+    for r in rows:
+        hw_at = r["high_watermark_time"]
+        lag = str(r["lag"]) if r["lag"] is not None else r["note"]
+        t.add([r["group"], fmt_key(r["topic"]), str(r["partition"]), str(r["committed_offset"]),
+               f"+{r['commit_time'] - t0:.3f}s", fmt_key(r["high_watermark"]),
+               f"+{hw_at - t0:.3f}s" if hw_at is not None else "-", lag, fmt_key(r["client_id"])])
+    return t
+
+
+def in_flight_table(result: dict[str, Any]) -> TextTable | None:
+    """Requests in flight at once per client id (over its connections), then the connections
+    with more than one: max (all APIs; Produce), requests by depth when sent, the APIs in
+    flight together, and what the max says of max.in.flight.requests.per.connection."""
+    inf = result.get("in_flight") or {}
+    clients = inf.get("clients") or []
+    if not clients:
+        return None
+    t = TextTable("Requests in flight at once (depth when each request was sent; per connection)",
+                  ["client id / conn", "requests", "max", "max Produce", "1", "2", "3-5", "6+",
+                   "APIs in flight together", "max.in.flight"],
+                  [False, True, True, True, True, True, True, True, False, False], keys=1)
+    rows = [(fmt_key(c["client_id"]), c) for c in clients] + \
+        [(f"conn {c['conn']} ({fmt_key(c['client_id'])})", c) for c in inf.get("connections") or []
+         if c["max_depth"] > 1]
+    for who, c in rows:
+        d = c["depths"]
+        apis = ", ".join(f"{k} {n}" for k, n in list(c["overlapping_apis"].items())[:3]) or "-"
+        t.add([who, str(c["requests"]), str(c["max_depth"]), str(c["max_produce_depth"]),
+               str(d["1"]), str(d["2"]), str(d["3-5"]), str(d["6+"]), apis,
+               c["max_in_flight"].split(": ", 1)[-1]])
     return t
 
 
@@ -595,7 +644,7 @@ def section_json(result: dict[str, Any], section: str | None) -> dict[str, Any]:
         return result
     if section == "groups":
         return {k: result[k] for k in ("by", "groups", "top", "accuracy")}
-    return {section: result.get(section) or []}
+    return {section: result.get(section) or ({} if section == "in_flight" else [])}
 
 
 def write_json(result: dict[str, Any], fp: IO[str]) -> None:
@@ -606,7 +655,7 @@ def write_json(result: dict[str, Any], fp: IO[str]) -> None:
 _CSV_JOINED = ("errors", "waits")
 
 
-CSV_SECTIONS = ("groups", "consumer_lag", "producers", "consumer_groups")
+CSV_SECTIONS = ("groups", "consumer_lag", "committed_lag", "in_flight", "producers", "consumer_groups")
 
 
 def csv_rows(result: dict[str, Any], section: str = "groups") -> tuple[list[str], list[dict[str, Any]]]:
@@ -621,6 +670,21 @@ def csv_rows(result: dict[str, Any], section: str = "groups") -> tuple[list[str]
         lag = result.get("consumer_lag") or []
         header = list(lag[0]) if lag else ["client_id", "group", "topic", "partition", "last", "max"]
         return header, [dict(r) for r in lag]
+    if section == "committed_lag":
+        clag = result.get("committed_lag") or []
+        header = list(clag[0]) if clag else ["group", "topic", "partition", "committed_offset", "lag", "note"]
+        return header, [dict(r) for r in clag]
+    if section == "in_flight":
+        inf = result.get("in_flight") or {}
+        rows = [{"scope": scope, "conn": r.get("conn"), "client": r.get("client"), "broker": r.get("broker"),
+                 "client_id": r["client_id"], "requests": r["requests"], "max_depth": r["max_depth"],
+                 "max_produce_depth": r["max_produce_depth"],
+                 **{f"depth_{b}": n for b, n in r["depths"].items()},
+                 "overlapping_apis": ";".join(f"{k}={n}" for k, n in r["overlapping_apis"].items()),
+                 "max_in_flight": r["max_in_flight"]}
+                for scope, key in (("client_id", "clients"), ("conn", "connections")) for r in inf.get(key) or []]
+        header = list(rows[0]) if rows else ["scope", "conn", "client_id", "max_depth"]
+        return header, rows
     if section == "consumer_groups":
         rows = [{"group_id": g["group_id"], **{k: (";".join(map(str, v)) if isinstance(v, list) else v)
                                                for k, v in gen.items()}}
