@@ -193,3 +193,21 @@ def test_crafted_txn_commit_and_list_offsets() -> None:
                                (1, 200, None, None, UNKNOWN_NO_HW, "TxnOffsetCommit")]
     assert rows[0]["high_watermark_api"] == "ListOffsets"
     assert rows[0]["high_watermark_time"] > rows[0]["commit_time"]
+
+
+def test_the_lag_plot_draws_the_committed_lag_beside_the_position_lag(tmp_path: Path) -> None:
+    """Each committed-offset lag the capture tells is drawn in the lag panel at the time of
+    the high watermark it was taken against, beside the position lag."""
+    from analyzer.sinks.stats_render import committed_points
+
+    path = str(Path(__file__).resolve().parents[1] / "samples" / "group_rdkafka.pcap")
+    res = json.loads(CliRunner().invoke(main, ["stats", "-f", "json", path]).output)
+    t0 = res["throughput"]["first_time"]
+    want = sorted((f"{r['group']} {r['topic']}-{r['partition']} committed", r["high_watermark_time"] - t0, r["lag"])
+                  for r in res["committed_lag"] if r["lag"] is not None)
+    assert len(want) == 2 and sorted(committed_points(res)) == want
+    assert all(5.1 < when < 5.2 and lag == 0 for _n, when, lag in want)
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "lag.png"
+    r = CliRunner().invoke(main, ["stats", "--plot", str(out), path])
+    assert r.exit_code == 0 and out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

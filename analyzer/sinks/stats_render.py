@@ -776,6 +776,16 @@ def lag_lines(result: dict[str, Any], lag: dict[str, list[tuple[float, int]]] | 
     return [(name, [t - t0 for t, _v in pts], [v for _t, v in pts]) for name, pts in ranked if pts][:MAX_PLOT_LAGS]
 
 
+def committed_points(result: dict[str, Any]) -> list[tuple[str, float, int]]:
+    """What the lag panel draws beside the position lag: each group-partition's committed-offset
+    lag where the capture tells it (``committed_lag``), as (name, seconds since the first
+    request at the high watermark it was taken against, lag); the largest, at most MAX_PLOT_LAGS."""
+    t0 = result["throughput"]["first_time"] or 0.0
+    pts = [(f"{r['group']} {r['topic']}-{r['partition']} committed", r["high_watermark_time"] - t0, r["lag"])
+           for r in result.get("committed_lag") or () if r["lag"] is not None]
+    return sorted(pts, key=lambda p: (-p[2], p[0]))[:MAX_PLOT_LAGS]
+
+
 def plot_png(result: dict[str, Any], hists: dict[str, list[tuple[float, int]]],
              series: dict[str, list[tuple[int, int, float, float]]],
              points: dict[str, list[tuple[float, float]]] | None = None, title: str = "",
@@ -793,7 +803,8 @@ def plot_png(result: dict[str, Any], hists: dict[str, list[tuple[float, int]]],
     ncols = 4 if len(apis) > 4 else max(1, len(apis))
     nrows_h = max(1, math.ceil(len(apis) / ncols))
     lags = lag_lines(result, lag)
-    extra = 1 if lags else 0
+    committed = committed_points(result)
+    extra = 1 if lags or committed else 0
     fig = plt.figure(figsize=(4 * ncols if ncols > 2 else 10, 4.2 + 2.6 * nrows_h + 3.2 * extra), dpi=100,
                      layout="constrained")
     gs = fig.add_gridspec(1 + nrows_h + extra, ncols, height_ratios=[1.6] + [1] * nrows_h + [1.3] * extra)
@@ -841,13 +852,16 @@ def plot_png(result: dict[str, Any], hists: dict[str, list[tuple[float, int]]],
         hx.set_xlabel("latency bucket (>=, log scale)", fontsize="small")
         hx.yaxis.set_major_locator(MaxNLocator(integer=True))      # exchanges are counted whole
         hx.tick_params(axis="y", labelsize="small")
-    if lags:
+    if lags or committed:
         lx = fig.add_subplot(gs[1 + nrows_h, :])
         for name, when, lags_at in lags:
             lx.step(when, lags_at, where="post", label=name, marker="o", markersize=2.5)
+        for name, when_c, lag_c in committed:
+            lx.scatter([when_c], [lag_c], marker="D", s=36, label=name, zorder=3)
         lx.set_xlabel("seconds since first request")
         lx.set_ylabel("lag (records)")
-        lx.set_title("consumer lag over time (high watermark - fetch offset, at each Fetch answer)")
+        lx.set_title("consumer lag over time (high watermark - fetch offset, at each Fetch answer; "
+                     "diamonds: committed-offset lag)")
         lx.grid(True, alpha=0.3)
         lx.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
     buf = io.BytesIO()
