@@ -526,7 +526,7 @@ class Dashboard:
         self.title = title
         self.clock = clock
         self.start = clock()
-        self.accumulator = StatsAccumulator(("api",), keep_top=0)
+        self.accumulator = StatsAccumulator(("api",), keep_top=0, views=())
         self.exchanges = 0
         self.statuses: dict[str, int] = {}
         self.errors: dict[str, int] = {}

@@ -41,7 +41,7 @@ from typing import Any, NamedTuple
 from analyzer._core import END_OF_CAPTURE, CaptureError, open_capture
 from analyzer.commands.options import fresh_context
 from analyzer.pipeline import AUTO_LISTED, TLS_SKIPPED, Options, Run, merge_connections
-from analyzer.sinks.stats import StatsAccumulator
+from analyzer.sinks.stats import COSTLY_VIEWS, StatsAccumulator
 from dissectors.context import DecodeContext
 
 __all__ = ["END_OF_CAPTURE", "TopicNames", "Learnt", "LearntTable", "rename_topics", "auto_jobs", "run_stats_sharded", "ShardedResult",
@@ -192,8 +192,8 @@ def rename_topics(acc: StatsAccumulator, names: dict[str, str]) -> StatsAccumula
     """The same figures with topic ids replaced by names (entries that meet are merged)."""
     if not names:
         return acc
-    out = StatsAccumulator(acc.by, keep_top=acc.keep_top)
-    ren = StatsAccumulator(acc.by, keep_top=acc.keep_top)
+    out = StatsAccumulator(acc.by, keep_top=acc.keep_top, views=acc.views)
+    ren = StatsAccumulator(acc.by, keep_top=acc.keep_top, views=acc.views)
     ren.merge(acc)                  # copy of everything but the keyed parts, rebuilt below
     ren.groups = {}
     ren.tp = {}
@@ -201,7 +201,7 @@ def rename_topics(acc: StatsAccumulator, names: dict[str, str]) -> StatsAccumula
     for k, g in acc.groups.items():
         if i is not None and isinstance(k[i], str) and k[i] in names:
             k = k[:i] + (names[k[i]],) + k[i + 1:]
-        part = StatsAccumulator(acc.by, keep_top=0)
+        part = StatsAccumulator(acc.by, keep_top=0, views=())
         part.groups = {k: g}
         out.merge(part)
     for (t, p), row in acc.tp.items():
@@ -264,9 +264,9 @@ def _share(path: str, options: Options, ctx: DecodeContext, k: int, n: int,
 
 
 def _worker(path: str, options: Options, ctx: DecodeContext, k: int, n: int, progress: Any,
-            by: tuple[str, ...], keep_top: int) -> dict[str, Any]:
+            by: tuple[str, ...], keep_top: int, views: tuple[str, ...]) -> dict[str, Any]:
     run, names = _share(path, options, ctx, k, n, progress)
-    acc = StatsAccumulator(by, keep_top=keep_top)
+    acc = StatsAccumulator(by, keep_top=keep_top, views=views)
     for ex in run:
         acc.add(ex)
     # the connections this worker saw, by first packet (their ids, with conn_ids_from_index)
@@ -303,14 +303,15 @@ def _child(conn: Any, work: Callable[..., dict[str, Any]], *args: Any) -> None:
 
 
 def run_stats_sharded(path: str, options: Options, ctx: DecodeContext, by: tuple[str, ...], keep_top: int,
-                      jobs: int, source: str | None = None,
+                      jobs: int, source: str | None = None, views: Iterable[str] = COSTLY_VIEWS,
                       progress: Callable[[int, int], None] | None = None) -> ShardedResult:
     """``StatsAccumulator`` of one capture analysed by ``jobs`` forked workers (see module doc).
 
     Raises ``CaptureError`` when the capture cannot be read (checked before forking, and
     as reported by a worker)."""
-    states = _run_workers(path, options, ctx, jobs, progress, _worker, by, keep_top)
-    return _merge(states, by, keep_top, source)
+    views = tuple(views)
+    states = _run_workers(path, options, ctx, jobs, progress, _worker, by, keep_top, views)
+    return _merge(states, by, keep_top, source, views)
 
 
 @dataclass
@@ -391,15 +392,15 @@ def _run_workers(path: str, options: Options, ctx: DecodeContext, jobs: int,
     return [results[k] for k in range(jobs)]
 
 
-def _merge(states: list[dict[str, Any]], by: tuple[str, ...], keep_top: int, source: str | None
-           ) -> ShardedResult:
+def _merge(states: list[dict[str, Any]], by: tuple[str, ...], keep_top: int, source: str | None,
+           views: tuple[str, ...]) -> ShardedResult:
     firsts = sorted(i for st in states for i in st["conns"])
 
     def number(first: int) -> int:
         return bisect.bisect_left(firsts, first)
 
     table = learnt_ids(ev for st in states for ev in st["learnt"])
-    total = StatsAccumulator(by, keep_top=keep_top)
+    total = StatsAccumulator(by, keep_top=keep_top, views=views)
     exact = True
     for st in states:
         names, ok = resolve_misses(st["misses"], table)

@@ -195,7 +195,7 @@ def test_max_depth_hit_counted_and_analysis_goes_on() -> None:
     assert code == 0 and f"max_depth {run.ctx.limits_hit['max_depth']}" in out
     # stats honours the limit as read does: its figures are those of the trees read shows
     # (the lean walk, which stats reads otherwise, has no depth limit)
-    acc = StatsAccumulator()
+    acc = StatsAccumulator(views=())
     acc.add_all(exs)
     code, out, _ = cli("stats", "-f", "json", "--max-depth", "2", str(path))
     got = json.loads(out)

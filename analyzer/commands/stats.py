@@ -15,7 +15,14 @@ from analyzer.commands.options import capture_options, filter_option, lean_decod
 from analyzer.errors import UserError, stdout_console, warn_damaged
 from analyzer.pipeline import merge_connections
 from analyzer.sinks.insights import LagTimeline
-from analyzer.sinks.stats import GROUP_KEYS, PointSample, StatsAccumulator, keep_top_for, parse_by
+from analyzer.sinks.stats import (
+    COSTLY_VIEWS,
+    GROUP_KEYS,
+    PointSample,
+    StatsAccumulator,
+    keep_top_for,
+    parse_by,
+)
 
 
 def _by_param(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
@@ -88,7 +95,10 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
     # grouped by connection, the groups carry its client and broker too (one each per
     # connection: the same groups), so that a connection is shown with its endpoints
     acc_by = with_endpoints(by)
-    total = StatsAccumulator(acc_by, keep_top=keep_top_for(top))
+    # the costly views (committed lag, in-flight depth) are computed when their section is asked
+    # (and the committed lag for a plot, which draws it)
+    views = tuple(v for v in COSTLY_VIEWS if v == section or (plot_path and v == "committed_lag"))
+    total = StatsAccumulator(acc_by, keep_top=keep_top_for(top), views=views)
     connections: dict[str, Any] | None = None     # why connections were taken as Kafka, or not
     points = PointSample() if plot_path else None
     many = len(captures) > 1
@@ -110,7 +120,7 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
         source = os.path.basename(path) if many else None
         if workers > 1 and os.path.isfile(path):
             res = run_stats_sharded(path, run.pipeline.options, run.ctx, acc_by, total.keep_top, workers,
-                                    source=source, progress=run.progress)
+                                    source=source, views=views, progress=run.progress)
             if res.exact:
                 total.merge(res.acc)
                 if res.connections is not None:
@@ -119,7 +129,7 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
                 continue
             # a topic id learnt between two lookups on other connections: only one
             # process gives the figures one process gives
-        acc = StatsAccumulator(acc_by, keep_top=total.keep_top)
+        acc = StatsAccumulator(acc_by, keep_top=total.keep_top, views=views)
         acc.source = source
         if plot_path:
             acc.lag = LagTimeline()

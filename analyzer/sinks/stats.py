@@ -384,6 +384,9 @@ _WAIT_APIS = frozenset({"Fetch", "JoinGroup", "Produce", "SyncGroup"})
 _NO_CONN: tuple[None, None, None, None] = (None, None, None, None)
 # API keys the stories read (analyzer.sinks.insights): Produce, Fetch, the requests that name a group
 _STORY_KEYS = frozenset({0, 1}) | GROUP_MEMBER_APIS | COMMITTED_APIS
+# views that cost much of stats' time (the committed lag decodes its APIs in full, the
+# in-flight depth follows every request): kept only when asked for (``views``)
+COSTLY_VIEWS = ("committed_lag", "in_flight")
 # the figures of a per_second row, in order
 _PER_SECOND = ("requests", "produced_records", "produced_bytes", "fetched_records", "fetched_bytes")
 
@@ -391,7 +394,8 @@ _PER_SECOND = ("requests", "produced_records", "produced_bytes", "fetched_record
 class StatsAccumulator:
     """Feed Exchanges with ``add``; combine partials with ``merge``; read ``result``."""
 
-    def __init__(self, by: Sequence[str] = DEFAULT_BY, keep_top: int = DEFAULT_KEEP_TOP) -> None:
+    def __init__(self, by: Sequence[str] = DEFAULT_BY, keep_top: int = DEFAULT_KEEP_TOP,
+                 views: Iterable[str] = COSTLY_VIEWS) -> None:
         bad = [b for b in by if b not in GROUP_KEYS]
         if bad:
             raise ValueError(f"unknown group key(s) {', '.join(bad)} (choose from {', '.join(GROUP_KEYS)})")
@@ -451,8 +455,12 @@ class StatsAccumulator:
         self.lag = ConsumerLag()
         self.producers = ProducerStories()
         self.group_stories = GroupStories()
-        self.committed = CommittedLag()     # committed-offset lag per group and topic-partition
-        self.in_flight = InFlight()         # requests outstanding at once, per connection and client id
+        # the views of COSTLY_VIEWS that are kept (None: not asked for, not computed)
+        self.views = views = frozenset(views)
+        # committed-offset lag per group and topic-partition
+        self.committed: CommittedLag | None = CommittedLag() if "committed_lag" in views else None
+        # requests outstanding at once, per connection and client id
+        self.in_flight: InFlight | None = InFlight() if "in_flight" in views else None
 
     # -- feeding ------------------------------------------------------------------
     def add_all(self, exchanges: Iterable[Exchange]) -> StatsAccumulator:
@@ -468,15 +476,17 @@ class StatsAccumulator:
         self.exchanges += 1
         req, resp = ex.request, ex.response
         inf = self.in_flight
-        inf.capture = self.source
-        inf.add(ex)
+        if inf is not None:
+            inf.capture = self.source
+            inf.add(ex)
         api = ex.api_name
         if ex.api_key in _STORY_KEYS:
             if ex.api_key == 0:
                 self.producers.add(ex)
             else:
                 self.lag.add(ex)
-                self.committed.add(ex)
+                if self.committed is not None:
+                    self.committed.add(ex)
                 if ex.api_key != 1:
                     self.group_stories.add(ex)
         # as Exchange.latency_ms / ttfb_ms / request_time / response_time, without the properties;
@@ -709,7 +719,8 @@ class StatsAccumulator:
             if source is not None:
                 rec["capture"] = source
             self._push_top(rec)
-        self.in_flight.renumber(number, source)
+        if self.in_flight is not None:
+            self.in_flight.renumber(number, source)
         return self
 
     def _describe_conn(self, conn: Any) -> tuple[str | None, str | None, int | str | None, int | None]:
@@ -797,8 +808,10 @@ class StatsAccumulator:
         self.lag.merge(other.lag)
         self.producers.merge(other.producers)
         self.group_stories.merge(other.group_stories)
-        self.committed.merge(other.committed)
-        self.in_flight.merge(other.in_flight)
+        if self.committed is not None and other.committed is not None:
+            self.committed.merge(other.committed)
+        if self.in_flight is not None and other.in_flight is not None:
+            self.in_flight.merge(other.in_flight)
         return self
 
     # -- state for shipping -------------------------------------------------------
@@ -809,6 +822,7 @@ class StatsAccumulator:
             "v": STATE_VERSION,
             "by": list(self.by),
             "keep_top": self.keep_top,
+            "views": sorted(self.views),
             "exchanges": self.exchanges,
             "first_time": self.first_time,
             "last_time": self.last_time,
@@ -821,15 +835,15 @@ class StatsAccumulator:
             "consumer_lag": self.lag.to_state(),
             "producers": self.producers.to_state(),
             "group_stories": self.group_stories.to_state(),
-            "committed_lag": self.committed.to_state(),
-            "in_flight": self.in_flight.to_state(),
+            "committed_lag": self.committed.to_state() if self.committed is not None else None,
+            "in_flight": self.in_flight.to_state() if self.in_flight is not None else None,
         }
 
     @classmethod
     def from_state(cls, st: dict[str, Any]) -> StatsAccumulator:
         if st.get("v") != STATE_VERSION:
             raise ValueError(f"stats state version {st.get('v')!r} is not {STATE_VERSION}")
-        acc = cls(st["by"], st["keep_top"])
+        acc = cls(st["by"], st["keep_top"], views=st["views"])
         acc.exchanges = st["exchanges"]
         acc.first_time = st["first_time"]
         acc.last_time = st["last_time"]
@@ -844,8 +858,10 @@ class StatsAccumulator:
         acc.lag = ConsumerLag.from_state(st["consumer_lag"])
         acc.producers = ProducerStories.from_state(st["producers"])
         acc.group_stories = GroupStories.from_state(st["group_stories"])
-        acc.committed = CommittedLag.from_state(st["committed_lag"])
-        acc.in_flight = InFlight.from_state(st["in_flight"])
+        if acc.committed is not None:
+            acc.committed = CommittedLag.from_state(st["committed_lag"])
+        if acc.in_flight is not None:
+            acc.in_flight = InFlight.from_state(st["in_flight"])
         return acc
 
     # -- reading ------------------------------------------------------------------
@@ -938,8 +954,8 @@ class StatsAccumulator:
             "consumer_lag": self.lag.result(),
             "producers": self.producers.result(),
             "consumer_groups": self.group_stories.result(),
-            "committed_lag": self.committed.result(),
-            "in_flight": self.in_flight.result(),
+            **({"committed_lag": self.committed.result()} if self.committed is not None else {}),
+            **({"in_flight": self.in_flight.result()} if self.in_flight is not None else {}),
             "accuracy": self.accuracy(),
         }
 
