@@ -660,7 +660,8 @@ class Checker:
             self._produce(ex, cs)
         elif ex.api_key == FETCH and "fetch-session" in on and (ex.api_version or 0) >= 7:
             self._fetch_session(ex, cs)
-        if {"in-flight-idempotent", "in-flight-reorder"} & on:
+        # (the rules judge Produce requests in flight among Produce requests: only they are followed)
+        if ex.api_key == PRODUCE and {"in-flight-idempotent", "in-flight-reorder"} & on:
             self._in_flight(ex, cs)
         if ex.api_key in GROUP_APIS:
             self._group(ex, cs)
@@ -1209,7 +1210,7 @@ class Checker:
     # -- rules: requests in flight ------------------------------------------------------
     def _in_flight(self, ex: Exchange, cs: _ConnState) -> None:
         depths = self._inflight.add(ex)
-        if ex.api_key != PRODUCE or depths is None:
+        if depths is None:
             return
         body = _body(ex.request_tree)
         pids = sorted({pid for _t, _p, rec in _produce_partitions(body) for b in _records_batches(rec)
