@@ -19,7 +19,7 @@ class CaptureError(Exception): ...
 
 # a record of Stream (see core/src/py.rs for the layouts):
 #   (3, ...) a new connection; (4, ...) its state changed; (5, ...) an exchange;
-#   (6, ...) it ended; (7, ...) it is taken as Kafka, and why; (0, ...), (1, ...), (2, ...)
+#   (6, ...) it ended (and why it was taken as Kafka, or not); (0, ...), (1, ...), (2, ...)
 #   stream events of a connection handed to the front (TLS), or of every connection when
 #   the Stream is made without ``apis``
 Event = tuple[object, ...]

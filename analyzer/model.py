@@ -90,8 +90,8 @@ class Conn:
     syn_seen: bool = False
     client_dir: int | None = None       # set by pairing: the direction that carries requests
     protocol: str | None = None         # "kafka" | "kafka-legacy" | "tls" | None (undecided)
-    # why it is taken as Kafka: "port 9092", "auto: 3 exchanges parsed and answered"; at its end
-    # "unidentified" (not Kafka) or "tls" (not decrypted) too; None while not known
+    # at its end, why it was taken as Kafka: "port 9092", "auto: 3 exchanges parsed and
+    # answered"; or "unidentified" (not Kafka), "tls" (not decrypted); None before its end
     detection: str | None = None
     closed: str | None = None           # "fin" | "rst" | None
     first_ts: float = 0.0

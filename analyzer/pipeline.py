@@ -140,13 +140,17 @@ class Summary:
                 listed.sort(key=_by_conn)
                 del listed[AUTO_LISTED:]
 
+    def auto_listed(self) -> list[dict[str, Any]]:
+        """The connections found by auto-detection that are listed: the AUTO_LISTED first by id."""
+        return sorted(self.auto_detected, key=_by_conn)[:AUTO_LISTED]
+
     def connections_json(self) -> dict[str, Any]:
         """Why connections were taken as Kafka, and those that were not: ``detection``
         (``port 9092`` or ``auto`` -> Kafka connections), ``auto_detected`` (the first ones
         found by auto-detection, with their evidence), ``unidentified`` connections and their
         bytes, TLS connections not decrypted and their bytes (``stats`` reports it;
         ``merge_connections`` adds two)."""
-        return {"detection": dict(self.detection), "auto_detected": sorted(self.auto_detected, key=_by_conn)[:AUTO_LISTED],
+        return {"detection": dict(self.detection), "auto_detected": self.auto_listed(),
                 "unidentified": self.other_connections,
                 "unidentified_bytes": self.bytes_skipped.get(UNIDENTIFIED, 0),
                 "tls_not_decrypted": self.tls_connections,
@@ -173,7 +177,7 @@ class Summary:
             "first_time": self.first_ts,
             "last_time": self.last_ts,
             "detection": dict(self.detection),
-            "auto_detected": sorted(self.auto_detected, key=_by_conn)[:AUTO_LISTED],
+            "auto_detected": self.auto_listed(),
         }
         if self.capture_warning:
             d["capture_warning"] = self.capture_warning
@@ -362,9 +366,6 @@ class Pipeline:
                 continue
             elif kind == 6:         # it ended, after its last exchanges
                 self._closed(r)
-                continue
-            elif kind == 7:         # it is taken as Kafka, and why
-                conns[r[1]].detection = r[2]
                 continue
             elif kind == 0:         # bytes of a handed connection
                 _k, cid, d, off, data, ts, index, now, now_ts = r

@@ -40,7 +40,7 @@ from typing import Any, NamedTuple
 
 from analyzer._core import END_OF_CAPTURE, CaptureError, open_capture
 from analyzer.commands.options import fresh_context
-from analyzer.pipeline import AUTO_LISTED, TLS_SKIPPED, Options, Run, merge_connections
+from analyzer.pipeline import AUTO_LISTED, Options, Run, merge_connections
 from analyzer.sinks.stats import COSTLY_VIEWS, StatsAccumulator
 from dissectors.context import DecodeContext
 
@@ -283,7 +283,7 @@ def _check_worker(path: str, options: Options, ctx: DecodeContext, k: int, n: in
     checker = Checker(**checker_args)
     for ex in run:
         checker.add(ex)
-    checker.encrypted(run.summary.tls, run.summary.bytes_skipped.get(TLS_SKIPPED, 0))
+    checker.encrypted(run.summary)
     return {"checker": checker, "learnt": names.learnt, "misses": names.misses,
             "last_ts": run.summary.last_ts, "warning": run.summary.capture_warning}
 

@@ -89,7 +89,7 @@ from typing import Any
 from analyzer._core import Capture, CaptureError, ConnBatcher, open_capture
 from analyzer.commands.options import fresh_context
 from analyzer.model import Conn, Exchange, pace_collector
-from analyzer.pipeline import TLS_SKIPPED, Options, Pipeline
+from analyzer.pipeline import Options, Pipeline
 from analyzer.shards import LearntTable, TopicNames, learnt_ids, rename_topics, resolve_misses
 from analyzer.sinks.check import Checker, Finding
 from analyzer.sinks.stats import DEFAULT_BY, StatsAccumulator, keep_top_for
@@ -736,7 +736,7 @@ def process_group(gkey: tuple[Any, ...], name: str, feed: Callable[[Pipeline], I
     c["exchanges"].update(s.exchanges)
     c["notes"].update(s.notes)
     c["detection"].update(s.detection)
-    checker.encrypted(s.tls, s.bytes_skipped.get(TLS_SKIPPED, 0))
+    checker.encrypted(s)
     c["counters"].update({"malformed_fields": ctx.malformed, "cut_messages": ctx.cut, "crc_valid": ctx.crc_valid,
                           "crc_invalid": ctx.crc_invalid})
     c["limits"].update(ctx.limits_hit)

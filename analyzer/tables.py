@@ -22,6 +22,8 @@ from typing import Any
 
 from analyzer.model import Conn, Exchange
 from analyzer.sinks.output import exchange_to_json
+from dissectors.field import body_of
+from dissectors.summary import fetch_table
 
 
 @dataclass(frozen=True)
@@ -175,9 +177,6 @@ def _fetch_offsets(ex: Exchange) -> list[tuple[int | None, int | None, int | Non
     """A Fetch's (fetch_offset, high_watermark, last_stable_offset) of each partition of its
     answer, in the order ``Exchange.partitions`` lists them (the answer's rows, in wire
     order); the offset asked of each, from the request's rows."""
-    from dissectors.field import body_of
-    from dissectors.summary import fetch_table
-
     asked = {(topic if topic is not None else tid, idx): off
              for topic, tid, idx, off in fetch_table(body_of(ex.request_tree))}
     return [(asked.get((topic if topic is not None else tid, idx)), hw, lso)

@@ -15,7 +15,6 @@ import click
 
 from analyzer.commands.options import capture_options, filter_option, lean_decode
 from analyzer.errors import warn_damaged
-from analyzer.pipeline import TLS_SKIPPED
 from analyzer.sinks.check import RULES, SEVERITIES, Checker, Finding, count_by_severity
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -96,7 +95,7 @@ def check_command(captures: tuple[str, ...], rules: tuple[str, ...], skip_rules:
                     continue
                 checker.add(ex)
             last_ts, warning = run.summary.last_ts, run.summary.capture_warning
-            checker.encrypted(run.summary.tls, run.summary.bytes_skipped.get(TLS_SKIPPED, 0))
+            checker.encrypted(run.summary)
         findings = checker.finish(capture_end=last_ts)
         warn_damaged(path, warning)
         if many:

@@ -43,7 +43,7 @@ def _conf(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) ->
 @click.argument("captures", nargs=-1, required=True)
 @click.option("--out", "out_dir", required=True, metavar="DIR",
               help="Output directory (local path or Hadoop URI) for the Parquet tables: exchanges, "
-                   "partitions, connections, stats, findings, consumer_lag, producers, consumer_groups. "
+                   "partitions, connections, stats, findings, consumer_lag, committed_lag, producers, consumer_groups. "
                    "A local one must be new or empty, or given with --overwrite.")
 @click.option("--master", default="local[*]", show_default=True,
               help="Spark master: local[N], or spark://HOST:PORT for a standalone cluster.")

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from analyzer.model import Conn, Exchange
+from analyzer.pipeline import TLS_SKIPPED, Summary
 from analyzer.sinks.insights import InFlight, group_event, group_stories, rejoins_same_generation
 from analyzer.sinks.insights import elements as _elements
 from analyzer.sinks.insights import fetch_partitions as _fetch_partitions
@@ -671,16 +672,16 @@ class Checker:
             self.add(ex)
         return self
 
-    def encrypted(self, tls: list[dict[str, Any]], nbytes: int) -> None:
-        """The TLS connections of a run (``Summary.tls``) and the bytes it skipped as TLS not
+    def encrypted(self, summary: Summary) -> None:
+        """The TLS connections of a run (``summary.tls``) and the bytes it skipped as TLS not
         decrypted: those not decrypted are judged at ``finish``."""
-        for t in tls:
+        for t in summary.tls:
             if t.get("decryption", "").startswith("decrypting"):
                 continue
             self._encrypted += 1
             if len(self._encrypted_conns) < MAX_LIST:
                 self._encrypted_conns.append(f"{t.get('client')} -> {t.get('broker')}")
-        self._encrypted_bytes += nbytes
+        self._encrypted_bytes += summary.bytes_skipped.get(TLS_SKIPPED, 0)
 
     def merge(self, other: Checker) -> Checker:
         """Fold another checker's state into this one (for per-partition Spark runs)."""

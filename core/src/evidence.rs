@@ -70,7 +70,6 @@ pub enum Proof {
 pub struct Evidence {
     pub good: u32,
     pub headers: u32,
-    pub weak: u32,
     pub bad: u32,
 }
 
@@ -79,7 +78,7 @@ impl Evidence {
         match p {
             Proof::Good => self.good += 1,
             Proof::Headers => self.headers += 1,
-            Proof::Weak => self.weak += 1,
+            Proof::Weak => {}
             Proof::Bad => self.bad += 1,
         }
     }

@@ -210,12 +210,6 @@ pub enum Out {
     Exchange(Box<ExchangeRec>),
     /// the ending connection's unanswered requests follow as exchanges before this
     Closed(Closed),
-    /// a connection is taken as Kafka, and why: at its first bytes on a `--port` port, or
-    /// when its evidence decides (before the exchanges held until then)
-    Detected {
-        conn: u64,
-        detection: String,
-    },
     /// stream events of a handed connection
     Data {
         conn: u64,
@@ -624,12 +618,6 @@ impl Pairing {
                 handed: self.hand_all,
                 ..link
             };
-            if let (Detect::Port(p), false) = (&link.detect, self.hand_all) {
-                self.out.push(Out::Detected {
-                    conn,
-                    detection: format!("port {p}"),
-                });
-            }
             self.states.insert(
                 conn,
                 ConnState {
@@ -1371,16 +1359,10 @@ impl Pairing {
             || self.held_bytes > evidence::MAX_HELD_TOTAL;
         if ev.confirmed() || (at_end && ev.confirmed_at_end()) {
             let why = ev.describe();
-            let Detect::Held(h) =
-                std::mem::replace(&mut st.link.detect, Detect::Kafka(why.clone()))
-            else {
+            let Detect::Held(h) = std::mem::replace(&mut st.link.detect, Detect::Kafka(why)) else {
                 unreachable!("matched above")
             };
             self.add_held_counts(&h);
-            self.out.push(Out::Detected {
-                conn,
-                detection: why,
-            });
             self.out.extend(h.recs.into_iter().map(Out::Exchange));
         } else if at_end || full {
             self.unidentified(conn);

@@ -11,7 +11,6 @@
 //!                                                                 an exchange
 //! (6, conn, protocol, client_dir, responses_only, any_data, handed, detection)
 //!                                                                 it ended, after its last exchanges
-//! (7, conn, detection)                                            it is taken as Kafka, and why
 //! (0, conn, dir, offset, data, ts, index, now, now_ts)           stream bytes          } of a connection
 //! (1, conn, dir, offset, length, ts, index, reason, now, now_ts)  bytes never captured  } handed to the
 //! (2, conn, dir | None, reason, ts, index, now)                   a direction / it ended} front
@@ -352,9 +351,6 @@ fn records<'py>(
                     lean(py, figures, &r)?,
                 ];
                 pyo3::types::PyTuple::new(py, items)?.into_any()
-            }
-            Out::Detected { conn, detection } => {
-                (7u8, conn, detection).into_pyobject(py)?.into_any()
             }
             Out::Closed(c) => (
                 6u8,
