@@ -869,12 +869,12 @@ def packet_spots(path: str, numbers: set[int]) -> dict[int, PacketSpot | None]:
     """The packets ``numbers`` of a capture (read up to the last of them), None for a
     packet that is not TCP; a number past the capture's end is left out."""
     from analyzer._core import open_capture, parse_packet
-    from analyzer.model import Endpoint
+    from analyzer.model import Endpoint, Packet
 
     out: dict[int, PacketSpot | None] = {}
     last = max(numbers)
     with open_capture(path) as reader:
-        for p in reader:
+        for p in map(Packet._make, reader):
             if p.index in numbers:
                 seg = parse_packet(p.linktype, p.data, p.orig_len)
                 if isinstance(seg, str):        # (why the packet is no TCP segment)

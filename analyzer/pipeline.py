@@ -236,7 +236,7 @@ class Pipeline:
             full_apis = (kafka.NESTED_PAYLOAD_APIS - kafka.CONSUMER_PAYLOAD_APIS) | \
                 ((kafka.CONSUMER_PAYLOAD_APIS | {SASL_HANDSHAKE}) if check else set())
             self.figures = _shared(("figures", ctx.max_array_len, ctx.max_decompressed, topics, check),
-                                   lambda: Figures(APIS, ERRORS, ctx.max_array_len, ctx.max_decompressed,
+                                   lambda: Figures((Field, ErrorsRoot), APIS, ERRORS, ctx.max_array_len, ctx.max_decompressed,
                                                    topics=topics, full_apis=full_apis, check=check,
                                                    consumer=(consumer.SUBSCRIPTION, consumer.ASSIGNMENT)))
         self.summary = Summary()

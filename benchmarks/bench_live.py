@@ -330,8 +330,8 @@ from analyzer.pipeline import Pipeline
 cap, port, fmt = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 packets = []
 with open_capture(cap) as reader:
-    for p in reader:
-        packets.append((p.ts, p.data, p.orig_len))
+    for _i, ts, _lt, data, orig_len in reader:
+        packets.append((ts, data, orig_len))
 options, ctx = options_from_kwargs({"ports": (port,)}, decode="lite" if fmt == "stats" else "full")
 pipe = Pipeline(options, ctx)
 if fmt == "stats":

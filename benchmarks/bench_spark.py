@@ -39,11 +39,11 @@ from tests.pcapgen import TcpPacket, replicate, write_pcap  # noqa: E402
 def make_capture(sample: Path, packets: int, path: str) -> int:
     pkts: list[TcpPacket] = []
     with open_capture(str(sample)) as r:
-        for p in r:
-            seg = parse_packet(p.linktype, p.data, p.orig_len)
+        for _i, ts, linktype, data, orig_len in r:
+            seg = parse_packet(linktype, data, orig_len)
             if not isinstance(seg, str):        # (a str: why the packet is no TCP segment)
                 sip, sport, dip, dport, seq, ack, flags, payload, _missing = seg
-                pkts.append(TcpPacket(p.ts, sip, dip, sport, dport, flags, seq, ack, payload))
+                pkts.append(TcpPacket(ts, sip, dip, sport, dport, flags, seq, ack, payload))
     span = pkts[-1].ts - pkts[0].ts + 0.5
     copies = -(-packets // len(pkts))
     out = replicate(pkts, copies, port_step=1, time_step=span)

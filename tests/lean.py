@@ -12,7 +12,7 @@ from analyzer.pipeline import _add_counts, _take_lean_response
 from dissectors import consumer, kafka
 from dissectors.context import DecodeContext
 from dissectors.errors import ERRORS
-from dissectors.field import Field
+from dissectors.field import ErrorsRoot, Field
 from dissectors.schema import APIS
 from tests.conftest import SAMPLES
 from tests.pcapgen import TcpFlow, kafka_frame, write_pcap
@@ -25,7 +25,7 @@ def figures(ctx: DecodeContext) -> Figures:
     key = (ctx.max_array_len, ctx.max_decompressed)
     f = _FIGURES.get(key)
     if f is None:
-        f = _FIGURES[key] = Figures(APIS, ERRORS, *key, consumer=(consumer.SUBSCRIPTION, consumer.ASSIGNMENT))
+        f = _FIGURES[key] = Figures((Field, ErrorsRoot), APIS, ERRORS, *key, consumer=(consumer.SUBSCRIPTION, consumer.ASSIGNMENT))
     return f
 
 

@@ -14,6 +14,8 @@ need_apt=()
 command -v tshark  >/dev/null 2>&1 || need_apt+=(tshark)
 command -v tcpdump >/dev/null 2>&1 || need_apt+=(tcpdump)
 command -v java    >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+# live --metrics is checked against a real Prometheus (tests/test_live_metrics.py)
+command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "installing Debian packages: ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -25,14 +27,16 @@ fi
 # this checkout (the README says so too): say it before doing it.
 echo "installing this checkout ($(pwd)) in editable mode (the native core built by maturin) with its test, spark, plot, tls and tables extras" \
      "(pip install -e; it replaces any kafkawire-sniff installed in $(command -v python3))"
-python3 -m pip install -q --disable-pip-version-check -e '.[test,spark,plot,tls,tables]'
+# (the core with its test probes, analyzer._core.probe_*: the cargo feature `probe`)
+MATURIN_PEP517_ARGS="--features probe" \
+  python3 -m pip install -q --disable-pip-version-check -e '.[test,spark,plot,tls,tables]'
 
 # the native core: format, lints, unit tests (without the Python binding, which links
 # only inside Python), then each fuzz target for a bounded time from the samples
 (
   cd core
   cargo fmt --check
-  cargo clippy -q --all-targets -- -D warnings
+  cargo clippy -q --all-targets --features probe -- -D warnings
   cargo clippy -q --no-default-features --all-targets -- -D warnings
   cargo test -q --no-default-features
 )

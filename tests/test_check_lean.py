@@ -16,7 +16,7 @@ import crc32c
 from analyzer.pipeline import Options, Run
 from analyzer.sinks.check import Checker
 from dissectors.context import DecodeContext
-from dissectors.field import Field
+from dissectors.field import ErrorsRoot, Field
 from dissectors.kafka import decode_response
 from tests.conftest import SAMPLES, SHARED_CAPTURES, capture_paths
 from tests.lean import damaged_capture
@@ -149,13 +149,13 @@ def test_an_apiversions_answer_carries_its_table_in_both_trees() -> None:
     table = {0: (3, 9), 3: (1, 13), 18: (0, 3)}
     fkeys = full.child("body").child("api_keys")
     assert fkeys.extra == {"versions": table} and len(fkeys.children) == 4
-    tree, counts = Figures(APIS, ERRORS, check=True).response(data, 18, 3)
+    tree, counts = Figures((Field, ErrorsRoot), APIS, ERRORS, check=True).response(data, 18, 3)
     lkeys = tree.children[0].child("api_keys")
     assert isinstance(lkeys, Field) and lkeys.extra == {"versions": table}
     assert lkeys.children is None and (lkeys.offset, lkeys.length) == (fkeys.offset, fkeys.length)
     assert counts[0] == 0
     # (without check the walk keeps neither)
-    plain, _ = Figures(APIS, ERRORS).response(data, 18, 3)
+    plain, _ = Figures((Field, ErrorsRoot), APIS, ERRORS).response(data, 18, 3)
     assert plain.children[0].child("api_keys") is None
 
 
@@ -170,7 +170,7 @@ def test_lean_records_carry_the_batches_full_trees_carry() -> None:
     for data, _resp, _starts in _produce_requests():
         full = decode_request(data, DecodeContext())
         header = full.child("header")
-        tree, _ = Figures(APIS, ERRORS, check=True).request(data, header.offset + header.length)
+        tree, _ = Figures((Field, ErrorsRoot), APIS, ERRORS, check=True).request(data, header.offset + header.length)
         fb = [f.extra["batches"] for f in full.walk() if f.type == "records"]
         lb = [f.extra["batches"] for f in tree.walk() if f.type == "records"]
         assert lb == fb

@@ -156,15 +156,16 @@ def test_pcapng_of_several_link_types_reads_back(tmp_path: Path, nanos: bool) ->
     """With several link types in the capture the cut is a pcapng, an interface per link type:
     the core and tshark read it back, packets and times as written."""
     from analyzer._core import open_capture
+    from analyzer.model import Packet
     from analyzer.sinks.pcapwrite import _pcapng_head, _pcapng_packet
 
     with open_capture(str(SAMPLES / "produce_fetch_kafkapython_gzip_pcapng.pcapng")) as cap:
-        packets = list(cap)
+        packets = list(map(Packet._make, cap))
     out = tmp_path / "multi.pcapng"
     out.write_bytes(_pcapng_head([113, 1], 65535, nanos)
                     + b"".join(_pcapng_packet(p.ts, 1, p.data, p.orig_len, nanos) for p in packets))
     with open_capture(str(out)) as cap:
-        back = list(cap)
+        back = list(map(Packet._make, cap))
         assert cap.format == "pcapng" and sorted(cap.linktypes) == [1, 113]
     assert [(p.linktype, p.data, p.orig_len) for p in back] == [(1, p.data, p.orig_len) for p in packets]
     unit = 1e-9 if nanos else 1e-6

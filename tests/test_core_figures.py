@@ -21,7 +21,7 @@ from analyzer._core import Figures
 from dissectors import kafka
 from dissectors.context import DecodeContext
 from dissectors.errors import ERRORS
-from dissectors.field import Field
+from dissectors.field import ErrorsRoot, Field
 from dissectors.schema import APIS, FieldDef, in_range, is_flexible
 from tests.conftest import SHARED_CAPTURES
 from tests.lean import dump, figures, lean_request, lean_response
@@ -327,10 +327,10 @@ def test_versions_past_the_known_ones_walk_as_the_latest(api_key: int) -> None:
     top = api.max_version
     enc = Encoder(top, is_flexible(api, top), random.Random(f"newer/{api_key}"))
     req, resp = enc.struct(api.request), enc.struct(api.response)
-    fig = Figures(APIS, ERRORS)
+    fig = Figures((Field, ErrorsRoot), APIS, ERRORS)
     assert fig.covers(api_key, top) and not fig.covers(api_key, top + 1) and not fig.covers(9999, 0)
     # an API left to the full decoder (what the pipeline does with nested payloads)
-    assert not Figures(APIS, ERRORS, full_apis={api_key}).covers(api_key, top)
+    assert not Figures((Field, ErrorsRoot), APIS, ERRORS, full_apis={api_key}).covers(api_key, top)
     for v in (top, top + 1, top + 7):
         head = struct.pack(">hhi", api_key, v, 7) + b"\x00\x03cli\x00"
         q = lean_request(head + req, len(head), DecodeContext())
@@ -342,7 +342,7 @@ def test_versions_past_the_known_ones_walk_as_the_latest(api_key: int) -> None:
 
 
 def test_unknown_api_and_short_request() -> None:
-    fig = Figures(APIS, ERRORS)
+    fig = Figures((Field, ErrorsRoot), APIS, ERRORS)
     assert fig.response(b"\x00\x00\x00\x07", 9999, 0) is None
     tree, counts = fig.request(struct.pack(">hhi", 9999, 0, 1) + b"\x00\x00", 10)
     assert (tree.name, tree.type, tree.children) == ("request", "Request", []) and counts[0] == 0
@@ -374,8 +374,8 @@ def test_topics_kept_for_grouping_as_the_full_decoder_reads_them() -> None:
     tree, and so does what a summary line says of it (schema-shaped requests of every API
     version, the captures' requests, and damaged ones); with topics off, the lean tree is
     what it was."""
-    fig = Figures(APIS, ERRORS, topics=True)
-    plain = Figures(APIS, ERRORS)
+    fig = Figures((Field, ErrorsRoot), APIS, ERRORS, topics=True)
+    plain = Figures((Field, ErrorsRoot), APIS, ERRORS)
     rng = random.Random(3)
     calls = [c for c in (*schema_calls(3), *capture_calls()) if c[0] == "q"]
     n = named = 0

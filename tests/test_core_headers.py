@@ -58,6 +58,7 @@ from dissectors.header import MAX_NEWER_PLAUSIBLE, api_table, response_correlati
 from tests import legacy_captures
 from tests.conftest import SAMPLES, SHARED_CAPTURES
 from tests.pcapgen import uvarint
+from tests.probes import probes
 
 SEED = 20240611
 PREFIX = 80                      # prefixes of a frame's first bytes checked
@@ -186,7 +187,7 @@ def compare_acks(d: Diff, data: bytes, h: header.RequestHeader) -> None:
     except OverflowError:
         OVERFLOWS[0] += 1
         py = None                # the core's answer, deliberately (see the module doc)
-    d.same("produce_acks", (data, h), py, _core.probe_produce_acks(data, h))
+    d.same("produce_acks", (data, h), py, probes.probe_produce_acks(data, h))
 
 
 # --- inputs
@@ -420,8 +421,8 @@ def test_printable_every_code_point() -> None:
     """The core's printable check is str.isprintable for every code point (the core follows
     Unicode 14.0.0, Python 3.11's; another Python's Unicode would differ here)."""
     bad = [cp for cp in range(0x110000)
-           if not 0xD800 <= cp < 0xE000 and _core.probe_is_printable(chr(cp)) != chr(cp).isprintable()]
-    core_version = ".".join(map(str, _core.probe_unicode_version()))
+           if not 0xD800 <= cp < 0xE000 and probes.probe_is_printable(chr(cp)) != chr(cp).isprintable()]
+    core_version = ".".join(map(str, probes.probe_unicode_version()))
     assert not bad, (f"{len(bad)} code points differ (Python's Unicode {unicodedata.unidata_version}, the core's "
                      f"{core_version}): {[hex(c) for c in bad[:20]]}")
     print(f"printable: {0x110000 - 0x800} code points compared")
@@ -439,7 +440,7 @@ def test_utf8_replace_decoding() -> None:
     rng = random.Random(SEED)
     cases += [bytes(rng.choice(tell + [0x61]) for _ in range(rng.randrange(1, 12))) for _ in range(20000)]
     for c in cases:
-        d.same("decode", (c,), c.decode("utf-8", "replace"), _core.probe_decode_utf8(c))
+        d.same("decode", (c,), c.decode("utf-8", "replace"), probes.probe_decode_utf8(c))
     d.check("utf-8 replace")
 
 
@@ -455,9 +456,9 @@ def test_capture_requests_are_the_decoders(source: str, table: Any, exchanges: d
     bad: list[str] = []
     prefixes = 0
     for f in frames:
-        h = _core.probe_request_header(table, f.data, f.truncated, False)
+        h = probes.probe_request_header(table, f.data, f.truncated, False)
         want = decoder_header(f.data, f.size if f.truncated else None)
-        checked = _core.probe_request_header(table, f.data, f.truncated, True)
+        checked = probes.probe_request_header(table, f.data, f.truncated, True)
         if h is None or want is None or tuple(h) != want:
             bad.append(f"{f.data[:40]!r}: core {h!r}, decoder {want!r}")
         elif (checked is True and not f.truncated) or (checked is not True and checked != h):
@@ -465,10 +466,10 @@ def test_capture_requests_are_the_decoders(source: str, table: Any, exchanges: d
         for n in range(min(len(f.data), PREFIX) + 1):
             p = f.data[:n]
             prefixes += 1
-            got = _core.probe_request_header(table, p, False, False)
+            got = probes.probe_request_header(table, p, False, False)
             if got is not None and got != h:
                 bad.append(f"{p!r}: the prefix parses to {got!r}, the frame to {h!r}")
-            if n >= 10 and _core.probe_request_header(table, p, True, True) is False:
+            if n >= 10 and probes.probe_request_header(table, p, True, True) is False:
                 bad.append(f"{p!r}: the framer's peek rejects a prefix of {h!r}")
     print(f"{source}: {len(frames)} requests, {prefixes} prefixes")
     assert not bad, f"{len(bad)} differences:\n" + "\n".join(bad[:20])
@@ -490,7 +491,7 @@ def test_random_requests_are_the_decoders(table: Any) -> None:
         api = schema.APIS.get(api_key)
         if api is None or not 0 <= api_version <= api.max_version:
             continue        # (the decoder guesses other headers its own way)
-        got = _core.probe_request_header(table, data, False, False)
+        got = probes.probe_request_header(table, data, False, False)
         parsed += got is not None
         d.same("request_header", (data,), decoder_header(data), None if got is None else tuple(got))
     d.check(f"random requests ({parsed} parsed)")
@@ -511,9 +512,9 @@ def test_plausible_keys_and_versions(which: str) -> None:
             for api_version in list(range(-2, 50)) + edges:
                 hv = schema.request_header_version(api_key, api_version)
                 data, want = well_formed(api_key, api_version, hv)
-                d.same("parse", (data,), want, _core.probe_request_header(table, data, False, False))
+                d.same("parse", (data,), want, probes.probe_request_header(table, data, False, False))
                 ok = plausible_pair(apis, api_key, api_version)
-                d.same("check", (data,), want if ok else False, _core.probe_request_header(table, data, False, True))
+                d.same("check", (data,), want if ok else False, probes.probe_request_header(table, data, False, True))
     d.check(f"{which} table")
 
 
@@ -529,7 +530,7 @@ def test_newer_versions_window(table: Any) -> None:
             continue
         for version, ok in ((top, True), (top + MAX_NEWER_PLAUSIBLE, True), (top + MAX_NEWER_PLAUSIBLE + 1, False)):
             data, want = well_formed(api_key, version, schema.request_header_version(api_key, version))
-            got = _core.probe_request_header(table, data, False, True)
+            got = probes.probe_request_header(table, data, False, True)
             assert got == (want if ok else False), (api_key, version, got)
         tried += 1
     assert tried > 50
@@ -549,13 +550,13 @@ def check_invariants(bad: list[str], table: Any, data: bytes, size: int | None =
 
     parsed = {}
     for partial in (False, True):
-        h = _core.probe_request_header(table, data, partial, False)
+        h = probes.probe_request_header(table, data, partial, False)
         if h is not None and not 8 <= h[4] <= n:
             fail(f"header_len (partial={partial})", h)
-        checked = _core.probe_request_header(table, data, partial, True)
+        checked = probes.probe_request_header(table, data, partial, True)
         if not (checked is False or checked is True and partial or checked == h and h is not None):
             fail(f"check (partial={partial}) against {h!r}", checked)
-        acks = None if h is None else _core.probe_produce_acks(data, h)
+        acks = None if h is None else probes.probe_produce_acks(data, h)
         if acks is not None and not -32768 <= acks <= 32767:
             fail("acks", (h, acks))
         parsed[partial] = (h, checked)
@@ -566,26 +567,26 @@ def check_invariants(bad: list[str], table: Any, data: bytes, size: int | None =
         slen = struct.unpack_from(">h", data, 8)[0]
         sizes |= {max(slen + 9, 0), max(slen + 10, 0)}
     for s in sizes:
-        h = _core.probe_sane_request(table, data, s)
+        h = probes.probe_sane_request(table, data, s)
         if h is not None and (h[0] < 0 or h[1] < 0 or h[3] and not h[3].isprintable() or not 8 <= h[4] <= n):
             fail(f"sane_request({s})", h)
     whole = parsed[False][1]
-    if whole is not False and whole is not True and whole[5] != 0 and _core.probe_sane_request(table, data, n) != whole:
+    if whole is not False and whole is not True and whole[5] != 0 and probes.probe_sane_request(table, data, n) != whole:
         fail("sane_request of a plausible header", whole)     # (of header v0 it reads bytes 8-9 as a client_id length)
-    if _core.probe_response_correlation_id(data) != response_correlation_id(data):
-        fail("correlation id", _core.probe_response_correlation_id(data))
+    if probes.probe_response_correlation_id(data) != response_correlation_id(data):
+        fail("correlation id", probes.probe_response_correlation_id(data))
     check_legacy(bad, data)
 
 
 def check_legacy(bad: list[str], data: bytes) -> None:
     for complete in (True, False):
-        score = _core.probe_legacy_request_score(data, complete)
+        score = probes.probe_legacy_request_score(data, complete)
         if not 0 <= score <= 100:
             bad.append(f"legacy score (complete={complete}) {data!r}: {score}")
-    if _core.probe_legacy_request_plausible(data) not in (True, False):
+    if probes.probe_legacy_request_plausible(data) not in (True, False):
         bad.append(f"legacy_request_plausible {data!r}")
     for t in LEGACY_TYPES:
-        if _core.probe_legacy_response_plausible(data, t) not in (True, False):
+        if probes.probe_legacy_response_plausible(data, t) not in (True, False):
             bad.append(f"legacy_response_plausible {data!r}, {t}")
 
 
@@ -624,11 +625,11 @@ def test_legacy_score_separates_the_protocols(table: Any, exchanges: dict[str, l
     # (the samples hold 236 0.8+ requests; with ../shared's captures beside them, thousands)
     assert len(requests) > 20 and len(modern) > (500 if SHARED_CAPTURES.is_dir() else 200)
     for data in requests:
-        score = _core.probe_legacy_request_score(data, True)
-        also_modern = _core.probe_request_header(table, data, False, True) is not False
+        score = probes.probe_legacy_request_score(data, True)
+        also_modern = probes.probe_request_header(table, data, False, True) is not False
         assert score >= (LEGACY_OVER_MODERN if also_modern else LEGACY_FROM), (score, also_modern, data[:24])
-    assert any(_core.probe_request_header(table, data, False, True) for data in requests)   # the 4-byte topic
-    scores = {f.data[:24]: _core.probe_legacy_request_score(f.data, True) for f in modern}
+    assert any(probes.probe_request_header(table, data, False, True) for data in requests)   # the 4-byte topic
+    scores = {f.data[:24]: probes.probe_legacy_request_score(f.data, True) for f in modern}
     high = {k: s for k, s in scores.items() if s >= LEGACY_FROM}
     assert not high, high
     print(f"legacy: {len(requests)} requests, 0.8+: {len(modern)} requests, highest {max(scores.values())}")
@@ -641,14 +642,14 @@ def test_legacy_framing_checks(exchanges: dict[str, list[Exchange]]) -> None:
     requests, responses = legacy_frames(exchanges)
     assert len(responses) > 10
     for data in requests:
-        assert _core.probe_legacy_request_plausible(data[:16]), data[:16]
-        assert _core.probe_legacy_request_plausible(data), data[:16]
+        assert probes.probe_legacy_request_plausible(data[:16]), data[:16]
+        assert probes.probe_legacy_request_plausible(data), data[:16]
     for data, rtype in responses:
         for t in (rtype, None):
-            assert _core.probe_legacy_response_plausible(data[:16], t), (t, data[:16])
-            assert _core.probe_legacy_response_plausible(data, t), (t, data[:16])
+            assert probes.probe_legacy_response_plausible(data[:16], t), (t, data[:16])
+            assert probes.probe_legacy_response_plausible(data, t), (t, data[:16])
     for t in range(-3, 20):
-        assert _core.probe_legacy_expects_response(t) == legacy.legacy_expects_response(t), t
+        assert probes.probe_legacy_expects_response(t) == legacy.legacy_expects_response(t), t
 
 
 def test_legacy_random_and_mutated(exchanges: dict[str, list[Exchange]]) -> None:
@@ -675,7 +676,7 @@ def test_produce_acks(table: Any) -> None:
     for _ in range(4000):
         data = produce_request(rng, rng.randrange(0, 14))
         for partial in (False, True):
-            t = _core.probe_request_header(table, data, partial, False)
+            t = probes.probe_request_header(table, data, partial, False)
             if t is not None:
                 compare_acks(d, data, header.RequestHeader(*t))
     d.check(f"produce acks ({OVERFLOWS[0]} of them where Python raises OverflowError and the core says None)")
@@ -700,8 +701,8 @@ def test_varints_and_tagged_fields() -> None:
             want: Any = (min(value, (1 << 64) - 1), nxt)     # the core saturates past 64 bits
         except ValueError:
             want = None
-        d.same("read_uvarint", (data, pos), want, _core.probe_read_uvarint(data, pos))
-        got = _core.probe_skip_tagged_fields(data, pos)
+        d.same("read_uvarint", (data, pos), want, probes.probe_read_uvarint(data, pos))
+        got = probes.probe_skip_tagged_fields(data, pos)
         try:
             want = decoder.read_tagged({}, data, pos, len(data), [], decoder.State(DecodeContext()), True)
         except decoder._Bad as e:
@@ -712,7 +713,7 @@ def test_varints_and_tagged_fields() -> None:
         d.same("skip_tagged_fields", (data, pos), want, got)
     d.check(f"varints and tagged fields ({longer} sections the core reads with a varint the decoder finds too long)")
     # the difference: one tagged field, its count 1 written in 6 bytes, then tag 0 and size 0
-    assert _core.probe_skip_tagged_fields(b"\x81\x80\x80\x80\x80\x00\x00\x00", 0) == 8
+    assert probes.probe_skip_tagged_fields(b"\x81\x80\x80\x80\x80\x00\x00\x00", 0) == 8
 
 
 def _sasl_handshake(rng: random.Random) -> tuple[bytes, bytes]:
@@ -737,13 +738,13 @@ def test_sasl_handshake(table: Any, exchanges: dict[str, list[Exchange]]) -> Non
     rng = random.Random(SEED + 5)
     pairs += [_sasl_handshake(rng) for _ in range(300)]
     for req, resp in pairs:
-        h = _core.probe_request_header(table, req, False, False)
+        h = probes.probe_request_header(table, req, False, False)
         assert h is not None
         body = kafka.decode_request(req, ctx).child("body")
         mech = body.get("mechanism") if body is not None and h[1] <= 1 else None     # h[1]: api_version
-        d.same("sasl_handshake_mechanism", (req,), mech, _core.probe_sasl_handshake_mechanism(req, h))
+        d.same("sasl_handshake_mechanism", (req,), mech, probes.probe_sasl_handshake_mechanism(req, h))
         if resp is not None:
             rbody = kafka.decode_response(resp, 17, h[1], ctx).child("body")
             code = rbody.get("error_code") if rbody is not None else None
-            d.same("response_error_code", (resp,), code, _core.probe_response_error_code(resp, 4))
+            d.same("response_error_code", (resp,), code, probes.probe_response_error_code(resp, 4))
     d.check(f"sasl handshake ({len(pairs)} requests)")

@@ -1,6 +1,6 @@
 """The native lean records summary (core/src/records.rs) against two oracles.
 
-``analyzer._core.probe_records_summary`` runs ``records::lean_summary``. Its reference is the
+``analyzer.probes.probe_records_summary`` runs ``records::lean_summary``. Its reference is the
 Python summary it was ported from (tests/records_reference.py, kept as the oracle); both are
 compared on: every records field of every Produce request and Fetch response in the
 repo's samples and in ../shared/captures (skipped with a reason when ../shared is
@@ -41,6 +41,7 @@ from analyzer import _core
 from dissectors.compression import xxh32
 from dissectors.context import DecodeContext
 from dissectors.records import decode_records
+from tests.probes import probes
 from tests.records_reference import lean_summary
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,7 +82,7 @@ def python_summary(data: bytes, start: int, end: int, max_array_len: int, max_de
 
 def core_summary(data: bytes, start: int, end: int, max_array_len: int, max_decompressed: int) -> dict:
     (records, codec, crc_ok, truncated, crc_valid, crc_invalid, malformed, notes,
-     limits) = _core.probe_records_summary(data, start, end, max_array_len, max_decompressed)
+     limits) = probes.probe_records_summary(data, start, end, max_array_len, max_decompressed)
     return {"records": records, "codec": codec, "crc_ok": crc_ok, "truncated": truncated,
             "crc_valid": crc_valid, "crc_invalid": crc_invalid, "malformed": malformed,
             "notes": notes, "limits": dict(Counter(limits))}

@@ -46,7 +46,7 @@ def _ndjson(capture: str) -> tuple[dict[str, Any], ...]:
 
 def _selected(capture: str, expr: str, decode: str = "full") -> list[Key]:
     """The exchanges the filter keeps, in-process, as ``read`` and ``stats`` run it."""
-    from analyzer.cli import iter_captures
+    from analyzer.commands.options import iter_captures
     from analyzer.sinks.output import exchange_to_json
 
     flt = compile_filter(expr)
@@ -413,7 +413,7 @@ def test_tree_path_any_partition_over_a_threshold() -> None:
 def test_cheap_filters_decode_no_trees() -> None:
     """stats (lean trees): a filter on the exchange's fields decodes nothing again; a tree test
     behind `&&` decodes only the exchanges that pass the cheap test before it."""
-    from analyzer.cli import iter_captures
+    from analyzer.commands.options import iter_captures
     from dissectors.kafka import CONSUMER_PAYLOAD_APIS, NESTED_PAYLOAD_APIS
 
     exchanges = _ndjson(GROUP)
@@ -542,9 +542,8 @@ def test_live_counts_what_the_filter_keeps() -> None:
 
     pkts = []
     with open_capture(GROUP) as reader:
-        for p in reader:
-            pkts.append((p.ts, p.data, p.orig_len))
-            lt = p.linktype
+        for _i, ts, lt, data, orig_len in reader:
+            pkts.append((ts, data, orig_len))
     pipe = Pipeline(Options(ports=(0,)))
     got: list[Any] = []
     res = live.LiveSession(pipe, live.ReplaySource(pkts, lt, per_read=9), got.append, count=3,

@@ -36,6 +36,7 @@ from tests.pcapgen import (
     run_batched,
     write_pcap,
 )
+from tests.probes import probes
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "captures"
@@ -175,14 +176,14 @@ TABLE = _core.HeaderTable(api_table())
 
 def core_header(data: bytes, partial: bool = False) -> RequestHeader | None:
     """The core's request-header parser (``kafka::request_header`` without the check)."""
-    h = _core.probe_request_header(TABLE, data, partial, False)
+    h = probes.probe_request_header(TABLE, data, partial, False)
     return None if h is None else RequestHeader(*h)
 
 
 def core_plausible(data: bytes, prefix: bool = False) -> Any:
     """The core's check of a request frame: the header (a truthy tuple) when plausible and
     parsed whole, True when judged on a cut client id, else False."""
-    return _core.probe_request_header(TABLE, data, prefix, True)
+    return probes.probe_request_header(TABLE, data, prefix, True)
 
 
 def test_request_header_parser_against_a_plain_reading() -> None:

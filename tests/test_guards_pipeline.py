@@ -49,6 +49,7 @@ from tests.pcapgen import (
     run_batched,
     write_pcap,
 )
+from tests.probes import probes
 
 API_VERSIONS_V0 = b"\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x03"   # no error, one key
 
@@ -602,7 +603,7 @@ def plausible(data: bytes, prefix: bool = False) -> Any:
     """The core's check of a 0.8+ request frame (``prefix``: only its first bytes): the header
     (a truthy tuple) when plausible and parsed whole, True when judged on a cut client id, else
     False."""
-    return _core.probe_request_header(TABLE, data, prefix, True)
+    return probes.probe_request_header(TABLE, data, prefix, True)
 
 
 def _first_request(tmp_path: Path, data: bytes, syn: bool, snap: int = 0) -> tuple[Any, ...]:
@@ -633,7 +634,7 @@ def test_first_request_protocol_at_the_legacy_score_bounds(tmp_path: Path) -> No
     at65 = w.fetch_request("a:b", 0, -1, 0)                   # a topic Kafka would refuse: 25 + 40
     at50 = w.fetch_request("a:b" + "x" * 57, 0x7FFFFFFF, -1, 0)   # and a partition past 65535: -15
     # the core's pre-0.8 score and 0.8+ check of a whole frame (core/src/legacy.rs, kafka.rs)
-    assert [_core.probe_legacy_request_score(f[4:], True) for f in (at80, at75, at65, at50)] == [80, 75, 65, 50]
+    assert [probes.probe_legacy_request_score(f[4:], True) for f in (at80, at75, at65, at50)] == [80, 75, 65, 50]
     assert [bool(plausible(f[4:])) for f in (at80, at75, at65, at50)] == [True, True, True, False]
     for syn in (True, False):
         assert _first_request(tmp_path, at80, syn) == (0, "kafka-legacy", [("unanswered", "FETCH", None)])

@@ -27,6 +27,7 @@ from dissectors.legacy import (
     legacy_partitions,
 )
 from tests import legacy_captures as w
+from tests.probes import probes
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 SEED_003 = SHARED / "seeds" / "003_70453c66919b3262.txt"
@@ -43,13 +44,13 @@ TABLE = _core.HeaderTable(api_table())
 
 def legacy_score(data: bytes, complete: bool = True) -> int:
     """The core's score of a first request frame as pre-0.8: 0 impossible .. 100 certain."""
-    return int(_core.probe_legacy_request_score(data, complete))
+    return int(probes.probe_legacy_request_score(data, complete))
 
 
 def modern_header(data: bytes) -> tuple[Any, ...] | None:
     """The core's 0.8+ reading of a whole request frame's header (no plausibility check):
     (api_key, api_version, correlation_id, client_id, header_len, header_version) or None."""
-    h = _core.probe_request_header(TABLE, data, False, False)
+    h = probes.probe_request_header(TABLE, data, False, False)
     return None if h is None else tuple(h)
 
 
@@ -662,8 +663,8 @@ def test_seed_003_hex_dump_modern_decoder() -> None:
 # --- captures written by tests/legacy_captures.py ------------------------------------------
 
 def test_plausibility_of_frame_heads() -> None:
-    legacy_request_plausible = _core.probe_legacy_request_plausible
-    legacy_response_plausible = _core.probe_legacy_response_plausible
+    legacy_request_plausible = probes.probe_legacy_request_plausible
+    legacy_response_plausible = probes.probe_legacy_response_plausible
     for d, f, rtype in all_frames():
         head = f[4:20]
         if d == w.C2B:

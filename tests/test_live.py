@@ -47,9 +47,8 @@ def _sample_packets(name: str) -> tuple[list[tuple[float, bytes, int]], int]:
     pkts = []
     linktype = 1
     with open_capture(str(SAMPLES / name)) as reader:
-        for p in reader:
-            pkts.append((p.ts, p.data, p.orig_len))
-            linktype = p.linktype
+        for _i, ts, linktype, data, orig_len in reader:
+            pkts.append((ts, data, orig_len))
     return pkts, linktype
 
 
@@ -120,7 +119,7 @@ def test_count_reached_inside_a_batch_still_analyses_the_batch() -> None:
     from analyzer.pipeline import Options, Pipeline
 
     with open_capture(str(SAMPLES / "group_rdkafka.pcap")) as r:
-        pkts = [(p.ts, p.data, p.orig_len) for p in r][:120]
+        pkts = [(ts, data, orig_len) for _i, ts, _lt, data, orig_len in r][:120]
     pipe = Pipeline(Options())
     got: list[Any] = []
     res = live.LiveSession(pipe, live.ReplaySource(pkts, 1, per_read=120), got.append, count=1,
@@ -172,6 +171,7 @@ def test_sigterm_stops_cleanly() -> None:
 
 def test_pcap_sink_round_trips_through_our_reader(tmp_path: Path) -> None:
     from analyzer._core import open_capture
+    from analyzer.model import Packet
 
     path = tmp_path / "w.pcap"
     sink = live.PcapSink(str(path), 113)
@@ -179,7 +179,7 @@ def test_pcap_sink_round_trips_through_our_reader(tmp_path: Path) -> None:
     sink.write(1_700_000_001.5, b"\x02" * 20, 1500)
     sink.close()
     with open_capture(str(path)) as reader:
-        got = list(reader)
+        got = list(map(Packet._make, reader))
     assert [(p.index, p.linktype, p.data, p.orig_len) for p in got] == [(1, 113, b"\x01" * 40, 40),
                                                                         (2, 113, b"\x02" * 20, 1500)]
     assert got[0].ts == pytest.approx(1_700_000_000.123456789, abs=1e-6)

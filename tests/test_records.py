@@ -17,11 +17,11 @@ import pytest
 import zstandard
 from crc32c import crc32c
 
-from analyzer import _core
 from dissectors.context import DecodeContext
 from dissectors.field import Field
 from dissectors.records import decode_records, iter_records
 from dissectors.values import describe_value, display_value
+from tests.probes import probes
 
 pytest.importorskip("xxhash")  # kafka-python needs it for the pre-0.10 lz4 framing
 from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
@@ -60,7 +60,7 @@ def decode(raw: bytes, ctx: DecodeContext | None = None, start: int = 0, end: in
     if ctx.decode_records:
         return decode_records(raw, start, end, ctx)
     (records, codec, crc_ok, truncated, valid, invalid, malformed, notes,
-     limits) = _core.probe_records_summary(raw, start, end, ctx.max_array_len, ctx.max_decompressed)
+     limits) = probes.probe_records_summary(raw, start, end, ctx.max_array_len, ctx.max_decompressed)
     ctx.crc_valid += valid
     ctx.crc_invalid += invalid
     ctx.malformed += malformed

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from analyzer.errors import UserError
-from analyzer.model import Conn, Exchange
+from analyzer.model import Conn, Exchange, Packet
 
 FIN, SYN, RST, ACK = 0x01, 0x02, 0x04, 0x10
 SNAPLEN = 262144
@@ -119,7 +119,7 @@ class CutCapture:
                 nanos = _nanosecond_input(capture)
                 self.out.write(_pcapng_head(kinds, snaplen, nanos) if pcapng
                                else _pcap_head(kinds[0], snaplen, nanos))
-                for p in cap:
+                for p in map(Packet._make, cap):
                     total += 1
                     if not by_pair:
                         continue

@@ -10,10 +10,12 @@
 //! summary of a Produce / Fetch partition's records that `stats` reads; [`quantiles`] is
 //! `stats`' latency percentiles (exact, then a DDSketch). [`batches`] groups a capture
 //! range's packets by connection into the Spark job's shuffle records. [`live`] (Linux) reads the packets
-//! queued on the packet socket `live` captures with, in batches. [`py`] is the thin PyO3
-//! binding (`analyzer._core`), with `py_figures` (the walk's trees as Python fields),
-//! `py_json` (a field tree as the JSON text `read -f ndjson` writes) and `py_quantiles`;
-//! `py_probe` lets the Python tests compare the header checks with the Python ones.
+//! queued on the packet socket `live` captures with, in batches. The folder [`py`] is the thin PyO3
+//! binding (`analyzer._core`), apart from the stages: `py/mod.rs` (the capture reader and
+//! the stream of records), `py/figures.rs` (the walk's trees as Python fields), `py/json.rs`
+//! (a field tree as the JSON text `read -f ndjson` writes), `py/quantiles.rs`, and, with the
+//! cargo feature `probe` only, `py/probe.rs` (single checks callable from the Python
+//! tests).
 
 pub mod batches;
 pub mod capture;
@@ -32,11 +34,3 @@ pub mod tcp;
 
 #[cfg(feature = "python")]
 mod py;
-#[cfg(feature = "python")]
-mod py_figures;
-#[cfg(feature = "python")]
-mod py_json;
-#[cfg(feature = "python")]
-mod py_probe;
-#[cfg(feature = "python")]
-mod py_quantiles;

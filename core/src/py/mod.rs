@@ -40,10 +40,17 @@
 //! the connection's `Update` before its end tells its last time). A connection's times
 //! after its end are not reported.
 
+pub(crate) mod figures;
+pub(crate) mod json;
+#[cfg(feature = "probe")]
+mod probe;
+pub(crate) mod quantiles;
+
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use pyo3::IntoPyObjectExt;
 
 use crate::batches::{self, Batcher, ConnKey};
 use crate::capture::CaptureReader;
@@ -51,7 +58,7 @@ use crate::frame::Frame;
 use crate::kafka::ApiTable;
 use crate::net;
 use crate::pair::{Forced, Kind, Out, PairConfig, Pairing};
-use crate::py_figures::{Figures, Side, Table};
+use crate::py::figures::{Figures, Side, Table};
 use crate::tcp::{Config, Reassembler};
 
 create_exception!(
@@ -73,25 +80,20 @@ fn capture_error(e: crate::capture::CaptureError) -> PyErr {
     CaptureError::new_err(e.0)
 }
 
-/// `analyzer.model.Packet`, the record type the Python front reads packets as.
-static PACKET: pyo3::sync::GILOnceCell<Py<PyAny>> = pyo3::sync::GILOnceCell::new();
-
+/// A packet as the Python front reads it: `(index, ts, linktype, data, orig_len)`, the
+/// layout of `analyzer.model.Packet`.
 fn packet_record<'py>(
     py: Python<'py>,
     p: &crate::capture::Packet<'_>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let cls = PACKET.get_or_try_init(py, || {
-        py.import("analyzer.model")?
-            .getattr("Packet")
-            .map(Bound::unbind)
-    })?;
-    cls.bind(py).call1((
+    (
         p.index,
         p.ts,
         p.linktype,
         PyBytes::new(py, p.data),
         p.orig_len,
-    ))
+    )
+        .into_bound_py_any(py)
 }
 
 #[pymethods]
@@ -891,7 +893,7 @@ impl HeaderTable {
             Some(apis) => {
                 let apis = apis
                     .iter()
-                    .map(crate::py_figures::api_def)
+                    .map(crate::py::figures::api_def)
                     .collect::<PyResult<Vec<_>>>()?;
                 Some(std::sync::Arc::new(std::sync::Mutex::new(
                     crate::evidence::walker(apis),
@@ -1068,8 +1070,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<HeaderTable>()?;
     m.add_class::<ConnBatcher>()?;
     m.add_class::<Figures>()?;
-    m.add_class::<crate::py_quantiles::Quantiles>()?;
-    m.add_function(wrap_pyfunction!(crate::py_quantiles::sum_ns, m)?)?;
+    m.add_class::<crate::py::quantiles::Quantiles>()?;
+    m.add_function(wrap_pyfunction!(crate::py::quantiles::sum_ns, m)?)?;
     m.add("EXACT_LIMIT", crate::quantiles::EXACT_LIMIT)?;
     m.add("RELATIVE_ACCURACY", crate::quantiles::RELATIVE_ACCURACY)?;
     #[cfg(target_os = "linux")]
@@ -1077,8 +1079,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(open_capture, m)?)?;
     m.add_function(wrap_pyfunction!(batch_summaries, m)?)?;
     m.add_function(wrap_pyfunction!(parse_packet, m)?)?;
-    m.add_function(wrap_pyfunction!(crate::py_json::tree_json, m)?)?;
-    crate::py_probe::register(m)?;
+    m.add_function(wrap_pyfunction!(crate::py::json::tree_json, m)?)?;
+    #[cfg(feature = "probe")]
+    crate::py::probe::register(m)?;
     m.add("END_OF_CAPTURE", END_OF_CAPTURE)?;
     m.add("UNIDENTIFIED", crate::evidence::UNIDENTIFIED)?;
     m.add(

@@ -1,7 +1,8 @@
 //! `analyzer._core.Figures`: the lean figures walk (`figures.rs`) for the Python front.
-//! Its trees come out as `dissectors.field.Field` objects (the root an `ErrorsRoot`
-//! carrying the names of the non-zero error codes), so the sinks read them as they read
-//! the full decoder's. A `Stream` made with `figures=` walks every exchange it pairs and
+//! Its trees come out as objects of the two classes the caller hands in (`tree`:
+//! `dissectors.field.Field` and its `ErrorsRoot`, the root carrying the names of the
+//! non-zero error codes), so the sinks read them as they read the full decoder's; the
+//! core imports none of our Python. A `Stream` made with `figures=` walks every exchange it pairs and
 //! hands the trees with the exchange's record, in the same batch.
 
 use std::collections::{HashMap, HashSet};
@@ -412,7 +413,8 @@ fn uuid_text(u: &[u8; 16]) -> String {
 
 #[pymethods]
 impl Figures {
-    /// `apis`: the schema (`dissectors.schema.APIS`); `errors`: the error names by code
+    /// `tree`: the classes of the trees' nodes and root (`dissectors.field.Field`,
+    /// `ErrorsRoot`); `apis`: the schema (`dissectors.schema.APIS`); `errors`: the error names by code
     /// (`dissectors.errors.ERRORS`); the limits are the `DecodeContext`'s; `topics`: keep a
     /// request's topics and partition indexes too (`stats` grouped by topic or partition);
     /// `full_apis`: API keys a `Stream` leaves to the full decoder (`covers` says no);
@@ -422,10 +424,11 @@ impl Figures {
     /// payloads of JoinGroup and SyncGroup (`dissectors.consumer`).
     #[new]
     #[allow(clippy::too_many_arguments)] // (Python's keyword arguments)
-    #[pyo3(signature = (apis, errors, max_array_len = 1_000_000, max_decompressed = 64 * 1024 * 1024,
+    #[pyo3(signature = (tree, apis, errors, max_array_len = 1_000_000, max_decompressed = 64 * 1024 * 1024,
                         topics = false, full_apis = HashSet::new(), check = false, consumer = None))]
     fn new(
         py: Python<'_>,
+        tree: (Bound<'_, PyAny>, Bound<'_, PyAny>),
         apis: &Bound<'_, PyDict>,
         errors: HashMap<i64, String>,
         max_array_len: i64,
@@ -440,7 +443,6 @@ impl Figures {
             .iter()
             .map(|a| api_def(&a))
             .collect::<PyResult<Vec<_>>>()?;
-        let field_mod = py.import("dissectors.field")?;
         let mut inner = figures::Figures::new(defs, max_array_len, max_decompressed, topics);
         inner.full_apis = full_apis.into_iter().collect();
         inner.check = check;
@@ -452,8 +454,8 @@ impl Figures {
         Ok(Figures {
             inner,
             out: Out {
-                field: field_mod.getattr("Field")?.unbind(),
-                root: field_mod.getattr("ErrorsRoot")?.unbind(),
+                field: tree.0.unbind(),
+                root: tree.1.unbind(),
                 new: py
                     .import("builtins")?
                     .getattr("object")?
