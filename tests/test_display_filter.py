@@ -542,8 +542,9 @@ def test_live_counts_what_the_filter_keeps() -> None:
 
     pkts = []
     with open_capture(GROUP) as reader:
-        for _i, ts, lt, data, orig_len in reader:
+        for _i, ts, linktype, data, orig_len in reader:
             pkts.append((ts, data, orig_len))
+            lt = linktype
     pipe = Pipeline(Options(ports=(0,)))
     got: list[Any] = []
     res = live.LiveSession(pipe, live.ReplaySource(pkts, lt, per_read=9), got.append, count=3,

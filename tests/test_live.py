@@ -47,8 +47,9 @@ def _sample_packets(name: str) -> tuple[list[tuple[float, bytes, int]], int]:
     pkts = []
     linktype = 1
     with open_capture(str(SAMPLES / name)) as reader:
-        for _i, ts, linktype, data, orig_len in reader:
+        for _i, ts, lt, data, orig_len in reader:
             pkts.append((ts, data, orig_len))
+            linktype = lt
     return pkts, linktype
 
 
