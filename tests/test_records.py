@@ -727,9 +727,17 @@ def test_lean_summary_same_as_full(magic: int, codec: int) -> None:
             bad[rng.randrange(len(bad))] ^= 1 << rng.randrange(8)
         cut = rng.choice([len(bad), rng.randrange(1, len(bad) + 1)])
         full, lean = _lean_vs_full(bytes(bad[:cut]))
-        assert full == lean, bytes(bad[:cut]).hex()
+        # (damaged lz4: liblz4 and the core's lz4_flex stop at other places, each seeing
+        # damage: tests/test_core_records.py's _lz4_difference lists how)
+        assert full == lean or (codec == 3 and _damaged(full) and _damaged(lean)), bytes(bad[:cut]).hex()
     full, lean = _lean_vs_full(raw, max_decompressed=200)
     assert full == lean
+
+
+def _damaged(summary: tuple) -> bool:
+    """A summary of _lean_vs_full counts damage: malformed, a CRC invalid or a limit hit."""
+    _value, _extra, malformed, _valid, invalid, limits = summary
+    return bool(malformed or invalid or limits)
 
 
 def test_lean_legacy_counts_inner_messages() -> None:

@@ -316,114 +316,14 @@ fn snappy_framed(data: &[u8], limit: usize) -> (Vec<u8>, Verdict) {
     (out, Verdict::Done)
 }
 
-// -- xxh32 (lz4 checksums) ---------------------------------------------------------
-
-const P1: u32 = 2_654_435_761;
-const P2: u32 = 2_246_822_519;
-const P3: u32 = 3_266_489_917;
-const P4: u32 = 668_265_263;
-const P5: u32 = 374_761_393;
-
-/// XXH32 with seed 0, streaming.
-#[derive(Clone)]
-pub(crate) struct Xxh32 {
-    v: [u32; 4],
-    total: u64,
-    buf: [u8; 16],
-    buf_len: usize,
-}
-
-fn round(acc: u32, lane: u32) -> u32 {
-    acc.wrapping_add(lane.wrapping_mul(P2))
-        .rotate_left(13)
-        .wrapping_mul(P1)
-}
-
-fn lane(b: &[u8], i: usize) -> u32 {
-    u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
-}
-
-impl Xxh32 {
-    pub(crate) fn new() -> Self {
-        Xxh32 {
-            v: [P1.wrapping_add(P2), P2, 0, 0u32.wrapping_sub(P1)],
-            total: 0,
-            buf: [0; 16],
-            buf_len: 0,
-        }
-    }
-
-    fn stripe(&mut self, s: &[u8]) {
-        for (k, v) in self.v.iter_mut().enumerate() {
-            *v = round(*v, lane(s, 4 * k));
-        }
-    }
-
-    pub(crate) fn update(&mut self, mut data: &[u8]) {
-        self.total += data.len() as u64;
-        if self.buf_len > 0 {
-            let take = (16 - self.buf_len).min(data.len());
-            self.buf[self.buf_len..self.buf_len + take].copy_from_slice(&data[..take]);
-            self.buf_len += take;
-            data = &data[take..];
-            if self.buf_len < 16 {
-                return;
-            }
-            let b = self.buf;
-            self.stripe(&b);
-            self.buf_len = 0;
-        }
-        let mut chunks = data.chunks_exact(16);
-        for c in &mut chunks {
-            self.stripe(c);
-        }
-        let tail = chunks.remainder();
-        self.buf[..tail.len()].copy_from_slice(tail);
-        self.buf_len = tail.len();
-    }
-
-    pub(crate) fn digest(&self) -> u32 {
-        let mut acc = if self.total >= 16 {
-            let [a, b, c, d] = self.v;
-            a.rotate_left(1)
-                .wrapping_add(b.rotate_left(7))
-                .wrapping_add(c.rotate_left(12))
-                .wrapping_add(d.rotate_left(18))
-        } else {
-            P5
-        };
-        acc = acc.wrapping_add(self.total as u32);
-        let tail = &self.buf[..self.buf_len];
-        let mut words = tail.chunks_exact(4);
-        for w in &mut words {
-            acc = acc
-                .wrapping_add(lane(w, 0).wrapping_mul(P3))
-                .rotate_left(17)
-                .wrapping_mul(P4);
-        }
-        for &b in words.remainder() {
-            acc = acc
-                .wrapping_add(u32::from(b).wrapping_mul(P5))
-                .rotate_left(11)
-                .wrapping_mul(P1);
-        }
-        acc ^= acc >> 15;
-        acc = acc.wrapping_mul(P2);
-        acc ^= acc >> 13;
-        acc = acc.wrapping_mul(P3);
-        acc ^ (acc >> 16)
-    }
-}
-
-pub(crate) fn xxh32(data: &[u8]) -> u32 {
-    let mut h = Xxh32::new();
-    h.update(data);
-    h.digest()
-}
-
 // -- lz4 ----------------------------------------------------------------------------
 
 const LZ4_MAGIC: &[u8] = b"\x04\x22\x4d\x18";
+
+/// XXH32 with seed 0 (the frame header checksum is its second byte).
+pub(crate) fn xxh32(data: &[u8]) -> u32 {
+    twox_hash::XxHash32::oneshot(0, data)
+}
 
 /// `_lz4_fix_header`: (the header checksum byte to decode with, where it is) when one of
 /// the two forms matches, None when the header is too short or neither does.
@@ -444,8 +344,34 @@ fn lz4_header_check(frame: &[u8]) -> Option<(u8, usize)> {
     None
 }
 
-/// `_lz4`: LZ4 frames one after the other.
+/// The length of the frame at the start of `frame` (its header checksum at `hc_at`),
+/// walked by its block sizes; None when the input ends inside it.
+fn lz4_frame_len(frame: &[u8], hc_at: usize) -> Option<usize> {
+    let flg = frame[4];
+    let block_checksum = if flg & 0x10 != 0 { 4 } else { 0 };
+    let mut pos = hc_at + 1;
+    loop {
+        let size = u32::from_le_bytes(frame.get(pos..pos + 4)?.try_into().ok()?);
+        pos += 4;
+        if size == 0 {
+            break;
+        }
+        pos = pos
+            .checked_add((size & 0x7FFF_FFFF) as usize + block_checksum)
+            .filter(|&end| end <= frame.len())?;
+    }
+    if flg & 0x04 != 0 {
+        pos += 4;
+    }
+    (pos <= frame.len()).then_some(pos)
+}
+
+/// `_lz4`: LZ4 frames one after the other, each decoded by lz4_flex's frame decoder (the
+/// header checksum of the pre-0.10 Kafka form rewritten to the standard one first), in
+/// calls of Python's sizes: a call that fails drops what it decoded.
 fn lz4(data: &[u8], limit: usize) -> (Vec<u8>, Verdict) {
+    use std::io::Read;
+
     let mut out = Vec::new();
     let mut rest = data;
     let mut frames = 0usize;
@@ -462,37 +388,50 @@ fn lz4(data: &[u8], limit: usize) -> (Vec<u8>, Verdict) {
                 "bad lz4 data: frame header checksum matches neither form",
             );
         };
-        let mut f = Lz4Frame::new(rest, hc, hc_at);
+        let len = lz4_frame_len(rest, hc_at);
+        let frame = &rest[..len.unwrap_or(rest.len())];
+        let head = [&frame[..hc_at], &[hc][..]].concat();
+        let mut dec = lz4_flex::frame::FrameDecoder::new(io_chain(&head, &frame[hc_at + 1..]));
         loop {
             let call_start = out.len();
-            let pos_before = f.pos;
-            match f.call(&mut out, want(limit, call_start)) {
-                Ok(()) => {}
-                Err(code) => {
-                    out.truncate(call_start);
-                    let note =
-                        format!("bad lz4 data: LZ4F_decompress failed with code: ERROR_{code}");
-                    return (out, Verdict::Bad(note));
+            let want = want(limit, call_start);
+            out.resize(call_start + want, 0);
+            let mut got = 0;
+            let failed = loop {
+                match dec.read(&mut out[call_start + got..]) {
+                    Ok(0) => break None,
+                    Ok(n) => {
+                        got += n;
+                        if got == want {
+                            break None;
+                        }
+                    }
+                    Err(e) => break Some(e),
                 }
-            }
-            let chunk = out.len() - call_start;
-            if chunk > 0 {
-                if out.len() > limit {
-                    out.truncate(limit);
-                    return (out, Verdict::Limit);
+            };
+            if let Some(e) = failed {
+                if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                    // (the input ends inside a block: what came before it stays)
+                    out.truncate(call_start + got);
+                    return bad(out, "bad lz4 data: frame cut short");
                 }
-            } else if f.pos >= f.src.len() || f.pos == pos_before {
-                break; // needs input (or, never seen, no progress)
+                out.truncate(call_start);
+                return bad(out, &format!("bad lz4 data: {}", why(&e.to_string())));
             }
-            if f.stage == Stage::Done {
+            out.truncate(call_start + got);
+            if out.len() > limit {
+                out.truncate(limit);
+                return (out, Verdict::Limit);
+            }
+            if got < want {
                 break;
             }
         }
-        if f.stage != Stage::Done {
+        if len.is_none() {
             return bad(out, "bad lz4 data: frame cut short");
         }
         frames += 1;
-        rest = &rest[f.pos.min(rest.len())..];
+        rest = &rest[frame.len()..];
     }
     if frames == 0 {
         return bad(Vec::new(), "bad lz4 data: empty input");
@@ -500,536 +439,9 @@ fn lz4(data: &[u8], limit: usize) -> (Vec<u8>, Verdict) {
     (out, Verdict::Done)
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stage {
-    Header,
-    BlockHeader,
-    CopyDirect,
-    BlockChecksum,
-    CBlock,
-    Flush,
-    Suffix,
-    Done,
-}
-
-/// One LZ4 frame as liblz4's decompression context reads it, all of its input at hand
-/// (`src`, from the frame's magic on; the header checksum byte read as `hc`).
-struct Lz4Frame<'a> {
-    src: &'a [u8],
-    pos: usize,
-    hc: u8,
-    hc_at: usize,
-    stage: Stage,
-    linked: bool,
-    block_checksum: bool,
-    content_checksum: bool,
-    content_size: u64,
-    remaining: u64,
-    max_block: usize,
-    content_hash: Xxh32,
-    block_hash: Xxh32,
-    /// an uncompressed block's bytes still to copy, or a compressed block's size
-    target: usize,
-    /// the frame's output so far, the dictionary of linked blocks (its last 64 KiB)
-    history: Vec<u8>,
-    pending: Vec<u8>,
-    pending_start: usize,
-}
-
-impl<'a> Lz4Frame<'a> {
-    fn new(src: &'a [u8], hc: u8, hc_at: usize) -> Self {
-        Lz4Frame {
-            src,
-            pos: 0,
-            hc,
-            hc_at,
-            stage: Stage::Header,
-            linked: false,
-            block_checksum: false,
-            content_checksum: false,
-            content_size: 0,
-            remaining: 0,
-            max_block: 0,
-            content_hash: Xxh32::new(),
-            block_hash: Xxh32::new(),
-            target: 0,
-            history: Vec::new(),
-            pending: Vec::new(),
-            pending_start: 0,
-        }
-    }
-
-    fn avail(&self) -> usize {
-        self.src.len().saturating_sub(self.pos)
-    }
-
-    fn le32(&self, at: usize) -> u32 {
-        let b = &self.src[at..at + 4];
-        u32::from_le_bytes([b[0], b[1], b[2], b[3]])
-    }
-
-    fn keep_history(&mut self, bytes: &[u8]) {
-        if self.linked {
-            self.history.extend_from_slice(bytes);
-            if self.history.len() > 4 * 65536 {
-                let cut = self.history.len() - 65536;
-                self.history.drain(..cut);
-            }
-        }
-    }
-
-    /// One python-lz4 `decompress(data, max_length=want)` call (its loop of
-    /// `LZ4F_decompress` calls): output appended to `out`, at most `want` bytes. Err: the
-    /// LZ4F error name.
-    fn call(&mut self, out: &mut Vec<u8>, want: usize) -> Result<(), &'static str> {
-        let dst_end = out.len() + want;
-        loop {
-            let dst_avail = dst_end - out.len();
-            match self.stage {
-                Stage::Done => return Ok(()),
-                Stage::Header => {
-                    self.header()?;
-                    if self.stage == Stage::Header {
-                        return Ok(()); // header cut short: all input taken
-                    }
-                }
-                Stage::BlockHeader => {
-                    if self.avail() < 4 {
-                        self.pos = self.src.len();
-                        return Ok(());
-                    }
-                    let h = self.le32(self.pos);
-                    self.pos += 4;
-                    if h == 0 {
-                        self.stage = Stage::Suffix;
-                        continue;
-                    }
-                    let size = (h & 0x7FFF_FFFF) as usize;
-                    if size > self.max_block {
-                        return Err("maxBlockSize_invalid");
-                    }
-                    if h & 0x8000_0000 != 0 {
-                        self.target = size;
-                        self.block_hash = Xxh32::new();
-                        self.stage = Stage::CopyDirect;
-                        continue;
-                    }
-                    self.target = size + if self.block_checksum { 4 } else { 0 };
-                    self.stage = Stage::CBlock;
-                    if dst_avail == 0 || self.avail() == 0 {
-                        return Ok(());
-                    }
-                }
-                Stage::CopyDirect => {
-                    let n = self.target.min(self.avail()).min(dst_avail);
-                    let bytes = &self.src[self.pos..self.pos + n];
-                    out.extend_from_slice(bytes);
-                    if self.block_checksum {
-                        self.block_hash.update(bytes);
-                    }
-                    if self.content_checksum {
-                        self.content_hash.update(bytes);
-                    }
-                    if self.content_size != 0 {
-                        self.remaining = self.remaining.wrapping_sub(n as u64);
-                    }
-                    self.keep_history(bytes);
-                    self.pos += n;
-                    if n == self.target {
-                        self.stage = if self.block_checksum {
-                            Stage::BlockChecksum
-                        } else {
-                            Stage::BlockHeader
-                        };
-                        continue;
-                    }
-                    self.target -= n;
-                    return Ok(());
-                }
-                Stage::BlockChecksum => {
-                    if self.avail() < 4 {
-                        self.pos = self.src.len();
-                        return Ok(());
-                    }
-                    let stored = self.le32(self.pos);
-                    self.pos += 4;
-                    if stored != self.block_hash.digest() {
-                        return Err("blockChecksum_invalid");
-                    }
-                    self.stage = Stage::BlockHeader;
-                }
-                Stage::CBlock => {
-                    if self.avail() < self.target {
-                        self.pos = self.src.len();
-                        return Ok(());
-                    }
-                    let mut block = &self.src[self.pos..self.pos + self.target];
-                    self.pos += self.target;
-                    if self.block_checksum {
-                        let n = block.len() - 4;
-                        let stored = u32::from_le_bytes([
-                            block[n],
-                            block[n + 1],
-                            block[n + 2],
-                            block[n + 3],
-                        ]);
-                        block = &block[..n];
-                        if stored != xxh32(block) {
-                            return Err("blockChecksum_invalid");
-                        }
-                    }
-                    let mut decoded = std::mem::take(&mut self.pending);
-                    decoded.clear();
-                    let dict: &[u8] = if self.linked { &self.history } else { &[] };
-                    if !lz4_block(block, dict, &mut decoded, self.max_block) {
-                        return Err("decompressionFailed");
-                    }
-                    if self.content_checksum {
-                        self.content_hash.update(&decoded);
-                    }
-                    if self.content_size != 0 {
-                        self.remaining = self.remaining.wrapping_sub(decoded.len() as u64);
-                    }
-                    self.keep_history(&decoded);
-                    self.pending = decoded;
-                    self.pending_start = 0;
-                    self.stage = Stage::Flush;
-                }
-                Stage::Flush => {
-                    let n = (self.pending.len() - self.pending_start).min(dst_avail);
-                    out.extend_from_slice(
-                        &self.pending[self.pending_start..self.pending_start + n],
-                    );
-                    self.pending_start += n;
-                    if self.pending_start < self.pending.len() {
-                        return Ok(());
-                    }
-                    self.stage = Stage::BlockHeader;
-                }
-                Stage::Suffix => {
-                    if self.remaining != 0 {
-                        return Err("frameSize_wrong");
-                    }
-                    if !self.content_checksum {
-                        self.stage = Stage::Done;
-                        return Ok(());
-                    }
-                    if self.avail() < 4 {
-                        self.pos = self.src.len();
-                        return Ok(());
-                    }
-                    let stored = self.le32(self.pos);
-                    self.pos += 4;
-                    if stored != self.content_hash.digest() {
-                        return Err("contentChecksum_invalid");
-                    }
-                    self.stage = Stage::Done;
-                    return Ok(());
-                }
-            }
-        }
-    }
-
-    /// `LZ4F_decodeHeader` (the magic and the header checksum's presence were checked).
-    fn header(&mut self) -> Result<(), &'static str> {
-        let src = self.src;
-        if src.len() < 7 {
-            self.pos = src.len();
-            return Ok(());
-        }
-        if !src.starts_with(LZ4_MAGIC) {
-            return Err("frameType_unknown");
-        }
-        let flg = src[4];
-        if (flg >> 1) & 1 != 0 {
-            return Err("reservedFlag_set");
-        }
-        if (flg >> 6) & 3 != 1 {
-            return Err("headerVersion_wrong");
-        }
-        let size_flag = flg & 0x08 != 0;
-        let header_size = 7 + if size_flag { 8 } else { 0 } + if flg & 1 != 0 { 4 } else { 0 };
-        if src.len() < header_size {
-            self.pos = src.len();
-            return Ok(());
-        }
-        let bd = src[5];
-        if bd >> 7 != 0 {
-            return Err("reservedFlag_set");
-        }
-        let block_size_id = (bd >> 4) & 7;
-        if block_size_id < 4 {
-            return Err("maxBlockSize_invalid");
-        }
-        if bd & 0x0F != 0 {
-            return Err("reservedFlag_set");
-        }
-        let hc = if self.hc_at == header_size - 1 {
-            self.hc
-        } else {
-            src[header_size - 1]
-        };
-        if hc != (xxh32(&src[4..header_size - 1]) >> 8) as u8 {
-            return Err("headerChecksum_invalid");
-        }
-        self.linked = (flg >> 5) & 1 == 0;
-        self.block_checksum = (flg >> 4) & 1 != 0;
-        self.content_checksum = (flg >> 2) & 1 != 0;
-        self.max_block = 1 << (8 + 2 * usize::from(block_size_id));
-        if size_flag {
-            let b = &src[6..14];
-            self.content_size =
-                u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
-            self.remaining = self.content_size;
-        }
-        self.pos = header_size;
-        self.stage = Stage::BlockHeader;
-        Ok(())
-    }
-}
-
-/// `read_variable_length`: the sum of bytes up to one below 255, reading at most up to
-/// `limit` (an index into `src`); None past it.
-fn lz4_varlen(src: &[u8], ip: &mut isize, limit: isize, initial_check: bool) -> Option<usize> {
-    if initial_check && *ip >= limit {
-        return None;
-    }
-    let mut length = 0usize;
-    loop {
-        let s = *src.get(usize::try_from(*ip).ok()?)?;
-        *ip += 1;
-        length += usize::from(s);
-        if *ip > limit {
-            return None;
-        }
-        if s != 255 {
-            return Some(length);
-        }
-    }
-}
-
-/// Append `len` bytes copied from `dist` bytes back (LZ77; `dist` 0 writes zeros, as
-/// liblz4 does) to `out`, whose history before `base` is `dict`.
-fn lz4_copy_match(out: &mut Vec<u8>, dict: &[u8], base: usize, dist: usize, len: usize) {
-    if dist == 0 {
-        out.resize(out.len() + len, 0);
-        return;
-    }
-    let mut left = len;
-    let from_out = out.len() - base; // output of this block so far
-    if dist > from_out {
-        // the match starts in the dictionary
-        let back = dist - from_out;
-        let start = dict.len() - back;
-        let n = back.min(left);
-        out.extend_from_slice(&dict[start..start + n]);
-        left -= n;
-        if left == 0 {
-            return;
-        }
-        // the rest continues from the block's start (overlapping as LZ77 does)
-        let mut m = base;
-        while left > 0 {
-            let n = left.min(out.len() - m);
-            out.extend_from_within(m..m + n);
-            m += n;
-            left -= n;
-        }
-        return;
-    }
-    let mut m = out.len() - dist;
-    while left > 0 {
-        let n = left.min(out.len() - m);
-        out.extend_from_within(m..m + n);
-        m += n;
-        left -= n;
-    }
-}
-
-/// `LZ4_decompress_safe_usingDict(block, out, len, cap, dict)` as liblz4 1.9.4 runs it on
-/// x86-64 (its fast loop, then its safe loop): the bytes are appended to `out`; false
-/// where liblz4 returns an error. Its checks decide: the positions it jumps to the safe
-/// loop at, where the last literals must end the block, offsets before the dictionary,
-/// matches ending in the last 5 bytes of `cap`.
-fn lz4_block(src: &[u8], dict: &[u8], out: &mut Vec<u8>, cap: usize) -> bool {
-    const MINMATCH: usize = 4;
-    const LASTLITERALS: isize = 5;
-    const MFLIMIT: isize = 12;
-    const FASTLOOP: isize = 64;
-    let iend = src.len() as isize;
-    let base = out.len();
-    let oend = cap as isize; // output positions are relative to the block's start
-    let dict_len = dict.len() as isize;
-    if cap == 0 {
-        return src.len() == 1 && src[0] == 0;
-    }
-    if src.is_empty() {
-        return false;
-    }
-    let byte = |i: isize| -> Option<u8> { src.get(usize::try_from(i).ok()?).copied() };
-    let mut ip: isize = 0;
-    let mut fast = oend >= FASTLOOP;
-
-    // where the safe loop's body is entered: its top, its literal copy (cpy = op + len),
-    // its match length (from the token), or its match copy
-    enum At {
-        Top,
-        Literal { token: u8, len: usize },
-        MatchLen { token_ml: usize, offset: usize },
-        MatchCopy { len: usize, offset: usize },
-    }
-    loop {
-        let op = (out.len() - base) as isize;
-        let mut at = At::Top;
-        if fast {
-            let Some(token) = byte(ip) else { return false };
-            ip += 1;
-            let mut len = usize::from(token >> 4);
-            if len == 15 {
-                let Some(add) = lz4_varlen(src, &mut ip, iend - 15, true) else {
-                    return false;
-                };
-                len += add;
-                if op + len as isize > oend - 32 || ip + len as isize > iend - 32 {
-                    at = At::Literal { token, len };
-                }
-            } else if ip > iend - 17 {
-                at = At::Literal { token, len };
-            }
-            if let At::Top = at {
-                let Some(lit) = src.get(ip as usize..ip as usize + len) else {
-                    return false;
-                };
-                out.extend_from_slice(lit);
-                ip += len as isize;
-                let op = op + len as isize;
-                let (Some(lo), Some(hi)) = (byte(ip), byte(ip + 1)) else {
-                    return false;
-                };
-                let offset = usize::from(lo) | usize::from(hi) << 8;
-                ip += 2;
-                let mut mlen = usize::from(token & 15);
-                if mlen == 15 {
-                    let Some(add) = lz4_varlen(src, &mut ip, iend - LASTLITERALS + 1, false) else {
-                        return false;
-                    };
-                    mlen += add + MINMATCH;
-                    if op - (offset as isize) + dict_len < 0 {
-                        return false;
-                    }
-                } else {
-                    mlen += MINMATCH;
-                }
-                if op + mlen as isize >= oend - FASTLOOP {
-                    at = At::MatchCopy { len: mlen, offset };
-                } else {
-                    if op - (offset as isize) + dict_len < 0 {
-                        return false;
-                    }
-                    lz4_copy_match(out, dict, base, offset, mlen);
-                    continue;
-                }
-            }
-            fast = false;
-        }
-
-        // the safe loop
-        let mut op = (out.len() - base) as isize;
-        let (token, mut len) = match at {
-            At::Top => {
-                let Some(token) = byte(ip) else { return false };
-                ip += 1;
-                let len = usize::from(token >> 4);
-                if len != 15 && ip < iend - 16 && op <= oend - 32 {
-                    // the shortcut: literals, then the match
-                    let Some(lit) = src.get(ip as usize..ip as usize + len) else {
-                        return false;
-                    };
-                    out.extend_from_slice(lit);
-                    op += len as isize;
-                    ip += len as isize;
-                    let (Some(lo), Some(hi)) = (byte(ip), byte(ip + 1)) else {
-                        return false;
-                    };
-                    let offset = usize::from(lo) | usize::from(hi) << 8;
-                    ip += 2;
-                    let ml = usize::from(token & 15);
-                    if ml != 15 && offset >= 8 && op - (offset as isize) + dict_len >= 0 {
-                        lz4_copy_match(out, dict, base, offset, ml + MINMATCH);
-                        continue;
-                    }
-                    at = At::MatchLen {
-                        token_ml: ml,
-                        offset,
-                    };
-                    (token, 0)
-                } else {
-                    let mut len = len;
-                    if len == 15 {
-                        let Some(add) = lz4_varlen(src, &mut ip, iend - 15, true) else {
-                            return false;
-                        };
-                        len += add;
-                    }
-                    (token, len)
-                }
-            }
-            At::Literal { token, len } => (token, len),
-            At::MatchLen { .. } | At::MatchCopy { .. } => (0, 0),
-        };
-        if let At::Top | At::Literal { .. } = at {
-            // the literal copy
-            let cpy = op + len as isize;
-            if cpy > oend - MFLIMIT || ip + len as isize > iend - (2 + 1 + LASTLITERALS) {
-                // the last sequence: it must end the input exactly, within the output
-                if ip + len as isize != iend || cpy > oend {
-                    return false;
-                }
-                let Some(lit) = src.get(ip as usize..) else {
-                    return false;
-                };
-                out.extend_from_slice(lit);
-                return true;
-            }
-            let Some(lit) = src.get(ip as usize..ip as usize + len) else {
-                return false;
-            };
-            out.extend_from_slice(lit);
-            ip += len as isize;
-            op = cpy;
-            let (Some(lo), Some(hi)) = (byte(ip), byte(ip + 1)) else {
-                return false;
-            };
-            let offset = usize::from(lo) | usize::from(hi) << 8;
-            ip += 2;
-            at = At::MatchLen {
-                token_ml: usize::from(token & 15),
-                offset,
-            };
-        }
-        if let At::MatchLen { token_ml, offset } = at {
-            len = token_ml;
-            if len == 15 {
-                let Some(add) = lz4_varlen(src, &mut ip, iend - LASTLITERALS + 1, false) else {
-                    return false;
-                };
-                len += add;
-            }
-            at = At::MatchCopy {
-                len: len + MINMATCH,
-                offset,
-            };
-        }
-        if let At::MatchCopy { len, offset } = at {
-            if op - (offset as isize) + dict_len < 0 {
-                return false;
-            }
-            if op + len as isize > oend - LASTLITERALS {
-                return false; // the last 5 bytes must be literals
-            }
-            lz4_copy_match(out, dict, base, offset, len);
-        }
-    }
+/// The frame's header (its checksum byte replaced) followed by the rest of it.
+fn io_chain<'a>(head: &'a [u8], rest: &'a [u8]) -> impl std::io::Read + 'a {
+    std::io::Read::chain(head, rest)
 }
 
 // -- zstd ---------------------------------------------------------------------------
@@ -1276,48 +688,76 @@ mod tests {
     use super::*;
 
     #[test]
-    fn xxh32_vectors_and_streaming() {
+    fn xxh32_vectors() {
         assert_eq!(xxh32(b""), 0x02CC_5D05);
         assert_eq!(xxh32(b"abc"), 0x32D1_53FF);
-        let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 % 251) as u8).collect();
-        let mut h = Xxh32::new();
-        for piece in data.chunks(13) {
-            h.update(piece);
-        }
-        assert_eq!(h.digest(), xxh32(&data));
+    }
+
+    /// A frame of lz4_flex's encoder (content checksum on, independent or linked blocks of
+    /// 64 KiB).
+    fn frame(data: &[u8], linked: bool) -> Vec<u8> {
+        use std::io::Write;
+        let info = lz4_flex::frame::FrameInfo::new()
+            .content_checksum(true)
+            .block_size(lz4_flex::frame::BlockSize::Max64KB)
+            .block_mode(if linked {
+                lz4_flex::frame::BlockMode::Linked
+            } else {
+                lz4_flex::frame::BlockMode::Independent
+            });
+        let mut enc = lz4_flex::frame::FrameEncoder::with_frame_info(info, Vec::new());
+        enc.write_all(data).unwrap();
+        enc.finish().unwrap()
     }
 
     #[test]
-    fn lz4_block_rules() {
-        let mut out = Vec::new();
-        // literals only
-        assert!(lz4_block(b"\x50hello", &[], &mut out, 65536));
-        assert_eq!(out, b"hello");
-        // a block that ends with a match (no last literals): rejected
-        out.clear();
-        assert!(!lz4_block(b"\x10a\x01\x00", &[], &mut out, 65536));
-        // an offset before the block (no dictionary), then with one
-        let block = b"\x11a\x05\x00\x50hello";
-        out.clear();
-        assert!(!lz4_block(block, &[], &mut out, 65536));
-        out.clear();
-        assert!(lz4_block(block, b"01234", &mut out, 65536));
-        assert_eq!(out, b"a1234ahello");
-        // a match running into the last 5 bytes of the block's room: rejected
-        out.clear();
-        assert!(!lz4_block(b"\x1fa\x01\x00\x0a\x50hello", &[], &mut out, 30));
-        // lz4_flex's blocks round-trip
-        let data: Vec<u8> = (0..100_000u32).map(|i| (i / 7 % 13) as u8).collect();
-        for chunk in data.chunks(65536) {
-            out.clear();
-            assert!(lz4_block(
-                &lz4_flex::block::compress(chunk),
-                &[],
-                &mut out,
-                65536
-            ));
-            assert_eq!(out, chunk);
+    fn lz4_frames_and_their_verdicts() {
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i / 7 % 13) as u8).collect();
+        let ok = |f: &[u8]| decompress(3, f, 1 << 30);
+        for linked in [false, true] {
+            assert_eq!(ok(&frame(&data, linked)), (data.clone(), Verdict::Done));
         }
+        // two frames, then zeros after them
+        let mut two = [frame(&data[..70_000], false), frame(&data[70_000..], true)].concat();
+        assert_eq!(ok(&two), (data.clone(), Verdict::Done));
+        two.extend_from_slice(&[0; 9]);
+        assert_eq!(ok(&two), (data.clone(), Verdict::Done));
+        // the pre-0.10 Kafka header checksum (over the magic too)
+        let mut old = frame(&data, false);
+        old[6] = (xxh32(&old[..6]) >> 8) as u8;
+        assert_eq!(ok(&old), (data.clone(), Verdict::Done));
+        old[6] ^= 0x55;
+        assert_eq!(
+            ok(&old),
+            (
+                vec![],
+                Verdict::Bad("bad lz4 data: frame header checksum matches neither form".into())
+            )
+        );
+        // the limit: the output is cut there
+        assert_eq!(decompress(3, &frame(&data, false), 1000).1, Verdict::Limit);
+        // cut short: the blocks before the cut stay
+        let f = frame(&data, false);
+        let (out, v) = ok(&f[..f.len() - 10]);
+        assert_eq!(v, Verdict::Bad("bad lz4 data: frame cut short".into()));
+        assert!(!out.is_empty() && data.starts_with(&out));
+        let (out, v) = ok(&f[..f.len() - 4]); // (the content checksum missing)
+        assert_eq!(v, Verdict::Bad("bad lz4 data: frame cut short".into()));
+        assert_eq!(out, data);
+        // a wrong content checksum, and bad bytes in a block: the library's word
+        let mut f = frame(&data, false);
+        let n = f.len();
+        f[n - 1] ^= 1;
+        assert!(
+            matches!(ok(&f).1, Verdict::Bad(n) if n.starts_with("bad lz4 data: ") && n.contains("hecksum"))
+        );
+        let bad = |v: &str| (vec![], Verdict::Bad(v.into()));
+        assert_eq!(ok(b"abcdefgh"), bad("bad lz4 data: no lz4 frame magic"));
+        assert_eq!(ok(b""), bad("bad lz4 data: empty input"));
+        assert_eq!(
+            ok(b"\x04\x22\x4d\x18"),
+            bad("bad lz4 data: frame header checksum matches neither form")
+        );
     }
 
     #[test]
