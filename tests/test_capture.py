@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from analyzer._core import CaptureError, open_capture
+from analyzer.model import Packet
 from tests.pcapgen import (
     RawPacket,
     TcpFlow,
@@ -34,7 +35,7 @@ def _flow(n_req: int = 3, ts: float = 1_700_000_000.25):
 
 def _read(path):
     with open_capture(str(path)) as r:
-        pkts = list(r)
+        pkts = list(map(Packet._make, r))
     return r, pkts
 
 

@@ -41,6 +41,7 @@ from hypothesis import strategies as st
 
 from analyzer._core import UNIDENTIFIED, CaptureError, Stream, open_capture, parse_packet
 from analyzer.cli import main
+from analyzer.model import Packet
 from analyzer.pipeline import Options, Run
 from dissectors import kafka
 from dissectors.context import DecodeContext
@@ -119,7 +120,7 @@ class Packets:
 
     def __init__(self, path: Path) -> None:
         with open_capture(str(path)) as r:
-            pkts = list(r)
+            pkts = list(map(Packet._make, r))
         self.linktypes = {p.linktype for p in pkts}
         self.linktype = pkts[0].linktype if pkts else 1
         self.items = [(p.ts, p.data, p.orig_len) for p in pkts]

@@ -33,7 +33,7 @@ import pytest
 
 from analyzer import _core
 from analyzer._core import open_capture
-from analyzer.model import Endpoint
+from analyzer.model import Endpoint, Packet
 from dissectors.header import api_table
 from tests.pcapgen import (
     ACK,
@@ -541,7 +541,7 @@ def test_a_broken_first_request_is_one_frame_or_a_scan_finds_the_next_packets_re
     all three). Only the broken request's exchange is lost."""
     src = Path(__file__).resolve().parents[1] / "samples" / sample
     with open_capture(str(src)) as r:
-        pkts = list(r)
+        pkts = list(map(Packet._make, r))
     data = bytearray(pkts[pkt - 1].data)
     assert data[at] == old
     data[at] = new

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from analyzer._core import Stream, open_capture
-from analyzer.model import Endpoint
+from analyzer.model import Endpoint, Packet
 from tests.pcapgen import (
     ACK,
     FIN,
@@ -184,7 +184,7 @@ def test_whole_file_empty_record_at_the_end(tmp_path: Path) -> None:
     pkts = _flow_pkts("10.3.0.1", "10.3.0.2", 40000)
     write_pcap(path, [*pkts, RawPacket(pkts[-1].ts, b"")])
     with open_capture(path) as r:
-        got = list(r)
+        got = list(map(Packet._make, r))
         assert r.truncated is None
     assert len(got) == len(pkts) + 1 and got[-1][3] == b"" and got[-1][0] == len(pkts) + 1
 
@@ -232,7 +232,7 @@ def test_backwards_counted_against_the_previous_record(tmp_path: Path) -> None:
     path.write_bytes(_odd_times([(10.0, 60, 60), (5.0, 60, 60), (7.0, 60, 59), (6.0, 60, 60),
                                  (8.0, 60, 60), (8.0, 60, 60), (9.0, 61, 60)]))
     with open_capture(str(path)) as r:
-        got = list(r)
+        got = list(map(Packet._make, r))
         assert r.counters == {"timestamp went backwards": 2, "caplen > orig_len": 2}
     assert [t[1] for t in got] == [10.0, 5.0, 7.0, 6.0, 8.0, 8.0, 9.0]
 
@@ -270,7 +270,7 @@ def test_damage_offset_after_refills(tmp_path: Path) -> None:
     path = tmp_path / "bad.pcap"
     path.write_bytes(_odd_times([])[:24] + rec * n + bad + bytes(32))
     with open_capture(str(path)) as r:
-        got = list(r)
+        got = list(map(Packet._make, r))
         msg = r.truncated
     assert len(got) == n
     assert msg == f"bad record length {0x7FFFFFFF} at offset {24 + n * 616} (packet {n + 1})"
@@ -303,7 +303,7 @@ def test_whole_file_read_across_refills(tmp_path: Path, gz: bool) -> None:
         path = tmp_path / "refill.pcap"
         path.write_bytes(gzip.compress(data, 1) if gz else data)
         with open_capture(str(path)) as r:
-            got = list(r)
+            got = list(map(Packet._make, r))
             assert r.truncated is None
         assert len(got) == m + (extra != b"") and all(len(t[3]) == 600 for t in got[:m])
     # varied sizes: records and their headers cut by the reads at many places

@@ -881,32 +881,24 @@ impl Walk<'_> {
         out: usize,
         max: usize,
     ) -> Result<(u64, usize), Bad> {
-        let mut result: u64 = 0;
-        let mut p = pos;
-        for i in 0..max {
-            if p >= end {
-                return Err(Self::bad(
-                    "varint runs past the end of the message".into(),
-                    name,
-                    ty,
-                    pos,
-                    out,
-                ));
-            }
-            let b = self.buf[p];
-            p += 1;
-            result |= u64::from(b & 0x7F).checked_shl(7 * i as u32).unwrap_or(0);
-            if b < 0x80 {
-                return Ok((result, p));
-            }
+        match crate::wire::uvarint(self.buf, pos, end, max) {
+            // (ten bytes hold 70 bits: the value is its low 64, as a u64 shifted in)
+            Ok((v, next)) => Ok((v as u64, next)),
+            Err(crate::wire::Varint::Cut) => Err(Self::bad(
+                "varint runs past the end of the message".into(),
+                name,
+                ty,
+                pos,
+                out,
+            )),
+            Err(crate::wire::Varint::TooLong) => Err(Self::bad(
+                format!("varint longer than {max} bytes"),
+                name,
+                ty,
+                pos,
+                out,
+            )),
         }
-        Err(Self::bad(
-            format!("varint longer than {max} bytes"),
-            name,
-            ty,
-            pos,
-            out,
-        ))
     }
 
     /// A length / count prefix: (the length, -1 for null; the position after it).

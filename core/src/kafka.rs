@@ -17,6 +17,7 @@
 //! maximal invalid subpart, which is what `String::from_utf8_lossy` does too) and judged
 //! as `str.isprintable()` does ([`is_printable`]).
 
+use crate::wire::{self, be_i16, be_i32};
 use unicode_general_category::{get_general_category, GeneralCategory};
 
 /// API keys accepted as plausible when the schema table is empty.
@@ -194,42 +195,15 @@ impl ApiTable {
     }
 }
 
-fn be_i16(d: &[u8], at: usize) -> Option<i16> {
-    let b = d.get(at..at.checked_add(2)?)?;
-    Some(i16::from_be_bytes([b[0], b[1]]))
-}
-
-fn be_i32(d: &[u8], at: usize) -> Option<i32> {
-    let b = d.get(at..at.checked_add(4)?)?;
-    Some(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-}
-
 /// The unsigned varint at `pos`: (value, next position). Malformed when it runs past the
 /// end of `data` or is longer than 10 bytes.
 ///
 /// The tenth byte can take the value past `u64::MAX`, which saturates here (Python's
 /// `dissectors.decoder.read_uvarint` gives it exact): every caller compares it with byte
 /// counts, where both mean "more than the frame".
-pub fn read_uvarint(data: &[u8], mut pos: usize) -> Result<(u64, usize), Malformed> {
-    let mut result: u64 = 0;
-    let mut shift = 0u32;
-    loop {
-        let &b = data.get(pos).ok_or(Malformed)?;
-        pos += 1;
-        let part = u64::from(b & 0x7F);
-        if shift == 63 && part > 1 {
-            result = u64::MAX;
-        } else {
-            result |= part << shift;
-        }
-        if b & 0x80 == 0 {
-            return Ok((result, pos));
-        }
-        shift += 7;
-        if shift > 63 {
-            return Err(Malformed);
-        }
-    }
+pub fn read_uvarint(data: &[u8], pos: usize) -> Result<(u64, usize), Malformed> {
+    let (v, next) = wire::uvarint(data, pos, data.len(), 10).map_err(|_| Malformed)?;
+    Ok((u64::try_from(v).unwrap_or(u64::MAX), next))
 }
 
 /// Skip the tagged-field section at `pos`: the position after it, or Malformed when a

@@ -52,6 +52,8 @@
 //! score. A legacy FETCH error response is a 2-byte frame (just the error code), so the
 //! minimum frame size is 2 on legacy connections.
 
+use crate::wire::{be_i16, be_i32, be_i64, be_u32};
+
 /// Request type names, by request type (0-4).
 pub const LEGACY_API_NAMES: [&str; 5] =
     ["PRODUCE", "FETCH", "MULTIFETCH", "MULTIPRODUCE", "OFFSETS"];
@@ -72,24 +74,6 @@ const MIN_FETCH_PART: i64 = 2 + 4 + 8 + 4;
 const MIN_PRODUCE_PART: i64 = 2 + 4 + 4;
 /// FETCH and OFFSETS bodies: offset / time int64, max_size / max_number_of_offsets int32.
 const FETCH_BODY: usize = 12;
-
-fn be_i16(d: &[u8], at: usize) -> i16 {
-    i16::from_be_bytes([d[at], d[at + 1]])
-}
-
-fn be_i32(d: &[u8], at: usize) -> i32 {
-    i32::from_be_bytes([d[at], d[at + 1], d[at + 2], d[at + 3]])
-}
-
-fn be_u32(d: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([d[at], d[at + 1], d[at + 2], d[at + 3]])
-}
-
-fn be_i64(d: &[u8], at: usize) -> i64 {
-    let mut b = [0u8; 8];
-    b.copy_from_slice(&d[at..at + 8]);
-    i64::from_be_bytes(b)
-}
 
 fn is_type(rtype: i16) -> bool {
     (PRODUCE..=OFFSETS).contains(&rtype)
@@ -131,7 +115,7 @@ fn scan_messages(data: &[u8], mut pos: usize, end: usize, partial_ok: bool) -> (
         if end - pos < 4 {
             return (partial_ok, count, good);
         }
-        let length = be_i32(data, pos);
+        let length = be_i32(data, pos).unwrap_or_default();
         if length < MIN_MESSAGE {
             return (false, count, good);
         }
@@ -149,7 +133,7 @@ fn scan_messages(data: &[u8], mut pos: usize, end: usize, partial_ok: bool) -> (
             return (partial_ok, count, good);
         }
         let stop = pos + 4 + length;
-        if legacy_crc(&data[crc_pos + 4..stop]) == be_u32(data, crc_pos) {
+        if legacy_crc(&data[crc_pos + 4..stop]) == be_u32(data, crc_pos).unwrap_or_default() {
             good += 1;
         }
         count += 1;
@@ -164,7 +148,7 @@ fn topic_score(data: &[u8], pos: usize, end: usize) -> Option<(i32, usize)> {
     if end - pos < 2 {
         return None;
     }
-    let tl = be_i16(data, pos);
+    let tl = be_i16(data, pos).unwrap_or_default();
     if tl <= 0 || tl > 255 || pos + 2 + tl as usize > end {
         return None;
     }
@@ -185,7 +169,7 @@ fn produce_score(data: &[u8], pos: usize, end: usize, complete: bool) -> Option<
     if end - pos < 4 {
         return (!complete).then_some((10, end));
     }
-    let ml = usize::try_from(be_i32(data, pos)).ok()?;
+    let ml = usize::try_from(be_i32(data, pos).unwrap_or_default()).ok()?;
     let mut stop = pos + 4 + ml;
     if stop > end {
         if complete {
@@ -212,7 +196,7 @@ pub fn legacy_request_score(data: &[u8], complete: bool) -> i32 {
     if n < 8 {
         return 0;
     }
-    let rtype = be_i16(data, 0);
+    let rtype = be_i16(data, 0).unwrap_or_default();
     if !is_type(rtype) {
         return 0;
     }
@@ -225,7 +209,7 @@ pub fn legacy_request_score(data: &[u8], complete: bool) -> i32 {
     if n - pos < 4 {
         return if complete { 0 } else { tscore / 2 };
     }
-    let partition = be_i32(data, pos);
+    let partition = be_i32(data, pos).unwrap_or_default();
     pos += 4;
     let mut score = tscore;
     if !(-1..=0xFFFF).contains(&partition) {
@@ -245,7 +229,10 @@ pub fn legacy_request_score(data: &[u8], complete: bool) -> i32 {
         }
         return (score / 2 + 10).max(0);
     }
-    let (a, b) = (be_i64(data, pos), be_i32(data, pos + 8));
+    let (a, b) = (
+        be_i64(data, pos).unwrap_or_default(),
+        be_i32(data, pos + 8).unwrap_or_default(),
+    );
     score += 40;
     let least = if rtype == FETCH { 0 } else { -2 };
     score += if a >= least { 10 } else { 0 } + if b > 0 { 10 } else { 0 };
@@ -256,7 +243,7 @@ pub fn legacy_request_score(data: &[u8], complete: bool) -> i32 {
 /// `complete`, end exactly at the frame's end).
 fn multi_score(data: &[u8], rtype: i16, complete: bool) -> i32 {
     let n = data.len();
-    let count = be_i16(data, 2);
+    let count = be_i16(data, 2).unwrap_or_default();
     let minimum = if rtype == MULTIFETCH {
         MIN_FETCH_PART
     } else {
@@ -294,7 +281,10 @@ fn multi_score(data: &[u8], rtype: i16, complete: bool) -> i32 {
                 pos = n;
                 break;
             }
-            let (off, size) = (be_i64(data, pos), be_i32(data, pos + 8));
+            let (off, size) = (
+                be_i64(data, pos).unwrap_or_default(),
+                be_i32(data, pos + 8).unwrap_or_default(),
+            );
             body_total += if off >= 0 { 20 } else { 0 } + if size > 0 { 20 } else { 0 };
             pos += FETCH_BODY;
         } else {
@@ -325,7 +315,10 @@ pub fn legacy_request_plausible(head: &[u8]) -> bool {
     if n < 8 {
         return false;
     }
-    let (rtype, second) = (be_i16(head, 0), be_i16(head, 2));
+    let (rtype, second) = (
+        be_i16(head, 0).unwrap_or_default(),
+        be_i16(head, 2).unwrap_or_default(),
+    );
     if !is_type(rtype) {
         return false;
     }
@@ -337,7 +330,7 @@ pub fn legacy_request_plausible(head: &[u8]) -> bool {
     } else {
         2
     };
-    let tl = be_i16(head, pos);
+    let tl = be_i16(head, pos).unwrap_or_default();
     if tl <= 0 || tl > 255 {
         return false;
     }
@@ -345,7 +338,7 @@ pub fn legacy_request_plausible(head: &[u8]) -> bool {
     if !printable(&head[pos + 2..after.min(n)]) {
         return false;
     }
-    if after + 4 <= n && !(-1..=0xFFFF).contains(&be_i32(head, after)) {
+    if after + 4 <= n && !(-1..=0xFFFF).contains(&be_i32(head, after).unwrap_or_default()) {
         return false;
     }
     // the whole frame: it must hold the fixed-size fields
@@ -372,7 +365,7 @@ pub fn legacy_response_plausible(head: &[u8], request_type: Option<i32>) -> bool
     if n < 2 {
         return false;
     }
-    let err = be_i16(head, 0);
+    let err = be_i16(head, 0).unwrap_or_default();
     if !ERROR_CODES.contains(&err) {
         return false;
     }
@@ -384,7 +377,7 @@ pub fn legacy_response_plausible(head: &[u8], request_type: Option<i32>) -> bool
     let whole = n < 16;
     if request_type == i32::from(FETCH) {
         if n >= 6 {
-            let length = be_i32(head, 2);
+            let length = be_i32(head, 2).unwrap_or_default();
             if length < MIN_MESSAGE || (n >= 7 && head[6] > 1) {
                 return false;
             }
@@ -398,17 +391,17 @@ pub fn legacy_response_plausible(head: &[u8], request_type: Option<i32>) -> bool
         if n < 6 {
             return !whole;
         }
-        let count = be_i32(head, 2);
+        let count = be_i32(head, 2).unwrap_or_default();
         return count >= 0 && (!whole || n as i64 == 6 + 8 * i64::from(count));
     }
     if request_type == i32::from(MULTIFETCH) {
         if err != 0 {
             return false;
         }
-        if n >= 6 && be_i32(head, 2) < 2 {
+        if n >= 6 && be_i32(head, 2).unwrap_or_default() < 2 {
             return false;
         }
-        if n >= 8 && !ERROR_CODES.contains(&be_i16(head, 6)) {
+        if n >= 8 && !ERROR_CODES.contains(&be_i16(head, 6).unwrap_or_default()) {
             return false;
         }
         return !(whole && n < 8 && n != 2);

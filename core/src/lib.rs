@@ -31,6 +31,7 @@ pub mod pair;
 pub mod quantiles;
 pub mod records;
 pub mod tcp;
+pub mod wire;
 
 #[cfg(feature = "python")]
 mod py;

@@ -19,6 +19,7 @@
 
 mod decompress;
 
+use crate::wire::{self, be_i16, be_i32, be_i64, be_u32};
 use decompress::Verdict;
 
 /// A compressed message inside a compressed message, at most twice.
@@ -127,22 +128,6 @@ impl Acc {
             ));
         }
     }
-}
-
-fn be_i32(buf: &[u8], at: usize) -> Option<i32> {
-    Some(i32::from_be_bytes(buf.get(at..at + 4)?.try_into().ok()?))
-}
-
-fn be_u32(buf: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_be_bytes(buf.get(at..at + 4)?.try_into().ok()?))
-}
-
-fn be_i64(buf: &[u8], at: usize) -> Option<i64> {
-    Some(i64::from_be_bytes(buf.get(at..at + 8)?.try_into().ok()?))
-}
-
-fn be_i16(buf: &[u8], at: usize) -> Option<i16> {
-    Some(i16::from_be_bytes(buf.get(at..at + 2)?.try_into().ok()?))
 }
 
 /// The lean summary of the records bytes `buf[start..end]` (`end` clamped to the
@@ -361,24 +346,11 @@ fn v2_records(
 
 /// `_varint`: a zigzag varint of at most 10 bytes at `pos` before `end`: (value, next
 /// position), or why not.
-fn zigzag(buf: &[u8], mut pos: usize, end: usize) -> Result<(i128, usize), &'static str> {
-    let mut result: u128 = 0;
-    let mut shift = 0u32;
-    loop {
-        if pos >= end {
-            return Err("varint cut short");
-        }
-        let b = buf[pos];
-        pos += 1;
-        result |= u128::from(b & 0x7F) << shift;
-        if b < 0x80 {
-            let v = (result >> 1) as i128;
-            return Ok((if result & 1 == 1 { -v - 1 } else { v }, pos));
-        }
-        shift += 7;
-        if shift > 63 {
-            return Err("varint longer than 10 bytes");
-        }
+fn zigzag(buf: &[u8], pos: usize, end: usize) -> Result<(i128, usize), &'static str> {
+    match wire::uvarint(buf, pos, end, 10) {
+        Ok((v, next)) => Ok((wire::unzigzag(v), next)),
+        Err(wire::Varint::Cut) => Err("varint cut short"),
+        Err(wire::Varint::TooLong) => Err("varint longer than 10 bytes"),
     }
 }
 

@@ -208,14 +208,8 @@ enum Raw {
 
 /// `_varint_len`: the uncompressed length preamble of a raw block, (value, size).
 fn varint_len(data: &[u8]) -> Option<(u64, usize)> {
-    let mut value = 0u64;
-    for (i, &b) in data.iter().take(5).enumerate() {
-        value |= u64::from(b & 0x7F) << (7 * i);
-        if b & 0x80 == 0 {
-            return Some((value, i + 1));
-        }
-    }
-    None
+    let (v, n) = crate::wire::uvarint(data, 0, data.len(), 5).ok()?;
+    Some((v as u64, n))
 }
 
 /// `_snappy_raw`.
