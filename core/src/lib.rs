@@ -30,6 +30,7 @@ pub mod net;
 pub mod pair;
 pub mod quantiles;
 pub mod records;
+pub mod session;
 pub mod tcp;
 pub mod wire;
 

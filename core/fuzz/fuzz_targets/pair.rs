@@ -13,30 +13,13 @@ use kws_core::capture::CaptureReader;
 use kws_core::evidence;
 use kws_core::figures::Figures;
 use kws_core::kafka::ApiTable;
-use kws_core::net;
-use kws_core::pair::{Forced, Out, PairConfig, Pairing};
-use kws_core::tcp::{Config, Event, Reassembler, Sink};
+use kws_core::pair::{Forced, Out, PairConfig};
+use kws_core::session::{Session, SessionConfig};
+use kws_core::tcp::Config;
 use libfuzzer_sys::fuzz_target;
 
 #[path = "schema.rs"]
 mod schema;
-
-/// The pairing stage, and the bytes reassembly gave it.
-struct Tee {
-    pair: Pairing,
-    delivered: u64,
-}
-
-impl Sink for Tee {
-    fn event(&mut self, ev: Event<'_>) {
-        match &ev {
-            Event::Data { data, .. } => self.delivered += data.len() as u64,
-            Event::Gap { length, .. } => self.delivered += *length,
-            _ => {}
-        }
-        self.pair.event(ev);
-    }
-}
 
 #[derive(Default)]
 struct Tally {
@@ -51,9 +34,12 @@ struct Tally {
 
 /// Take the stage's output; a handed connection's end is answered as the front answers
 /// one it does not decrypt (ignore, then end).
-fn drain(p: &mut Pairing, t: &mut Tally) {
-    while !p.out.is_empty() {
-        let out = std::mem::take(&mut p.out);
+fn drain(s: &mut Session, t: &mut Tally) {
+    loop {
+        let out = s.take();
+        if out.is_empty() {
+            return;
+        }
         for o in out {
             match o {
                 Out::Open(c) => assert!(t.opened.insert(c.id), "connection {} opened twice", c.id),
@@ -88,8 +74,8 @@ fn drain(p: &mut Pairing, t: &mut Tally) {
                     reason,
                     ..
                 } => {
-                    p.ignore(conn, None);
-                    p.end(conn, None, reason);
+                    s.ignore(conn, None);
+                    s.end(conn, None, reason, s.pair.now);
                 }
                 Out::Update(_) | Out::End { .. } => {}
             }
@@ -135,40 +121,41 @@ fuzz_target!(|data: &[u8]| {
         Some(2) => Forced::Modern,
         _ => Forced::Auto,
     };
-    let pair = Pairing::new(PairConfig {
+    let mut s = Session::new(SessionConfig {
         ports: vec![9092],
-        forced,
-        max_frame_size: 1 << 16,
-        table: table.clone(),
-        schema: schema.clone(),
-    });
-    let cfg = Config {
-        max_buffer: 4096,
-        max_total_buffer: 16384,
-        max_closed: 4,
-        ..Config::default()
-    };
-    let mut ra = Reassembler::new(cfg);
-    let mut tee = Tee { pair, delivered: 0 };
+        autodetect: true,
+        share: None,
+        tcp: Config {
+            max_buffer: 4096,
+            max_total_buffer: 16384,
+            max_closed: 4,
+            ..Config::default()
+        },
+        pair: PairConfig {
+            ports: vec![9092],
+            forced,
+            max_frame_size: 1 << 16,
+            table: table.clone(),
+            schema: schema.clone(),
+        },
+        hand_all: false,
+    })
+    .expect("no share");
     let mut tally = Tally::default();
     while let Ok(Some(p)) = r.next_packet() {
-        if let Ok(seg) = net::parse(p.linktype, p.data, p.orig_len) {
-            tee.pair.now = p.index;
-            tee.pair.now_ts = p.ts;
-            ra.segment(&seg, p.ts, p.index, &mut tee);
-            drain(&mut tee.pair, &mut tally);
-            if p.index % 7 == 0 {
-                tee.pair.expire(p.ts, 0.5);
-                drain(&mut tee.pair, &mut tally);
-            }
+        let (index, ts) = (p.index, p.ts);
+        s.packet(index, ts, p.linktype, p.data, p.orig_len);
+        drain(&mut s, &mut tally);
+        if index % 7 == 0 {
+            s.expire(ts, 0.5);
+            drain(&mut s, &mut tally);
         }
     }
-    tee.pair.now = kws_core::pair::END_OF_CAPTURE;
-    ra.finish(None, &mut tee);
-    drain(&mut tee.pair, &mut tally);
-    let c = &tee.pair.counts;
+    s.finish(None);
+    drain(&mut s, &mut tally);
+    let c = &s.pair.counts;
     assert_eq!(
-        tee.pair.open_states(),
+        s.pair.open_states(),
         0,
         "a connection was never closed (by the reassembler's ends alone)"
     );
@@ -183,7 +170,7 @@ fuzz_target!(|data: &[u8]| {
     );
     let skipped: u64 = c.bytes_skipped.values().sum();
     assert_eq!(
-        tee.delivered,
+        s.delivered,
         tally.frame_bytes + skipped + tally.handed_bytes,
         "bytes not accounted for"
     );

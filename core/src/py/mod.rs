@@ -57,9 +57,10 @@ use crate::capture::CaptureReader;
 use crate::frame::Frame;
 use crate::kafka::ApiTable;
 use crate::net;
-use crate::pair::{Forced, Kind, Out, PairConfig, Pairing};
+use crate::pair::{Forced, Kind, Out, PairConfig};
 use crate::py::figures::{Figures, Side, Table};
-use crate::tcp::{Config, Reassembler};
+use crate::session::{Session, SessionConfig};
+use crate::tcp::Config;
 
 create_exception!(
     _core,
@@ -409,53 +410,18 @@ fn lean<'py>(
     Ok((rq.0, rq.1, rs.0, rs.1).into_pyobject(py)?.into_any())
 }
 
-/// The net, tcp and Kafka stages over a capture or packets handed in: records in
-/// batches, with the counts that account for every packet, frame and skipped byte.
+/// The net, tcp and Kafka stages over a capture or packets handed in (a
+/// [`Session`]): records in batches, with the counts that account for every packet,
+/// frame and skipped byte.
 #[pyclass(module = "analyzer._core")]
 pub struct Stream {
-    ra: Reassembler,
-    pair: Pairing,
-    ports: Vec<u16>,
-    autodetect: bool,
-    share: Option<(u32, u32)>,
-    tally: net::Tally,
+    s: Session,
     figures: Option<Py<Figures>>,
 }
 
 impl Stream {
-    /// One packet through net and tcp (a packet of another share is not counted).
-    fn packet(&mut self, index: u64, ts: f64, linktype: i32, data: &[u8], orig_len: u32) {
-        let parsed = net::parse(linktype, data, orig_len);
-        if let Some((k, n)) = self.share {
-            let mine = match &parsed {
-                Ok(seg) => net::share_of(&seg.src, &seg.dst, n) == k,
-                Err(_) => k == 0,
-            };
-            if !mine {
-                return;
-            }
-        }
-        self.tally.packet(ts);
-        match parsed {
-            Err(skip) => self.tally.skip(skip.reason()),
-            Ok(seg) => {
-                if !self.autodetect
-                    && !self.ports.contains(&seg.src.1)
-                    && !self.ports.contains(&seg.dst.1)
-                {
-                    self.tally.skip("not a Kafka port".into());
-                    return;
-                }
-                self.pair.now = index;
-                self.pair.now_ts = ts;
-                self.ra.segment(&seg, ts, index, &mut self.pair);
-            }
-        }
-    }
-
     fn drain<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let out = std::mem::take(&mut self.pair.out);
-        records(py, out, self.figures.as_ref())
+        records(py, self.s.take(), self.figures.as_ref())
     }
 }
 
@@ -481,20 +447,6 @@ impl Stream {
         max_frame_size: u32,
         figures: Option<Py<Figures>>,
     ) -> PyResult<Self> {
-        if let Some((k, n)) = share {
-            if n == 0 || k >= n {
-                return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                    "share {k} of {n}"
-                )));
-            }
-        }
-        let cfg = Config {
-            max_buffer,
-            overlap_window,
-            max_closed,
-            max_total_buffer,
-            ids_from_index,
-        };
         let forced = match protocol {
             "auto" => Forced::Auto,
             "legacy" => Forced::Legacy,
@@ -505,27 +457,29 @@ impl Stream {
                 )))
             }
         };
-        let frames = apis.is_some();
-        let pcfg = PairConfig {
-            ports: ports.clone(),
-            forced,
-            max_frame_size,
-            schema: apis.as_ref().and_then(|t| t.1.clone()),
-            table: apis.map(|t| t.0.clone()).unwrap_or_default(),
-        };
-        let mut pair = Pairing::new(pcfg);
-        if !frames {
-            pair.hand_all = true;
-        }
-        Ok(Stream {
-            ra: Reassembler::new(cfg),
-            pair,
+        let hand_all = apis.is_none();
+        let s = Session::new(SessionConfig {
+            pair: PairConfig {
+                ports: ports.clone(),
+                forced,
+                max_frame_size,
+                schema: apis.as_ref().and_then(|t| t.1.clone()),
+                table: apis.map(|t| t.0.clone()).unwrap_or_default(),
+            },
             ports,
             autodetect,
             share,
-            tally: net::Tally::default(),
-            figures,
+            tcp: Config {
+                max_buffer,
+                overlap_window,
+                max_closed,
+                max_total_buffer,
+                ids_from_index,
+            },
+            hand_all,
         })
+        .map_err(pyo3::exceptions::PyValueError::new_err)?;
+        Ok(Stream { s, figures })
     }
 
     /// Read up to `max_packets` packets of `cap` through the stages: their events, or None
@@ -542,8 +496,7 @@ impl Stream {
                 break;
             };
             read += 1;
-            let (index, ts, lt, orig) = (p.index, p.ts, p.linktype, p.orig_len);
-            self.packet(index, ts, lt, p.data, orig);
+            self.s.packet(p.index, p.ts, p.linktype, p.data, p.orig_len);
         }
         if read == 0 {
             return Ok(None);
@@ -558,7 +511,7 @@ impl Stream {
         packets: Vec<(u64, f64, i32, Vec<u8>, u32)>,
     ) -> PyResult<Bound<'py, PyList>> {
         for (index, ts, lt, data, orig) in &packets {
-            self.packet(*index, *ts, *lt, data, *orig);
+            self.s.packet(*index, *ts, *lt, data, *orig);
         }
         self.drain(py)
     }
@@ -579,7 +532,7 @@ impl Stream {
         let packets = batches::packets(index, ts, linktype, orig_len, ends, blob)
             .map_err(pyo3::exceptions::PyValueError::new_err)?;
         for (index, ts, lt, data, orig) in packets {
-            self.packet(index, ts, lt, data, orig);
+            self.s.packet(index, ts, lt, data, orig);
         }
         self.drain(py)
     }
@@ -603,7 +556,7 @@ impl Stream {
         let n = reader
             .inner
             .read(max_packets, max_bytes, |p| {
-                self.packet(index, p.ts, linktype, p.data, p.orig_len);
+                self.s.packet(index, p.ts, linktype, p.data, p.orig_len);
                 index += 1;
             })
             .map_err(errno_error)?;
@@ -613,9 +566,8 @@ impl Stream {
     /// End of capture: flush every open connection (at `ts`, else each one's last packet).
     #[pyo3(signature = (ts = None))]
     fn finish<'py>(&mut self, py: Python<'py>, ts: Option<f64>) -> PyResult<Bound<'py, PyList>> {
-        self.pair.now = END_OF_CAPTURE;
         // (the reassembler ends every connection still open: pairing closes each at its end)
-        self.ra.finish(ts, &mut self.pair);
+        self.s.finish(ts);
         self.drain(py)
     }
 
@@ -635,18 +587,15 @@ impl Stream {
         now: u64,
         client_dir: Option<u8>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let saved = self.pair.now;
-        self.pair.now = now;
-        self.pair
-            .plain(conn, dir, offset, data, ts, index, client_dir);
-        self.pair.now = saved;
+        self.s
+            .plain(conn, dir, offset, data, ts, index, now, client_dir);
         self.drain(py)
     }
 
     /// A handed connection the front does not analyse (TLS not decrypted).
     #[pyo3(signature = (conn, client_dir = None))]
     fn ignore(&mut self, conn: u64, client_dir: Option<u8>) {
-        self.pair.ignore(conn, client_dir);
+        self.s.ignore(conn, client_dir);
     }
 
     /// A handed connection's direction (or, `dir` None, the whole connection) ended.
@@ -658,10 +607,7 @@ impl Stream {
         reason: &str,
         now: u64,
     ) -> PyResult<Bound<'py, PyList>> {
-        let saved = self.pair.now;
-        self.pair.now = now;
-        self.pair.end(conn, dir, reason_str(reason));
-        self.pair.now = saved;
+        self.s.end(conn, dir, reason_str(reason), now);
         self.drain(py)
     }
 
@@ -672,7 +618,7 @@ impl Stream {
         now: f64,
         timeout: f64,
     ) -> PyResult<Bound<'py, PyList>> {
-        self.pair.expire(now, timeout);
+        self.s.expire(now, timeout);
         self.drain(py)
     }
 
@@ -681,7 +627,7 @@ impl Stream {
     /// and notes.
     #[getter]
     fn kafka_counts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let c = &self.pair.counts;
+        let c = &self.s.pair.counts;
         let d = PyDict::new(py);
         d.set_item("connections", c.connections)?;
         d.set_item("request_frames", c.request_frames)?;
@@ -698,25 +644,26 @@ impl Stream {
     /// packets fed and counted (a share's own packets only)
     #[getter]
     fn packets(&self) -> u64 {
-        self.tally.packets
+        self.s.tally.packets
     }
     #[getter]
     fn first_ts(&self) -> Option<f64> {
-        self.tally.first_ts
+        self.s.tally.first_ts
     }
     #[getter]
     fn last_ts(&self) -> Option<f64> {
-        self.tally.last_ts
+        self.s.tally.last_ts
     }
     /// packets that gave no TCP segment, by reason
     #[getter]
     fn skips(&self) -> std::collections::BTreeMap<String, u64> {
-        self.tally.skips.clone()
+        self.s.tally.skips.clone()
     }
     /// reassembly's counters: "out of order", "retransmission", "lost segments", ...
     #[getter]
     fn counters(&self) -> std::collections::BTreeMap<String, u64> {
-        self.ra
+        self.s
+            .ra
             .stats
             .counters
             .iter()
@@ -725,20 +672,20 @@ impl Stream {
     }
     #[getter]
     fn notes(&self) -> Vec<String> {
-        self.ra.stats.notes.clone()
+        self.s.ra.stats.notes.clone()
     }
     #[getter]
     fn conn_count(&self) -> u64 {
-        self.ra.stats.conn_count
+        self.s.ra.stats.conn_count
     }
     /// with ids_from_index: every connection's first packet number, in order
     #[getter]
     fn first_indexes(&self) -> Vec<u64> {
-        self.ra.stats.first_indexes.clone()
+        self.s.ra.stats.first_indexes.clone()
     }
     #[getter]
     fn open_conns(&self) -> usize {
-        self.ra.open_count()
+        self.s.ra.open_count()
     }
 }
 
