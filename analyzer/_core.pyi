@@ -57,6 +57,11 @@ class Capture:
 
 def open_capture(path: str, strict: bool = False) -> Capture: ...
 
+# (boundary or None, hop_end, packets, [(offset, SHB/IDB block)], damaged) of a byte range of a
+# capture file (core/src/split.rs); None for a file that is neither pcap nor pcapng
+def scan_range(path: str, start: int, end: int, known: int | None = None
+               ) -> tuple[int | None, int, int, list[tuple[int, bytes]], bool] | None: ...
+
 # (producer_id, producer_epoch, base_sequence, records, bytes, uncompressed or None, codec,
 #  base_timestamp, max_timestamp, transactional, control)
 BatchSummary = tuple[int, int, int, int, int, int | None, str, int, int, bool, bool]
@@ -139,10 +144,11 @@ class PacketReader:
 
 class HeaderTable:
     """What framing and pairing read of the schema (dissectors.header.api_table's entries:
-    api_key, newest version, header version per version), built once per process; with
+    api_key, newest version, newest plausible version, header version per version), built once
+    per process; with
     ``apis`` (dissectors.schema.APIS' values) the bodies that judge a connection on no
     --port port (core/src/evidence.rs)."""
-    def __init__(self, entries: list[tuple[int, int, list[int]]], apis: list[ApiDef] | None = None) -> None: ...
+    def __init__(self, entries: list[tuple[int, int, int, list[int]]], apis: list[ApiDef] | None = None) -> None: ...
 
 
 # the Spark job's shuffle records (core/src/batches.rs): a connection's packets in six

@@ -68,7 +68,7 @@ class Options:
     # lite-check (lite, and what check's rules read: see Pipeline) | lite-topics-check
     # (both) | none
     decode: str = "full"
-    max_frame_size: int = 100 * 1024 * 1024
+    max_frame_size: int = DecodeContext.max_frame_size      # (the one default: the decoder's)
     unanswered_timeout: float | None = None
     tls_keylog: Any = None            # analyzer.tlsdecrypt.TlsKeyLog: decrypt TLS connections
     conn_ids_from_index: bool = False  # Conn.id = its first packet's number (a shard of a capture)

@@ -39,8 +39,8 @@ from multiprocessing.connection import wait as wait_for
 from typing import Any, NamedTuple
 
 from analyzer._core import END_OF_CAPTURE, CaptureError, open_capture
-from analyzer.commands.options import fresh_context
 from analyzer.pipeline import AUTO_LISTED, Options, Run, merge_connections
+from analyzer.runs import fresh_context
 from analyzer.sinks.stats import COSTLY_VIEWS, StatsAccumulator
 from dissectors.context import DecodeContext
 

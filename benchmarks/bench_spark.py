@@ -152,7 +152,9 @@ def main() -> None:
     print(f"one process: stats {stats_only:.1f} s, stats + check {single} (load {load()}), "
           f"{run.summary.packets} packets, {acc.exchanges} exchanges, {len(findings)} findings", flush=True)
 
-    from analyzer.spark_job import JobConfig, make_session, run_spark, stop_session
+    from analyzer.spark.inputs import JobConfig
+    from analyzer.spark.job import run_spark
+    from analyzer.spark.session import make_session, stop_session
 
     results: dict[int, float] = {}
     for cores in (int(c) for c in args.cores.split(",")):

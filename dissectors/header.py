@@ -23,8 +23,8 @@ from dissectors.schema import APIS, ApiDef, request_header_version
 _I32 = struct.Struct(">i")
 
 # a known API's version at most this far above the newest the schema knows is plausible (the
-# core's MAX_NEWER_PLAUSIBLE in core/src/kafka.rs, tests/test_core_headers.py checks they agree);
-# the decoder tries the newest layout on such a version (dissectors.kafka.NEWER_VERSIONS_TRIED)
+# core has it in api_table's entries); the decoder tries the newest layout on such a version
+# (dissectors.kafka.NEWER_VERSIONS_TRIED)
 MAX_NEWER_PLAUSIBLE = 8
 
 
@@ -43,11 +43,13 @@ def response_correlation_id(data: bytes) -> int | None:
     return _I32.unpack_from(data, 0)[0]
 
 
-def api_table(apis: dict[int, ApiDef] | None = None) -> list[tuple[int, int, list[int]]]:
+def api_table(apis: dict[int, ApiDef] | None = None) -> list[tuple[int, int, int, list[int]]]:
     """What the core's framing and pairing need of the schema (``apis``, else ``APIS``),
-    handed to it at start-up (``analyzer._core.Stream(apis=...)``): each known API key with
-    its newest version and the request header version of each version up to that one (a
-    newer version's header is the newest one's: ``request_header_version`` clamps)."""
+    handed to it at start-up (``analyzer._core.HeaderTable``): each known API key with its
+    newest version, the newest version still plausible (``MAX_NEWER_PLAUSIBLE`` above it),
+    and the request header version of each version up to the newest (a newer version's
+    header is the newest one's: ``request_header_version`` clamps)."""
     apis = APIS if apis is None else apis
-    return [(key, api.max_version, [request_header_version(key, v) for v in range(api.max_version + 1)])
+    return [(key, api.max_version, api.max_version + MAX_NEWER_PLAUSIBLE,
+             [request_header_version(key, v) for v in range(api.max_version + 1)])
             for key, api in sorted(apis.items())]

@@ -2,11 +2,13 @@
 
     python3 tests/schema_json.py OUT.json
 
-``{"apis": [...], "consumer": {"subscription": [...], "assignment": [...]}}``: the APIs,
+``{"apis": [...], "header_table": [...], "consumer": {"subscription": [...], "assignment": [...]}}``:
+the APIs,
 each ``{key, name, min_version, max_version, flexible_from, request, response}``, and the
-consumer protocol's fields (``dissectors.consumer``); a field is ``{name, type, versions,
+consumer protocol's fields (``dissectors.consumer``), and the header table the pipeline hands
+the core (``dissectors.header.api_table``); a field is ``{name, type, versions,
 nullable, tag, tagged, struct, element, fields, meaning}`` (ranges as ``[lo, hi]`` or
-null), as ``core/src/py_figures.rs`` reads the same NamedTuples.
+null), as ``core/src/py/figures.rs`` reads the same NamedTuples.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import sys
 from typing import Any
 
 from dissectors.consumer import ASSIGNMENT, SUBSCRIPTION
+from dissectors.header import api_table
 from dissectors.schema import APIS, ApiDef, FieldDef
 
 
@@ -50,7 +53,7 @@ def main(argv: list[str]) -> int:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
     with open(argv[1], "w") as out:
-        json.dump({"apis": [api(a) for _k, a in sorted(APIS.items())],
+        json.dump({"apis": [api(a) for _k, a in sorted(APIS.items())], "header_table": api_table(),
                    "consumer": {"subscription": [field(f) for f in SUBSCRIPTION],
                                 "assignment": [field(f) for f in ASSIGNMENT]}}, out)
     return 0

@@ -894,15 +894,15 @@ def _cli(monkeypatch, exchanges_by_path: dict, *args: str):
     from click.testing import CliRunner
 
     import analyzer.cli as cli
-    from analyzer.commands.check import check_command
+    from analyzer.commands import check
 
     def fake_iter(paths, kw, progress=True, decode="full"):
         assert decode == "lite-check"
         for p in paths:
             yield p, _FakeRun(completion_order(exchanges_by_path[p]))
-    monkeypatch.setattr(cli, "iter_captures", fake_iter)
+    monkeypatch.setattr(check, "iter_captures", fake_iter)
     if "check" not in cli.main.commands:
-        cli.main.add_command(check_command)
+        cli.main.add_command(check.check_command)
     return CliRunner().invoke(cli.main, ["check", *args])
 
 

@@ -411,7 +411,7 @@ def produce_request(rng: random.Random, version: int) -> bytes:
 def test_table_rule_past_the_vector() -> None:
     """Every version past an entry's vector has the vector's last header version, as the
     ApiTable assumes, for every version up to 0x7FFF."""
-    for key, _top, hvs in api_table():
+    for key, _top, _newest, hvs in api_table():
         last = hvs[-1]
         bad = [v for v in range(len(hvs), 0x8000) if schema.request_header_version(key, v) != last]
         assert not bad, f"api_key {key}: versions {bad[:5]}... differ from the last entry {last}"

@@ -554,7 +554,8 @@ def test_live_counts_what_the_filter_keeps() -> None:
 
 
 def test_spark_job_keeps_what_the_filter_keeps() -> None:
-    from analyzer.spark_job import JobConfig, run_local
+    from analyzer.spark.inputs import JobConfig
+    from analyzer.spark.job import run_local
 
     res, rows, _parts, _conns = run_local([FETCH], JobConfig(display_filter="api_name == Fetch && topic == plain",
                                                      split_size=900))

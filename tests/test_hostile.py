@@ -23,6 +23,7 @@ from click.testing import CliRunner
 
 from analyzer._core import open_capture
 from analyzer.cli import main
+from analyzer.model import Packet
 from analyzer.pipeline import Options, Run
 from analyzer.sinks.stats import StatsAccumulator
 from dissectors.context import DecodeContext
@@ -281,7 +282,7 @@ def test_bad_file_header(tmp_path: Path, head: bytes, message: str, command: tup
 
 def _sample_packets(name: str) -> list[RawPacket]:
     with open_capture(str(SAMPLES / name)) as r:
-        return [RawPacket(p.ts, p.data, p.orig_len) for p in r]
+        return [RawPacket(ts, data, orig_len) for _i, ts, _lt, data, orig_len in r]
 
 
 def test_pcapng_unknown_block_type_is_skipped(tmp_path: Path) -> None:
@@ -332,7 +333,7 @@ def test_pcapng_block_with_bad_length_mid_file(tmp_path: Path) -> None:
 def test_caplen_larger_than_orig_len_shared_capture() -> None:
     path = shared_captures() / "public" / "go-sniffer-pr39__kafka.pcap"
     with open_capture(str(path)) as r:
-        pkts = list(r)
+        pkts = list(map(Packet._make, r))
         assert r.counters.get("caplen > orig_len", 0) > 0
     assert any(len(p.data) > p.orig_len for p in pkts)
     code, out, err = cli("read", "-f", "ndjson", str(path))

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from analyzer import pipeline
-from analyzer.cli import summary_text
+from analyzer.commands.options import summary_text
 from dissectors import kafka
 from dissectors.context import DecodeContext
 from dissectors.field import Field

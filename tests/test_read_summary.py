@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analyzer.cli import summary_text
+from analyzer.commands.options import summary_text
 from analyzer.pipeline import Options, Run
 from analyzer.sinks.output import summary_line
 from dissectors import kafka

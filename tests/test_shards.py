@@ -172,7 +172,7 @@ def test_reader_share_is_shard_of(name: str, tmp_path: Path) -> None:
     if not path.exists():
         pytest.skip(f"{name} not in samples/")
     with open_capture(str(path)) as r:
-        every = list(r)
+        every = list(map(Packet._make, r))
     assert every
     share = [shard_of(p, 3) for p in every]
     by_key: dict[tuple, set[int]] = {}
@@ -329,7 +329,7 @@ def test_interleaved_names_are_not_exact() -> None:
 
 def test_spark_counts_the_ids_it_cannot_replay() -> None:
     from analyzer.sinks.stats import StatsAccumulator
-    from analyzer.spark_job import JobResult, inexact_ids, learnt_table
+    from analyzer.spark.gather import JobResult, inexact_ids, learnt_table
 
     beta = _learn([(10, "id", "beta"), (12, "id", "beta"), (14, "id", "beta")])[0]
     gamma = _learn([(11, "id", "gamma")])[0]        # inside beta's run, on another connection

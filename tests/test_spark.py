@@ -23,12 +23,15 @@ pyspark = pytest.importorskip("pyspark")
 pq = pytest.importorskip("pyarrow.parquet")
 
 from analyzer._core import open_capture  # noqa: E402
-from analyzer.commands.options import fresh_context, options_from_kwargs  # noqa: E402
+from analyzer.commands.options import options_from_kwargs  # noqa: E402
 from analyzer.pipeline import Run  # noqa: E402
+from analyzer.runs import fresh_context  # noqa: E402
 from analyzer.sinks.check import Checker  # noqa: E402
 from analyzer.sinks.output import exchange_to_json  # noqa: E402
 from analyzer.sinks.stats import StatsAccumulator, keep_top_for  # noqa: E402
-from analyzer.spark_job import JobConfig, make_session, run_local, run_spark, stop_session  # noqa: E402
+from analyzer.spark.inputs import JobConfig  # noqa: E402
+from analyzer.spark.job import run_local, run_spark  # noqa: E402
+from analyzer.spark.session import make_session, stop_session  # noqa: E402
 from dissectors.context import DecodeContext  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -178,7 +181,8 @@ def test_steps_match_stats_and_check_with_tiny_splits(by: tuple[str, ...], split
     no shuffle, the bigger ones cut into ranges; or: all read whole, shuffled by connection),
     connections shuffled in batches (some cut into many batches): the same figures, findings
     and exchange rows."""
-    from analyzer.spark_job import is_direct, plan_reads, plan_splits, resolve_inputs, scan_split
+    from analyzer.spark.inputs import resolve_inputs
+    from analyzer.spark.plan import is_direct, plan_reads, plan_splits, scan_split
 
     ref_stats, ref_findings, ref_rows = reference(SAMPLES, by, top=12)
     direct_max = 0 if split == 1 << 20 else -1
@@ -217,7 +221,7 @@ def test_stats_only_uses_lite_decoding_with_the_same_figures(by: tuple[str, ...]
     (``-check``); rows of exchange fields read lean trees too, and so does a display filter
     (it decodes full trees where it tests a tree field); field trees in the rows or a
     lowered --max-depth keep the full decoder."""
-    from analyzer.spark_job import lite_if_enough
+    from analyzer.spark.plan import lite_if_enough
 
     lite = "lite-topics" if "topic" in by else "lite"
     cfg = JobConfig(by=by, split_size=700, rules=frozenset(), rows=False)
@@ -258,7 +262,9 @@ def test_trees_and_second_pass() -> None:
 
 def test_split_boundaries_agree_with_the_reader(tmp_path: Path) -> None:
     """A pcap whose payloads contain fake record headers: the scan still finds the true boundaries."""
-    from analyzer.spark_job import plan_reads, plan_splits, read_batches, resolve_inputs, scan_split
+    from analyzer.spark.inputs import resolve_inputs
+    from analyzer.spark.plan import plan_reads, plan_splits, scan_split
+    from analyzer.spark.tasks import read_batches
     from tests.pcapgen import TcpFlow, kafka_request, kafka_response, write_pcap
 
     flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092), ts=1_700_000_000.0)
@@ -371,7 +377,8 @@ def test_unreachable_master_is_named_within_seconds(tmp_path: Path) -> None:
 
 
 def test_master_check() -> None:
-    from analyzer.spark_job import SparkJobError, check_master
+    from analyzer.spark.inputs import SparkJobError
+    from analyzer.spark.session import check_master
 
     with socket.socket() as srv:
         srv.bind(("127.0.0.1", 0))

@@ -13,7 +13,8 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
-from analyzer.spark_job import JobConfig, run_local  # noqa: E402
+from analyzer.spark.inputs import JobConfig  # noqa: E402
+from analyzer.spark.job import run_local  # noqa: E402
 from analyzer.tables import CONNECTIONS, EXCHANGES, PARTITIONS, TABLES, arrow_schema  # noqa: E402
 from tests.conftest import REPO, SAMPLES  # noqa: E402
 from tests.pcapgen import TcpFlow, write_pcap  # noqa: E402

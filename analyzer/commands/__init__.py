@@ -1,3 +1,3 @@
-"""The commands besides `read` and `apis` (analyzer/cli.py), one module each: its click
-options, how it wires the pipeline to its sinks, and its output; `options` holds the
-options they share (capture selection, decoding limits, filters)."""
+"""The commands, one module each (``<name>_command`` in ``analyzer.commands.<name>``): its
+click options, how it wires the pipeline to its sinks, and its output; ``options`` holds
+what they share. ``analyzer.cli`` only registers them."""

@@ -1,8 +1,8 @@
 """``kafkawire-sniff check``: find client and broker bugs in captures.
 
-Only wiring and drawing: the rules live in ``analyzer.sinks.check``. The lead registers
-``check_command`` in the main group. The command returns its exit status (the main
-group exits with it): 0 when no finding has severity error, 1 otherwise.
+Only wiring and drawing: the rules live in ``analyzer.sinks.check``. The command returns
+its exit status (the main group exits with it): 0 when no finding has severity error, 1
+otherwise.
 """
 from __future__ import annotations
 
@@ -13,20 +13,12 @@ from typing import Any
 
 import click
 
-from analyzer.commands.options import capture_options, filter_option, lean_decode
-from analyzer.errors import warn_damaged
+from analyzer.commands.options import capture_options, filter_option, iter_captures, jobs_option, rule_list
+from analyzer.errors import stdout_console, warn_damaged
+from analyzer.runs import lean_decode
 from analyzer.sinks.check import RULES, SEVERITIES, Checker, Finding, count_by_severity
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
-
-
-def rule_list(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
-    """``--rule`` / ``--skip-rule`` of check and spark: names, repeatable or comma-separated."""
-    names = tuple(n.strip() for v in value for n in v.split(",") if n.strip())
-    unknown = [n for n in names if n not in RULES]
-    if unknown:
-        raise click.BadParameter(f"unknown rule {', '.join(unknown)} (see 'kafkawire-sniff check --list-rules')")
-    return names
 
 
 @click.command("check")
@@ -45,9 +37,7 @@ def rule_list(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
 @click.option("--storm-rebalances", type=click.IntRange(min=1), default=5, show_default=True,
               help="Report a rebalance storm above this many group generations per minute.")
 @click.option("--list-rules", is_flag=True, help="List the rules and exit.")
-@click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Worker processes per capture, each taking a share of the TCP connections "
-                   "(0: one per CPU for captures of 8 MB or more, else 1).")
+@jobs_option
 @filter_option
 @capture_options
 def check_command(captures: tuple[str, ...], rules: tuple[str, ...], skip_rules: tuple[str, ...], fmt: str,
@@ -70,7 +60,6 @@ def check_command(captures: tuple[str, ...], rules: tuple[str, ...], skip_rules:
     chosen = set(rules) if rules else set(RULES)
     chosen -= set(skip_rules)
 
-    from analyzer.cli import iter_captures
     from analyzer.shards import auto_jobs, run_check_sharded
 
     results: list[dict[str, Any]] = []
@@ -144,11 +133,6 @@ def _write_json(out: Any, results: list[dict[str, Any]], counts: dict[str, int],
 
 # -- text output -------------------------------------------------------------------
 
-def _console() -> Any:
-    from analyzer.errors import stdout_console
-    return stdout_console(highlight=False, soft_wrap=True)
-
-
 def _frames_text(f: Finding) -> str:
     shown = ", ".join(map(str, f.frames[:12]))
     more = len(f.frames) - 12
@@ -173,7 +157,7 @@ def show_command(capture: str, f: Finding) -> str | None:
 def _print_text(results: list[dict[str, Any]]) -> None:
     from rich.markup import escape
 
-    con = _console()
+    con = stdout_console(highlight=False, soft_wrap=True)
     for r in results:
         fs: list[Finding] = r["findings"]
         c = count_by_severity(fs)
@@ -203,7 +187,7 @@ def _print_rules(fmt: str) -> None:
         return
     from rich.markup import escape
 
-    con = _console()
+    con = stdout_console(highlight=False, soft_wrap=True)
     width = max(len(r) for r in RULES)
     for r in RULES.values():
         con.print(f"{r.id:<{width}}  [{SEVERITY_STYLE[r.severity]}]{r.severity:<7}[/{SEVERITY_STYLE[r.severity]}]  "
@@ -241,7 +225,7 @@ def _timeline(results: list[dict[str, Any]], group: str, fmt: str) -> int:
 def _print_timeline(group: str, events: list[dict[str, Any]], story: dict[str, Any] | None = None) -> None:
     from rich.markup import escape
 
-    con = _console()
+    con = stdout_console(highlight=False, soft_wrap=True)
     con.print(f"[bold]group {escape(group)}[/bold]: {len(events)} exchanges")
     t0 = events[0]["time"] if events else 0.0
     for line in story_lines(story, t0):

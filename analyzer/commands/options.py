@@ -1,12 +1,18 @@
-"""Options shared by every command that reads captures (read, stats, check, live, spark)."""
+"""What the commands share: the options of every command that reads captures (capture
+selection, decoding limits, the display filter) and of several (--by, --rule), reading the
+captures they name (``iter_captures``), the closing summary of `read` and `live`, and
+writing the tables of captures as Parquet (`export`, `sql`, `spark`)."""
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from analyzer.errors import UserError, warn_damaged
+from analyzer.runs import DEFAULT_MAX_DEPTH, fresh_context, lean_decode
 from dissectors.context import DecodeContext
 
 # (the pipeline is imported when a command runs: `--help` goes without it, and so does
@@ -70,9 +76,6 @@ class Port(click.ParamType):
         return n
 
 
-# the decoders' nesting limit unless --max-depth says otherwise (DecodeContext's default)
-DEFAULT_MAX_DEPTH = DecodeContext().max_depth
-
 CAPTURE_OPTIONS = [
     click.option("-p", "--port", "ports", multiple=True, type=Port(),
                  help="Kafka broker port (repeatable; default 9092). Other ports are auto-detected."),
@@ -97,11 +100,7 @@ CAPTURE_OPTIONS = [
 def capture_options(f: Callable[..., Any]) -> Callable[..., Any]:
     for opt in reversed(CAPTURE_OPTIONS):
         f = opt(f)
-
-    @functools.wraps(f)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return f(*args, **kwargs)
-    return wrapper
+    return f
 
 
 CAPTURE_OPTION_NAMES = ("ports", "no_autodetect", "protocol", "max_frame_size", "max_decompressed",
@@ -112,8 +111,6 @@ def check_captures(paths: tuple[str, ...]) -> None:
     """Each path names a capture we can read: a regular file is opened and its header read
     (cheap), anything else (a pipe, ``<(zcat x.pcap)``) only looked up, as reading its
     header would consume it. Every bad path is named, one line each; CaptureError for the last."""
-    import os
-
     from analyzer._core import CaptureError, open_capture
 
     bad: list[str] = []
@@ -130,17 +127,6 @@ def check_captures(paths: tuple[str, ...]) -> None:
         raise CaptureError(bad[-1])
 
 
-def lean_decode(max_depth: int, lean: str) -> str:
-    """The decode mode of a command whose output lean trees give as full trees would
-    (``lean``: ``lite`` for `stats` and `live --stats`, ``lite-topics`` for the summary
-    lines of `read` and `live` and `stats` grouped by topic, ``lite-check`` for `check` and
-    the Spark job), unless a lowered --max-depth asks for full trees (the
-    full decoder can hit it; the lean walk has no depth limit and the schema nests less
-    deep than the default). A display filter reads lean trees too: it decodes full trees
-    for the exchanges that reach a test of a tree field (analyzer.display_filter)."""
-    return lean if max_depth >= DEFAULT_MAX_DEPTH else "full"
-
-
 def options_from_kwargs(kw: dict[str, Any], decode: str = "full") -> tuple[Options, DecodeContext]:
     """Build pipeline Options and a DecodeContext from the shared options (removing them from kw)."""
     from analyzer.pipeline import Options
@@ -151,7 +137,7 @@ def options_from_kwargs(kw: dict[str, Any], decode: str = "full") -> tuple[Optio
         autodetect=not g.get("no_autodetect", False),
         protocol=g.get("protocol", "auto"),
         decode=decode,
-        max_frame_size=g.get("max_frame_size", 100 * 1024 * 1024),
+        max_frame_size=g.get("max_frame_size", Options.max_frame_size),
         tls_keylog=_keylog(g.get("tls_keylog")),
     )
     ctx = DecodeContext(
@@ -171,23 +157,16 @@ def _keylog(path: str | None) -> Any:
     return TlsKeyLog.load(path)
 
 
-def fresh_context(template: DecodeContext) -> DecodeContext:
-    """A new context with the template's limits and presentation, and zeroed counters."""
-    return DecodeContext(
-        max_frame_size=template.max_frame_size,
-        max_decompressed=template.max_decompressed,
-        max_array_len=template.max_array_len,
-        max_depth=template.max_depth,
-        show_secrets=template.show_secrets,
-        decode_records=template.decode_records,
-    )
+# ``-j/--jobs`` of stats and check
+jobs_option = click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, show_default=True,
+                           help="Worker processes per capture, each taking a share of the TCP connections "
+                                "(0: one per CPU for captures of 8 MB or more, else 1).")
 
 
 def _compile_filter(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
     if value is None:
         return None
     from analyzer.display_filter import FilterError, compile_filter
-    from analyzer.errors import UserError
 
     try:
         return compile_filter(value)
@@ -200,3 +179,203 @@ def filter_option(f: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("-Y", "--filter", "display_filter", metavar="EXPR", callback=_compile_filter,
                         help="Only exchanges this display filter selects, e.g. "
                              "'api_name == JoinGroup && latency_ms > 250' (see the README).")(f)
+
+
+def iter_captures(paths: tuple[str, ...], kw: dict[str, Any], progress: bool = True,
+                  decode: str = "full") -> Iterator[tuple[str, Any]]:
+    """(path, Run) for each capture, with the shared options and a decode mode applied.
+    Every path is checked before the first is read (``check_captures``): a missing file or
+    one that is not a capture stops the command before it prints anything."""
+    from analyzer.pipeline import Run
+
+    check_captures(paths)
+    options, ctx = options_from_kwargs(kw, decode=decode)
+    for path in paths:
+        update, close = _progress(progress)
+        run = Run(path, options, fresh_context(ctx), progress=update)
+        try:
+            yield path, run
+        finally:
+            close()
+
+
+def _progress(enabled: bool) -> tuple[Callable[[int, int], None] | None, Callable[[], None]]:
+    """A progress bar on stderr for big captures on a terminal: (update, close)."""
+    if not enabled or not sys.stderr.isatty():
+        return None, lambda: None
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+    prog = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+                    TimeRemainingColumn(), transient=True, console=Console(stderr=True))
+    task = None
+
+    def update(done: int, total: int) -> None:
+        nonlocal task
+        if task is None:
+            if total < 8 * 1024 * 1024:
+                return
+            prog.start()
+            task = prog.add_task("reading", total=total)
+        prog.update(task, completed=done)
+
+    def close() -> None:
+        if task is not None:
+            prog.stop()
+    return update, close
+
+
+# the kinds of connection in the summary, each connection counted once (see Summary)
+CONNECTION_KINDS = (("kafka_connections", "kafka"), ("kafka_tls_connections", "kafka in decrypted TLS"),
+                    ("tls_connections", "TLS not decrypted"), ("other_connections", "unidentified TCP"),
+                    ("empty_connections", "no payload"))
+
+
+def summary_text(summary: Any, ctx: Any) -> list[str]:
+    """The closing summary of `read` and `live`, a line each."""
+    from analyzer.sinks.output import detection_lines
+
+    d = summary.to_json(ctx)
+    ex = d["exchanges"]
+    kinds = ", ".join(f"{name} {d[key]}" for key, name in CONNECTION_KINDS if d.get(key))
+    lines = [
+        f"packets: {d['packets']}"
+        + (f" (not analysed: {', '.join(f'{k} {v}' for k, v in sorted(d['packets_skipped'].items()))})"
+           if d["packets_skipped"] else ""),
+        f"connections: {d['connections']}" + (f" ({kinds})" if kinds else ""),
+        f"kafka frames: {d['request_frames']} requests, {d['response_frames']} responses"
+        + (f", {d['truncated_frames']} truncated in the capture" if d["truncated_frames"] else ""),
+        "exchanges: " + (", ".join(f"{k} {v}" for k, v in sorted(ex.items())) or "none"),
+    ]
+    lines += detection_lines(d)
+    if d["bytes_skipped"]:
+        lines.append("bytes skipped: " + ", ".join(f"{k} {v}" for k, v in sorted(d["bytes_skipped"].items())))
+    if d["gaps"]:
+        lines.append(f"gaps in TCP streams: {d['gaps']} ({d['gap_bytes']} bytes not captured)")
+    if d.get("crc_valid") or d.get("crc_invalid"):
+        lines.append(f"CRC: {d['crc_valid']} valid, {d['crc_invalid']} INVALID")
+    if d.get("cut_messages"):
+        lines.append(f"cut by the capture: {d['cut_messages']} messages, decoded as far as their captured bytes go")
+    if d.get("malformed_fields"):
+        lines.append(f"malformed fields: {d['malformed_fields']}")
+    if d.get("limits_hit"):
+        lines.append("limits hit: " + ", ".join(f"{k} {v}" for k, v in d["limits_hit"].items()))
+    for k, v in sorted(d["notes"].items()):
+        lines.append(f"{k}: {v}")
+    for t in d.get("tls", ()):
+        how = t.get("decryption") or "encrypted: not decoded (use --tls-keylog)"
+        if t.get("cipher_suite"):
+            how += f", {t['cipher_suite']}"
+        lines.append(f"TLS connection {t['conn']}: {t.get('client')} -> {t.get('broker')} {t.get('version') or ''}"
+                     + (f" SNI {t['sni']}" if t.get("sni") else "") + f" ({how})")
+    if d.get("capture_warning"):
+        lines.append(f"warning: {d['capture_warning']}")
+    return lines
+
+
+def by_param(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
+    """``--by`` of stats and spark: the group keys."""
+    from analyzer.sinks.stats import parse_by
+
+    try:
+        return parse_by(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+
+
+def rule_list(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    """``--rule`` / ``--skip-rule`` of check and spark: names, repeatable or comma-separated."""
+    from analyzer.sinks.check import RULES
+
+    names = tuple(n.strip() for v in value for n in v.split(",") if n.strip())
+    unknown = [n for n in names if n not in RULES]
+    if unknown:
+        raise click.BadParameter(f"unknown rule {', '.join(unknown)} (see 'kafkawire-sniff check --list-rules')")
+    return names
+
+
+# -- the tables of captures as Parquet: export, sql, and spark's --out ---------------------
+
+def need_arrow(command: str) -> None:
+    """pyarrow, or one line naming the extra that brings it."""
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise UserError(f"{command} needs pyarrow (pip install 'kafkawire-sniff[tables]')") from None
+
+
+def check_files(captures: tuple[str, ...]) -> None:
+    """Every capture named is a readable file, before any is read or an output folder made
+    (one line for the first that is not)."""
+    for path in captures:
+        if not os.path.exists(path):
+            raise UserError(f"no such capture: {path}")
+        if os.path.isdir(path):
+            raise UserError(f"{path} is a folder, not a capture")
+        if not os.access(path, os.R_OK):
+            raise UserError(f"cannot read {path} (permission denied)")
+
+
+def prepare_out(out: str, overwrite: bool, names: Iterable[str] | None = None) -> None:
+    """``out`` made ready for what a command writes there (``names``, by default the tables):
+    new, empty, or (with ``overwrite``) holding only such outputs, which go; anything else
+    there is refused, never deleted."""
+    import shutil
+
+    from analyzer.tables import TABLES
+
+    names = set(names if names is not None else (t.name for t in TABLES))
+    if os.path.exists(out):
+        if not os.path.isdir(out):
+            raise UserError(f"--out {out} is a file, not a folder")
+        there = set(os.listdir(out))
+        if there and not overwrite:
+            raise UserError(f"--out {out} is not empty (use --overwrite to replace its tables)")
+        foreign = sorted(there - names)
+        if foreign:
+            raise UserError(f"--out {out} holds other files ({', '.join(foreign[:3])}): not replaced")
+        for n in there:
+            p = os.path.join(out, n)
+            shutil.rmtree(p) if os.path.isdir(p) else os.remove(p)
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot write --out {out}: {e.strerror or e}") from None
+
+
+def make_folders(out: str, what: str = "") -> None:
+    """``out`` and a folder in it per table."""
+    from analyzer.tables import TABLES
+
+    try:
+        for t in TABLES:
+            os.makedirs(os.path.join(out, t.name), exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot write {what}{out}: {e.strerror or e}") from None
+
+
+def write_tables(captures: tuple[str, ...], out: str, kw: dict[str, Any], trees: bool = False) -> dict[str, int]:
+    """The tables of ``captures`` (read with the shared options ``kw``) as Parquet in
+    ``out``'s table folders, made already: each table's rows written."""
+    from analyzer.tables import EXCHANGES, TABLES, ParquetTable, Table, rows_of, with_trees
+
+    tables: list[Table] = [with_trees(EXCHANGES) if trees else EXCHANGES, *TABLES[1:]]
+    writers = {t.name: ParquetTable(t, os.path.join(out, t.name, "part-00000.parquet")) for t in tables}
+    decode = "full" if trees else lean_decode(kw["max_depth"], "lite")
+    runs = iter_captures(captures, kw, progress=True, decode=decode)
+    damaged: list[tuple[str, str | None]] = []
+
+    def named() -> Any:
+        for path, run in runs:
+            yield path, run
+            damaged.append((path, run.summary.capture_warning))
+
+    try:
+        for table, row in rows_of(named(), trees):
+            writers[table].add(row)
+    finally:
+        for w in writers.values():
+            w.close()
+    for path, warning in damaged:
+        warn_damaged(path, warning)
+    return {n: w.count for n, w in writers.items()}

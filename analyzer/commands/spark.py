@@ -1,7 +1,6 @@
 """``kafkawire-sniff spark``: the read/stats/check analysis of many and huge captures on Spark.
 
-Only wiring: the job lives in ``analyzer.spark_job``. The lead's cli registers
-``spark_command`` when this module exists.
+Only wiring: the job lives in the package ``analyzer.spark``.
 """
 from __future__ import annotations
 
@@ -12,21 +11,21 @@ from typing import Any
 
 import click
 
-from analyzer.commands.check import rule_list
-from analyzer.commands.options import Size, capture_options, filter_option, options_from_kwargs
+from analyzer.commands.options import (
+    Size,
+    by_param,
+    capture_options,
+    filter_option,
+    options_from_kwargs,
+    prepare_out,
+    rule_list,
+)
 from analyzer.errors import UserError
-from analyzer.sinks.stats import GROUP_KEYS, parse_by
+from analyzer.sinks.stats import GROUP_KEYS
 
 # a smaller range makes a task of a handful of packets (and "--split-size 8", meant as
 # 8MiB, millions of them): refused with a one-line error
 MIN_SPLIT_SIZE = "64KiB"
-
-
-def _by_param(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
-    try:
-        return parse_by(value)
-    except ValueError as e:
-        raise click.BadParameter(str(e)) from None
 
 
 def _conf(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> dict[str, str]:
@@ -47,7 +46,7 @@ def _conf(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) ->
                    "A local one must be new or empty, or given with --overwrite.")
 @click.option("--master", default="local[*]", show_default=True,
               help="Spark master: local[N], or spark://HOST:PORT for a standalone cluster.")
-@click.option("--by", default="api,version", show_default=True, callback=_by_param,
+@click.option("--by", default="api,version", show_default=True, callback=by_param,
               help=f"Stats grouping, as for 'stats': a comma-separated combination of {', '.join(GROUP_KEYS)}.")
 @click.option("--top", type=click.IntRange(min=0), default=0, show_default=True,
               help="As for 'stats': list the N slowest exchanges of all the captures (also in stats.json).")
@@ -88,13 +87,13 @@ def spark_command(captures: tuple[str, ...], out_dir: str, master: str, by: tupl
     """
     t0 = time.monotonic()
     from analyzer.sinks.check import RULES
-    from analyzer.spark_job import (
-        OUTPUTS,
-        JobConfig,
-        SparkJobError,
+    from analyzer.spark.inputs import JobConfig, SparkJobError, capture_names, resolve_inputs
+    from analyzer.spark.job import run_spark
+    from analyzer.spark.outputs import OUTPUTS
+    from analyzer.spark.session import (
         StatusLine,
+        check_master,
         make_session,
-        run_spark,
         session_log,
         spark_error_text,
         stop_session,
@@ -111,14 +110,12 @@ def spark_command(captures: tuple[str, ...], out_dir: str, master: str, by: tupl
                     slow_ms=slow_ms, storm_rebalances=storm_rebalances, split_size=split_size,
                     pack_size=pack_size, partitions=partitions or 0, top=top,
                     display_filter=display_filter.text if display_filter is not None else None)
-    from analyzer.spark_job import check_master
 
     try:    # a standalone master that does not answer: said before anything is made
         check_master(master)
     except SparkJobError as e:
         raise UserError(str(e)) from None
     from analyzer._core import CaptureError
-    from analyzer.spark_job import resolve_inputs
 
     local = [c for c in captures if "://" not in c or c.startswith("file://")]
     try:   # fail fast, before Spark starts, on local paths that are missing or not captures
@@ -126,8 +123,6 @@ def spark_command(captures: tuple[str, ...], out_dir: str, master: str, by: tupl
     except (SparkJobError, CaptureError) as e:
         raise UserError(str(e)) from None
     if "://" not in out_dir:
-        from analyzer.commands.export import prepare_out
-
         prepare_out(out_dir, overwrite, OUTPUTS)
 
     spark = None
@@ -156,7 +151,6 @@ def spark_command(captures: tuple[str, ...], out_dir: str, master: str, by: tupl
         _print_summary(result, out_dir, time.monotonic() - t0, OUTPUTS if "://" not in out_dir else OUTPUTS[:-2])
     if top:
         from analyzer.sinks.stats_render import add_show, top_table
-        from analyzer.spark_job import capture_names
 
         slowest = result.stats.top(top)
         add_show(slowest, capture_names(result.sources))

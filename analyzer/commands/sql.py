@@ -16,8 +16,7 @@ from typing import Any
 
 import click
 
-from analyzer.commands.export import check_captures, make_folders, need_arrow, write_tables
-from analyzer.commands.options import capture_options
+from analyzer.commands.options import capture_options, check_files, make_folders, need_arrow, write_tables
 from analyzer.errors import UserError, stdout_console
 from analyzer.tables import TABLES
 
@@ -96,7 +95,7 @@ def sql_command(sources_and_query: tuple[str, ...], fmt: str, **kw: Any) -> None
         raise UserError("sql needs duckdb (pip install 'kafkawire-sniff[tables]')") from None
     folders = [s for s in sources if _is_tables(s)]
     captures = tuple(s for s in sources if s not in folders)
-    check_captures(captures)
+    check_files(captures)
     with tempfile.TemporaryDirectory(prefix="kafkawire-sniff-sql-") as tmp:
         if captures:
             own = os.path.join(tmp, "tables")

@@ -1,7 +1,7 @@
 """``kafkawire-sniff stats``: latency, errors and throughput per group of exchanges.
 
 Only wiring: the figures come from ``analyzer.sinks.stats``, the drawing from
-``analyzer.sinks.stats_render``. The lead registers ``stats_command`` in the main group.
+``analyzer.sinks.stats_render``.
 """
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from typing import Any
 
 import click
 
-from analyzer.commands.options import capture_options, filter_option, lean_decode
+from analyzer.commands.options import by_param, capture_options, filter_option, iter_captures, jobs_option
 from analyzer.errors import UserError, stdout_console, warn_damaged
 from analyzer.pipeline import merge_connections
+from analyzer.runs import lean_decode
 from analyzer.sinks.insights import LagTimeline
 from analyzer.sinks.stats import (
     COSTLY_VIEWS,
@@ -21,15 +22,7 @@ from analyzer.sinks.stats import (
     PointSample,
     StatsAccumulator,
     keep_top_for,
-    parse_by,
 )
-
-
-def _by_param(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
-    try:
-        return parse_by(value)
-    except ValueError as e:
-        raise click.BadParameter(str(e)) from None
 
 
 def with_endpoints(by: tuple[str, ...]) -> tuple[str, ...]:
@@ -51,7 +44,7 @@ def _tagged(connections: dict[str, Any], source: str | None) -> dict[str, Any]:
 
 @click.command("stats")
 @click.argument("captures", nargs=-1, required=True, type=click.Path())
-@click.option("--by", default="api,version", show_default=True, callback=_by_param,
+@click.option("--by", default="api,version", show_default=True, callback=by_param,
               help=f"Group by a comma-separated combination of: {', '.join(GROUP_KEYS)}.")
 @click.option("--top", type=click.IntRange(min=0), default=0, show_default=True,
               help="Also list the N slowest exchanges (frame numbers and connection, for 'read').")
@@ -67,9 +60,7 @@ def _tagged(connections: dict[str, Any], source: str | None) -> dict[str, Any]:
 @click.option("--histogram", is_flag=True, help="Draw a log-scale latency histogram per API.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
               help="Write a picture: latency over time and histograms (.png, or a self-contained .html).")
-@click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Worker processes per capture, each taking a share of the TCP connections "
-                   "(0: one per CPU for captures of 8 MB or more, else 1).")
+@jobs_option
 @filter_option
 @capture_options
 def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt: str, section: str | None,
@@ -105,7 +96,6 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
     # every figure comes from lean trees (the core's figures walk, core/src/figures.rs): the
     # same numbers as full trees; grouping by topic or partition keeps each request's topics
     decode = lean_decode(kw["max_depth"], "lite-topics" if ("topic" in by or "partition" in by) else "lite")
-    from analyzer.cli import iter_captures
     from analyzer.shards import auto_jobs, run_stats_sharded
     from analyzer.sinks import stats_render as sr
 

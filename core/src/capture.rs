@@ -33,17 +33,17 @@ use flate2::read::MultiGzDecoder;
 pub const SUPPORTED_LINKTYPES: [i32; 10] = [0, 1, 12, 14, 101, 108, 113, 228, 229, 276];
 
 const CHUNK: usize = 1 << 20; // bulk read size
-const MAX_RECORD: u32 = 1 << 28; // a captured length above this is corruption, not a packet
-const MAX_BLOCK: u32 = 1 << 28;
+pub(crate) const MAX_RECORD: u32 = 1 << 28; // a captured length above this is corruption, not a packet
+pub(crate) const MAX_BLOCK: u32 = 1 << 28;
 
-const PCAP_US: u32 = 0xA1B2_C3D4;
-const PCAP_NS: u32 = 0xA1B2_3C4D;
-const SHB: u32 = 0x0A0D_0D0A;
-const IDB: u32 = 0x0000_0001;
-const PB: u32 = 0x0000_0002;
-const SPB: u32 = 0x0000_0003;
-const EPB: u32 = 0x0000_0006;
-const KNOWN_SKIPPED: [u32; 8] = [
+pub(crate) const PCAP_US: u32 = 0xA1B2_C3D4;
+pub(crate) const PCAP_NS: u32 = 0xA1B2_3C4D;
+pub(crate) const SHB: u32 = 0x0A0D_0D0A;
+pub(crate) const IDB: u32 = 0x0000_0001;
+pub(crate) const PB: u32 = 0x0000_0002;
+pub(crate) const SPB: u32 = 0x0000_0003;
+pub(crate) const EPB: u32 = 0x0000_0006;
+pub(crate) const KNOWN_SKIPPED: [u32; 8] = [
     0x0000_0004, // Name Resolution Block
     0x0000_0005, // Interface Statistics Block
     0x0000_000A, // Decryption Secrets Block

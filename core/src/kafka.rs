@@ -24,9 +24,6 @@ use unicode_general_category::{get_general_category, GeneralCategory};
 pub const MAX_PLAUSIBLE_API_KEY: i16 = 127;
 /// The highest version a request may claim and still be plausible.
 pub const MAX_PLAUSIBLE_VERSION: i16 = 40;
-/// A known API's version at most this far above the newest the schema knows is plausible
-/// (a broker or client newer than the schema).
-pub const MAX_NEWER_PLAUSIBLE: i16 = 8;
 
 /// ControlledShutdown: its v0 is the one request with header v0, a rule of
 /// `schema.request_header_version` that holds whether the table knows the key or not.
@@ -82,6 +79,8 @@ impl std::error::Error for TableError {}
 #[derive(Debug, Clone)]
 struct Api {
     max_version: i16,
+    /// the newest version still plausible (a broker or client newer than the schema)
+    newest_plausible: i16,
     /// request header version of versions 0, 1, ...; the last stands for every later one
     header_versions: Vec<u8>,
 }
@@ -109,15 +108,20 @@ pub struct ApiTable {
 impl ApiTable {
     /// The table of `entries` (see the type's doc); an error for a negative or repeated
     /// key, a negative max_version, an empty vector or a header version other than 0-2.
-    pub fn new(entries: Vec<(i16, i16, Vec<u8>)>) -> Result<ApiTable, TableError> {
+    pub fn new(entries: Vec<(i16, i16, i16, Vec<u8>)>) -> Result<ApiTable, TableError> {
         let mut table = ApiTable::default();
-        for (key, max_version, header_versions) in entries {
+        for (key, max_version, newest_plausible, header_versions) in entries {
             let Ok(slot) = usize::try_from(key) else {
                 return Err(TableError(format!("negative api_key {key}")));
             };
             if max_version < 0 {
                 return Err(TableError(format!(
                     "api_key {key}: negative max_version {max_version}"
+                )));
+            }
+            if newest_plausible < max_version {
+                return Err(TableError(format!(
+                    "api_key {key}: newest plausible version {newest_plausible} below {max_version}"
                 )));
             }
             if header_versions.is_empty() {
@@ -134,6 +138,7 @@ impl ApiTable {
             }
             table.apis[slot] = Some(Api {
                 max_version,
+                newest_plausible,
                 header_versions,
             });
             table.known += 1;
@@ -173,8 +178,9 @@ impl ApiTable {
     }
 
     /// `_api_plausible`: a known API key (or a small one when the table is empty) and a
-    /// version from 0 to [`MAX_PLAUSIBLE_VERSION`], and for a known key at most
-    /// [`MAX_NEWER_PLAUSIBLE`] above its newest.
+    /// version from 0 to [`MAX_PLAUSIBLE_VERSION`], and for a known key at most its newest
+    /// plausible version (the schema's newest, and the few after it that
+    /// `dissectors.header.api_table` allows).
     pub fn api_plausible(&self, api_key: i16, api_version: i16) -> bool {
         let api = self.api(api_key);
         if api.is_none() && (!self.is_empty() || !(0..=MAX_PLAUSIBLE_API_KEY).contains(&api_key)) {
@@ -183,9 +189,7 @@ impl ApiTable {
         if !(0..=MAX_PLAUSIBLE_VERSION).contains(&api_version) {
             return false;
         }
-        api.is_none_or(|a| {
-            i32::from(api_version) <= i32::from(a.max_version) + i32::from(MAX_NEWER_PLAUSIBLE)
-        })
+        api.is_none_or(|a| api_version <= a.newest_plausible)
     }
 
     /// The header version of a plausible key and version, else None.
@@ -438,11 +442,15 @@ pub fn sasl_handshake_mechanism(data: &[u8], h: &RequestHeader) -> Option<String
 mod tests {
     use super::*;
 
+    /// versions above an API's newest still plausible (the Python side's
+    /// `dissectors.header.MAX_NEWER_PLAUSIBLE`)
+    const NEWER: i16 = 8;
+
     /// A table like the schema's for a few keys: Produce (0) max 11 flexible from 9,
     /// ControlledShutdown (7) max 3 flexible from 3, ApiVersions (18) max 4 flexible from 3.
     fn table() -> ApiTable {
         let hv = |key: i16, max: i16, flex: i16| {
-            let n = max + MAX_NEWER_PLAUSIBLE + 1;
+            let n = max + NEWER + 1;
             let v: Vec<u8> = (0..n)
                 .map(|v| {
                     if key == 7 && v == 0 {
@@ -454,7 +462,7 @@ mod tests {
                     }
                 })
                 .collect();
-            (key, max, v)
+            (key, max, max + NEWER, v)
         };
         ApiTable::new(vec![hv(0, 11, 9), hv(7, 3, 3), hv(18, 4, 3)]).unwrap()
     }
@@ -509,11 +517,12 @@ mod tests {
         assert_eq!(e.header_version(7, 0), 0); // ControlledShutdown v0 without a table
         assert_eq!(e.header_version(3, 12), 1);
 
-        assert!(ApiTable::new(vec![(-1, 0, vec![1])]).is_err());
-        assert!(ApiTable::new(vec![(1, -1, vec![1])]).is_err());
-        assert!(ApiTable::new(vec![(1, 0, vec![])]).is_err());
-        assert!(ApiTable::new(vec![(1, 0, vec![3])]).is_err());
-        assert!(ApiTable::new(vec![(1, 0, vec![1]), (1, 2, vec![1])]).is_err());
+        assert!(ApiTable::new(vec![(-1, 0, 0, vec![1])]).is_err());
+        assert!(ApiTable::new(vec![(1, -1, 0, vec![1])]).is_err());
+        assert!(ApiTable::new(vec![(1, 2, 1, vec![1])]).is_err());
+        assert!(ApiTable::new(vec![(1, 0, 0, vec![])]).is_err());
+        assert!(ApiTable::new(vec![(1, 0, 0, vec![3])]).is_err());
+        assert!(ApiTable::new(vec![(1, 0, 0, vec![1]), (1, 2, 2, vec![1])]).is_err());
     }
 
     #[test]
@@ -755,7 +764,7 @@ mod tests {
         assert_eq!(produce_acks(&d, &h(&d)), Some(1));
 
         // SaslHandshake v1 (header v1) mechanism
-        let sasl = ApiTable::new(vec![(17, 1, vec![1; 10])]).unwrap();
+        let sasl = ApiTable::new(vec![(17, 1, 9, vec![1; 10])]).unwrap();
         let d = req(17, 1, 5, Some(b"c"), b"\x00\x05PLAIN");
         let hh = parse_request_header(&sasl, &d, false).unwrap();
         assert_eq!(sasl_handshake_mechanism(&d, &hh).as_deref(), Some("PLAIN"));

@@ -31,6 +31,8 @@ pub mod pair;
 pub mod quantiles;
 pub mod records;
 pub mod session;
+#[cfg(unix)]
+pub mod split;
 pub mod tcp;
 pub mod wire;
 

@@ -99,11 +99,11 @@ fn setup() -> &'static (ApiTable, Option<Arc<Mutex<Figures>>>) {
             (0..=max).map(|v| if v >= flex { 2 } else { 1 }).collect()
         };
         let table = ApiTable::new(vec![
-            (0, 11, hv(11, 9)),
-            (1, 13, hv(13, 12)),
-            (3, 12, hv(12, 9)),
-            (17, 1, hv(1, 99)),
-            (18, 4, hv(4, 3)),
+            (0, 11, 19, hv(11, 9)),
+            (1, 13, 21, hv(13, 12)),
+            (3, 12, 20, hv(12, 9)),
+            (17, 1, 9, hv(1, 99)),
+            (18, 4, 12, hv(4, 3)),
         ])
         .expect("a valid table");
         (table, None)

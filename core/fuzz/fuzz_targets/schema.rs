@@ -84,20 +84,9 @@ pub fn load() -> Option<Schema> {
         .collect();
     apis.sort_by_key(|a| a.key);
     assert!(!apis.is_empty(), "{path}: no APIs");
-    let table = ApiTable::new(
-        apis.iter()
-            .map(|a| {
-                let hv = (0..=a.max_version)
-                    .map(|v| match a.flexible_from {
-                        _ if a.key == 7 && v == 0 => 0,
-                        Some(f) if v >= f => 2,
-                        _ => 1,
-                    })
-                    .collect();
-                (a.key, a.max_version, hv)
-            })
-            .collect(),
-    )
-    .expect("a valid header table");
+    // the pipeline's own header table (`dissectors.header.api_table`)
+    let table: Vec<(i16, i16, i16, Vec<u8>)> =
+        serde_json::from_value(json["header_table"].clone()).expect("a header table");
+    let table = ApiTable::new(table).expect("a valid header table");
     Some(Schema { json, apis, table })
 }

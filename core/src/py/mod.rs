@@ -431,7 +431,7 @@ impl Stream {
     #[pyo3(signature = (ports = vec![9092], autodetect = true, ids_from_index = false, share = None,
                         max_buffer = 4 * 1024 * 1024, overlap_window = 32 * 1024, max_closed = 10_000,
                         max_total_buffer = 256 * 1024 * 1024, apis = None, protocol = "auto",
-                        max_frame_size = 100 * 1024 * 1024, figures = None))]
+                        max_frame_size = crate::frame::DEFAULT_MAX_FRAME_SIZE, figures = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         ports: Vec<u16>,
@@ -831,7 +831,7 @@ impl HeaderTable {
     #[new]
     #[pyo3(signature = (entries, apis = None))]
     fn new(
-        entries: Vec<(i16, i16, Vec<u8>)>,
+        entries: Vec<(i16, i16, i16, Vec<u8>)>,
         apis: Option<Vec<Bound<'_, PyAny>>>,
     ) -> PyResult<Self> {
         let table =
@@ -1009,6 +1009,32 @@ fn batch_summaries(
         .collect()
 }
 
+/// `(boundary, hop_end, packets, context, damaged)` of a range of a capture file
+/// (`crate::split::scan_range`); None for a file that is neither pcap nor pcapng.
+#[cfg(unix)]
+#[pyfunction]
+#[pyo3(signature = (path, start, end, known = None))]
+#[allow(clippy::type_complexity)]
+fn scan_range(
+    py: Python<'_>,
+    path: &str,
+    start: u64,
+    end: u64,
+    known: Option<u64>,
+) -> PyResult<Option<(Option<u64>, u64, u64, Vec<(u64, Py<PyBytes>)>, bool)>> {
+    let got = py
+        .allow_threads(|| crate::split::scan_range(path, start, end, known))
+        .map_err(|e| pyo3::exceptions::PyOSError::new_err(format!("{path}: {e}")))?;
+    Ok(got.map(|r| {
+        let context = r
+            .context
+            .iter()
+            .map(|(off, b)| (*off, PyBytes::new(py, b).unbind()))
+            .collect();
+        (r.boundary, r.hop_end, r.packets, context, r.damaged)
+    }))
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CaptureError", m.py().get_type::<CaptureError>())?;
@@ -1027,6 +1053,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(batch_summaries, m)?)?;
     m.add_function(wrap_pyfunction!(parse_packet, m)?)?;
     m.add_function(wrap_pyfunction!(crate::py::json::tree_json, m)?)?;
+    #[cfg(unix)]
+    m.add_function(wrap_pyfunction!(scan_range, m)?)?;
     #[cfg(feature = "probe")]
     crate::py::probe::register(m)?;
     m.add("END_OF_CAPTURE", END_OF_CAPTURE)?;
