@@ -1,7 +1,6 @@
 //! Capture files -> packet records: pcap, pcapng, and either of them gzip-compressed.
 //!
-//! A port of `analyzer/capture.py` (without its share logic). [`CaptureReader::open`]
-//! sniffs the file's magic; [`CaptureReader::next_packet`] gives one [`Packet`] at a
+//! [`CaptureReader::open`] sniffs the file's magic; [`CaptureReader::next_packet`] gives one [`Packet`] at a
 //! time (1-based index, epoch-seconds timestamp, the link type of the packet's
 //! interface, the captured bytes borrowed from the reader's buffer, the length on the
 //! wire).
@@ -9,7 +8,7 @@
 //! Errors. A file that cannot be read as a capture at all (cannot open, not pcap/pcapng,
 //! bad pcap file header, bad gzip data at the start) gives a [`CaptureError`] from
 //! `open`; a malformed first pcapng block and an unsupported link type give one from the
-//! first `next_packet`, as the Python raises them on iteration. Damage further into the
+//! first `next_packet` (the first packet asked for). Damage further into the
 //! file (a record cut short at the end, a pcapng block with a bad length, corrupt or cut
 //! gzip data) does not: every packet before the damage is given, then `next_packet`
 //! gives `Ok(None)` and [`CaptureReader::truncated`] holds a one-line description. With

@@ -1,9 +1,7 @@
 //! The framing stage: one direction's byte stream -> Kafka frames, split on the 4-byte
 //! size prefix.
 //!
-//! A faithful port of `analyzer/framing.py`'s `Framer` (its module docstring is the
-//! specification; this says what the Rust shape adds). A [`Framer`] takes one direction's
-//! in-order stream events ([`Framer::data`], [`Framer::gap`], then [`Framer::finish`])
+//! A [`Framer`] takes one direction's in-order stream events ([`Framer::data`], [`Framer::gap`], then [`Framer::finish`])
 //! and appends the [`Frame`]s they complete to the caller's vector.
 //!
 //! The caller's judgement of frame headers is a [`Judge`], handed to every call instead of

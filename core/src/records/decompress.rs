@@ -1,6 +1,7 @@
 //! Bounded decompression of a compressed magic 0/1 wrapper's value, as
 //! `dissectors.compression.decompress_detail` does it: the same output (hence the same
-//! record counts) and the same verdict, a size-limit hit or bad data, on any input.
+//! record counts) and the same verdict, a size-limit hit or bad data, on any gzip, snappy
+//! or zstd input and on any well-formed lz4 one.
 //!
 //! Python reads each codec in chunks of at most [`CHUNK`] bytes (one library call per
 //! chunk, asking for one byte more than the limit allows), and keeps only the chunks of
@@ -12,10 +13,10 @@
 //!   (window bits 47), member after member;
 //! - snappy: the `snap` crate, the one cramjam's snappy is (raw blocks, xerial framing,
 //!   the snappy framing format);
-//! - lz4: the frame format read here, a port of liblz4 1.9.4's `LZ4F_decompress` (the
-//!   library python-lz4 bundles) as python-lz4's `LZ4FrameDecompressor` drives it, with
-//!   its block decoder's checks (`LZ4_decompress_safe`: both its fast and its safe loop),
-//!   and the pre-0.10 Kafka header checksum;
+//! - lz4: `lz4_flex`'s frame decoder, frame by frame (the frames walked here by their
+//!   block sizes, the pre-0.10 Kafka header checksum rewritten to the standard one); on
+//!   well-formed frames it reads what python-lz4's liblz4 reads, on damaged ones it may
+//!   stop elsewhere or in other words (`tests/test_core_records.py` lists how);
 //! - zstd: libzstd 1.5.7 (the version python-zstandard 0.25 bundles) through
 //!   `ZSTD_decompressStream`, as python-zstandard's stream reader calls it.
 //!
