@@ -9,7 +9,6 @@ from typing import Any
 import click
 
 from analyzer._core import CaptureError
-from analyzer.commands.options import summary_text as summary_text  # (re-exported for commands/live.py)
 from analyzer.errors import PROG, UserError, fail, reader_gone
 from analyzer.model import pace_collector
 

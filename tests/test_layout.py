@@ -10,8 +10,6 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 CLI = ("analyzer.cli", "analyzer.commands")
 
@@ -92,8 +90,6 @@ def test_the_python_never_arrows_hold() -> None:
     assert not broken, "imports against design.md:\n" + "\n".join(broken)
 
 
-@pytest.mark.xfail(strict=True, reason="commands/live.py imports summary_text from analyzer.cli "
-                                       "until its owner imports it from analyzer.commands.options")
 def test_nothing_imports_the_cli_module() -> None:
     """analyzer.cli registers the commands; the commands take what they share from
     analyzer.commands.options, never from analyzer.cli (only the entry point does)."""

@@ -5,6 +5,7 @@ Only wiring: the loop and the dashboard live in ``analyzer.live``, the formats i
 """
 from __future__ import annotations
 
+import ipaddress
 import sys
 from typing import Any
 
@@ -13,6 +14,33 @@ from click.core import ParameterSource
 
 from analyzer.commands.options import capture_options, filter_option, lean_decode, options_from_kwargs
 from analyzer.errors import UserError, stdout_console, stdout_to_devnull
+
+# series kept per metric family by `live --metrics` (analyzer.sinks.metrics.LiveMetrics)
+DEFAULT_MAX_SERIES = 1000
+
+
+class _Address(click.ParamType):
+    """HOST:PORT of the metrics endpoint (``[::1]:9464``; ``:9464``: every interface)."""
+    name = "HOST:PORT"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> tuple[str, int]:
+        if isinstance(value, tuple):
+            return value
+        text = str(value).strip()
+        host, sep, port_text = text.rpartition(":")
+        if not sep or not port_text:
+            self.fail(f"{text!r} is not HOST:PORT (e.g. 127.0.0.1:9464)", param, ctx)
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+            try:
+                ipaddress.IPv6Address(host)
+            except ValueError:
+                self.fail(f"{host!r} is not an IPv6 address", param, ctx)
+        elif ":" in host or "[" in host or "]" in host:
+            self.fail(f"{text!r} is not HOST:PORT (an IPv6 address goes in brackets: [::1]:9464)", param, ctx)
+        if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+            self.fail(f"port {port_text!r} is not a number from 0 to 65535", param, ctx)
+        return host or "0.0.0.0", int(port_text)
 
 
 @click.command("live")
@@ -40,15 +68,24 @@ from analyzer.errors import UserError, stdout_console, stdout_to_devnull
 @click.option("--max-value-bytes", type=click.IntRange(min=1), default=64, show_default=True,
               help="Cut longer values in tree output.")
 @click.option("--no-summary", is_flag=True, help="Do not print the closing summary.")
+@click.option("--metrics", "metrics_at", type=_Address(), metavar="HOST:PORT",
+              help="Serve the running figures at http://HOST:PORT/metrics (OpenMetrics, for Prometheus): "
+                   "latency histograms per API, requests, errors, bytes, throttling, consumer lag, "
+                   "connections and the capture's health. Nothing is printed per exchange unless -f is given.")
+@click.option("--metrics-max-series", type=click.IntRange(min=1), default=DEFAULT_MAX_SERIES, show_default=True,
+              metavar="N", help="Series kept per metric family; more client ids, topics or groups fold "
+                                "into 'other' (counted by kafkawire_metrics_folded_series_total).")
 @filter_option
 @capture_options
 def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats: bool, write_path: str | None,
                  count: int | None, duration: float | None, unanswered_timeout: float, snaplen: int, buffer_size: int,
-                 max_value_bytes: int, no_summary: bool, display_filter: Any, **kw: Any) -> int:
+                 max_value_bytes: int, no_summary: bool, metrics_at: tuple[str, int] | None,
+                 metrics_max_series: int, display_filter: Any, **kw: Any) -> int:
     """Capture Kafka traffic live and print each exchange as soon as its response arrives.
 
     Stops on Ctrl-C, SIGTERM, --count, --duration or when the reader of its output goes
-    away, then prints the closing summary (and the statistics with --stats). Exit status:
+    away, then prints the closing summary (and the statistics with --stats). With
+    --metrics it is a monitor: Prometheus scrapes its figures while it runs. Exit status:
     130 after Ctrl-C, 143 after SIGTERM, 0 otherwise. Requests still waiting at the end are
     reported as unanswered, as `read` reports them at the end of the file --write saved.
     Capturing needs root or CAP_NET_RAW.
@@ -63,9 +100,11 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
         for name in names:
             click.echo(name)
         return 0
+    if metrics_at is None and _given("metrics_max_series"):
+        raise UserError("--metrics-max-series needs --metrics HOST:PORT", 2)
     ports = tuple(kw.get("ports") or ()) or (9092,)
     if fmt is None:
-        fmt = "none" if show_stats else "summary"
+        fmt = "none" if show_stats or metrics_at is not None else "summary"
     expr = bpf or live.port_filter(ports)
     # the socket first, and say so: the pipeline (the schema, the decoders) is built while
     # the kernel already queues the packets
@@ -80,8 +119,20 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
         except live.LiveError as e:
             source.close()
             raise UserError(str(e)) from None
+    metrics = server = None
+    if metrics_at is not None:
+        from analyzer.sinks.metrics import LiveMetrics, MetricsError, MetricsServer
+
+        metrics = LiveMetrics(metrics_max_series)
+        try:
+            server = MetricsServer(metrics, *metrics_at)
+        except MetricsError as e:
+            source.close()
+            if sink is not None:
+                sink.close()
+            raise UserError(str(e)) from None
     click.echo(f"capturing on {iface} ({expr})" + (f", writing {write_path}" if write_path else "")
-               + "; Ctrl-C to stop", err=True)
+               + (f", metrics at {server.url}" if server is not None else "") + "; Ctrl-C to stop", err=True)
     try:
         # stats alone need only headers and the few body fields stats read; summary lines
         # the lean trees that say what full ones do
@@ -96,6 +147,8 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
         source.close()
         if sink is not None:
             sink.close()
+        if server is not None:
+            server.close()
         raise
 
     printer = _Printer(fmt, max_value_bytes, pipeline)
@@ -113,6 +166,8 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
     def on_exchange(ex: Any) -> None:
         if dash is not None:
             dash.add(ex)
+        if metrics is not None:
+            metrics.add(ex)
         try:
             printer(ex)
         except BrokenPipeError:
@@ -128,6 +183,10 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
             dash.dropped = getattr(source, "dropped", None)
         if view is not None and dash is not None:
             view.update(dash.renderable(now), refresh=True)
+        if metrics is not None:
+            metrics.capture(session.packets, getattr(source, "dropped", None), pipeline.summary,
+                            pipeline.stream.open_conns)
+            metrics.tick(now)
 
     session = live.LiveSession(pipeline, source, on_exchange, sink=sink, count=count, duration=duration,
                                on_tick=on_tick,
@@ -142,6 +201,8 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
             dash.dropped = getattr(source, "dropped", None)
             view.update(dash.renderable(), refresh=True)
             view.stop()
+        if server is not None:
+            server.close()
     try:
         sys.stdout.flush()
     except BrokenPipeError:
@@ -157,7 +218,7 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
         console = stdout_console(stderr=to_err, highlight=False)
         sr.render_text(dash.accumulator.result(), console, width=None if console.is_terminal else sr.PLAIN_WIDTH)
     if not no_summary:
-        from analyzer.cli import summary_text
+        from analyzer.commands.options import summary_text
 
         head = (f"== live summary: stopped {stop_text(result.reason, result.exchanges, duration)}; "
                 f"{result.packets} packets captured in {result.seconds:.1f} s")
@@ -174,6 +235,11 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
             for line in lines:
                 click.echo(line, err=True)
     return EXIT_STATUS.get(result.reason, 0)
+
+
+def _given(name: str) -> bool:
+    ctx = click.get_current_context()
+    return ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)
 
 
 def _options_given() -> bool:
