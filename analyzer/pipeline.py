@@ -122,6 +122,7 @@ class Summary:
     first_ts: float | None = None
     last_ts: float | None = None
     capture_warning: str | None = None
+    linktypes: list[int] = field(default_factory=list)  # the capture's interfaces' link types (read to its end)
     tls: list[dict[str, Any]] = field(default_factory=list)            # one entry per TLS connection
     # why each Kafka connection was taken as Kafka: "port 9092" or "auto" -> connections
     detection: Counter = field(default_factory=Counter)
@@ -803,6 +804,7 @@ class Run:
                 def tick() -> None:
                     progress(cap.bytes_read(), size)
             yield from pipe.feed_capture(cap, tick)
+            pipe.summary.linktypes = list(cap.linktypes)
             if cap.truncated:
                 pipe.summary.capture_warning = cap.truncated
             for what, n in cap.counters.items():

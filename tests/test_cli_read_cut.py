@@ -151,6 +151,34 @@ def test_w_never_overwrites_the_capture_it_reads(tmp_path: Path) -> None:
     assert cap.read_bytes() == (SAMPLES / "group_rdkafka.pcap").read_bytes()
 
 
+def test_cut_of_a_pcapng_keeps_its_link_type(tmp_path: Path) -> None:
+    """A pcapng of Linux cooked (SLL) packets: the cut is a pcap of link type 113, as tshark
+    reads it (the interfaces of a pcapng are known only once it is read: the first pass
+    tells them)."""
+    import struct
+
+    from analyzer._core import open_capture
+    from analyzer.model import Packet
+    from analyzer.sinks.pcapwrite import _pcapng_head, _pcapng_packet
+
+    def sll(eth: bytes) -> bytes:
+        return struct.pack(">HHH8sH", 0, 1, 6, eth[6:12] + b"\0\0", struct.unpack(">H", eth[12:14])[0]) + eth[14:]
+
+    with open_capture(str(SAMPLES / "produce_fetch_kafkapython_gzip_pcapng.pcapng")) as cap:
+        packets = list(map(Packet._make, cap))
+    src = tmp_path / "sll.pcapng"
+    src.write_bytes(_pcapng_head([113], 65535, False)
+                    + b"".join(_pcapng_packet(p.ts, 0, sll(p.data), p.orig_len + 2, False) for p in packets))
+    out = tmp_path / "cut.pcap"
+    r = _read(str(src), "-Y", "api_name == Fetch", "-w", str(out), "--no-summary")
+    assert r.returncode == 0, r.stderr
+    with open_capture(str(out)) as cap:
+        assert (cap.format, cap.linktypes) == ("pcap", [113])
+    assert [_key(d) for d in _exchanges(out)] == [_key(d) for d in _exchanges(src, "-Y", "api_name == Fetch")]
+    ids = [c for row in _tshark(out, 36101, "kafka.correlation_id") for c in row[0].split(",") if c]
+    assert ids and len(ids) == 2 * len(_exchanges(out))
+
+
 @pytest.mark.parametrize("nanos", [False, True])
 def test_pcapng_of_several_link_types_reads_back(tmp_path: Path, nanos: bool) -> None:
     """With several link types in the capture the cut is a pcapng, an interface per link type:

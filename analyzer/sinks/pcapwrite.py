@@ -100,9 +100,10 @@ class CutCapture:
     def close(self) -> None:
         self.out.close()
 
-    def write(self, capture: str) -> tuple[int, int]:
+    def write(self, capture: str, linktypes: list[int]) -> tuple[int, int]:
         """Copy the packets of ``capture`` that carry the selected frames, and the handshakes
-        of their connections: (packets written, packets in the capture)."""
+        of their connections: (packets written, packets in the capture). ``linktypes``: the
+        capture's, as the first pass read them (a pcapng's interfaces are known once read)."""
         from analyzer._core import open_capture, parse_packet
 
         by_pair: dict[tuple[tuple[str, int], tuple[str, int]], list[tuple[_Conn, int]]] = {}
@@ -113,7 +114,7 @@ class CutCapture:
         written = total = 0
         try:
             with open_capture(capture) as cap:
-                kinds = list(dict.fromkeys(cap.linktypes)) or [1]
+                kinds = list(dict.fromkeys(linktypes or cap.linktypes)) or [1]
                 snaplen = cap.snaplen or SNAPLEN
                 pcapng = len(kinds) > 1
                 nanos = _nanosecond_input(capture)
