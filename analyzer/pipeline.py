@@ -123,6 +123,7 @@ class Summary:
     last_ts: float | None = None
     capture_warning: str | None = None
     linktypes: list[int] = field(default_factory=list)  # the capture's interfaces' link types (read to its end)
+    fine_times: bool = False            # its times finer than microseconds (read to its end)
     tls: list[dict[str, Any]] = field(default_factory=list)            # one entry per TLS connection
     # why each Kafka connection was taken as Kafka: "port 9092" or "auto" -> connections
     detection: Counter = field(default_factory=Counter)
@@ -805,6 +806,7 @@ class Run:
                     progress(cap.bytes_read(), size)
             yield from pipe.feed_capture(cap, tick)
             pipe.summary.linktypes = list(cap.linktypes)
+            pipe.summary.fine_times = cap.fine_times
             if cap.truncated:
                 pipe.summary.capture_warning = cap.truncated
             for what, n in cap.counters.items():

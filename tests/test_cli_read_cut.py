@@ -180,6 +180,28 @@ def test_cut_of_a_pcapng_keeps_its_link_type(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("nanos", [False, True])
+def test_cut_keeps_nanosecond_times(tmp_path: Path, nanos: bool) -> None:
+    """A pcapng whose interface counts nanoseconds is cut to a nanosecond pcap (the times
+    read back as they were), one in microseconds to a microsecond pcap."""
+    from analyzer._core import open_capture
+    from analyzer.model import Packet
+    from analyzer.sinks.pcapwrite import _pcapng_head, _pcapng_packet
+
+    with open_capture(str(SAMPLES / "produce_fetch_kafkapython_gzip_pcapng.pcapng")) as cap:
+        packets = list(map(Packet._make, cap))
+    src = tmp_path / "times.pcapng"
+    src.write_bytes(_pcapng_head([1], 65535, nanos)
+                    + b"".join(_pcapng_packet(p.ts + i * 1e-9, 0, p.data, p.orig_len, nanos)
+                               for i, p in enumerate(packets)))
+    out = tmp_path / "cut.pcap"
+    assert _read(str(src), "-w", str(out), "--no-summary").returncode == 0
+    with open_capture(str(src)) as a, open_capture(str(out)) as b:
+        assert (b.format, b.fine_times) == ("pcap", nanos)
+        times = {Packet._make(p).ts for p in a}
+        assert {Packet._make(p).ts for p in b} <= times
+
+
+@pytest.mark.parametrize("nanos", [False, True])
 def test_pcapng_of_several_link_types_reads_back(tmp_path: Path, nanos: bool) -> None:
     """With several link types in the capture the cut is a pcapng, an interface per link type:
     the core and tshark read it back, packets and times as written."""

@@ -100,10 +100,11 @@ class CutCapture:
     def close(self) -> None:
         self.out.close()
 
-    def write(self, capture: str, linktypes: list[int]) -> tuple[int, int]:
+    def write(self, capture: str, linktypes: list[int], fine_times: bool) -> tuple[int, int]:
         """Copy the packets of ``capture`` that carry the selected frames, and the handshakes
-        of their connections: (packets written, packets in the capture). ``linktypes``: the
-        capture's, as the first pass read them (a pcapng's interfaces are known once read)."""
+        of their connections: (packets written, packets in the capture). ``linktypes`` and
+        ``fine_times`` (times finer than microseconds): the capture's, as the first pass read
+        them (a pcapng's interfaces are known once read)."""
         from analyzer._core import open_capture, parse_packet
 
         by_pair: dict[tuple[tuple[str, int], tuple[str, int]], list[tuple[_Conn, int]]] = {}
@@ -117,7 +118,7 @@ class CutCapture:
                 kinds = list(dict.fromkeys(linktypes or cap.linktypes)) or [1]
                 snaplen = cap.snaplen or SNAPLEN
                 pcapng = len(kinds) > 1
-                nanos = _nanosecond_input(capture)
+                nanos = fine_times
                 self.out.write(_pcapng_head(kinds, snaplen, nanos) if pcapng
                                else _pcap_head(kinds[0], snaplen, nanos))
                 for p in map(Packet._make, cap):
@@ -172,44 +173,6 @@ def _keep(c: _Conn, d: int, index: int, seq: int, ack: int, flags: int, n: int) 
         off = (seq + syn - me.base) & 0xFFFFFFFF
         keep = keep or me.holds(off, n)
     return keep
-
-
-def _nanosecond_input(path: str) -> bool:
-    """Whether the capture's timestamps are finer than microseconds: a nanosecond pcap, or a
-    pcapng interface with an ``if_tsresol`` finer than 10^-6 (the interfaces described before
-    the first packet); gzip-compressed files too. False when the header cannot be told."""
-    import gzip
-
-    try:
-        with open(path, "rb") as raw:
-            gz = raw.read(2) == b"\x1f\x8b"
-        with (gzip.open(path, "rb") if gz else open(path, "rb")) as f:
-            head = f.read(1 << 16)
-    except (OSError, EOFError):
-        return False
-    if head[:4] in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d"):
-        return True
-    if head[:4] != b"\x0a\x0d\x0d\x0a" or len(head) < 12:
-        return False
-    end = "<" if head[8:12] == b"\x4d\x3c\x2b\x1a" else ">"
-    pos = 0
-    while pos + 12 <= len(head):
-        btype, blen = struct.unpack_from(end + "II", head, pos)
-        if blen < 12 or btype in (2, 3, 6):         # (a packet: the interfaces are known)
-            break
-        if btype == 1:
-            opt, stop = pos + 16, min(pos + blen - 4, len(head))
-            while opt + 4 <= stop:
-                code, olen = struct.unpack_from(end + "HH", head, opt)
-                if code == 0:
-                    break
-                if code == 9 and olen >= 1:
-                    r = head[opt + 4]
-                    if (2 ** (r & 0x7F) if r & 0x80 else 10 ** r) > 1_000_000:
-                        return True
-                opt += 4 + olen + (-olen % 4)
-        pos += blen
-    return False
 
 
 def _ts(ts: float, nanos: bool) -> tuple[int, int]:

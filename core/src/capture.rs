@@ -452,6 +452,12 @@ impl CaptureReader {
             .collect()
     }
 
+    /// Whether the capture's times are finer than microseconds: a nanosecond pcap, or a
+    /// pcapng interface read so far with an `if_tsresol` finer than 10^-6.
+    pub fn fine_times(&self) -> bool {
+        self.nanos || self.ifaces.iter().any(|i| i.units > 1e6)
+    }
+
     /// Bytes of the file (compressed bytes for gzip) consumed so far, for a progress bar.
     pub fn bytes_read(&self) -> u64 {
         self.b.src.consumed()

@@ -127,6 +127,11 @@ impl Capture {
     fn snaplen(&self) -> u32 {
         self.reader.snaplen
     }
+    /// times finer than microseconds (a nanosecond pcap; a pcapng interface read so far)
+    #[getter]
+    fn fine_times(&self) -> bool {
+        self.reader.fine_times()
+    }
     #[getter]
     fn size(&self) -> u64 {
         self.reader.size
