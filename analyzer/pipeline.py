@@ -241,6 +241,13 @@ class Pipeline:
                                    lambda: Figures((Field, ErrorsRoot), APIS, ERRORS, ctx.max_array_len, ctx.max_decompressed,
                                                    topics=topics, full_apis=full_apis, check=check,
                                                    consumer=(consumer.SUBSCRIPTION, consumer.ASSIGNMENT)))
+        # the rows of a Produce or Fetch body decoded in full come from the core's walk too
+        # (core/src/figures.rs reads them; the full decoder does not)
+        self._rows_walk = self.figures or _shared(
+            ("figures", self.ctx.max_array_len, self.ctx.max_decompressed, False, False),
+            lambda: Figures((Field, ErrorsRoot), APIS, ERRORS, self.ctx.max_array_len, self.ctx.max_decompressed,
+                            full_apis=kafka.NESTED_PAYLOAD_APIS - kafka.CONSUMER_PAYLOAD_APIS,
+                            consumer=(consumer.SUBSCRIPTION, consumer.ASSIGNMENT)))
         self.summary = Summary()
         self.stream = self.new_stream()
         self._conn_objs: dict[int, Conn] = {}      # the connections the core has open, by id
@@ -688,6 +695,8 @@ class Pipeline:
         if request_tree is None:
             # (a frame cut by the capture is decoded as far as it goes: its declared size)
             request_tree = kafka.decode_request(request.data, ctx, request.size if request.truncated else None)
+            if api_key == 0 or api_key == 1:
+                _core_rows(request_tree, self._rows_walk.request(request.data, header[4]))
         else:
             _add_counts(ctx, rq_counts)
         mid = ctx.malformed
@@ -695,6 +704,8 @@ class Pipeline:
             if response_tree is None:
                 response_tree = kafka.decode_response(response.data, api_key, api_version, ctx,
                                                       response.size if response.truncated else None)
+                if api_key == 1:
+                    _core_rows(response_tree, self._rows_walk.response(response.data, api_key, api_version))
             else:
                 _take_lean_response(ctx, api_key, response_tree, rs_counts)
         # (only _count_bad marks a tree: what it marks here is known without reading it)
@@ -767,6 +778,22 @@ def _take_lean_response(ctx: DecodeContext, api_key: int, tree: Field,
     _add_counts(ctx, counts)
     if api_key in _TEACHES_TOPIC_IDS and isinstance(tree, ErrorsRoot) and tree.children:
         learn_topic_ids(tree.children[0], ctx, annotate=False)
+
+
+def _core_rows(tree: Field, lean: tuple[Any, ...] | None) -> None:
+    """Put the rows the core's walk read of a Produce or Fetch message (``lean``: its lean
+    tree and counts, which are not counted again) into the full tree's body."""
+    if lean is None:
+        return
+    body = tree.child("body")
+    got = lean[0].children[0].extra if lean[0].children else None
+    if body is None or not got:
+        return
+    for key in ("fetch", "produce"):
+        if key in got:
+            if body.extra is None:
+                body.extra = {}
+            body.extra[key] = got[key]
 
 
 def _count_bad(tree: Field, n: int) -> Field:

@@ -21,7 +21,6 @@ from dissectors.errors import error_name
 from dissectors.field import ErrorsRoot, Field
 from dissectors.header import MAX_NEWER_PLAUSIBLE
 from dissectors.schema import APIS, ApiDef, FieldDef, api_name, is_flexible
-from dissectors.summary import fetch_request_rows, fetch_rows, produce_request_rows
 
 _HDR = struct.Struct(">hhi")
 _I16 = struct.Struct(">h")
@@ -191,10 +190,6 @@ def _add_body(root: Field, api: ApiDef | None, api_key: int, api_version: int, r
     _nested(api_key, body, buf, st, request)
     if api_key == 18 and not request:
         versions_table(body)
-    elif api_key == 1:
-        (fetch_request_rows if request else fetch_rows)(body)
-    elif api_key == 0 and request:
-        produce_request_rows(body)
     return body
 
 

@@ -8,11 +8,8 @@ records field), ``codec``, ``crc_ok`` (False if any CRC in it failed) and
 
 The partitions of Fetch requests and answers and of Produce requests are read from their
 bodies' rows (``extra["fetch"]``, ``extra["produce"]``: see ``FetchRow``, ``FetchAsk``,
-``ProduceRow``), which both decoders write; a Produce answer's errors from its tree. The
-full decoder's rows are read off its trees once per Produce/Fetch message: each topic and
-partition element in one pass over its children, where a ``Field.get``/``child`` per name
-would cost a call and a scan each (the names of a struct's children are unique: its
-tagged fields sit under a ``tagged_fields`` child).
+``ProduceRow``), which the core's walk reads (core/src/figures.rs; the pipeline puts them
+in a full tree's body too); a Produce answer's errors from its tree.
 """
 from __future__ import annotations
 
@@ -32,43 +29,6 @@ def _elements(parent: Field | None, name: str) -> list[Field] | tuple[()]:
             if c.name == name:
                 return c.children or ()
     return ()
-
-
-def _index_and(p: Field, name: str) -> tuple[Any, Field | None]:
-    """(the ``index`` value, the child ``name``) of a Produce partition element, in one pass."""
-    idx = other = None
-    for c in p.children or ():
-        n = c.name
-        if n == "index":
-            idx = c.value
-        elif n == name:
-            other = c
-    return idx, other
-
-
-def records_figures(rec: Field | None) -> tuple[int, int, str | None, bool]:
-    """A records field's (records, bytes, codec, CRC verdict): its summary's (extra), else
-    its value and length; (0, 0, None, True) without one."""
-    if rec is None:
-        return 0, 0, None, True
-    ex = rec.extra
-    if ex is None:
-        ex = _NO_EXTRA
-    v = rec.value
-    # `in` and [] rather than dict.get(key, default): no call, no default computed
-    return (ex["records"] if "records" in ex else (v if isinstance(v, int) else 0),
-            ex["bytes"] if "bytes" in ex else rec.length,
-            ex.get("codec"),
-            ex["crc_ok"] if "crc_ok" in ex else True)
-
-
-# A Fetch answer's partition as its body's extra["fetch"] holds it: (topic, topic_id,
-# partition, error_code (0 when none), high_watermark, last_stable_offset, records, bytes,
-# codec, crc_ok). The full decoder adds the rows to every Fetch answer's body
-# (``fetch_rows``); the core's lean walk gives the same rows (core/src/figures.rs,
-# ``Figures::fetch_rows``) and, but for check, leaves the ``responses`` array they come from
-# out of its tree. The partition digests and the consumer lag read the rows.
-FetchRow = tuple[str | None, str | None, int | None, int, int | None, int | None, int, int, str | None, bool]
 
 
 def _topic_partitions(body: Field, array: str, parts_name: str = "partitions"
@@ -94,79 +54,37 @@ def _topic_partitions(body: Field, array: str, parts_name: str = "partitions"
             yield (name if name is not None else topic), tid, p
 
 
-def fetch_rows(body: Field) -> None:
-    """Read a full Fetch answer's partitions into ``body.extra["fetch"]``."""
-    rows: list[FetchRow] = []
-    for topic, tid, p in _topic_partitions(body, "responses"):
-        idx = hw = lso = rec = None
-        code = 0
-        for c in p.children or ():
-            n = c.name
-            if n == "partition_index":
-                idx = c.value
-            elif n == "error_code":
-                code = c.value or 0
-            elif n == "high_watermark":
-                hw = c.value
-            elif n == "last_stable_offset":
-                lso = c.value
-            elif n == "records":
-                rec = c
-        rows.append((topic, tid, idx, code, hw, lso, *records_figures(rec)))
-    _put_table(body, "fetch", rows)
+def _index_and(p: Field, name: str) -> tuple[Any, Field | None]:
+    """(the ``index`` value, the child ``name``) of a Produce partition element, in one pass."""
+    idx = other = None
+    for c in p.children or ():
+        n = c.name
+        if n == "index":
+            idx = c.value
+        elif n == name:
+            other = c
+    return idx, other
 
+
+# A Fetch answer's partition as its body's extra["fetch"] holds it: (topic, topic_id,
+# partition, error_code (0 when none), high_watermark, last_stable_offset, records, bytes,
+# codec, crc_ok), read by the core's walk (core/src/figures.rs, ``Figures::fetch_rows``),
+# which, but for check, leaves the ``responses`` array they come from out of its lean tree.
+# The partition digests and the consumer lag read the rows.
+FetchRow = tuple[str | None, str | None, int | None, int, int | None, int | None, int, int, str | None, bool]
 
 # A Fetch request's partition as its body's extra["fetch"] holds it: (topic, topic_id,
-# partition, fetch_offset), written by the full decoder (``fetch_request_rows``) and given by
-# the core's walk (``Figures::fetch_request_rows``), which leaves the ``topics`` array they
-# come from out of its tree but where check's rules or a summary line read it.
+# partition, fetch_offset), read by the core's walk (``Figures::fetch_request_rows``), which
+# leaves the ``topics`` array they come from out of its lean tree but where check's rules or
+# a summary line read it.
 FetchAsk = tuple[str | None, str | None, int | None, int | None]
-
-
-def fetch_request_rows(body: Field) -> None:
-    """Read a full Fetch request's partitions into ``body.extra["fetch"]``."""
-    rows: list[FetchAsk] = []
-    for topic, tid, p in _topic_partitions(body, "topics"):
-        idx = off = None
-        for c in p.children or ():
-            n = c.name
-            if n == "partition" or n == "partition_index":
-                idx = c.value
-            elif n == "fetch_offset":
-                off = c.value
-        rows.append((topic, tid, idx, off))
-    _put_table(body, "fetch", rows)
-
 
 # A Produce request's partition as its body's extra["produce"] holds it: (topic, topic_id,
 # partition, records, bytes, codec, crc_ok, records_offset, records_length): its digest's
-# figures and where its records field is (None and 0 without one), written by the full
-# decoder (``produce_request_rows``) and given by the core's walk
-# (``Figures::produce_request_rows``), which leaves the ``topic_data`` array out of its tree
-# but where check's rules or a summary line read it.
+# figures and where its records field is (None and 0 without one), read by the core's walk
+# (``Figures::produce_request_rows``), which leaves the ``topic_data`` array out of its lean
+# tree but where check's rules or a summary line read it.
 ProduceRow = tuple[str | None, str | None, int | None, int, int, str | None, bool, int | None, int]
-
-
-def produce_request_rows(body: Field) -> None:
-    """Read a full Produce request's partitions into ``body.extra["produce"]``."""
-    rows: list[ProduceRow] = []
-    for topic, tid, p in _topic_partitions(body, "topic_data", "partition_data"):
-        idx = rec = None
-        for c in p.children or ():
-            n = c.name
-            if n == "index":
-                idx = c.value
-            elif n == "records":
-                rec = c
-        rows.append((topic, tid, idx, *records_figures(rec),
-                     rec.offset if rec is not None else None, rec.length if rec is not None else 0))
-    _put_table(body, "produce", rows)
-
-
-def _put_table(body: Field, key: str, rows: list[Any]) -> None:
-    if body.extra is None:
-        body.extra = {}
-    body.extra[key] = rows
 
 
 def _table(body: Field | None, key: str) -> list[Any]:

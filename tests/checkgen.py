@@ -20,7 +20,7 @@ from analyzer.model import Conn, Endpoint, Exchange, Frame
 from dissectors.field import Field
 from dissectors.kafka import versions_table
 from dissectors.schema import api_name as schema_api_name
-from dissectors.summary import fetch_request_rows, fetch_rows, produce_request_rows
+from tests.rows_reference import fetch_request_rows, fetch_rows, produce_request_rows
 
 
 def api_name(key: int) -> str:

@@ -23,6 +23,7 @@ from dissectors.context import DecodeContext
 from dissectors.errors import ERRORS
 from dissectors.field import ErrorsRoot, Field
 from dissectors.schema import APIS, FieldDef, in_range, is_flexible
+from tests import rows_reference
 from tests.conftest import SHARED_CAPTURES
 from tests.lean import dump, figures, lean_request, lean_response
 from tests.schema_messages import Call, Encoder, capture_calls, schema_calls
@@ -185,14 +186,18 @@ def check_as_full(calls: list[Call] | tuple[Call, ...]) -> int:
             # a Fetch or Produce request's partitions: its body's rows, not nodes (but where marked)
             table, array = ("fetch", "topics") if key == 1 else ("produce", "topic_data")
             read = kafka.decode_request(c[1], DecodeContext()).child("body")
-            assert read is not None and lean.child("body").extra[table] == read.extra[table], c
+            assert read is not None
+            (rows_reference.fetch_request_rows if key == 1 else rows_reference.produce_request_rows)(read)
+            assert lean.child("body").extra[table] == read.extra[table], c
             if not any(f.is_malformed for f in lean.walk()):
                 want = want[:-1] + ([k for k in want[-1] if k[0] != array],)
         if c[0] == "s" and key == 1:
             # a Fetch answer's partitions: its body's rows (dissectors.summary), not nodes;
             # the rows of a full tree with its records read
             read = kafka.decode_response(c[1], c[2], c[3], DecodeContext()).child("body")
-            assert read is not None and lean.child("body").extra["fetch"] == read.extra["fetch"], c
+            assert read is not None
+            rows_reference.fetch_rows(read)
+            assert lean.child("body").extra["fetch"] == read.extra["fetch"], c
             if not any(f.is_malformed for f in lean.walk()):    # (marks stay where they are)
                 want = want[:-1] + ([k for k in want[-1] if k[0] != "responses"],)
         assert got[:1] + got[2:] == want[:1] + want[2:], f"{c[0]} {c[2:]} {c[1].hex()}"

@@ -15,6 +15,7 @@ from analyzer.sinks.stats import StatsAccumulator
 from analyzer.sinks.stats_render import csv_rows, lag_table
 from dissectors import kafka
 from dissectors.context import DecodeContext
+from tests import rows_reference
 from tests.checkgen import Wire
 from tests.lean import lean_request
 
@@ -143,7 +144,9 @@ def test_lean_tree_keeps_what_lag_reads_and_the_forgotten_partitions() -> None:
     assert (body.get("isolation_level"), body.get("session_id"), body.get("session_epoch")) == (1, 9, 3)
     # the partitions asked: its body's rows, as the full decoder's (the topics array left out)
     full = kafka.decode_request(data, DecodeContext()).child("body")
-    assert full is not None and body.extra["fetch"] == full.extra["fetch"] and body.child("topics") is None
+    assert full is not None
+    rows_reference.fetch_request_rows(full)
+    assert body.extra["fetch"] == full.extra["fetch"] and body.child("topics") is None
     assert body.extra["fetch"][0][:1] + body.extra["fetch"][0][2:] == ("t", 0, 42)
     # the forgotten topics whole, as the full decoder has them (no decoding again)
     forgotten = body.child("forgotten_topics_data")
