@@ -13,9 +13,9 @@ the options ask and emits. The same Pipeline object serves a capture file
 (``Run``/``analyze_file``), a live interface (``feed_packets`` as packets arrive,
 ``expire`` for timeouts) and a Spark task.
 
-A connection whose first bytes are a TLS record is handed to this module as stream
-events: with ``--tls-keylog`` it is decrypted here and the plaintext goes back to the
-core's framing (``Stream.plain``); without, its bytes are counted as skipped.
+A connection whose first bytes are a TLS record is handed to the front as stream events
+(``analyzer.handover``): with ``--tls-keylog`` it is decrypted and the plaintext goes back
+to the core's framing (``Stream.plain``); without, its bytes are counted as skipped.
 """
 from __future__ import annotations
 
@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from analyzer._core import END_OF_CAPTURE, UNIDENTIFIED, Capture, Figures, HeaderTable, Stream, open_capture
+from analyzer.handover import TLS_SKIPPED as TLS_SKIPPED  # (the summary's name, shared by the sinks)
+from analyzer.handover import Handover
 from analyzer.model import (
     Conn,
     Endpoint,
@@ -40,7 +42,6 @@ from dissectors.header import RequestHeader, api_table, response_correlation_id
 from dissectors.kafka import learn_topic_ids
 from dissectors.schema import APIS, api_name
 from dissectors.summary import partitions_of
-from dissectors.tls import looks_like_tls, parse_hello
 
 if TYPE_CHECKING:
     from analyzer._core import PacketReader  # (Linux only)
@@ -75,8 +76,6 @@ class Options:
     share: tuple[int, int] | None = None  # (k, n): only the connections of share k of n (analyzer.shards)
 
 
-# why the bytes of a TLS connection not decrypted are skipped (Summary.bytes_skipped)
-TLS_SKIPPED = "tls (not decrypted)"
 # the connections found by auto-detection that a summary lists one by one
 AUTO_LISTED = 50
 
@@ -195,21 +194,6 @@ class Summary:
 
 
 
-class _Handed:
-    """A connection the core handed to the front because a direction's first bytes are a
-    TLS record: decrypted with ``--tls-keylog`` (its plaintext goes back to the core's
-    framing), or ignored."""
-    __slots__ = ("first_data_seen", "ignored", "tls_info", "tls", "tls_offsets", "tls_bytes")
-
-    def __init__(self) -> None:
-        self.first_data_seen = [False, False]
-        self.ignored: str | None = None                 # why its bytes are skipped
-        self.tls_info: dict[str, Any] | None = None     # its entry in Summary.tls
-        self.tls: Any = None                            # TlsStreamDecryptor with --tls-keylog
-        self.tls_offsets = [0, 0]                       # plaintext stream offsets per direction
-        self.tls_bytes = 0                              # TLS bytes fed to the decryptor
-
-
 # the core's additive counts (Stream.kafka_counts) -> the summary's fields they add to
 _COUNTED = ("connections", "request_frames", "response_frames", "truncated_frames", "gaps", "gap_bytes")
 
@@ -251,7 +235,8 @@ class Pipeline:
         self.summary = Summary()
         self.stream = self.new_stream()
         self._conn_objs: dict[int, Conn] = {}      # the connections the core has open, by id
-        self._handed: dict[int, _Handed] = {}
+        self.handover = Handover(self.summary, lambda cid, client_dir: self.stream.ignore(cid, client_dir),
+                                 self.options.tls_keylog)
         self._counted: dict[str, Any] = {}         # the core's counts as last added to the summary
         self._seq = 0
         self._now = 0.0
@@ -322,7 +307,7 @@ class Pipeline:
 
     def finish(self) -> list[Exchange]:
         out = list(self._exchanges(self.stream.finish(self._now)))
-        for cid in list(self._handed):
+        for cid in self.handover.open_ids():
             out += self._exchanges(self.stream.end(cid, None, "end of capture", END_OF_CAPTURE))
         self._sync()
         return out
@@ -382,14 +367,17 @@ class Pipeline:
                 self.packet_now = now
                 if now < END_OF_CAPTURE:
                     conn.last_ts = now_ts
-                out += self._handed_data(conn, d, off, data, ts, index, now)
+                fed = self.handover.data(conn, d, off, data)
+                if fed is not None:
+                    out += self._exchanges(self.stream.plain(cid, d, fed[0], fed[1], ts, index, now,
+                                                             conn.client_dir))
             elif kind == 1:         # bytes of a handed connection never captured
                 _k, cid, d, off, length, ts, index, reason, now, now_ts = r
                 conn = conns[cid]
                 self.packet_now = now
                 if now < END_OF_CAPTURE:
                     conn.last_ts = now_ts
-                self._handed_gap(conn, d, length)
+                self.handover.gap(conn, d, length)
             else:                   # a handed connection's direction or the connection ended
                 _k, cid, d, reason, ts, index, self.packet_now = r
                 out += self._exchanges(self.stream.end(cid, d, reason, self.packet_now))
@@ -494,11 +482,8 @@ class Pipeline:
             conn.detection = detection
             if self.on_closed is not None:
                 self.on_closed(conn)
-        h = self._handed.pop(cid, None)
+        h = self.handover.closed(cid)
         tls_info = h.tls_info if h is not None else None
-        if h is not None and h.tls is not None and not any(h.tls_offsets):
-            # a key log was given but nothing of this connection decrypted: its bytes are skipped
-            self.summary.bytes_skipped[TLS_SKIPPED] += h.tls_bytes
         s = self.summary
         if protocol in ("kafka", "kafka-legacy") or responses_only:
             if tls_info is not None:
@@ -512,98 +497,6 @@ class Pipeline:
             s.other_connections += 1
         else:
             s.empty_connections += 1
-
-    # -- connections handed to the front (TLS) ------------------------------------
-    def _handed_data(self, conn: Conn, d: int, off: int, data: bytes, ts: float, index: int,
-                     now: int) -> list[Exchange]:
-        """Bytes of a handed connection: TLS to classify and decrypt, or to skip."""
-        h = self._handed.get(conn.id)
-        if h is None:
-            h = self._handed[conn.id] = _Handed()
-        if h.ignored is not None:
-            if not h.first_data_seen[d]:
-                h.first_data_seen[d] = True
-                if conn.protocol == "tls":
-                    self._classify_first_bytes(conn, h, d, data)
-            self.summary.bytes_skipped[h.ignored] += len(data)
-            return []
-        if not h.first_data_seen[d]:
-            h.first_data_seen[d] = True
-            # (a TLS record header has its major version, 3, second: Kafka bytes seldom do)
-            if data[1:2] == b"\x03" and not self._classify_first_bytes(conn, h, d, data):
-                self.summary.bytes_skipped[h.ignored or "not kafka"] += len(data)
-                self.stream.ignore(conn.id, conn.client_dir)
-                return []
-        if h.tls is not None:
-            h.tls_bytes += len(data)
-            plain = self._decrypt(conn, h, d, data, from_gap=False)
-            if not plain:
-                return []
-            off = h.tls_offsets[d]
-            h.tls_offsets[d] = off + len(plain)
-            data = plain
-        return list(self._exchanges(self.stream.plain(conn.id, d, off, data, ts, index, now, conn.client_dir)))
-
-    def _handed_gap(self, conn: Conn, d: int, length: int) -> None:
-        """Bytes of a handed connection the capture does not have."""
-        h = self._handed.get(conn.id)
-        if h is None or h.ignored is not None:
-            return
-        self.summary.gaps += 1
-        self.summary.gap_bytes += length
-        if h.tls is not None:
-            self._decrypt(conn, h, d, b"", from_gap=True)    # (the decryptor notes the gap)
-
-    def _classify_first_bytes(self, conn: Conn, h: _Handed, d: int, data: bytes) -> bool:
-        """Spot TLS from the first bytes of a direction: False if its bytes are to be skipped."""
-        if looks_like_tls(data):
-            info = parse_hello(data)
-            if h.tls_info is None:
-                entry: dict[str, Any] = {"conn": conn.id, "client": None, "broker": None}
-                self.summary.tls.append(entry)
-                h.tls_info = entry
-                if self.options.tls_keylog is not None:
-                    from analyzer.tlsdecrypt import TlsStreamDecryptor
-                    h.tls = TlsStreamDecryptor(self.options.tls_keylog)
-                    entry["decryption"] = h.tls.status
-                else:
-                    conn.protocol = "tls"
-            entry = h.tls_info
-            if info.get("hello") == "client":
-                conn.client_dir = d
-                entry["client"], entry["broker"] = str(conn.endpoint(d)), str(conn.endpoint(1 - d))
-                entry["sni"] = info.get("sni")
-                entry["offered"] = info.get("offered")
-                entry.setdefault("version", info.get("version"))
-            elif info.get("hello") == "server":
-                entry["version"] = info.get("version")
-                if entry["client"] is None:
-                    entry["client"], entry["broker"] = str(conn.endpoint(1 - d)), str(conn.endpoint(d))
-            if h.tls is not None:
-                return True
-            h.ignored = TLS_SKIPPED
-            return False
-        return True
-
-    def _decrypt(self, conn: Conn, h: _Handed, d: int, data: bytes, from_gap: bool) -> bytes:
-        """TLS bytes in, the Kafka bytes they carry out (``--tls-keylog``)."""
-        tls = h.tls
-        from_client = d == (conn.client_dir if conn.client_dir is not None else 0)
-        if from_gap:
-            tls.gap(d, from_client)
-            plain = b""
-        else:
-            plain = tls.feed(d, data, from_client)
-        entry = h.tls_info
-        assert entry is not None        # set with h.tls (_classify_first_bytes)
-        entry["decryption"] = tls.status
-        if tls.version:
-            entry["version"] = tls.version
-        if getattr(tls, "cipher_suite", None):
-            entry["cipher_suite"] = tls.cipher_suite
-        if getattr(tls, "detail", None):
-            entry["detail"] = tls.detail
-        return plain
 
     def _new_exchange(self, conn: Conn, protocol: str, api_key: int | None, api_name: str,
                       api_version: int | None, correlation_id: int | None, client_id: str | None,
