@@ -245,22 +245,13 @@ impl Buf {
     }
 }
 
+// (the record loops read a header only once `Buf::need` says it is all there)
 fn rd16(b: &[u8], at: usize, big: bool) -> u16 {
-    let v = [b[at], b[at + 1]];
-    if big {
-        u16::from_be_bytes(v)
-    } else {
-        u16::from_le_bytes(v)
-    }
+    crate::wire::u16_in(b, at, big).unwrap_or_default()
 }
 
 fn rd32(b: &[u8], at: usize, big: bool) -> u32 {
-    let v = [b[at], b[at + 1], b[at + 2], b[at + 3]];
-    if big {
-        u32::from_be_bytes(v)
-    } else {
-        u32::from_le_bytes(v)
-    }
+    crate::wire::u32_in(b, at, big).unwrap_or_default()
 }
 
 /// What the record loops give back: the packet, its data as a range of the buffer.

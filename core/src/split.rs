@@ -17,6 +17,7 @@ use std::os::unix::fs::FileExt;
 use crate::capture::{
     EPB, IDB, KNOWN_SKIPPED, MAX_BLOCK, MAX_RECORD, PB, PCAP_NS, PCAP_US, SHB, SPB,
 };
+use crate::wire::u32_in;
 
 /// Consecutive records that must chain for an offset to be taken as a boundary.
 pub const CHAIN: usize = 8;
@@ -83,14 +84,7 @@ impl Window {
     }
 
     fn u32_at(&mut self, off: u64, big: bool) -> io::Result<Option<u32>> {
-        let b = self.get(off, 4)?;
-        Ok(b.try_into().ok().map(|b: [u8; 4]| {
-            if big {
-                u32::from_be_bytes(b)
-            } else {
-                u32::from_le_bytes(b)
-            }
-        }))
+        Ok(u32_in(self.get(off, 4)?, 0, big))
     }
 }
 
@@ -99,32 +93,19 @@ fn format_of(w: &mut Window) -> io::Result<Option<Format>> {
     let Some(magic) = head.get(..4) else {
         return Ok(None);
     };
-    let (le, be) = (
-        u32::from_le_bytes(magic.try_into().unwrap_or_default()),
-        u32::from_be_bytes(magic.try_into().unwrap_or_default()),
-    );
-    let word = |at: usize, big: bool| -> u32 {
-        head.get(at..at + 4)
-            .and_then(|b| <[u8; 4]>::try_from(b).ok())
-            .map_or(0, |b| {
-                if big {
-                    u32::from_be_bytes(b)
-                } else {
-                    u32::from_le_bytes(b)
-                }
-            })
-    };
+    let (le, be) = (u32_in(magic, 0, false), u32_in(magic, 0, true));
+    let word = |at: usize, big: bool| u32_in(&head, at, big).unwrap_or(0);
     for (big, m) in [(false, le), (true, be)] {
-        if m == PCAP_US || m == PCAP_NS {
+        if m == Some(PCAP_US) || m == Some(PCAP_NS) {
             return Ok(Some(Format::Pcap {
                 big,
-                nanos: m == PCAP_NS,
+                nanos: m == Some(PCAP_NS),
                 snaplen: word(16, big),
                 first_sec: word(24, big),
             }));
         }
     }
-    if le == SHB {
+    if le == Some(SHB) {
         let bom = w.get(8, 4)?;
         return Ok(match bom {
             b"\x4d\x3c\x2b\x1a" => Some(Format::Pcapng { big: false }),
@@ -165,15 +146,7 @@ fn record(w: &mut Window, off: u64, big: bool) -> io::Result<Option<[u32; 4]>> {
     if h.len() < 16 {
         return Ok(None);
     }
-    let mut v = [0u32; 4];
-    for (i, x) in v.iter_mut().enumerate() {
-        let b: [u8; 4] = h[i * 4..i * 4 + 4].try_into().unwrap_or_default();
-        *x = if big {
-            u32::from_be_bytes(b)
-        } else {
-            u32::from_le_bytes(b)
-        };
-    }
+    let v = [0, 4, 8, 12].map(|at| u32_in(h, at, big).unwrap_or_default());
     Ok(Some(v))
 }
 

@@ -32,6 +32,26 @@ pub fn be_i64(b: &[u8], at: usize) -> Option<i64> {
     ))
 }
 
+/// The `u16` at `at` in the byte order a capture file declares (`big`), None past the end.
+pub fn u16_in(b: &[u8], at: usize, big: bool) -> Option<u16> {
+    let v: [u8; 2] = b.get(at..at.checked_add(2)?)?.try_into().ok()?;
+    Some(if big {
+        u16::from_be_bytes(v)
+    } else {
+        u16::from_le_bytes(v)
+    })
+}
+
+/// The `u32` at `at` in the byte order a capture file declares (`big`), None past the end.
+pub fn u32_in(b: &[u8], at: usize, big: bool) -> Option<u32> {
+    let v: [u8; 4] = b.get(at..at.checked_add(4)?)?.try_into().ok()?;
+    Some(if big {
+        u32::from_be_bytes(v)
+    } else {
+        u32::from_le_bytes(v)
+    })
+}
+
 /// Why a varint could not be read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Varint {
@@ -83,6 +103,10 @@ mod tests {
         assert_eq!(be_i16(&b, 8), None);
         assert_eq!(be_i32(&b, usize::MAX - 1), None);
         assert_eq!(be_i64(&b, 2), None);
+        assert_eq!(u32_in(&b, 2, true), Some(1));
+        assert_eq!(u32_in(&b, 2, false), Some(0x0100_0000));
+        assert_eq!(u16_in(&b, 0, false), Some(0xFEFF));
+        assert_eq!(u16_in(&b, 8, true), None);
     }
 
     #[test]
