@@ -1,4 +1,4 @@
-"""Types of the native core (core/src/py.rs): capture reading, link/IP/TCP, reassembly, Kafka
+"""Types of the native core (core/src/py/mod.rs): capture reading, link/IP/TCP, reassembly, Kafka
 framing and pairing, the lean figures walk."""
 from collections.abc import Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -16,7 +16,7 @@ UNIDENTIFIED: str
 
 class CaptureError(Exception): ...
 
-# a record of Stream (see core/src/py.rs for the layouts):
+# a record of Stream (see core/src/py/mod.rs for the layouts):
 #   (3, ...) a new connection; (4, ...) its state changed; (5, ...) an exchange;
 #   (6, ...) it ended (and why it was taken as Kafka, or not); (0, ...), (1, ...), (2, ...)
 #   stream events of a connection handed to the front (TLS), or of every connection when
@@ -70,7 +70,7 @@ BatchSummary = tuple[int, int, int, int, int, int | None, str, int, int, bool, b
 
 def batch_summaries(data: bytes, start: int, end: int, max_decompressed: int) -> list[BatchSummary]: ...
 
-# a field tree as compact JSON text in UTF-8, as orjson writes Field.to_json()'s dicts (core/src/py_json.rs);
+# a field tree as compact JSON text in UTF-8, as orjson writes Field.to_json()'s dicts (core/src/py/json.rs);
 # ValueError for what it does not write that way (floats, integers beyond 64 bits, lone
 # surrogates, dict keys that are not strings, other value types)
 def tree_json(field: Field | None) -> bytes: ...

@@ -340,7 +340,7 @@ class Pipeline:
         self._counted = counts
 
     def _exchanges(self, records: list[tuple[Any, ...]]) -> Iterator[Exchange]:
-        """The core's records (see core/src/py.rs): connections, exchanges to decode, and the
+        """The core's records (see core/src/py/mod.rs): connections, exchanges to decode, and the
         stream events of the connections handed to the front; each exchange as soon as the
         record that completes it is handled."""
         out: list[Exchange] = []

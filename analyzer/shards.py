@@ -22,7 +22,7 @@ What one process shares across connections is restored when merging:
   worker's vain lookups cannot be restored from the figures: the capture is then
   analysed again in one process (``ShardedResult.exact`` is False and the caller does so).
 
-``TopicNames`` and ``rename_topics`` are shared with the Spark job (analyzer.spark_job),
+``TopicNames`` and ``rename_topics`` are shared with the Spark job (analyzer.spark),
 which splits captures by connection the same way across a cluster.
 """
 from __future__ import annotations

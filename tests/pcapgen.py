@@ -357,7 +357,7 @@ class CoreRun:
         return self.stream.notes
 
     def model(self, events: list[tuple]) -> list[StreamEvent]:
-        """The core's event tuples (core/src/py.rs) as the model's StreamData, StreamGap and
+        """The core's event tuples (core/src/py/mod.rs) as the model's StreamData, StreamGap and
         StreamEnd, carrying ``Conn`` objects; connection openings and updates fold into them."""
         out: list[StreamEvent] = []
         for ev in events:

@@ -1,5 +1,5 @@
 """The core's header checks (core/src/kafka.rs, core/src/legacy.rs), through its probes
-(core/src/py_probe.rs), against oracles that share no code with them.
+(core/src/py/probe.rs), against oracles that share no code with them.
 
 The checks were ported from dissectors/header.py and dissectors/legacy.py, and this module
 first compared the two, result for result, and found them equal on 7.1 million cases (every

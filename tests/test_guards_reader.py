@@ -410,7 +410,7 @@ class Seg:
 
 
 def _ev(e: tuple) -> tuple:
-    """A core event (core/src/py.rs) as ("data" | "gap" | "end", conn, ...)."""
+    """A core event (core/src/py/mod.rs) as ("data" | "gap" | "end", conn, ...)."""
     if e[0] == 0:
         return ("data", *e[1:7])
     if e[0] == 1:

@@ -1,4 +1,4 @@
-"""The core's JSON writer of field trees (core/src/py_json.rs, ``analyzer._core.tree_json``):
+"""The core's JSON writer of field trees (core/src/py/json.rs, ``analyzer._core.tree_json``):
 byte for byte what orjson writes of ``Field.to_json()`` on every tree of the captures and on
 odd values; what it does not write that way it refuses, and ``dumps_tree`` then takes the
 ``to_json`` way, so ``read -f ndjson`` gives the same lines either way."""

@@ -23,7 +23,7 @@
 //! and `response` frames as `(dir, data, size, first_index, last_index, first_ts,
 //! last_ts, offset, truncated)`; `note` its first note; `client_dir`, `protocol` and
 //! `last_ts` the connection's as the exchange completed; `lean`, with a `Stream` made with
-//! `figures=` (`py_figures.rs`), the lean trees of a 0.8+ exchange the schema covers:
+//! `figures=` (`py/figures.rs`), the lean trees of a 0.8+ exchange the schema covers:
 //! `(request tree, its counts, response tree, its counts)` (None for a frame the capture
 //! cut short, which the front decodes in full), else None.
 //!

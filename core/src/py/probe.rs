@@ -192,7 +192,7 @@ fn probe_records_summary(
     )
 }
 
-/// Add the probes to the module (called from `py.rs`'s module init).
+/// Add the probes to the module (called from `py/mod.rs`' module init).
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(probe_request_header, m)?)?;
     m.add_function(wrap_pyfunction!(probe_sane_request, m)?)?;
