@@ -1,26 +1,18 @@
 """Rules that find client and broker bugs in a stream of Exchanges (``kafkawire-sniff check``).
 
-The rules consume :class:`analyzer.model.Exchange` objects and their Field trees, never
-raw bytes, and do no I/O. Feed every exchange of a capture to :meth:`Checker.add` (in
-the pipeline's completion order), then call :meth:`Checker.finish` for the findings.
+The rules read :class:`analyzer.model.Exchange` objects and their Field trees, never raw
+bytes, and do no I/O. Feed every exchange of a capture to :meth:`Checker.add` (in the
+pipeline's completion order), then call :meth:`Checker.finish` for the findings.
 
-Each rule, or a small family of rules sharing state, is a unit (``common.Unit``: what it
-follows, what it keeps, what it judges, how it merges); ``registry`` lists the rules and
-the units. The Checker is the driver: it keeps each connection's state, hands each
-exchange to the units that follow its API, and gathers, sorts and tells the findings.
-
-State is compact (no Exchange or Field is kept) and picklable, and two checkers can be
-combined with :meth:`Checker.merge`. Most rules look at one connection at a time; they
-are exact whenever all exchanges of a connection go to the same checker. Two rules need
-a global view, because what they follow spans connections:
-
-- ``producer-sequence`` / ``sequence-error-response``: an idempotent producer's batches
-  for one partition may move to another connection (leader change, reconnect);
-- ``rebalance-storm`` and :meth:`Checker.timeline`: group members talk to the
-  coordinator over their own connections.
-
-A Spark job can therefore run one Checker per group of connections, ship the checkers
-(or just their state) to the driver, ``merge`` them and ``finish`` once.
+Each rule, or a small family of rules sharing state, is a unit (``common.Unit``);
+``registry`` lists the rules and the units. The Checker is the driver: it keeps each
+connection's state, hands each exchange to the units that follow its API, and gathers,
+sorts and tells the findings. State is compact (no Exchange or Field is kept) and
+picklable; checkers combine with :meth:`Checker.merge`. Most rules are exact whenever all
+exchanges of a connection go to the same checker; those of ``spanning`` (producer
+sequences, rebalance storms, the timeline) follow what spans connections and are judged
+at ``finish``. A Spark job can therefore run a Checker per group of connections, ``merge``
+them on the driver and ``finish`` once.
 """
 from __future__ import annotations
 
@@ -31,10 +23,8 @@ from analyzer.model import Conn, Exchange
 from analyzer.pipeline import Summary
 
 from .common import SEVERITIES, Buckets, ConnState, Finding, Settings, Unit, count_by_severity, tell_once
-from .frames import Encrypted
-from .groups import Groups
-from .producers import Batch, Sequences
 from .registry import RULES, UNITS
+from .spanning import Batch, Encrypted, Groups, Sequences
 
 __all__ = ["RULES", "SEVERITIES", "Checker", "Finding", "check_exchanges", "count_by_severity"]
 
@@ -49,19 +39,15 @@ class Checker:
 
     def __init__(self, rules: set[str] | None = None, slow_ms: float = 1000.0,
                  storm_rebalances: int = 5, storm_window_s: float = 60.0) -> None:
-        unknown = set(rules or ()) - set(RULES)
-        if unknown:
+        if unknown := set(rules or ()) - set(RULES):
             raise ValueError(f"unknown rule(s): {', '.join(sorted(unknown))}")
         self.rules: frozenset[str] = frozenset(RULES) if rules is None else frozenset(rules)
-        self.slow_ms = slow_ms
-        self.storm_rebalances = storm_rebalances
-        self.storm_window_s = storm_window_s
-        self.exchanges = 0
-        self.capture_end = 0.0
+        self.slow_ms, self.storm_rebalances, self.storm_window_s = slow_ms, storm_rebalances, storm_window_s
+        self.exchanges, self.capture_end = 0, 0.0
         self._buckets = Buckets()
-        settings = Settings(self.rules, slow_ms, storm_rebalances, storm_window_s, self._buckets)
-        self._units = [u(settings) for u in UNITS]
-        # the units that keep something of each connection to the end (their conn_end, retire, merge_conn)
+        self._units = [u(Settings(self.rules, slow_ms, storm_rebalances, storm_window_s, self._buckets))
+                       for u in UNITS]
+        # the units that keep something of each connection to the end (their conn_end)
         self._ender = [u for u in self._units if type(u).conn_end is not Unit.conn_end]
         # (api_key, legacy, without request) -> the units that follow such exchanges
         self._routes: dict[tuple[int | None, bool, bool], list[Unit]] = {}
@@ -92,21 +78,16 @@ class Checker:
             if cs is None:
                 cs = self._conns[key] = ConnState(str(conn), conn=conn)
             self._by_object[id(conn)] = cs
-        cs.seq = ex.seq
-        cs.syn_seen = conn.syn_seen
-        cs.closed = conn.closed
-        closed_by = conn.closed_by
-        if closed_by is not None:
-            cs.closer = "client" if closed_by == (conn.client_dir or 0) else "broker"
-        last = conn.last_ts
-        cs.last_ts = max(cs.last_ts, last)
-        self.capture_end = max(self.capture_end, last)
+        cs.seq, cs.syn_seen, cs.closed = ex.seq, conn.syn_seen, conn.closed
+        if conn.closed_by is not None:
+            cs.closer = "client" if conn.closed_by == (conn.client_dir or 0) else "broker"
+        cs.last_ts = max(cs.last_ts, conn.last_ts)
+        self.capture_end = max(self.capture_end, conn.last_ts)
         for fr in (ex.request, ex.response):
             if fr is not None and fr.last_ts > self.capture_end:
                 self.capture_end = fr.last_ts
         route = (ex.api_key, ex.protocol != "kafka", ex.request is None)
-        units = self._routes.get(route)
-        if units is None:
+        if (units := self._routes.get(route)) is None:
             units = self._routes[route] = [u for u in self._units if u.follows(*route)]
         for u in units:
             u.add(ex, cs)
@@ -127,13 +108,10 @@ class Checker:
         self._quiet += other._quiet
         self.capture_end = max(self.capture_end, other.capture_end)
         for k, cs in other._conns.items():
-            mine = self._conns.get(k)
-            if mine is None:
+            if k in self._conns:    # the same connection split over checkers
+                self._conns[k].merge(cs)
+            else:
                 self._conns[k] = cs
-            else:   # the same connection split over checkers: keep what can be kept
-                for u in self._ender:
-                    u.merge_conn(mine, cs)
-                mine.last_ts = max(mine.last_ts, cs.last_ts)
         self._buckets.merge(other._buckets)
         for u, o in zip(self._units, other._units, strict=True):
             u.merge(o)
@@ -175,11 +153,9 @@ class Checker:
         return self._unit(Groups).stories()
 
     def _retire(self) -> None:
-        """Forget what only a connection's next exchanges read (the correlation ids in
-        flight, the versions advertised) for the connections that ended once their last
-        exchange is here (exchanges handed over in a list may come after the connection's
-        end): the state kept per connection is then what finish() judges, and none at all
-        for a connection with nothing left to judge."""
+        """For the connections that ended whose last exchange is here (exchanges handed over in
+        a list may come after the connection's end), forget what only their next exchanges
+        read: what is kept is then what finish() judges, none for those with nothing left."""
         ended = [k for k, cs in self._by_object.items()
                  if cs.conn is not None and cs.conn.ended and cs.seq == cs.conn.last_seq]
         for k in ended:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict
 from collections.abc import Iterable
+from copy import deepcopy
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
-from analyzer.model import Conn, Exchange
-from dissectors.field import body_of as _body
-from dissectors.field import int_value as _int
+from analyzer.model import Conn, Exchange, Frame
+from dissectors.field import Field
 
 SEVERITIES = ("error", "warning", "info")
 MAX_LIST = 50               # frames / exchanges kept per finding (counts stay exact)
@@ -20,22 +20,10 @@ INT32_SPAN = 1 << 31
 PRODUCE, FETCH, JOIN_GROUP, SYNC_GROUP, SASL_HANDSHAKE, API_VERSIONS, SASL_AUTHENTICATE, SHARE_FETCH = \
     0, 1, 11, 14, 17, 18, 36, 78
 
-# the few error codes the rules read from trees (Exchange.error_codes already carries names)
-UNSUPPORTED_VERSION = 35
-UNSUPPORTED_SASL_MECHANISM = 33
-OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-DUPLICATE_SEQUENCE_NUMBER = 46
-FETCH_SESSION_ID_NOT_FOUND = 70
-INVALID_FETCH_SESSION_EPOCH = 71
-ERROR_NAMES = {
-    UNSUPPORTED_SASL_MECHANISM: "UNSUPPORTED_SASL_MECHANISM",
-    UNSUPPORTED_VERSION: "UNSUPPORTED_VERSION",
-    OUT_OF_ORDER_SEQUENCE_NUMBER: "OUT_OF_ORDER_SEQUENCE_NUMBER",
-    DUPLICATE_SEQUENCE_NUMBER: "DUPLICATE_SEQUENCE_NUMBER",
-    58: "SASL_AUTHENTICATION_FAILED",
-    FETCH_SESSION_ID_NOT_FOUND: "FETCH_SESSION_ID_NOT_FOUND",
-    INVALID_FETCH_SESSION_EPOCH: "INVALID_FETCH_SESSION_EPOCH",
-}
+# the names of the few error codes the rules read from trees (Exchange.error_codes carries names)
+ERROR_NAMES = {33: "UNSUPPORTED_SASL_MECHANISM", 35: "UNSUPPORTED_VERSION", 45: "OUT_OF_ORDER_SEQUENCE_NUMBER",
+               46: "DUPLICATE_SEQUENCE_NUMBER", 58: "SASL_AUTHENTICATION_FAILED", 70: "FETCH_SESSION_ID_NOT_FOUND",
+               71: "INVALID_FETCH_SESSION_EPOCH"}
 
 
 class Rule(NamedTuple):
@@ -68,7 +56,7 @@ class Finding:
         """The finding as plain values, copied (its fields in order; no story or template)."""
         d: dict[str, Any] = {"rule": self.rule, "severity": self.severity, "message": self.message,
                              "advice": self.advice, "conn": self.conn, "frames": list(self.frames),
-                             "exchanges": [dict(e) for e in self.exchanges], "details": _plain(self.details)}
+                             "exchanges": [dict(e) for e in self.exchanges], "details": deepcopy(self.details)}
         if self.capture is not None:
             d["capture"] = self.capture
         if self.occurrences:
@@ -80,29 +68,17 @@ class Finding:
         return min(self.frames) if self.frames else 0
 
 
-def _plain(v: Any) -> Any:
-    """A copy of nested dicts and lists (what ``dataclasses.asdict`` made of details)."""
-    if isinstance(v, dict):
-        return {k: _plain(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_plain(x) for x in v]
-    return v
-
-
 def count_by_severity(findings: Iterable[Finding]) -> dict[str, int]:
     c = Counter(f.severity for f in findings)
     return {s: c.get(s, 0) for s in SEVERITIES}
 
 
-# -- an exchange as findings name it ---------------------------------------------------
-
 REF_KEYS = ("api_name", "api_version", "correlation_id", "request_frame", "response_frame")
 
 
 def exchange_ref(ex: Exchange) -> dict[str, Any]:
-    return {"api_name": ex.api_name, "api_version": ex.api_version,
-            "correlation_id": ex.correlation_id, "request_frame": ex.request_frame,
-            "response_frame": ex.response_frame}
+    return dict(zip(REF_KEYS, (ex.api_name, ex.api_version, ex.correlation_id, ex.request_frame,
+                               ex.response_frame), strict=True))
 
 
 def ref_of(d: dict[str, Any]) -> dict[str, Any]:
@@ -110,66 +86,46 @@ def ref_of(d: dict[str, Any]) -> dict[str, Any]:
     return {k: d[k] for k in REF_KEYS}
 
 
-def frames_of(ex: Exchange, side: str = "both") -> list[int]:
-    """The frame numbers of an exchange's request and response, or of one "request" or "response"."""
-    if side == "both":
-        return [f for f in (ex.request_frame, ex.response_frame) if f is not None]
-    f = ex.request_frame if side == "request" else ex.response_frame
-    return [f] if f else []
+def order_key(fr: Frame | None) -> tuple[int, int] | None:
+    """Where a request or response comes in the capture (to compare with others), if there."""
+    return (fr.last_index, fr.stream_offset) if fr is not None else None
 
 
-def req_key(ex: Exchange) -> tuple[int, int] | None:
-    r = ex.request
-    return (r.last_index, r.stream_offset) if r is not None else None
+def batch_summaries(records: Field | None) -> list[dict[str, Any]]:
+    """Batch summaries of a records field: extra["batches"] when the record decoder wrote it,
+    else what a full tree's batches say of their producer and sequence."""
+    if records is None:
+        return []
+    batches = (records.extra or {}).get("batches")
+    if isinstance(batches, list):
+        return [b for b in batches if isinstance(b, dict)]
+    found: list[dict[str, Any]] = []
+    for f in records.walk():
+        if f is not records and f.child("base_sequence") is not None and f.child("producer_id") is not None:
+            count = f.get("record_count")
+            if count is None:
+                lod = f.get("last_offset_delta")
+                count = lod + 1 if isinstance(lod, int) else None
+            found.append({"producer_id": f.get("producer_id"), "producer_epoch": f.get("producer_epoch"),
+                          "base_sequence": f.get("base_sequence"), "record_count": count})
+    return found
 
-
-def resp_key(ex: Exchange) -> tuple[int, int] | None:
-    r = ex.response
-    return (r.last_index, r.stream_offset) if r is not None else None
-
-
-def allowance_ms(ex: Exchange) -> float:
-    """How long the broker may legitimately hold this request, beyond --slow-ms. A request
-    the capture cut short before the field that grants the wait is not judged (inf)."""
-    body = _body(ex.request_tree)
-    cut = ex.request is not None and ex.request.truncated
-    if body is None:
-        return float("inf") if cut and ex.api_key in (FETCH, SHARE_FETCH, JOIN_GROUP) else 0.0
-    if ex.api_key in (FETCH, SHARE_FETCH):
-        wait = _int(body.get("max_wait_ms"))
-        return float("inf") if wait is None and cut else float(wait or 0)
-    if ex.api_key == JOIN_GROUP:
-        t = _int(body.get("rebalance_timeout_ms"))
-        if t is None or t < 0:
-            t = _int(body.get("session_timeout_ms"))
-        return float("inf") if t is None and cut else float(t or 0)
-    if ex.api_key == SYNC_GROUP:
-        return float("inf")     # followers wait for the leader's assignment: not judged
-    return 0.0
-
-
-# -- messages ------------------------------------------------------------------------
 
 def literal_text(text: str) -> str:
     """``text`` as a part of a template (its braces doubled)."""
     return text.replace("{", "{{").replace("}", "}}")
 
 
-def _age(ms: float) -> str:
-    """A wait in words: "less than 1 ms", "12 ms", "3.4 s"."""
-    if ms < 1.0:
-        return "less than 1 ms"
-    return f"{ms:.0f} ms" if ms < 10_000 else f"{ms / 1000:.1f} s"
-
-
 def render(template: str, details: dict[str, Any]) -> str:
     """A finding's message (or advice) from its template and details; words made of them:
-    {age} (max_wait_ms), {versions} (api_versions: "v0, v1, v2"), {clients} (client_ids)."""
+    {age} (max_wait_ms: "less than 1 ms", "12 ms", "3.4 s"), {versions} (api_versions:
+    "v0, v1, v2"), {clients} (client_ids)."""
     if not template:
         return ""
     extra: dict[str, Any] = {}
     if "max_wait_ms" in details:
-        extra["age"] = _age(details["max_wait_ms"])
+        ms = details["max_wait_ms"]
+        extra["age"] = "less than 1 ms" if ms < 1.0 else f"{ms:.0f} ms" if ms < 10_000 else f"{ms / 1000:.1f} s"
     if "api_versions" in details:
         extra["versions"] = ", ".join(f"v{v}" for v in details["api_versions"])
     if "client_ids" in details:
@@ -180,8 +136,6 @@ def render(template: str, details: dict[str, Any]) -> str:
             extra["clients"] += " and a client without client id"
     return template.format(**details, **extra) if extra else template.format(**details)
 
-
-# -- accumulation -----------------------------------------------------------------
 
 # details that add up when findings are merged or told once (else the first's value stays;
 # max_* take the largest), and lists that unite (sorted)
@@ -223,11 +177,15 @@ class Bucket:
 
     def add(self, ex: Exchange | dict[str, Any], frames: Iterable[int] | str = "both", n: int = 1,
             **unite: Any) -> None:
-        """Count ``n`` more, listing ``ex`` and ``frames`` (a side of ``ex``: see frames_of);
-        ``unite``: values added to list details."""
+        """Count ``n`` more, listing ``ex`` and ``frames`` (or those of a side of ``ex``: "both",
+        "request", "response"); ``unite``: values added to list details."""
         if isinstance(frames, str):
             assert not isinstance(ex, dict)
-            frames = frames_of(ex, frames)
+            if frames == "both":
+                frames = [f for f in (ex.request_frame, ex.response_frame) if f is not None]
+            else:
+                f = ex.request_frame if frames == "request" else ex.response_frame
+                frames = [f] if f else []
         for k, v in unite.items():
             self.unite(k, v)
         self.count += n
@@ -256,69 +214,41 @@ class Bucket:
 
     def finding(self, story: tuple[Any, ...] = ()) -> Finding:
         details = dict(self.details, count=self.count)
-        frames = sorted(self.frames)
         if self.count > len(self.exchanges) and self.exchanges:
             details["listed"] = len(self.exchanges)
         return Finding(self.rule, self.severity, render(self.template, details), self.conn,
-                       frames, list(self.exchanges), details, advice=render(self.advice, details) or None,
+                       sorted(self.frames), list(self.exchanges), details, advice=render(self.advice, details) or None,
                        story=story, template=self.template, advice_template=self.advice)
 
 
 class Buckets(dict[tuple[Any, ...], Bucket]):
     """The counted findings of a run, by (rule, severity, connection, *key): one store for
-    every rule, merged with a worker's as a whole."""
-
-    def get_or_new(self, rule: str, severity: str, conn: str, key: tuple[Any, ...], template: str,
-                   details: dict[str, Any], advice: str = "") -> Bucket:
-        k = (rule, severity, conn, *key)
-        b = self.get(k)
-        if b is None:
-            b = self[k] = Bucket(rule, severity, conn, template, details, advice=advice)
-        return b
+    every rule (``Unit.bucket``), merged with a worker's as a whole."""
 
     def merge(self, other: Buckets) -> None:
         for k, b in other.items():
-            mine = self.get(k)
-            if mine is None:
-                self[k] = b
+            if k in self:
+                self[k].merge(b)
             else:
-                mine.merge(b)
+                self[k] = b
 
     def findings(self, on: frozenset[str]) -> list[Finding]:
         return [b.finding(k[3:]) for k, b in self.items() if b.rule in on]
 
 
-def _conn_list(conns: list[str]) -> str:
-    shown = ", ".join(conns[:3])
-    return f"{len(conns)} connections: {shown}" + (", ..." if len(conns) > 3 else "")
-
-
 def tell_once(findings: list[Finding]) -> list[Finding]:
     """The same story on several connections, told once: findings of one rule, severity,
-    capture and story (what the message says but for counts and waits) become one, whose
-    count is their total, whose max_* figures are the largest, whose frames and exchanges
-    are each connection's first, with ``details["connections"]`` and ``details["occurrences"]``
-    (how many) and the findings themselves in ``occurrences``. Findings without a story
-    (the global rules: already one per producer or group) stay as they are. The order is
-    that of each story's first finding."""
-    groups: dict[tuple[Any, ...], list[Finding]] = {}
-    order: list[tuple[Any, ...] | Finding] = []
+    capture and story (what the message says but for counts and waits) become one: their
+    total count, the largest max_* figures, each connection's first frame and exchange,
+    ``details["connections"]`` and ``["occurrences"]`` (how many), the findings themselves in
+    ``occurrences``. Findings without a story (the global rules) stay; the order is that of
+    each story's first finding."""
+    groups: dict[Any, list[Finding]] = {}
     for f in findings:
-        if f.story is None or not f.template:
-            order.append(f)
-            continue
-        k = (f.rule, f.severity, f.capture, f.story)
-        g = groups.get(k)
-        if g is None:
-            g = groups[k] = []
-            order.append(k)
-        g.append(f)
+        k = id(f) if f.story is None or not f.template else (f.rule, f.severity, f.capture, f.story)
+        groups.setdefault(k, []).append(f)
     out: list[Finding] = []
-    for item in order:
-        if isinstance(item, Finding):
-            out.append(item)
-            continue
-        g = groups[item]
+    for g in groups.values():
         if len(g) == 1:
             out.append(g[0])
             continue
@@ -330,17 +260,16 @@ def tell_once(findings: list[Finding]) -> list[Finding]:
         det.pop("listed", None)
         det.pop("waited_ms", None)
         conns = list(dict.fromkeys(f.conn for f in g))
-        det["connections"] = conns[:MAX_LIST]
-        det["occurrences"] = len(g)
+        det["connections"], det["occurrences"] = conns[:MAX_LIST], len(g)
         heads = sorted(((min(f.frames), f) for f in g if f.frames), key=lambda x: x[0])[:MAX_LIST]
-        told = Finding(first.rule, first.severity,
+        out.append(Finding(first.rule, first.severity,
                        render(first.template, det) + f" (on {len(conns)} connections)",
-                       _conn_list(conns), [fr for fr, _f in heads],
+                       f"{len(conns)} connections: " + ", ".join(conns[:3]) + (", ..." if len(conns) > 3 else ""),
+                       [fr for fr, _f in heads],
                        [f.exchanges[0] for _fr, f in heads if f.exchanges], det, first.capture,
                        render(first.advice_template, det) or first.advice,
                        story=first.story, template=first.template, advice_template=first.advice_template,
-                       occurrences=list(g))
-        out.append(told)
+                       occurrences=list(g)))
     return out
 
 
@@ -365,8 +294,6 @@ class Kept(list[T]):
         self.extend(other)
         self.dropped += other.dropped
 
-
-# -- what the rules keep of a connection -------------------------------------------------
 
 @dataclass
 class Pending:
@@ -399,7 +326,7 @@ class ConnState:
     # Answers: the latest-sent request answered so far, the requests without answer
     last_answered: tuple[int, int] | None = None
     unanswered: list[Pending] | None = None
-    # CorrelationReuse: the correlation ids of the latest requests
+    # Correlations: the correlation ids of the latest requests
     corr: OrderedDict[int, list[tuple[tuple[int, int], tuple[int, int] | None, tuple[Any, ...]]]] | None = None
     # Versions: the broker's ApiVersions answer; its UNSUPPORTED_VERSION answers
     advertised: dict[int, tuple[int, int]] | None = None
@@ -418,12 +345,20 @@ class ConnState:
     def lost(self) -> tuple[int, int]:
         """(lost_from, client direction) of the connection (see Conn)."""
         c = self.conn
-        if c is not None:
-            return c.lost_from, c.client_dir or 0
-        return self.lost_from, self.client_dir or 0
+        return (c.lost_from, c.client_dir or 0) if c is not None else (self.lost_from, self.client_dir or 0)
 
+    def merge(self, other: ConnState) -> None:
+        """The same connection split over checkers: what the units judge at its end, joined."""
+        if self.orphans is None:
+            self.orphans = other.orphans
+        elif other.orphans is not None:
+            self.orphans.merge(other.orphans)
+        if other.unanswered:
+            self.unanswered = (self.unanswered or []) + other.unanswered
+        if other.fallback:
+            self.fallback = (self.fallback or []) + other.fallback
+        self.last_ts = max(self.last_ts, other.last_ts)
 
-# -- the unit of rules -------------------------------------------------------------------
 
 @dataclass
 class Settings:
@@ -436,13 +371,13 @@ class Settings:
 
 
 class Unit:
-    """A rule, or a family of rules sharing state. It follows the exchanges its class
-    attributes say, keeps its state (per run, and per connection in the ConnState fields
-    named after it) and counts findings in the shared buckets as they come (``add``);
-    ``retire``: a connection ended (forget what only its next exchanges read; say whether
-    ``conn_end`` has something left to judge); ``conn_end`` and ``finish`` judge what is
-    left of a connection and of the run (without changing the state); ``merge`` and
-    ``merge_conn`` fold a worker's unit and connection state into this one."""
+    """A rule, or a family of rules sharing state: it follows the exchanges its class
+    attributes say, keeps its state (per run; per connection in the ConnState fields named
+    after it) and counts findings in the shared buckets as they come (``add``). ``retire``:
+    a connection ended (forget what only its next exchanges read; say whether ``conn_end``
+    has something left to judge); ``conn_end``, ``finish``: judge what is left of a
+    connection, of the run (the state unchanged); ``merge``: fold a worker's unit into this
+    one (``ConnState.merge``: a connection's state)."""
     ids: ClassVar[tuple[str, ...]]
     # what it follows: these API keys (None: every key); exchanges without API key; those
     # without request (orphan responses: then only them); legacy framing (pre-0.8); even
@@ -454,8 +389,7 @@ class Unit:
     always: ClassVar[bool] = False
 
     def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.on = settings.on
+        self.settings, self.on = settings, settings.on
 
     def follows(self, api_key: int | None, legacy: bool, requestless: bool) -> bool:
         if requestless != self.requestless or not (self.always or self.on.intersection(self.ids)):
@@ -466,7 +400,12 @@ class Unit:
 
     def bucket(self, rule: str, severity: str, cs: ConnState, key: tuple[Any, ...], template: str,
                details: dict[str, Any], advice: str = "") -> Bucket:
-        return self.settings.buckets.get_or_new(rule, severity, cs.name, key, template, details, advice)
+        """The bucket of (rule, severity, connection, *key), made with the rest when new."""
+        k, buckets = (rule, severity, cs.name, *key), self.settings.buckets
+        b = buckets.get(k)
+        if b is None:
+            b = buckets[k] = Bucket(rule, severity, cs.name, template, details, advice=advice)
+        return b
 
     def add(self, ex: Exchange, cs: ConnState) -> None:
         pass
@@ -477,14 +416,13 @@ class Unit:
     def conn_end(self, cs: ConnState, end: float) -> list[Finding]:
         return []
 
-    def merge_conn(self, mine: ConnState, other: ConnState) -> None:
-        pass
-
     def finish(self) -> list[Finding]:
         return []
 
     def merge(self, other: Any) -> None:
-        pass
+        for k, v in vars(self).items():     # (what it Kept over the run; the rest is its own)
+            if isinstance(v, Kept):
+                v.merge(getattr(other, k))
 
     def stats(self) -> dict[str, int]:
         return {}
