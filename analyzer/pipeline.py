@@ -34,6 +34,7 @@ from analyzer.model import (
     Frame,
     PacketRecord,
 )
+from analyzer.runs import Decode
 from dissectors import consumer, kafka, legacy
 from dissectors.context import DecodeContext
 from dissectors.errors import ERRORS
@@ -52,10 +53,6 @@ _obj_new = object.__new__
 _API_NAMES: dict[int, str] = {}    # api_key (an int16) -> api_name(api_key), asked once per exchange
 _BATCH = 2048              # packets the core reads per call of feed_capture
 SASL_HANDSHAKE = 17
-# the lean decode modes (Options.decode): whether the walk keeps the requests' topics, and
-# what check's rules read (see Pipeline)
-LEAN_MODES: dict[str, tuple[bool, bool]] = {"lite": (False, False), "lite-topics": (True, False),
-                                            "lite-check": (False, True), "lite-topics-check": (True, True)}
 
 
 @dataclass
@@ -63,12 +60,7 @@ class Options:
     ports: tuple[int, ...] = (9092,)
     autodetect: bool = True
     protocol: str = "auto"            # auto | legacy | modern
-    # full | lite (the core's lean trees: what stats reads; they count what full trees
-    # count) | lite-topics (lite, and each request's topics, named or by id, and partition
-    # indexes: what stats grouped by topic or partition and read's summary lines read) |
-    # lite-check (lite, and what check's rules read: see Pipeline) | lite-topics-check
-    # (both) | none
-    decode: str = "full"
+    decode: Decode = Decode.FULL      # (or its value: "lite", ...)
     max_frame_size: int = DecodeContext.max_frame_size      # (the one default: the decoder's)
     unanswered_timeout: float | None = None
     tls_keylog: Any = None            # analyzer.tlsdecrypt.TlsKeyLog: decrypt TLS connections
@@ -214,9 +206,10 @@ class Pipeline:
         # offered), and a message whose walk marked bad bytes decoded again in full, so
         # that a finding about it quotes the field `read` shows
         self.figures: Figures | None = None
-        topics, check = LEAN_MODES.get(self.options.decode, (False, False))
+        decode = Decode(self.options.decode)
+        topics, check = decode.topics, decode.check
         self._full_when_malformed = check
-        if self.options.decode in LEAN_MODES:
+        if decode.lean:
             ctx = self.ctx
             # (check's group rules read the consumer-protocol payloads, decoded)
             full_apis = (kafka.NESTED_PAYLOAD_APIS - kafka.CONSUMER_PAYLOAD_APIS) | \
@@ -516,7 +509,7 @@ class Pipeline:
         partitions: list[dict[str, Any]] | None = None
         if header is not None:
             assert request is not None      # a request header comes with its request
-            if self.options.decode != "none":
+            if self.options.decode != Decode.NONE:
                 status, request_tree, response_tree, error_codes, partitions = self._decode(
                     header, request, response, status, out is not None, lean)
         elif status == "ok" and out is not None:

@@ -15,7 +15,7 @@ import click
 
 from analyzer.commands.options import capture_options, filter_option, iter_captures, jobs_option, rule_list
 from analyzer.errors import stdout_console, warn_damaged
-from analyzer.runs import lean_decode
+from analyzer.runs import Decode, lean_decode
 from analyzer.sinks.check import RULES, SEVERITIES, Checker, Finding, count_by_severity
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -64,7 +64,7 @@ def check_command(captures: tuple[str, ...], rules: tuple[str, ...], skip_rules:
 
     results: list[dict[str, Any]] = []
     many = len(captures) > 1
-    decode = lean_decode(kw["max_depth"], "lite-check")
+    decode = lean_decode(kw["max_depth"], Decode.LITE_CHECK)
     args: dict[str, Any] = {"rules": chosen, "slow_ms": slow_ms, "storm_rebalances": storm_rebalances}
     # (the worker processes check every exchange: a filtered run reads each capture in one)
     workers = 1 if display_filter is not None else (jobs or auto_jobs(captures))

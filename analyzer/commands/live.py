@@ -12,8 +12,9 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from analyzer.commands.options import capture_options, filter_option, lean_decode, options_from_kwargs
+from analyzer.commands.options import capture_options, filter_option, options_from_kwargs
 from analyzer.errors import UserError, stdout_console, stdout_to_devnull
+from analyzer.runs import Decode, lean_decode
 
 # series kept per metric family by `live --metrics` (analyzer.sinks.metrics.LiveMetrics)
 DEFAULT_MAX_SERIES = 1000
@@ -136,8 +137,8 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
     try:
         # stats alone need only headers and the few body fields stats read; summary lines
         # the lean trees that say what full ones do
-        decode = lean_decode(kw["max_depth"], "lite" if fmt == "none" else "lite-topics") \
-            if fmt in ("none", "summary") else "full"
+        decode = lean_decode(kw["max_depth"], Decode.lite(topics=fmt != "none")) \
+            if fmt in ("none", "summary") else Decode.FULL
         options, ctx = options_from_kwargs(kw, decode=decode)
         options.unanswered_timeout = unanswered_timeout
         from analyzer.pipeline import Pipeline

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from analyzer.errors import UserError, warn_damaged
-from analyzer.runs import DEFAULT_MAX_DEPTH, fresh_context, lean_decode
+from analyzer.runs import DEFAULT_MAX_DEPTH, Decode, fresh_context, lean_decode
 from dissectors.context import DecodeContext
 
 # (the pipeline is imported when a command runs: `--help` goes without it, and so does
@@ -127,7 +127,7 @@ def check_captures(paths: tuple[str, ...]) -> None:
         raise CaptureError(bad[-1])
 
 
-def options_from_kwargs(kw: dict[str, Any], decode: str = "full") -> tuple[Options, DecodeContext]:
+def options_from_kwargs(kw: dict[str, Any], decode: Decode = Decode.FULL) -> tuple[Options, DecodeContext]:
     """Build pipeline Options and a DecodeContext from the shared options (removing them from kw)."""
     from analyzer.pipeline import Options
 
@@ -182,7 +182,7 @@ def filter_option(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def iter_captures(paths: tuple[str, ...], kw: dict[str, Any], progress: bool = True,
-                  decode: str = "full") -> Iterator[tuple[str, Any]]:
+                  decode: Decode = Decode.FULL) -> Iterator[tuple[str, Any]]:
     """(path, Run) for each capture, with the shared options and a decode mode applied.
     Every path is checked before the first is read (``check_captures``): a missing file or
     one that is not a capture stops the command before it prints anything."""
@@ -361,7 +361,7 @@ def write_tables(captures: tuple[str, ...], out: str, kw: dict[str, Any], trees:
 
     tables: list[Table] = [with_trees(EXCHANGES) if trees else EXCHANGES, *TABLES[1:]]
     writers = {t.name: ParquetTable(t, os.path.join(out, t.name, "part-00000.parquet")) for t in tables}
-    decode = "full" if trees else lean_decode(kw["max_depth"], "lite")
+    decode = Decode.FULL if trees else lean_decode(kw["max_depth"], Decode.LITE)
     runs = iter_captures(captures, kw, progress=True, decode=decode)
     damaged: list[tuple[str, str | None]] = []
 

@@ -18,7 +18,7 @@ from analyzer.commands.options import (
 )
 from analyzer.errors import PROG, UserError
 from analyzer.model import Exchange
-from analyzer.runs import lean_decode
+from analyzer.runs import Decode, lean_decode
 from analyzer.sinks.output import binary_writer, exchange_json_line, rich_tree, summary_line, tree_lines
 
 
@@ -72,7 +72,7 @@ def read_command(captures: tuple[str, ...], fmt: str, api: tuple[str, ...], clie
         write_bytes = binary_writer(out)
     if write_bytes is not None and fmt == "json":
         write_bytes(b"[")
-    decode = lean_decode(kw["max_depth"], "lite-topics") if fmt == "summary" and not hexdump else "full"
+    decode = lean_decode(kw["max_depth"], Decode.LITE_TOPICS) if fmt == "summary" and not hexdump else Decode.FULL
     for path, run in iter_captures(captures, kw, decode=decode):
         t0: float | None = None
         keep = selection.matcher(run.ctx) if selection is not None else None

@@ -14,7 +14,7 @@ import click
 from analyzer.commands.options import by_param, capture_options, filter_option, iter_captures, jobs_option
 from analyzer.errors import UserError, stdout_console, warn_damaged
 from analyzer.pipeline import merge_connections
-from analyzer.runs import lean_decode
+from analyzer.runs import Decode, lean_decode
 from analyzer.sinks.insights import LagTimeline
 from analyzer.sinks.stats import (
     COSTLY_VIEWS,
@@ -95,7 +95,7 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
     many = len(captures) > 1
     # every figure comes from lean trees (the core's figures walk, core/src/figures.rs): the
     # same numbers as full trees; grouping by topic or partition keeps each request's topics
-    decode = lean_decode(kw["max_depth"], "lite-topics" if ("topic" in by or "partition" in by) else "lite")
+    decode = lean_decode(kw["max_depth"], Decode.lite(topics="topic" in by or "partition" in by))
     from analyzer.shards import auto_jobs, run_stats_sharded
     from analyzer.sinks import stats_render as sr
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from analyzer._core import scan_range
-from analyzer.runs import lean_decode
+from analyzer.runs import Decode, lean_decode
 from analyzer.spark.inputs import DEFAULT_PACK_SIZE, DEFAULT_SPLIT_SIZE, JobConfig, Source
 
 _SHB = 0x0A0D0D0A             # a pcapng section header block's type
@@ -228,9 +228,7 @@ def lite_if_enough(cfg: JobConfig) -> JobConfig:
     (fields of the exchange, not of its trees) give what full trees give, and a display
     filter decodes full trees where it tests a tree field. Field trees in the rows
     (``with_trees``) and a lowered --max-depth (``lean_decode``) keep the full decoder."""
-    if cfg.options.decode != "full" or cfg.with_trees:
+    if cfg.options.decode != Decode.FULL or cfg.with_trees:
         return cfg
-    lite = "lite-topics" if {"topic", "partition"} & set(cfg.by) else "lite"
-    if cfg.rules is None or cfg.rules:
-        lite += "-check"
+    lite = Decode.lite(topics=bool({"topic", "partition"} & set(cfg.by)), check=cfg.rules is None or bool(cfg.rules))
     return replace(cfg, options=replace(cfg.options, decode=lean_decode(cfg.ctx.max_depth, lite)))
