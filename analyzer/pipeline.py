@@ -39,7 +39,7 @@ from dissectors import consumer, kafka, legacy
 from dissectors.context import DecodeContext
 from dissectors.errors import ERRORS
 from dissectors.field import ErrorsRoot, Field
-from dissectors.header import RequestHeader, api_table, response_correlation_id
+from dissectors.header import RequestHeader, api_table
 from dissectors.kafka import learn_topic_ids
 from dissectors.schema import APIS, api_name
 from dissectors.summary import partitions_of
@@ -405,7 +405,7 @@ class Pipeline:
         elif kind == "orphan":
             assert response is not None
             self._new_exchange(conn, "kafka", None, "Unknown", None, corr, None, None, response, status,
-                               response_tree=self._orphan_tree(response), out=out, note=note)
+                               response_tree=self._orphan_tree(response, corr), out=out, note=note)
         elif kind == "not_request":
             assert request is not None
             tree = Field("request", "Request", None, 0, len(request.data))
@@ -609,10 +609,11 @@ class Pipeline:
             partitions = partitions_of(api_key, request_tree, response_tree, ctx.topic_names)
         return status, request_tree, response_tree, error_codes, partitions
 
-    def _orphan_tree(self, frame: Frame) -> Field:
+    def _orphan_tree(self, frame: Frame, cid: int | None) -> Field:
+        """A response whose request was not captured: its correlation id (the core read it,
+        None in a frame under 4 bytes), the rest raw."""
         tree = Field("response", "Response", None, 0, len(frame.data))
         hdr = tree.add(Field("header", "ResponseHeader", None, 0, min(4, len(frame.data))))
-        cid = response_correlation_id(frame.data)
         if cid is not None:
             hdr.add(Field("correlation_id", "int32", cid, 0, 4))
         tree.add(Field("body", "bytes", None, 4, max(len(frame.data) - 4, 0),

@@ -15,12 +15,9 @@ correlation_id; v1 adds tagged fields; ApiVersions responses always use v0.
 """
 from __future__ import annotations
 
-import struct
 from typing import NamedTuple
 
 from dissectors.schema import APIS, ApiDef, request_header_version
-
-_I32 = struct.Struct(">i")
 
 # a known API's version at most this far above the newest the schema knows is plausible (the
 # core has it in api_table's entries); the decoder tries the newest layout on such a version
@@ -35,12 +32,6 @@ class RequestHeader(NamedTuple):
     client_id: str | None
     header_len: int        # bytes from the frame start to the first body byte
     header_version: int
-
-
-def response_correlation_id(data: bytes) -> int | None:
-    if len(data) < 4:
-        return None
-    return _I32.unpack_from(data, 0)[0]
 
 
 def api_table(apis: dict[int, ApiDef] | None = None) -> list[tuple[int, int, int, list[int]]]:

@@ -49,8 +49,7 @@ whose module documentation gives the heuristic and its limits. A legacy FETCH er
 response is a 2-byte frame (just the error code), which the core's framer allows on
 legacy connections.
 
-Public API: ``LEGACY_API_NAMES``, ``LEGACY_ERROR_NAMES``, ``legacy_expects_response``,
-``decode_legacy_request``, ``decode_legacy_response``, ``legacy_partitions``,
+Public API: ``LEGACY_API_NAMES``, ``LEGACY_ERROR_NAMES``, ``decode_legacy_request``, ``decode_legacy_response``, ``legacy_partitions``,
 ``legacy_error_codes``, ``legacy_crc``.
 """
 from __future__ import annotations
@@ -90,11 +89,6 @@ _PRINTABLE = re.compile(rb"[\x21-\x7e]+\Z")
 _MIN_MESSAGE = 5          # magic + crc: the smallest legal message length (magic 0, empty payload)
 _MIN_FETCH_PART = 2 + 4 + 8 + 4
 _MIN_PRODUCE_PART = 2 + 4 + 4
-
-
-def legacy_expects_response(request_type: int) -> bool:
-    """FETCH, MULTIFETCH and OFFSETS are answered; PRODUCE and MULTIPRODUCE never are."""
-    return request_type in (FETCH, MULTIFETCH, OFFSETS)
 
 
 def legacy_error_name(code: int) -> str:

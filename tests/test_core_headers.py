@@ -54,7 +54,7 @@ from analyzer.model import Exchange, Frame
 from analyzer.pipeline import Options, Run
 from dissectors import decoder, header, kafka, legacy, schema
 from dissectors.context import DecodeContext
-from dissectors.header import MAX_NEWER_PLAUSIBLE, api_table, response_correlation_id
+from dissectors.header import MAX_NEWER_PLAUSIBLE, api_table
 from tests import legacy_captures
 from tests.conftest import SAMPLES, SHARED_CAPTURES
 from tests.pcapgen import uvarint
@@ -573,7 +573,7 @@ def check_invariants(bad: list[str], table: Any, data: bytes, size: int | None =
     whole = parsed[False][1]
     if whole is not False and whole is not True and whole[5] != 0 and probes.probe_sane_request(table, data, n) != whole:
         fail("sane_request of a plausible header", whole)     # (of header v0 it reads bytes 8-9 as a client_id length)
-    if probes.probe_response_correlation_id(data) != response_correlation_id(data):
+    if probes.probe_response_correlation_id(data) != (struct.unpack_from(">i", data)[0] if len(data) >= 4 else None):
         fail("correlation id", probes.probe_response_correlation_id(data))
     check_legacy(bad, data)
 
@@ -638,7 +638,8 @@ def test_legacy_score_separates_the_protocols(table: Any, exchanges: dict[str, l
 def test_legacy_framing_checks(exchanges: dict[str, list[Exchange]]) -> None:
     """The framer's pre-0.8 checks accept every legacy frame: a request's first 16 bytes (the
     peek) and the whole frame; a response's, for its request's type and for any type; and
-    legacy_expects_response is dissectors.legacy's."""
+    only FETCH, MULTIFETCH and OFFSETS requests expect a response (PRODUCE and MULTIPRODUCE
+    never get one)."""
     requests, responses = legacy_frames(exchanges)
     assert len(responses) > 10
     for data in requests:
@@ -649,7 +650,7 @@ def test_legacy_framing_checks(exchanges: dict[str, list[Exchange]]) -> None:
             assert probes.probe_legacy_response_plausible(data[:16], t), (t, data[:16])
             assert probes.probe_legacy_response_plausible(data, t), (t, data[:16])
     for t in range(-3, 20):
-        assert probes.probe_legacy_expects_response(t) == legacy.legacy_expects_response(t), t
+        assert probes.probe_legacy_expects_response(t) == (t in (legacy.FETCH, legacy.MULTIFETCH, legacy.OFFSETS)), t
 
 
 def test_legacy_random_and_mutated(exchanges: dict[str, list[Exchange]]) -> None:
