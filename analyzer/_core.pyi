@@ -59,6 +59,9 @@ class Capture:
 
 def open_capture(path: str, strict: bool = False) -> Capture: ...
 
+# whether data starts with a TLS record header (what makes the core hand a connection over)
+def looks_like_tls(data: bytes) -> bool: ...
+
 # (boundary or None, hop_end, packets, [(offset, SHB/IDB block)], damaged) of a byte range of a
 # capture file (core/src/split.rs); None for a file that is neither pcap nor pcapng
 def scan_range(path: str, start: int, end: int, known: int | None = None

@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from analyzer._core import looks_like_tls
 from analyzer.model import Conn
-from dissectors.tls import looks_like_tls, parse_hello
+from dissectors.tls import parse_hello
 
 # why the bytes of a TLS connection not decrypted are skipped (Summary.bytes_skipped)
 TLS_SKIPPED = "tls (not decrypted)"

@@ -11,11 +11,6 @@ import struct
 TLS_VERSIONS = {0x0300: "SSL 3.0", 0x0301: "TLS 1.0", 0x0302: "TLS 1.1", 0x0303: "TLS 1.2", 0x0304: "TLS 1.3"}
 
 
-def looks_like_tls(data: bytes) -> bool:
-    """A TLS record header: content type 20-23, major version 3, minor 0-4."""
-    return len(data) >= 3 and data[0] in (0x14, 0x15, 0x16, 0x17) and data[1] == 0x03 and data[2] <= 0x04
-
-
 def version_name(v: int) -> str:
     return TLS_VERSIONS.get(v, f"0x{v:04x}")
 
@@ -28,7 +23,8 @@ def parse_hello(data: bytes) -> dict[str, object]:
     """
     out: dict[str, object] = {}
     try:
-        if not looks_like_tls(data) or data[0] != 0x16 or len(data) < 9:
+        # (a handshake record, TLS 1.0-1.3 or SSL 3.0 in its header)
+        if len(data) < 9 or data[0] != 0x16 or data[1] != 0x03 or data[2] > 0x04:
             return out
         rec_ver, rec_len = struct.unpack_from(">HH", data, 1)
         end = min(len(data), 5 + rec_len)

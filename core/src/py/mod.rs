@@ -1014,6 +1014,13 @@ fn batch_summaries(
         .collect()
 }
 
+/// Whether `data` starts with a TLS record header (`crate::pair::looks_like_tls`: what
+/// makes the core hand a connection to the front).
+#[pyfunction]
+fn looks_like_tls(data: &[u8]) -> bool {
+    crate::pair::looks_like_tls(data)
+}
+
 /// `(boundary, hop_end, packets, context, damaged)` of a range of a capture file
 /// (`crate::split::scan_range`); None for a file that is neither pcap nor pcapng.
 #[cfg(unix)]
@@ -1060,6 +1067,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(crate::py::json::tree_json, m)?)?;
     #[cfg(unix)]
     m.add_function(wrap_pyfunction!(scan_range, m)?)?;
+    m.add_function(wrap_pyfunction!(looks_like_tls, m)?)?;
     #[cfg(feature = "probe")]
     crate::py::probe::register(m)?;
     m.add("END_OF_CAPTURE", END_OF_CAPTURE)?;
