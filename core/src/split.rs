@@ -41,18 +41,32 @@ pub struct RangeScan {
     pub damaged: bool,
 }
 
+/// What a pcap file header tells the boundary search.
+struct PcapHead {
+    big: bool,
+    nanos: bool,
+    snaplen: u32,
+    /// the first record's seconds (a record's time must be near it)
+    first_sec: u32,
+}
+
 /// The file's format, as its header tells it.
-#[derive(Clone, Copy)]
 enum Format {
-    Pcap {
-        big: bool,
-        nanos: bool,
-        snaplen: u32,
-        first_sec: u32,
-    },
-    Pcapng {
-        big: bool,
-    },
+    Pcap(PcapHead),
+    /// its byte order (big-endian)
+    Pcapng(bool),
+}
+
+/// Up to `buf.len()` bytes of `file` from `off` (fewer at its end).
+fn read_upto(file: &File, off: u64, buf: &mut [u8]) -> io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match file.read_at(&mut buf[got..], off + got as u64)? {
+            0 => break,
+            k => got += k,
+        }
+    }
+    Ok(got)
 }
 
 /// Random access to a file through a window.
@@ -68,13 +82,7 @@ impl Window {
         if off < self.base || off + n as u64 > self.base + self.buf.len() as u64 {
             let want = n.max(WINDOW).min((self.size.saturating_sub(off)) as usize);
             self.buf.resize(want, 0);
-            let mut got = 0;
-            while got < want {
-                match self.file.read_at(&mut self.buf[got..], off + got as u64)? {
-                    0 => break,
-                    k => got += k,
-                }
-            }
+            let got = read_upto(&self.file, off, &mut self.buf)?;
             self.buf.truncate(got);
             self.base = off;
         }
@@ -88,28 +96,28 @@ impl Window {
     }
 }
 
-fn format_of(w: &mut Window) -> io::Result<Option<Format>> {
-    let head = w.get(0, 28)?.to_vec();
-    let Some(magic) = head.get(..4) else {
-        return Ok(None);
-    };
-    let (le, be) = (u32_in(magic, 0, false), u32_in(magic, 0, true));
-    let word = |at: usize, big: bool| u32_in(&head, at, big).unwrap_or(0);
-    for (big, m) in [(false, le), (true, be)] {
-        if m == Some(PCAP_US) || m == Some(PCAP_NS) {
-            return Ok(Some(Format::Pcap {
+/// The format of `file` from its first bytes (a pcap header, or a pcapng section header
+/// and its byte-order magic).
+fn format_of(file: &File) -> io::Result<Option<Format>> {
+    let mut head = [0u8; 28];
+    let n = read_upto(file, 0, &mut head)?;
+    let head = &head[..n];
+    let word = |at: usize, big: bool| u32_in(head, at, big);
+    for big in [false, true] {
+        let magic = word(0, big);
+        if magic == Some(PCAP_US) || magic == Some(PCAP_NS) {
+            return Ok(Some(Format::Pcap(PcapHead {
                 big,
-                nanos: m == Some(PCAP_NS),
-                snaplen: word(16, big),
-                first_sec: word(24, big),
-            }));
+                nanos: magic == Some(PCAP_NS),
+                snaplen: word(16, big).unwrap_or(0),
+                first_sec: word(24, big).unwrap_or(0),
+            })));
         }
     }
-    if le == Some(SHB) {
-        let bom = w.get(8, 4)?;
-        return Ok(match bom {
-            b"\x4d\x3c\x2b\x1a" => Some(Format::Pcapng { big: false }),
-            b"\x1a\x2b\x3c\x4d" => Some(Format::Pcapng { big: true }),
+    if word(0, false) == Some(SHB) {
+        return Ok(match head.get(8..12) {
+            Some(b"\x4d\x3c\x2b\x1a") => Some(Format::Pcapng(false)),
+            Some(b"\x1a\x2b\x3c\x4d") => Some(Format::Pcapng(true)),
             _ => None,
         });
     }
@@ -127,16 +135,18 @@ pub fn scan_range(
 ) -> io::Result<Option<RangeScan>> {
     let file = File::open(path)?;
     let size = file.metadata()?.len();
+    let Some(format) = format_of(&file)? else {
+        return Ok(None);
+    };
     let mut w = Window {
         file,
         size,
         base: 0,
         buf: Vec::new(),
     };
-    match format_of(&mut w)? {
-        Some(f @ Format::Pcap { .. }) => pcap(&mut w, f, start, end, known).map(Some),
-        Some(Format::Pcapng { big }) => pcapng(&mut w, big, start, end, known).map(Some),
-        None => Ok(None),
+    match format {
+        Format::Pcap(h) => pcap(&mut w, &h, start, end, known).map(Some),
+        Format::Pcapng(big) => pcapng(&mut w, big, start, end, known).map(Some),
     }
 }
 
@@ -150,35 +160,26 @@ fn record(w: &mut Window, off: u64, big: bool) -> io::Result<Option<[u32; 4]>> {
     Ok(Some(v))
 }
 
-fn pcap_chains(w: &mut Window, f: Format, mut off: u64) -> io::Result<bool> {
-    let Format::Pcap {
-        big,
-        nanos,
-        snaplen,
-        first_sec,
-    } = f
-    else {
-        return Ok(false);
-    };
-    let limit = if snaplen > 0 && snaplen <= MAX_RECORD {
-        snaplen
+fn pcap_chains(w: &mut Window, h: &PcapHead, mut off: u64) -> io::Result<bool> {
+    let limit = if h.snaplen > 0 && h.snaplen <= MAX_RECORD {
+        h.snaplen
     } else {
         1 << 18
     };
-    let units = if nanos { 1_000_000_000 } else { 1_000_000 };
+    let units = if h.nanos { 1_000_000_000 } else { 1_000_000 };
     let mut prev: Option<i64> = None;
     for _ in 0..CHAIN {
         if off == w.size {
             return Ok(true);
         }
-        let Some([sec, frac, incl, orig]) = record(w, off, big)? else {
+        let Some([sec, frac, incl, orig]) = record(w, off, h.big)? else {
             return Ok(false);
         };
         if frac >= units || incl > limit || orig < incl || orig > MAX_RECORD {
             return Ok(false);
         }
         let sec = i64::from(sec);
-        if (sec - i64::from(first_sec)).abs() > TS_SLACK || prev.is_some_and(|p| sec + 60 < p) {
+        if (sec - i64::from(h.first_sec)).abs() > TS_SLACK || prev.is_some_and(|p| sec + 60 < p) {
             return Ok(false);
         }
         prev = Some(sec);
@@ -192,17 +193,14 @@ fn pcap_chains(w: &mut Window, f: Format, mut off: u64) -> io::Result<bool> {
 
 fn pcap(
     w: &mut Window,
-    f: Format,
+    h: &PcapHead,
     start: u64,
     end: u64,
     known: Option<u64>,
 ) -> io::Result<RangeScan> {
-    let Format::Pcap { big, .. } = f else {
-        unreachable!("a pcap format")
-    };
     let mut off = known.unwrap_or(start.max(24));
     if start > 24 && known.is_none() {
-        while off < end && !pcap_chains(w, f, off)? {
+        while off < end && !pcap_chains(w, h, off)? {
             off += 1;
         }
         if off >= end {
@@ -212,7 +210,7 @@ fn pcap(
     let boundary = off;
     let (mut packets, mut damaged) = (0, false);
     while off < end {
-        let Some([_, _, incl, _]) = record(w, off, big)? else {
+        let Some([_, _, incl, _]) = record(w, off, h.big)? else {
             damaged = off < w.size;
             break;
         };

@@ -70,7 +70,7 @@ create_exception!(
 );
 
 /// One capture file (pcap, pcapng, either gzip-compressed). Iterate it for packets
-/// (`analyzer.model.Packet`: index, ts, linktype, data, orig_len), or hand it to
+/// (tuples laid out as `analyzer.model.Packet`: index, ts, linktype, data, orig_len), or hand it to
 /// `Stream.feed_capture`, which reads it without making a Python object per packet.
 #[pyclass(module = "analyzer._core", unsendable)]
 pub struct Capture {
@@ -164,7 +164,7 @@ impl Capture {
         self.reader.bytes_read()
     }
 
-    /// Up to `n` packets (`analyzer.model.Packet`); an empty list at the end.
+    /// Up to `n` packets (tuples, as iterating gives them); an empty list at the end.
     fn read<'py>(&mut self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyList>> {
         let out = PyList::empty(py);
         for _ in 0..n {
