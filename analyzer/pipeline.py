@@ -211,20 +211,10 @@ class Pipeline:
         self._full_when_malformed = check
         if decode.lean:
             ctx = self.ctx
-            # (check's group rules read the consumer-protocol payloads, decoded)
-            full_apis = (kafka.NESTED_PAYLOAD_APIS - kafka.CONSUMER_PAYLOAD_APIS) | \
-                ((kafka.CONSUMER_PAYLOAD_APIS | {SASL_HANDSHAKE}) if check else set())
-            self.figures = _shared(("figures", ctx.max_array_len, ctx.max_decompressed, topics, check),
-                                   lambda: Figures((Field, ErrorsRoot), APIS, ERRORS, ctx.max_array_len, ctx.max_decompressed,
-                                                   topics=topics, full_apis=full_apis, check=check,
-                                                   consumer=(consumer.SUBSCRIPTION, consumer.ASSIGNMENT)))
+            self.figures = _figures(ctx, topics, check)
         # the rows of a Produce or Fetch body decoded in full come from the core's walk too
         # (core/src/figures.rs reads them; the full decoder does not)
-        self._rows_walk = self.figures or _shared(
-            ("figures", self.ctx.max_array_len, self.ctx.max_decompressed, False, False),
-            lambda: Figures((Field, ErrorsRoot), APIS, ERRORS, self.ctx.max_array_len, self.ctx.max_decompressed,
-                            full_apis=kafka.NESTED_PAYLOAD_APIS - kafka.CONSUMER_PAYLOAD_APIS,
-                            consumer=(consumer.SUBSCRIPTION, consumer.ASSIGNMENT)))
+        self._rows_walk = self.figures or _figures(self.ctx, False, False)
         self.summary = Summary()
         self.stream = self.new_stream()
         self._conn_objs: dict[int, Conn] = {}      # the connections the core has open, by id
@@ -571,18 +561,22 @@ class Pipeline:
         response_tree: Field | None = None
         if lean is not None:
             request_tree, rq_counts, response_tree, rs_counts = lean
+            lean_rq, lean_rs = request_tree, response_tree
             if self._full_when_malformed:
                 if rq_counts is not None and rq_counts[0]:
                     request_tree = None
                 if rs_counts is not None and rs_counts[0]:
                     response_tree = None
         else:
-            request_tree = rq_counts = rs_counts = None
+            request_tree = rq_counts = rs_counts = lean_rq = lean_rs = None
         if request_tree is None:
             # (a frame cut by the capture is decoded as far as it goes: its declared size)
             request_tree = kafka.decode_request(request.data, ctx, request.size if request.truncated else None)
             if api_key == 0 or api_key == 1:
-                _core_rows(request_tree, self._rows_walk.request(request.data, header[4]))
+                if lean_rq is None:
+                    got = self._rows_walk.request(request.data, header[4])
+                    lean_rq = got[0] if got is not None else None
+                _core_rows(request_tree, lean_rq)
         else:
             _add_counts(ctx, rq_counts)
         mid = ctx.malformed
@@ -591,7 +585,10 @@ class Pipeline:
                 response_tree = kafka.decode_response(response.data, api_key, api_version, ctx,
                                                       response.size if response.truncated else None)
                 if api_key == 1:
-                    _core_rows(response_tree, self._rows_walk.response(response.data, api_key, api_version))
+                    if lean_rs is None:
+                        got = self._rows_walk.response(response.data, api_key, api_version)
+                        lean_rs = got[0] if got is not None else None
+                    _core_rows(response_tree, lean_rs)
             else:
                 _take_lean_response(ctx, api_key, response_tree, rs_counts)
         # (only _count_bad marks a tree: what it marks here is known without reading it)
@@ -667,13 +664,25 @@ def _take_lean_response(ctx: DecodeContext, api_key: int, tree: Field,
         learn_topic_ids(tree.children[0], ctx, annotate=False)
 
 
-def _core_rows(tree: Field, lean: tuple[Any, ...] | None) -> None:
+def _figures(ctx: DecodeContext, topics: bool, check: bool) -> Figures:
+    """The core's lean walk under ``ctx``'s limits, keeping the requests' topics and what
+    check's rules read as asked; the consumer-protocol payloads of JoinGroup and SyncGroup
+    judged in the walk unless check reads them decoded (shared: ``_shared``)."""
+    full_apis = (kafka.NESTED_PAYLOAD_APIS - kafka.CONSUMER_PAYLOAD_APIS) | \
+        ((kafka.CONSUMER_PAYLOAD_APIS | {SASL_HANDSHAKE}) if check else set())
+    return _shared(("figures", ctx.max_array_len, ctx.max_decompressed, topics, check),
+                   lambda: Figures((Field, ErrorsRoot), APIS, ERRORS, ctx.max_array_len, ctx.max_decompressed,
+                                   topics=topics, full_apis=full_apis, check=check,
+                                   consumer=(consumer.SUBSCRIPTION, consumer.ASSIGNMENT)))
+
+
+def _core_rows(tree: Field, lean: Field | None) -> None:
     """Put the rows the core's walk read of a Produce or Fetch message (``lean``: its lean
-    tree and counts, which are not counted again) into the full tree's body."""
+    tree, its counts not added again) into the full tree's body."""
     if lean is None:
         return
     body = tree.child("body")
-    got = lean[0].children[0].extra if lean[0].children else None
+    got = lean.children[0].extra if lean.children else None
     if body is None or not got:
         return
     for key in ("fetch", "produce"):
