@@ -69,8 +69,7 @@ class Handover:
             return None
         if not h.first_data_seen[d]:
             h.first_data_seen[d] = True
-            # (a TLS record header has its major version, 3, second: Kafka bytes seldom do)
-            if data[1:2] == b"\x03" and not self._classify_first_bytes(conn, h, d, data):
+            if not self._classify_first_bytes(conn, h, d, data):
                 self.summary.bytes_skipped[h.ignored or "not kafka"] += len(data)
                 self.ignore(conn.id, conn.client_dir)
                 return None

@@ -115,7 +115,7 @@ class CutCapture:
         written = total = 0
         try:
             with open_capture(capture) as cap:
-                kinds = list(dict.fromkeys(linktypes or cap.linktypes)) or [1]
+                kinds = list(dict.fromkeys(linktypes)) or [1]
                 snaplen = cap.snaplen or SNAPLEN
                 pcapng = len(kinds) > 1
                 nanos = fine_times
