@@ -386,39 +386,26 @@ fn lz4(data: &[u8], limit: usize) -> (Vec<u8>, Verdict) {
         let len = lz4_frame_len(rest, hc_at);
         let frame = &rest[..len.unwrap_or(rest.len())];
         let head = [&frame[..hc_at], &[hc][..]].concat();
-        let mut dec = lz4_flex::frame::FrameDecoder::new(io_chain(&head, &frame[hc_at + 1..]));
+        let mut dec =
+            lz4_flex::frame::FrameDecoder::new(Read::chain(&head[..], &frame[hc_at + 1..]));
         loop {
             let call_start = out.len();
             let want = want(limit, call_start);
-            out.resize(call_start + want, 0);
-            let mut got = 0;
-            let failed = loop {
-                match dec.read(&mut out[call_start + got..]) {
-                    Ok(0) => break None,
-                    Ok(n) => {
-                        got += n;
-                        if got == want {
-                            break None;
-                        }
-                    }
-                    Err(e) => break Some(e),
-                }
-            };
-            if let Some(e) = failed {
+            // (a call's output is appended as it comes, up to `want` bytes: nothing zeroed
+            // ahead of it; on an error what it read so far is appended too)
+            if let Err(e) = (&mut dec).take(want as u64).read_to_end(&mut out) {
                 if e.kind() == std::io::ErrorKind::UnexpectedEof {
                     // (the input ends inside a block: what came before it stays)
-                    out.truncate(call_start + got);
                     return bad(out, "bad lz4 data: frame cut short");
                 }
                 out.truncate(call_start);
                 return bad(out, &format!("bad lz4 data: {}", why(&e.to_string())));
             }
-            out.truncate(call_start + got);
             if out.len() > limit {
                 out.truncate(limit);
                 return (out, Verdict::Limit);
             }
-            if got < want {
+            if out.len() - call_start < want {
                 break;
             }
         }
@@ -432,11 +419,6 @@ fn lz4(data: &[u8], limit: usize) -> (Vec<u8>, Verdict) {
         return bad(Vec::new(), "bad lz4 data: empty input");
     }
     (out, Verdict::Done)
-}
-
-/// The frame's header (its checksum byte replaced) followed by the rest of it.
-fn io_chain<'a>(head: &'a [u8], rest: &'a [u8]) -> impl std::io::Read + 'a {
-    std::io::Read::chain(head, rest)
 }
 
 // -- zstd ---------------------------------------------------------------------------
