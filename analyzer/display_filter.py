@@ -50,7 +50,7 @@ from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
 from analyzer.model import EXCHANGE_STATUSES, Exchange
-from dissectors.context import DecodeContext
+from dissectors.context import DecodeContext, Presentation
 from dissectors.errors import ERRORS, error_name
 from dissectors.field import Field
 from dissectors.legacy import LEGACY_API_NAMES, LEGACY_ERROR_NAMES
@@ -438,9 +438,8 @@ class TreeSource:
     def _scratch_ctx(self) -> DecodeContext:
         if self._scratch is None:
             base = self.ctx or DecodeContext()
-            self._scratch = DecodeContext(max_frame_size=base.max_frame_size, max_decompressed=base.max_decompressed,
-                                          max_array_len=base.max_array_len, max_depth=base.max_depth,
-                                          show_secrets=base.show_secrets, topic_names=base.topic_names)
+            self._scratch = DecodeContext(base.limits, Presentation(show_secrets=base.presentation.show_secrets),
+                                          base.topic_names)
         return self._scratch
 
 

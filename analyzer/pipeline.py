@@ -36,7 +36,7 @@ from analyzer.model import (
 )
 from analyzer.runs import Decode
 from dissectors import consumer, kafka, legacy
-from dissectors.context import DecodeContext
+from dissectors.context import DecodeContext, Limits
 from dissectors.errors import ERRORS
 from dissectors.field import ErrorsRoot, Field
 from dissectors.header import RequestHeader, api_table
@@ -52,6 +52,7 @@ _obj_new = object.__new__
 
 _API_NAMES: dict[int, str] = {}    # api_key (an int16) -> api_name(api_key), asked once per exchange
 _BATCH = 2048              # packets the core reads per call of feed_capture
+_TABLE_ROWS = 16384        # exchanges per record batch of the core's tables (Options.tables)
 SASL_HANDSHAKE = 17
 
 
@@ -61,11 +62,14 @@ class Options:
     autodetect: bool = True
     protocol: str = "auto"            # auto | legacy | modern
     decode: Decode = Decode.FULL      # (or its value: "lite", ...)
-    max_frame_size: int = DecodeContext.max_frame_size      # (the one default: the decoder's)
+    max_frame_size: int = Limits.max_frame_size      # (the one default: the decoder's)
     unanswered_timeout: float | None = None
     tls_keylog: Any = None            # analyzer.tlsdecrypt.TlsKeyLog: decrypt TLS connections
     conn_ids_from_index: bool = False  # Conn.id = its first packet's number (a shard of a capture)
     share: tuple[int, int] | None = None  # (k, n): only the connections of share k of n (analyzer.shards)
+    # the capture's name in the exchange tables: the core builds the rows of the exchanges its
+    # walk reads (a lean decode), handed to Pipeline.on_tables, and yields only the others
+    tables: str | None = None
 
 
 # the connections found by auto-detection that a summary lists one by one
@@ -177,11 +181,11 @@ class Summary:
         if self.tls:
             d["tls"] = self.tls
         if ctx is not None:
-            d["malformed_fields"] = ctx.malformed
-            d["cut_messages"] = ctx.cut
-            d["crc_valid"] = ctx.crc_valid
-            d["crc_invalid"] = ctx.crc_invalid
-            d["limits_hit"] = dict(ctx.limits_hit)
+            d["malformed_fields"] = ctx.counts.malformed
+            d["cut_messages"] = ctx.counts.cut
+            d["crc_valid"] = ctx.counts.crc_valid
+            d["crc_invalid"] = ctx.counts.crc_invalid
+            d["limits_hit"] = dict(ctx.counts.limits_hit)
         return d
 
 
@@ -193,7 +197,7 @@ _COUNTED = ("connections", "request_frames", "response_frames", "truncated_frame
 class Pipeline:
     def __init__(self, options: Options | None = None, ctx: DecodeContext | None = None) -> None:
         self.options = options or Options()
-        self.ctx = ctx or DecodeContext(max_frame_size=self.options.max_frame_size)
+        self.ctx = ctx or DecodeContext(Limits(max_frame_size=self.options.max_frame_size))
         # lite: the core walks each exchange's lean trees (core/src/figures.rs) under the
         # context's limits and hands them with the exchange's record. The consumer-protocol
         # payloads of JoinGroup and SyncGroup it judges as the full decoder does, and leaves
@@ -217,6 +221,11 @@ class Pipeline:
         self._rows_walk = self.figures or _figures(self.ctx, False, False)
         self.summary = Summary()
         self.stream = self.new_stream()
+        self._taken: dict[str, Any] = {}           # the core's tables' counts as last added
+        if self.options.tables is not None:
+            if self.figures is None:
+                raise ValueError("the core builds tables with a lean decode")
+            self.stream.keep_tables(self.options.tables)
         self._conn_objs: dict[int, Conn] = {}      # the connections the core has open, by id
         self.handover = Handover(self.summary, lambda cid, client_dir: self.stream.ignore(cid, client_dir),
                                  self.options.tls_keylog)
@@ -228,6 +237,10 @@ class Pipeline:
         self.packet_now = 0
         # called with each connection as it ends, after its last exchange (the connections table)
         self.on_closed: Callable[[Conn], None] | None = None
+        # with Options.tables: called with the record batches of ``exchanges`` and
+        # ``partitions`` the core built (``analyzer._core.ArrowBatch``, read through the Arrow
+        # PyCapsule interface), every _TABLE_ROWS exchanges and at the end
+        self.on_tables: Callable[[Any, Any], None] | None = None
 
     def new_stream(self, **limits: Any) -> Stream:
         """The packet path (core/) for the options: link layer, IP, TCP reassembly, Kafka
@@ -293,6 +306,8 @@ class Pipeline:
         for cid in self.handover.open_ids():
             out += self._exchanges(self.stream.end(cid, None, "end of capture", END_OF_CAPTURE))
         self._sync()
+        if self.options.tables is not None:
+            self._hand_tables()
         return out
 
     def _sync(self) -> None:
@@ -318,9 +333,35 @@ class Pipeline:
                     target[k] += n - before.get(k, 0)
         over = counts["over_max_frames"] - seen.get("over_max_frames", 0)
         if over:
-            limits = self.ctx.limits_hit
+            limits = self.ctx.counts.limits_hit
             limits["max_frame_size"] = limits.get("max_frame_size", 0) + over
         self._counted = counts
+        if self.options.tables is not None:
+            self._sync_tables()
+            if self.stream.table_rows >= _TABLE_ROWS:
+                self._hand_tables()
+
+    def _sync_tables(self) -> None:
+        """What the exchanges the core's tables took add to the summary and the counters."""
+        taken = self.stream.tables_taken
+        before = self._taken or {"statuses": {}, "limits": {}}
+        for status, n in taken["statuses"].items():
+            if n != before["statuses"].get(status, 0):
+                self.summary.exchanges[status] += n - before["statuses"].get(status, 0)
+        counts = self.ctx.counts
+        for name in ("malformed", "crc_valid", "crc_invalid", "trailing"):
+            n = taken[name] - before.get(name, 0)
+            if n:
+                setattr(counts, name, getattr(counts, name) + n)
+        for name, n in taken["limits"].items():
+            for _ in range(n - before["limits"].get(name, 0)):
+                counts.hit_limit(name)
+        self._taken = taken
+
+    def _hand_tables(self) -> None:
+        """The rows the core built since the last call, to ``on_tables``."""
+        if self.on_tables is not None and self.stream.table_rows:
+            self.on_tables(*self.stream.take_tables())
 
     def _exchanges(self, records: list[tuple[Any, ...]]) -> Iterator[Exchange]:
         """The core's records (see core/src/py/mod.rs): connections, exchanges to decode, and the
@@ -426,8 +467,8 @@ class Pipeline:
             self._new_exchange(conn, "kafka-legacy", None, "UNKNOWN", None, None, None, None, response, status,
                                out=out, note=note)
             return
-        before = ctx.malformed
-        req_tree = _count_bad(legacy.decode_legacy_request(request.data, ctx), ctx.malformed - before)
+        before = ctx.counts.malformed
+        req_tree = _count_bad(legacy.decode_legacy_request(request.data, ctx), ctx.counts.malformed - before)
         if status == "unanswered":
             name = legacy.LEGACY_API_NAMES.get(rtype, "UNKNOWN") if rtype is not None else "UNKNOWN"
             self._unanswered(self._new_exchange(conn, "kafka-legacy", rtype, name, None, None, None, request, None,
@@ -440,8 +481,8 @@ class Pipeline:
             ex.partitions = legacy.legacy_partitions(req_tree, True)
             return
         assert rtype is not None
-        before = ctx.malformed
-        tree = _count_bad(legacy.decode_legacy_response(response.data, rtype, ctx, req_tree), ctx.malformed - before)
+        before = ctx.counts.malformed
+        tree = _count_bad(legacy.decode_legacy_response(response.data, rtype, ctx, req_tree), ctx.counts.malformed - before)
         ex = self._new_exchange(conn, "kafka-legacy", rtype, legacy.LEGACY_API_NAMES.get(rtype, "UNKNOWN"), None,
                                 None, None, request, response, status, req_tree, tree, out=out)
         ex.error_codes = legacy.legacy_error_codes(tree)
@@ -456,9 +497,11 @@ class Pipeline:
 
     def _closed(self, r: tuple[Any, ...]) -> None:
         """A connection ended: the one kind it counts as in the summary."""
-        _k, cid, protocol, client_dir, responses_only, any_data, _handed, detection = r
+        _k, cid, protocol, client_dir, responses_only, any_data, _handed, detection, last_ts = r
         conn = self._conn_objs.pop(cid, None)
         if conn is not None:
+            if last_ts is not None:     # (told by the exchanges the core's tables took)
+                conn.last_ts = last_ts
             conn.protocol = protocol
             conn.client_dir = client_dir
             conn.ended = True
@@ -557,7 +600,7 @@ class Pipeline:
         are few), as do the APIs the core leaves to full trees (``Figures(full_apis=...)``)."""
         api_key, api_version = header[0], header[1]
         ctx = self.ctx
-        before = ctx.malformed
+        before = ctx.counts.malformed
         response_tree: Field | None = None
         if lean is not None:
             request_tree, rq_counts, response_tree, rs_counts = lean
@@ -579,7 +622,7 @@ class Pipeline:
                 _core_rows(request_tree, lean_rq)
         else:
             _add_counts(ctx, rq_counts)
-        mid = ctx.malformed
+        mid = ctx.counts.malformed
         if response is not None:
             if response_tree is None:
                 response_tree = kafka.decode_response(response.data, api_key, api_version, ctx,
@@ -596,8 +639,8 @@ class Pipeline:
             _count_bad(request_tree, mid - before)
             if status == "ok" and emitted and not request.truncated:
                 status = "malformed"
-        if response_tree is not None and ctx.malformed != mid:
-            _count_bad(response_tree, ctx.malformed - mid)
+        if response_tree is not None and ctx.counts.malformed != mid:
+            _count_bad(response_tree, ctx.counts.malformed - mid)
             if status == "ok" and emitted and response is not None and not response.truncated:
                 status = "malformed"
         error_codes = kafka.error_codes(response_tree) if response_tree is not None else None
@@ -643,15 +686,15 @@ def _add_counts(ctx: DecodeContext, counts: tuple[int, int, int, int, tuple[str,
     """What one of the core's lean walks adds to the run's counters."""
     malformed, valid, invalid, trailing, limits = counts
     if malformed:
-        ctx.malformed += malformed
+        ctx.counts.malformed += malformed
     if valid:
-        ctx.crc_valid += valid
+        ctx.counts.crc_valid += valid
     if invalid:
-        ctx.crc_invalid += invalid
+        ctx.counts.crc_invalid += invalid
     if trailing:
-        ctx.trailing += trailing
+        ctx.counts.trailing += trailing
     for name in limits:
-        ctx.hit_limit(name)
+        ctx.counts.hit_limit(name)
 
 
 def _take_lean_response(ctx: DecodeContext, api_key: int, tree: Field,
@@ -670,8 +713,9 @@ def _figures(ctx: DecodeContext, topics: bool, check: bool) -> Figures:
     judged in the walk unless check reads them decoded (shared: ``_shared``)."""
     full_apis = (kafka.NESTED_PAYLOAD_APIS - kafka.CONSUMER_PAYLOAD_APIS) | \
         ((kafka.CONSUMER_PAYLOAD_APIS | {SASL_HANDSHAKE}) if check else set())
-    return _shared(("figures", ctx.max_array_len, ctx.max_decompressed, topics, check),
-                   lambda: Figures((Field, ErrorsRoot), APIS, ERRORS, ctx.max_array_len, ctx.max_decompressed,
+    return _shared(("figures", ctx.limits.max_array_len, ctx.limits.max_decompressed, topics, check),
+                   lambda: Figures((Field, ErrorsRoot), APIS, ERRORS, ctx.limits.max_array_len,
+                                   ctx.limits.max_decompressed,
                                    topics=topics, full_apis=full_apis, check=check,
                                    consumer=(consumer.SUBSCRIPTION, consumer.ASSIGNMENT)))
 

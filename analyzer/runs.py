@@ -6,10 +6,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from dissectors.context import DecodeContext
-
-# the decoders' nesting limit unless --max-depth says otherwise (DecodeContext's default)
-DEFAULT_MAX_DEPTH = DecodeContext().max_depth
+from dissectors.context import DecodeContext, Limits
 
 
 class Decode(str, Enum):
@@ -54,12 +51,9 @@ def lean_decode(max_depth: int, lean: Decode) -> Decode:
     hit it; the lean walk has no depth limit and the schema nests less deep than the
     default). A display filter reads lean trees too: it decodes full trees for the exchanges
     that reach a test of a tree field (analyzer.display_filter)."""
-    return lean if max_depth >= DEFAULT_MAX_DEPTH else Decode.FULL
+    return lean if max_depth >= Limits.max_depth else Decode.FULL
 
 
 def fresh_context(template: DecodeContext) -> DecodeContext:
-    """A new context with the template's limits and presentation, and zeroed counters."""
-    t = template
-    return DecodeContext(max_frame_size=t.max_frame_size, max_decompressed=t.max_decompressed,
-                         max_array_len=t.max_array_len, max_depth=t.max_depth, show_secrets=t.show_secrets,
-                         decode_records=t.decode_records)
+    """A new context with the template's limits and presentation, no topic names and zeroed counters."""
+    return DecodeContext(template.limits, template.presentation)

@@ -255,26 +255,42 @@ class ParquetTable:
         self.count += len(self.rows)
         self.rows.clear()
 
+    def add_batch(self, batch: Any) -> None:
+        """A record batch of the table's rows (any Arrow PyCapsule exporter: the core's
+        ``ArrowBatch``), written as it is; its schema must be the table's."""
+        import pyarrow as pa
+
+        b = pa.record_batch(batch)
+        if not b.schema.equals(self.schema):
+            raise ValueError(f"a batch of {self.table.name} does not have its schema: {b.schema}")
+        if b.num_rows:
+            self._writer.write_batch(b)
+            self.count += b.num_rows
+
     def close(self) -> None:
         self._flush()
         self._writer.close()
 
 
-def rows_of(runs: Iterator[tuple[str, Any]], trees: bool = False
-            ) -> Iterator[tuple[str, tuple[Any, ...]]]:
-    """(table name, row) of every exchange, partition and connection of the ``(capture name,
-    Run)`` pairs, each capture's connections numbered as ``read`` numbers them."""
+def write_rows(runs: Iterator[tuple[str, Any]], writers: dict[str, ParquetTable], trees: bool = False) -> None:
+    """Every exchange, partition and connection of the ``(capture name, Run)`` pairs to the
+    table ``writers`` (by table name), each capture's connections numbered as ``read``
+    numbers them. A run made with ``Options.tables`` hands the rows the core built as
+    record batches; the exchanges it yields (those the core leaves to the front's decoder)
+    become rows here."""
+    exchanges, partitions, connections = (writers[t.name] for t in TABLES)
+
+    def batches(ex_batch: Any, part_batch: Any) -> None:
+        exchanges.add_batch(ex_batch)
+        partitions.add_batch(part_batch)
+
     for capture, run in runs:
-        closed: list[Conn] = []
-        run.pipeline.on_closed = closed.append
+        def closed(c: Conn, capture: str = capture) -> None:
+            connections.add(connection_row(c, capture, c.id))
+        run.pipeline.on_closed = closed
+        run.pipeline.on_tables = batches
         for ex in run:
             row, parts = exchange_rows(ex, capture, ex.conn.id, trees)
-            yield "exchanges", row
+            exchanges.add(row)
             for p in parts:
-                yield "partitions", p
-            if closed:
-                for c in closed:
-                    yield "connections", connection_row(c, capture, c.id)
-                closed.clear()
-        for c in closed:
-            yield "connections", connection_row(c, capture, c.id)
+                partitions.add(p)

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from analyzer.pipeline import analyze_file  # noqa: E402
-from dissectors.context import DecodeContext  # noqa: E402
+from dissectors.context import DecodeContext, Presentation  # noqa: E402
 from dissectors.kafka import decode_request, decode_response  # noqa: E402
 from dissectors.schema import api_name  # noqa: E402
 
@@ -99,7 +99,7 @@ def main() -> None:
     if not usable:
         sys.exit("bench_decode: no message both decoders can read")
 
-    ctx_plain = DecodeContext(decode_records=False)
+    ctx_plain = DecodeContext(presentation=Presentation(decode_records=False))
     ctx_full = DecodeContext()
 
     def ours(it, ctx=ctx_plain):

@@ -284,6 +284,11 @@ def sniff() -> list[str]:
     return [sys.executable, "-m", "analyzer"]
 
 
+EXPORT_DIR = os.path.join(tempfile.gettempdir(), "kafkawire-bench-export")
+SQL_QUERY = ("SELECT client_id, api_name, count(*) AS n, quantile_cont(latency_ms, 0.99) AS p99_ms "
+             "FROM exchanges GROUP BY ALL ORDER BY n DESC")
+
+
 def commands(cap: Path) -> dict[str, list[str]]:
     f = str(cap)
     tshark = ["tshark", "-n", "-r", f, "-d", f"tcp.port=={BROKER_PORT},kafka"]
@@ -295,6 +300,9 @@ def commands(cap: Path) -> dict[str, list[str]]:
         "read-ndjson": sniff() + ["read", "--format", "ndjson", "-p", str(BROKER_PORT), f],
         "check": sniff() + ["check", "-f", "json", "-p", str(BROKER_PORT), f],
         "check-1proc": sniff() + ["check", "-f", "json", "-j", "1", "-p", str(BROKER_PORT), f],
+        # the exchange tables (issue 35): Parquet of one capture, and a group-by over them
+        "export": sniff() + ["export", "--overwrite", "-p", str(BROKER_PORT), f, "--out", EXPORT_DIR],
+        "sql": sniff() + ["sql", "-p", str(BROKER_PORT), f, SQL_QUERY],
         "tshark-fields": tshark + ["-T", "fields", "-e", "kafka.request_key", "-e", "kafka.request.version",
                                    "-e", "kafka.correlation_id"],
         "tshark-json": tshark + ["-T", "json"],
@@ -339,7 +347,7 @@ def main() -> int:
     # its repeats in a row: this machine's speed drifts within minutes, and a drift should
     # hit every command alike; the ratios are also given per round
     names = [n for n in ("floor", "stats", "stats-1proc", "read-summary", "read-ndjson", "check", "check-1proc",
-                         "tshark-fields")
+                         "export", "sql", "tshark-fields")
              if not only or n in only]
     rounds: dict[str, list[Timing]] = {n: [] for n in names}
     for r in range(args.repeat):
@@ -402,6 +410,9 @@ def main() -> int:
     ratio("stats / floor", "stats", "floor", "(none)")
     ratio("stats-1proc / floor", "stats-1proc", "floor", "<= 3 (moonshot)")
     ratio("read-ndjson / stats", "read-ndjson", "stats", "(none)")
+    # the targets of issue 35 (one exchange table)
+    ratio("export / stats-1proc", "export", "stats-1proc", "<= 2")
+    ratio("sql group-by / stats-1proc", "sql", "stats-1proc", "<= 2")
     if json_note:
         print("note: " + json_note)
     if args.json_out:

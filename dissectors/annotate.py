@@ -165,7 +165,7 @@ def _topic_id(f: Field, st: Any, siblings: list) -> None:
 
 def _secret(f: Field, st: Any, siblings: list) -> None:
     v = f.value
-    if v is None or st.ctx.show_secrets:
+    if v is None or st.ctx.presentation.show_secrets:
         return
     n = len(v.encode()) if isinstance(v, str) else len(v)
     f.value = redacted(n)
@@ -184,7 +184,7 @@ def looks_secret(config_name: str | None) -> bool:
 
 
 def _config_value(f: Field, st: Any, siblings: list) -> None:
-    if f.value is None or st.ctx.show_secrets:
+    if f.value is None or st.ctx.presentation.show_secrets:
         return
     name = None
     for s in siblings:

@@ -1,34 +1,58 @@
-"""Options, limits and counters shared by one decoding run.
+"""What one decoding run carries through the decoders: four separate things in one object.
 
-One DecodeContext lives for a whole capture (or a Spark task): the limits bound
-what any single frame may cost, the counters feed the closing summary, and
-``topic_names`` resolves topic IDs (UUIDs) to names learnt from Metadata,
-DescribeTopicPartitions and CreateTopics responses seen earlier.
+``DecodeContext`` is what every decoder receives; it is the composition of
+
+- ``limits`` (``Limits``, frozen): what any single frame may cost. Each limit reached is
+  counted under its own name in ``counts.limits_hit`` and noted on the field it cut.
+  ``Limits``' field defaults are the project's one set of defaults (the CLI's options and
+  ``analyzer.pipeline.Options`` take theirs from here).
+- ``presentation`` (``Presentation``, frozen): what the trees show — secrets in clear or
+  redacted, record batches decoded into their records or not.
+- ``topic_names``: what the capture taught, topic id (UUID) -> name, from the Metadata,
+  DescribeTopicPartitions and CreateTopics responses seen earlier; it grows as the run goes.
+- ``counts`` (``Counters``): what the run met, for the closing summary. A new context's
+  counters are zero; they only grow.
+
+One context lives for a whole capture (or a worker's share of one, or a Spark task). A run
+started from another's settings takes its ``limits`` and ``presentation`` (both immutable,
+so shared) and has topic names and counters of its own. A trial decode (does this layout
+fit?) runs on a scratch context so its counts do not reach the run's.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 
-@dataclass
-class DecodeContext:
-    # limits (each reported with a note when hit)
-    max_frame_size: int = 100 * 1024 * 1024
-    max_decompressed: int = 64 * 1024 * 1024
-    max_array_len: int = 1_000_000
-    max_depth: int = 32
-    # presentation
-    show_secrets: bool = False
-    decode_records: bool = True
-    # learnt from the capture
-    topic_names: dict[str, str] = field(default_factory=dict)
-    # counters
-    malformed: int = 0
-    crc_invalid: int = 0
+@dataclass(frozen=True)
+class Limits:
+    max_frame_size: int = 100 * 1024 * 1024   # larger size prefixes mean a desynchronised stream
+    max_decompressed: int = 64 * 1024 * 1024  # decompressed bytes per records value
+    max_array_len: int = 1_000_000            # element count accepted from the wire
+    max_depth: int = 32                       # nesting of structures
+
+
+@dataclass(frozen=True)
+class Presentation:
+    show_secrets: bool = False      # SASL secrets and secret config values in clear
+    decode_records: bool = True     # record batches decoded into their records
+
+
+@dataclass(slots=True)
+class Counters:
+    malformed: int = 0         # fields marked malformed (bad protocol bytes)
+    crc_invalid: int = 0       # record batches / messages whose CRC does not match
     crc_valid: int = 0
     trailing: int = 0          # messages followed by bytes their schema does not describe
     cut: int = 0               # messages cut short by the capture, decoded as far as they go
-    limits_hit: dict[str, int] = field(default_factory=dict)
+    limits_hit: dict[str, int] = field(default_factory=dict)   # Limits field name -> times reached
 
     def hit_limit(self, which: str) -> None:
         self.limits_hit[which] = self.limits_hit.get(which, 0) + 1
+
+
+@dataclass(slots=True)
+class DecodeContext:
+    limits: Limits = Limits()
+    presentation: Presentation = Presentation()
+    topic_names: dict[str, str] = field(default_factory=dict)
+    counts: Counters = field(default_factory=Counters, init=False)

@@ -429,7 +429,7 @@ def _records_op(name: str, flexible: bool) -> Op:
 
     def op(buf: bytes, pos: int, end: int, out: list, st: State) -> int:
         n, p = rd(buf, pos, end, name, "records", out)
-        fn = _records_decoder() if st.ctx.decode_records else None
+        fn = _records_decoder() if st.ctx.presentation.decode_records else None
         if n < 0:
             f = None
             if fn is not None:
@@ -455,7 +455,7 @@ def _records_op(name: str, flexible: bool) -> Op:
             raise _Bad(f"records length {n} exceeds the {end - p} bytes left", name, "records", pos, out)
         if fn is None:
             f = Field(name, "bytes", buf[p:p + n], pos, p + n - pos)
-            if st.ctx.decode_records:
+            if st.ctx.presentation.decode_records:
                 f.note("records decoder unavailable: kept as raw bytes")
             out.append(f)
             return p + n
@@ -478,9 +478,9 @@ def _array_op(name: str, flexible: bool, nullable: bool, elem_type: str, elem_pl
 
     def head(buf: bytes, pos: int, end: int, out: list, st: State) -> tuple[int, int]:
         n, p = rd(buf, pos, end, name, "array", out)
-        if n > st.ctx.max_array_len:
-            st.ctx.hit_limit("max_array_len")
-            raise _Bad(f"array count {n} exceeds max_array_len {st.ctx.max_array_len}",
+        if n > st.ctx.limits.max_array_len:
+            st.ctx.counts.hit_limit("max_array_len")
+            raise _Bad(f"array count {n} exceeds max_array_len {st.ctx.limits.max_array_len}",
                        name, "array", pos, out, limit="max_array_len")
         if n * elem_min > end - p + _room(st, end):
             raise _Bad(f"array count {n} exceeds the {end - p} bytes left", name, "array", pos, out)
@@ -502,9 +502,9 @@ def _array_op(name: str, flexible: bool, nullable: bool, elem_type: str, elem_pl
             arr = Field(name, "array", n, pos, 0, children)
             out.append(arr)
             st.depth += 1
-            if st.depth > st.ctx.max_depth:
-                st.ctx.hit_limit("max_depth")
-                raise _Bad(f"nesting depth exceeds max_depth {st.ctx.max_depth}", name, "array", pos, out,
+            if st.depth > st.ctx.limits.max_depth:
+                st.ctx.counts.hit_limit("max_depth")
+                raise _Bad(f"nesting depth exceeds max_depth {st.ctx.limits.max_depth}", name, "array", pos, out,
                            limit="max_depth")
             for i in range(n):
                 ech: list[Field] = []
@@ -589,9 +589,9 @@ def _struct_op(name: str, plan: Plan, nullable: bool) -> Op:
         f = Field(name, tname, None, pos, 0, children)
         out.append(f)
         st.depth += 1
-        if st.depth > st.ctx.max_depth:
-            st.ctx.hit_limit("max_depth")
-            raise _Bad(f"nesting depth exceeds max_depth {st.ctx.max_depth}", name, tname, pos, out,
+        if st.depth > st.ctx.limits.max_depth:
+            st.ctx.counts.hit_limit("max_depth")
+            raise _Bad(f"nesting depth exceeds max_depth {st.ctx.limits.max_depth}", name, tname, pos, out,
                        limit="max_depth")
         p = run_plan(plan, buf, p, end, children, st)
         st.depth -= 1
@@ -755,7 +755,7 @@ def decode_body(api: ApiDef, version: int, request: bool, buf: bytes, start: int
                 ctx: DecodeContext, st: State | None = None) -> Field:
     """The body of one request/response of ``api`` in ``version`` (already clamped to
     the known range by the caller). Trailing bytes are kept as a ``trailing_bytes``
-    Field with a note, and counted in ``ctx.trailing``."""
+    Field with a note, and counted in ``ctx.counts.trailing``."""
     hit = _BODIES.get((id(api), version, request))
     if hit is None or hit[0] is not api:
         flexible = is_flexible(api, version)
@@ -771,6 +771,6 @@ def decode_body(api: ApiDef, version: int, request: bool, buf: bytes, start: int
         t.note(f"{n} trailing bytes after the message")
         body.add(t)
         body.note(f"{n} trailing bytes after the message")
-        ctx.trailing = getattr(ctx, "trailing", 0) + 1
+        ctx.counts.trailing += 1
         body.length = end - start
     return body

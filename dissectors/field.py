@@ -71,7 +71,7 @@ class Field:
         """Note bad protocol bytes here; count them in ``ctx`` (a DecodeContext) if given."""
         self.note(MALFORMED + reason)
         if ctx is not None:
-            ctx.malformed += 1
+            ctx.counts.malformed += 1
         return self
 
     # -- reading --------------------------------------------------------------

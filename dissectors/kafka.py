@@ -14,7 +14,7 @@ from typing import Any
 
 from dissectors import consumer, sasl
 from dissectors.annotate import redacted, topic_note
-from dissectors.context import DecodeContext
+from dissectors.context import DecodeContext, Presentation
 from dissectors.decoder import NESTED_MEANINGS, State, decode_body, is_cut, read_tagged
 from dissectors.decoder import _Bad as _DecodeStop
 from dissectors.errors import error_name
@@ -30,6 +30,8 @@ _I32 = struct.Struct(">i")
 _LEARN_FROM = frozenset({3, 19, 75})
 # APIs added after KIP-482 are flexible from v0: guess header v2 for unknown keys past this
 _LAST_NON_FLEXIBLE_KEY = 67
+# a trial of a newer version's layout reads no records
+_NO_RECORDS = Presentation(decode_records=False)
 
 
 # a version at most this far above the newest known is decoded with the newest layout (when
@@ -62,9 +64,9 @@ def _newer_fits(api: ApiDef, used: int, request: bool, buf: bytes, pos: int, n: 
                 st: State) -> bool:
     """Does a version newer than the newest known decode with the newest layout (``used``)
     without a malformed field or trailing bytes? (A trial, on a scratch context.)"""
-    trial = DecodeContext(max_array_len=ctx.max_array_len, max_depth=ctx.max_depth, decode_records=False)
+    trial = DecodeContext(ctx.limits, _NO_RECORDS)
     probe = decode_body(api, used, request, buf, pos, n, trial, State(trial, api.key, st.slack, st.cap_end))
-    return not trial.malformed and not trial.trailing and not probe.any_malformed()
+    return not trial.counts.malformed and not trial.counts.trailing and not probe.any_malformed()
 
 
 def _request_header_version(api: ApiDef | None, api_key: int, api_version: int) -> int:
@@ -77,11 +79,11 @@ def _request_header_version(api: ApiDef | None, api_key: int, api_version: int) 
 
 def _cut_note(root: Field, n: int, size: int | None, ctx: DecodeContext) -> int:
     """A frame the capture cut short (``size`` declared, ``n`` bytes captured): its one note,
-    counted in ``ctx.cut``; returns how many bytes are missing (0 for a whole frame)."""
+    counted in ``ctx.counts.cut``; returns how many bytes are missing (0 for a whole frame)."""
     if size is None or size <= n:
         return 0
     root.note(f"cut by the capture: {n} of {size} bytes captured, decoded as far as they go")
-    ctx.cut += 1
+    ctx.counts.cut += 1
     return size - n
 
 
@@ -291,12 +293,12 @@ def _api_versions_response(api: ApiDef, version: int, buf: bytes, pos: int, n: i
     """A broker that does not support the requested ApiVersions version answers with
     error UNSUPPORTED_VERSION in the v0 layout; decode it so when the v<N> layout fails."""
     if n - pos >= 2 and _I16.unpack_from(buf, pos)[0] == 35:
-        trial = DecodeContext(max_array_len=ctx.max_array_len, max_depth=ctx.max_depth)
+        trial = DecodeContext(ctx.limits)
         probe = decode_body(api, version, False, buf, pos, n, trial, State(trial, 18, st.slack, st.cap_end))
-        if probe.any_malformed() or trial.trailing:
-            trial0 = DecodeContext(max_array_len=ctx.max_array_len, max_depth=ctx.max_depth)
+        if probe.any_malformed() or trial.counts.trailing:
+            trial0 = DecodeContext(ctx.limits)
             probe0 = decode_body(api, 0, False, buf, pos, n, trial0, State(trial0, 18, st.slack, st.cap_end))
-            if not probe0.any_malformed() and not trial0.trailing:
+            if not probe0.any_malformed() and not trial0.counts.trailing:
                 body = decode_body(api, 0, False, buf, pos, n, ctx, st)
                 body.note(f"UNSUPPORTED_VERSION answer in the v0 layout (requested v{version})")
                 return body
@@ -342,7 +344,7 @@ def _nested(api_key: int, body: Field, buf: bytes, st: State, request: bool) -> 
             if ptype == "consumer":
                 f.add(fn(buf, start, end, ctx))
             else:  # unknown protocol type: keep it only if it parses cleanly
-                trial = DecodeContext(max_array_len=ctx.max_array_len, max_depth=ctx.max_depth)
+                trial = DecodeContext(ctx.limits)
                 sub = fn(buf, start, end, trial)
                 if not sub.any_malformed() and sub.child("trailing_bytes") is None:
                     f.add(sub)
@@ -351,7 +353,7 @@ def _nested(api_key: int, body: Field, buf: bytes, st: State, request: bool) -> 
                 continue
             tok = sasl.decode_token(buf, start, end, ctx, None, meaning == "sasl_auth_bytes")
             f.add(tok)
-            if tok.extra and tok.extra.get("secret") and not ctx.show_secrets:
+            if tok.extra and tok.extra.get("secret") and not ctx.presentation.show_secrets:
                 f.value = redacted(end - start)
                 f.note("contains a secret: raw bytes redacted (--show-secrets reveals them)")
 

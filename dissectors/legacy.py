@@ -36,8 +36,8 @@ byte's low two bits give the codec: 0 none, 1 gzip, 2 snappy (the xerial-framed
 stream of snappy-java). A compressed message's payload decompresses to a message set
 whose messages are decoded as children of the wrapper; their offsets are relative
 to the decompressed bytes (the inner set carries a note saying so). One frame may
-decompress at most ``ctx.max_decompressed`` bytes in all (counted in
-``ctx.limits_hit["max_decompressed"]`` when reached).
+decompress at most ``ctx.limits.max_decompressed`` bytes in all (counted in
+``ctx.counts.limits_hit["max_decompressed"]`` when reached).
 
 Error codes of that era: -1 UNKNOWN, 0 NONE, 1 OFFSET_OUT_OF_RANGE,
 2 INVALID_MESSAGE, 3 WRONG_PARTITION, 4 INVALID_FETCH_SIZE.
@@ -172,8 +172,8 @@ def _decode_message_set(data: bytes, start: int, end: int, ctx: DecodeContext, n
     count = 0
     while pos < end:
         left = end - pos
-        if count >= ctx.max_array_len:
-            ctx.hit_limit("max_array_len")
+        if count >= ctx.limits.max_array_len:
+            ctx.counts.hit_limit("max_array_len")
             ms.note(f"stopped after {count} messages (max_array_len); {left} bytes not decoded")
             break
         length = _I32.unpack_from(data, pos)[0] if left >= 4 else None
@@ -240,10 +240,10 @@ def _decode_message(data: bytes, pos: int, length: int, ctx: DecodeContext, inde
     crc = m.add(Field("crc", "uint32", stored, crc_pos, 4))
     crc.note(crc_verdict(stored, computed))
     if computed == stored:
-        ctx.crc_valid += 1
+        ctx.counts.crc_valid += 1
         summary.crc_good += 1
     else:
-        ctx.crc_invalid += 1
+        ctx.counts.crc_invalid += 1
         summary.crc_bad += 1
     pf = m.add(Field("payload", "bytes", payload, pstart, end - pstart))
     codec_name = CODEC_NAMES.get(codec, f"codec{codec}")
@@ -253,20 +253,20 @@ def _decode_message(data: bytes, pos: int, length: int, ctx: DecodeContext, inde
         summary.records += 1
         return m
     # a compressed wrapper: its payload is a whole message set
-    if not ctx.decode_records:
+    if not ctx.presentation.decode_records:
         summary.records += 1
         pf.note(f"{codec_name}-compressed message set (not decompressed: record decoding is off)")
         return m
-    if depth + 1 >= ctx.max_depth:
-        ctx.hit_limit("max_depth")
+    if depth + 1 >= ctx.limits.max_depth:
+        ctx.counts.hit_limit("max_depth")
         summary.records += 1
         pf.note(f"{codec_name}-compressed message set nested too deep; not decompressed")
         return m
     if budget[0] <= 0:
-        ctx.hit_limit("max_decompressed")
+        ctx.counts.hit_limit("max_decompressed")
         summary.records += 1
         pf.note(f"{codec_name}-compressed message set not decompressed: this frame already "
-                f"decompressed max_decompressed ({ctx.max_decompressed}) bytes")
+                f"decompressed max_decompressed ({ctx.limits.max_decompressed}) bytes")
         return m
     raw, err = _decompress(codec_name, payload, budget[0])
     budget[0] -= len(raw)
@@ -274,7 +274,7 @@ def _decode_message(data: bytes, pos: int, length: int, ctx: DecodeContext, inde
     partial = False
     if err is not None:
         if "limit" in err.lower():
-            ctx.hit_limit("max_decompressed")
+            ctx.counts.hit_limit("max_decompressed")
             pf.note(f"decompression stopped: {err}")
         else:
             pf.mark_malformed(f"decompression failed: {err}", ctx)
@@ -359,11 +359,11 @@ def _error_field(data: bytes, pos: int, parent: Field, name: str = "error_code")
 
 
 def _trailing(body: Field, data: bytes, pos: int, ctx: DecodeContext) -> None:
-    """Bytes after a complete message: kept and counted (ctx.trailing), as the 0.8+ decoder does."""
+    """Bytes after a complete message: kept and counted (ctx.counts.trailing), as the 0.8+ decoder does."""
     n = len(data) - pos
     body.add(Field("trailing_bytes", "bytes", data[pos:], pos, n)).note(f"{n} trailing bytes after the message")
     body.note(f"{n} trailing bytes after the message")
-    ctx.trailing += 1
+    ctx.counts.trailing += 1
 
 
 def _type_name(request_type: int) -> str:
@@ -427,7 +427,7 @@ def decode_legacy_request(data: bytes, ctx: DecodeContext) -> Field:
         return root
     rt.note(name)
     root.type = f"{name}Request"
-    budget = [ctx.max_decompressed]          # decompressed bytes allowed for the whole frame
+    budget = [ctx.limits.max_decompressed]   # decompressed bytes allowed for the whole frame
     if rtype in (MULTIFETCH, MULTIPRODUCE):
         return _decode_multi_request(data, rtype, root, header, ctx, budget)
 
@@ -463,13 +463,13 @@ def _decode_multi_request(data: bytes, rtype: int, root: Field, header: Field, c
     if count < 0:
         _last(header).mark_malformed(f"topic_count {count} is negative", ctx)
         return root
-    if count > ctx.max_array_len:
-        ctx.hit_limit("max_array_len")
+    if count > ctx.limits.max_array_len:
+        ctx.counts.hit_limit("max_array_len")
     if count * minimum > n - pos:
         _last(header).mark_malformed(
             f"topic_count {count} needs at least {count * minimum} bytes, {n - pos} left", ctx)
     elem_type = "FetchPart" if rtype == MULTIFETCH else "ProducePart"
-    for i in range(min(count, ctx.max_array_len)):
+    for i in range(min(count, ctx.limits.max_array_len)):
         if pos >= n:
             parts.mark_malformed(f"frame ends after {i} of {count} topic-partitions", ctx)
             break
@@ -541,7 +541,7 @@ def decode_legacy_response(data: bytes, request_type: int, ctx: DecodeContext,
     if request_type == FETCH:
         summary = _SetSummary()
         ms = body.add(_decode_message_set(data, 2, n, ctx, "messages", summary, partial_ok=True, depth=0,
-                                          budget=[ctx.max_decompressed]))
+                                          budget=[ctx.limits.max_decompressed]))
         _tag_partition(ms, where[0] if where else None)
     elif request_type == OFFSETS:
         _decode_offsets_response(data, body, ctx)
@@ -571,10 +571,10 @@ def _decode_offsets_response(data: bytes, body: Field, ctx: DecodeContext) -> No
     fits = min(count, left // 8)
     if fits < count:
         arr.mark_malformed(f"number_of_offsets {count} needs {count * 8} bytes, {left} left", ctx)
-    if fits > ctx.max_array_len:
-        ctx.hit_limit("max_array_len")
-        arr.note(f"only the first {ctx.max_array_len} offsets decoded (max_array_len)")
-        fits = ctx.max_array_len
+    if fits > ctx.limits.max_array_len:
+        ctx.counts.hit_limit("max_array_len")
+        arr.note(f"only the first {ctx.limits.max_array_len} offsets decoded (max_array_len)")
+        fits = ctx.limits.max_array_len
     values = struct.unpack_from(f">{fits}q", data, 6) if fits else ()
     arr.children = [Field(f"[{i}]", "int64", v, 6 + 8 * i, 8) for i, v in enumerate(values)]
     end = 6 + 8 * count
@@ -586,13 +586,13 @@ def _decode_offsets_response(data: bytes, body: Field, ctx: DecodeContext) -> No
 def _decode_multifetch_response(data: bytes, body: Field, where: list[tuple[str | None, int | None]],
                                 have_request: bool, ctx: DecodeContext) -> None:
     n = len(data)
-    budget = [ctx.max_decompressed]          # decompressed bytes allowed for the whole frame
+    budget = [ctx.limits.max_decompressed]   # decompressed bytes allowed for the whole frame
     parts = body.add(Field("topic_partitions", "array", 0, 2, n - 2, children=[]))
     pos = 2
     i = 0
     while pos < n:
-        if i >= ctx.max_array_len:
-            ctx.hit_limit("max_array_len")
+        if i >= ctx.limits.max_array_len:
+            ctx.counts.hit_limit("max_array_len")
             parts.note(f"stopped after {i} parts (max_array_len)")
             break
         part = parts.add(Field(f"[{i}]", "FetchResponsePart", None, pos, n - pos, children=[]))

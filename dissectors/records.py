@@ -110,9 +110,9 @@ def iso_ms(ms: int) -> str:
 def _crc_note(field: Field, stored: int, computed: int, state: _State) -> None:
     field.note(crc_verdict(stored, computed))
     if stored == computed:
-        state.ctx.crc_valid += 1
+        state.ctx.counts.crc_valid += 1
     else:
-        state.ctx.crc_invalid += 1
+        state.ctx.counts.crc_invalid += 1
         state.crc_ok = False
 
 
@@ -158,7 +158,7 @@ def decode_records(data: bytes, start: int, end: int, ctx: DecodeContext, name: 
     end = min(end, len(data))
     state = _State(ctx)
     top = Field(name, "records", 0, start, end - start)
-    _decode_set(data, start, end, state, top, depth=0, budget=[ctx.max_decompressed], outer=True)
+    _decode_set(data, start, end, state, top, depth=0, budget=[ctx.limits.max_decompressed], outer=True)
     top.value = state.records
     codecs = state.codecs
     codec = "none" if not codecs else (next(iter(codecs)) if len(codecs) == 1 else "mixed")
@@ -331,7 +331,7 @@ def _decode_v2(buf: bytes, pos: int, size: int, state: _State, index: int,
         if note is not None:
             if note.startswith("decompressed size limit"):
                 records_f.note(note)
-                ctx.hit_limit("max_decompressed")
+                ctx.counts.hit_limit("max_decompressed")
             else:
                 records_f.mark_malformed(note, ctx)
         elif sane_count and count > len(rbuf) // MIN_RECORD_SIZE:
@@ -342,7 +342,7 @@ def _decode_v2(buf: bytes, pos: int, size: int, state: _State, index: int,
             return batch, count if sane_count else 0
 
     limited = codec_id != 0 and note is not None and note.startswith("decompressed size limit")
-    decoded = _decode_v2_records(rbuf, rpos, rend, count if sane_count else ctx.max_array_len, records_f,
+    decoded = _decode_v2_records(rbuf, rpos, rend, count if sane_count else ctx.limits.max_array_len, records_f,
                                  base_offset, max_ts if ts_type else base_ts, bool(ts_type), is_control, ctx,
                                  limited)
     if sane_count and decoded != count and not records_f.is_malformed and not limited:
@@ -355,9 +355,9 @@ def _bad_records_count(count: int, codec_id: int, room: int, ctx: DecodeContext)
     header; the max_array_len limit is counted in ``ctx``), or None when it can."""
     if count < 0:
         return f"negative records_count {count}"
-    if count > ctx.max_array_len:
-        ctx.hit_limit("max_array_len")
-        return f"records_count {count} over the limit {ctx.max_array_len}"
+    if count > ctx.limits.max_array_len:
+        ctx.counts.hit_limit("max_array_len")
+        return f"records_count {count} over the limit {ctx.limits.max_array_len}"
     if codec_id == 0 and count > room // MIN_RECORD_SIZE:
         return f"records_count {count} exceeds what {room} bytes can hold"
     return None
@@ -638,7 +638,7 @@ def _decompression_note(value_f: Field, note: str | None, ctx: DecodeContext, an
     if note.startswith("decompressed size limit"):
         if annotate:
             value_f.note(note)
-        ctx.hit_limit("max_decompressed")
+        ctx.counts.hit_limit("max_decompressed")
         return True
     value_f.mark_malformed(note, ctx)
     return False

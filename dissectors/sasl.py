@@ -4,7 +4,7 @@ The tokens travel in SaslAuthenticate ``auth_bytes`` (request and response) or, 
 a SaslHandshake v0, as raw size-prefixed frames. ``decode_token`` splits one into
 its parts with absolute offsets. Secrets (the PLAIN password, the SCRAM client
 proof ``p=``, the OAUTHBEARER bearer token) are replaced by ``<redacted N bytes>``
-unless ``ctx.show_secrets``; the returned Field then has ``extra["secret"] = True``
+unless ``ctx.presentation.show_secrets``; the returned Field then has ``extra["secret"] = True``
 so the caller can redact the raw bytes that carry them too.
 
 With no mechanism given, the token's shape decides (SCRAM messages and the
@@ -27,7 +27,7 @@ def _text(b: bytes) -> str:
 
 
 def _secret_field(name: str, raw: bytes, offset: int, ctx: DecodeContext) -> Field:
-    if ctx.show_secrets:
+    if ctx.presentation.show_secrets:
         return Field(name, "string", _text(raw), offset, len(raw))
     f = Field(name, "string", redacted(len(raw)), offset, len(raw))
     f.note("secret redacted (--show-secrets reveals it)")

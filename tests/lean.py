@@ -22,7 +22,7 @@ _FIGURES: dict[tuple[int, int], Figures] = {}
 
 def figures(ctx: DecodeContext) -> Figures:
     """The walk under ``ctx``'s limits."""
-    key = (ctx.max_array_len, ctx.max_decompressed)
+    key = (ctx.limits.max_array_len, ctx.limits.max_decompressed)
     f = _FIGURES.get(key)
     if f is None:
         f = _FIGURES[key] = Figures((Field, ErrorsRoot), APIS, ERRORS, *key, consumer=(consumer.SUBSCRIPTION, consumer.ASSIGNMENT))

@@ -39,11 +39,11 @@ def lean_summary(data: bytes, start: int, end: int, ctx: DecodeContext, name: st
     top = _new(Field)     # Field(name, "records", 0, start, end - start) without the call of __init__
     top.name, top.type, top.value, top.offset, top.length = name, "records", 0, start, end - start
     top.children = top.notes = top.extra = None
-    crc_bad = ctx.crc_invalid
+    crc_bad = ctx.counts.crc_invalid
     n, cid, truncated = _summary_set(data, start, end, ctx, top, 0, None, None, False)
     top.value = n
     top.extra = {"records": n, "bytes": end - start, "codec": _LEAN_CODECS[cid],
-                 "crc_ok": ctx.crc_invalid == crc_bad, "truncated": truncated}
+                 "crc_ok": ctx.counts.crc_invalid == crc_bad, "truncated": truncated}
     return top
 
 
@@ -97,9 +97,9 @@ def _summary_set(buf: bytes, pos: int, end: int, ctx: DecodeContext, top: Field,
                 # a bytes slice: its copy costs less than a memoryview for the usual small batch
                 computed = crc32c(buf[pos + 21:entry_end])
                 if computed == crc:
-                    ctx.crc_valid += 1
+                    ctx.counts.crc_valid += 1
                 else:
-                    ctx.crc_invalid += 1
+                    ctx.counts.crc_invalid += 1
                     top.note(f"[{index}]: {crc_verdict(crc, computed)}")
                 c = attrs & 7
                 if c != cid:
@@ -108,7 +108,7 @@ def _summary_set(buf: bytes, pos: int, end: int, ctx: DecodeContext, top: Field,
                 if bad_count is not None:
                     top.mark_malformed(f"[{index}]: {bad_count}", ctx)
                 if budget is None:
-                    budget = [ctx.max_decompressed]
+                    budget = [ctx.limits.max_decompressed]
                 count += _v2_records(buf, pos + V2_HEADER, entry_end, c, n, bad_count is None, ctx, top, budget,
                                      index)
         elif magic == 0 or magic == 1:
@@ -120,7 +120,7 @@ def _summary_set(buf: bytes, pos: int, end: int, ctx: DecodeContext, top: Field,
                     if c != cid:
                         cid = c if cid < 0 else _MIXED
                     if budget is None:
-                        budget = [ctx.max_decompressed]
+                        budget = [ctx.limits.max_decompressed]
                 assert budget is not None   # made above at depth 0; a deeper set gets its wrapper's
                 count += _summary_message(buf, pos, entry_end, magic, ctx, top, depth, budget, index)
         else:
@@ -146,7 +146,7 @@ def _v2_records(buf: bytes, rstart: int, batch_end: int, codec_id: int, count: i
         rpos, rend = 0, len(rbuf)
         if note is not None:
             if note.startswith("decompressed size limit"):
-                ctx.hit_limit("max_decompressed")
+                ctx.counts.hit_limit("max_decompressed")
                 limited = True
             else:
                 top.mark_malformed(f"[{index}]: {note}", ctx)
@@ -158,7 +158,7 @@ def _v2_records(buf: bytes, rstart: int, batch_end: int, codec_id: int, count: i
         if note is not None and not rbuf:
             return count if sane else 0
     parent = Field("records", "array", count, rpos, rend - rpos)
-    decoded = _decode_v2_records(rbuf, rpos, rend, count if sane else ctx.max_array_len, parent, 0, 0, False,
+    decoded = _decode_v2_records(rbuf, rpos, rend, count if sane else ctx.limits.max_array_len, parent, 0, 0, False,
                                  False, DecodeContext(), limited)
     for rec in parent.children or ():
         if rec.name == "truncated_record":
@@ -182,9 +182,9 @@ def _summary_message(buf: bytes, pos: int, msg_end: int, magic: int, ctx: Decode
     (crc,) = _U32.unpack_from(buf, pos + 12)
     computed = zlib.crc32(buf[pos + 16:msg_end])
     if computed == crc:
-        ctx.crc_valid += 1
+        ctx.counts.crc_valid += 1
     else:
-        ctx.crc_invalid += 1
+        ctx.counts.crc_invalid += 1
         top.note(f"[{index}]: {crc_verdict(crc, computed)}")
     p = pos + 18 if magic == 0 else pos + 26
     n = 0

@@ -11,7 +11,7 @@ import random
 import struct
 
 from analyzer.pipeline import Options, Run
-from dissectors.context import DecodeContext
+from dissectors.context import DecodeContext, Presentation
 from dissectors.schema import APIS, FieldDef, in_range, is_flexible, request_header_version
 from tests.conftest import SAMPLES, SHARED_CAPTURES
 from tests.pcapgen import uvarint
@@ -111,7 +111,7 @@ def recorded_calls(paths: list[str]) -> list[Call]:
     of a known API and version whose frame the capture holds whole."""
     calls: list[Call] = []
     for path in paths:
-        for ex in Run(path, Options(), DecodeContext(decode_records=False)):
+        for ex in Run(path, Options(), DecodeContext(presentation=Presentation(decode_records=False))):
             api = APIS.get(ex.api_key) if ex.api_key is not None else None
             if api is None or ex.api_version is None or ex.api_version > api.max_version \
                     or ex.request is None or ex.request_tree is None:

@@ -15,7 +15,7 @@ import crc32c
 
 from analyzer.pipeline import Options, Run
 from analyzer.sinks.check import Checker
-from dissectors.context import DecodeContext
+from dissectors.context import DecodeContext, Limits
 from dissectors.field import ErrorsRoot, Field
 from dissectors.kafka import decode_response
 from tests.conftest import SAMPLES, SHARED_CAPTURES, capture_paths
@@ -26,7 +26,7 @@ from tests.pcapgen import TcpFlow, kafka_frame, write_pcap
 def checked(path: Path, decode: str, **limits: int) -> dict[str, Any]:
     """What a `check` run knows at the end: findings, its state's counts, each group's
     timeline, the producer batches it follows, and the run's counts."""
-    run = Run(str(path), Options(decode=decode), DecodeContext(**limits))
+    run = Run(str(path), Options(decode=decode), DecodeContext(Limits(**limits)))
     checker = Checker()
     for ex in run:
         checker.add(ex)

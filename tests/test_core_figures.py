@@ -19,7 +19,7 @@ import pytest
 
 from analyzer._core import Figures
 from dissectors import kafka
-from dissectors.context import DecodeContext
+from dissectors.context import DecodeContext, Limits, Presentation
 from dissectors.errors import ERRORS
 from dissectors.field import ErrorsRoot, Field
 from dissectors.schema import APIS, FieldDef, in_range, is_flexible
@@ -148,7 +148,7 @@ def lean_shape(f: Field) -> tuple:
 
 def full_of(c: Call) -> tuple[Field, int, bool]:
     """The full decoder's tree of a call, its version and flexibility."""
-    ctx = DecodeContext(decode_records=False)
+    ctx = DecodeContext(presentation=Presentation(decode_records=False))
     if c[0] == "q":
         tree = kafka.decode_request(c[1], ctx)
         key = struct.unpack_from(">h", c[1])[0]
@@ -203,7 +203,7 @@ def check_as_full(calls: list[Call] | tuple[Call, ...]) -> int:
         assert got[:1] + got[2:] == want[:1] + want[2:], f"{c[0]} {c[2:]} {c[1].hex()}"
         assert kafka.error_codes(lean) == kafka.error_codes(full), c
         # (the only marks: those of records whose bytes are no records, the summary's)
-        assert ctx.malformed == sum(n.startswith("malformed: ") for f in lean.walk() if f.type == "records"
+        assert ctx.counts.malformed == sum(n.startswith("malformed: ") for f in lean.walk() if f.type == "records"
                                     for n in f.notes or ())
         n += 1
     return n
@@ -261,17 +261,17 @@ def test_damaged_messages_stop_where_the_full_decoder_stops() -> None:
             continue
         seen[k] = seen.get(k, 0) + 1
         for d in damaged(c, rng):
-            ctx = DecodeContext(decode_records=False)
+            ctx = DecodeContext(presentation=Presentation(decode_records=False))
             full = (kafka.decode_request(d[1], ctx) if d[0] == "q" else kafka.decode_response(d[1], d[2], d[3], ctx))
             lctx = DecodeContext()
             lean = lean_of(d, lctx)
             # every mark counted is in the tree (bad bytes in a tagged section too: the
             # section stays, as the full decoder keeps it)
             marks = sum(n.startswith("malformed: ") for f in lean.walk() for n in f.notes or ())
-            assert marks == lctx.malformed, d
+            assert marks == lctx.counts.malformed, d
             in_tags += any(f.is_malformed for t in lean.walk() if t.name == "tagged_fields" for f in t.walk())
             if full.child("body") is None:      # a bad header: kept alone in both, marked and counted
-                assert [f.name for f in lean.children] == ["header"] and lctx.malformed == 1, d
+                assert [f.name for f in lean.children] == ["header"] and lctx.counts.malformed == 1, d
                 continue
             at = malformed_at(lean)
             # (the full decoder reads more than the lean walk, nested payloads, but marks
@@ -279,7 +279,7 @@ def test_damaged_messages_stop_where_the_full_decoder_stops() -> None:
             assert malformed_at(full) == at, (d[0], d[2:], d[1].hex())
             if at is not None:
                 stopped += 1
-                assert lctx.malformed >= 1
+                assert lctx.counts.malformed >= 1
             n += 1
     assert n > 2000 and stopped > 500 and in_tags > 100, (n, stopped, in_tags)
 
@@ -295,14 +295,15 @@ def test_consumer_payloads_are_judged_as_the_full_decoder_judges_them() -> None:
     for c in calls:
         for d in [c, *damaged(c, rng, 12)]:
             for limit in (1_000_000, 1):
-                full_ctx = DecodeContext(max_array_len=limit)
+                full_ctx = DecodeContext(Limits(max_array_len=limit))
                 if d[0] == "q":
                     kafka.decode_request(d[1], full_ctx)
                 else:
                     kafka.decode_response(d[1], d[2], d[3], full_ctx)
-                ctx = DecodeContext(max_array_len=limit)
+                ctx = DecodeContext(Limits(max_array_len=limit))
                 lean_of(d, ctx)
-                assert (ctx.malformed, ctx.limits_hit) == (full_ctx.malformed, full_ctx.limits_hit), d
+                c, fc = ctx.counts, full_ctx.counts
+                assert (c.malformed, c.limits_hit) == (fc.malformed, fc.limits_hit), d
                 f = figures(ctx)
                 to_full += (f.request(d[1], d[2]) if d[0] == "q" else f.response(d[1], d[2], d[3])) is None
                 n += 1
@@ -312,14 +313,14 @@ def test_consumer_payloads_are_judged_as_the_full_decoder_judges_them() -> None:
 def test_array_limit_and_trailing_counted_once() -> None:
     # Metadata v12 response whose topics array declares 5 elements with a limit of 2
     frame = struct.pack(">i", 7) + b"\x00" + struct.pack(">i", 0) + b"\x06" + b"\x00" * 40
-    ctx = DecodeContext(max_array_len=2)
+    ctx = DecodeContext(Limits(max_array_len=2))
     tree = lean_response(frame, 3, 12, ctx)
-    assert ctx.limits_hit == {"max_array_len": 1} and ctx.malformed == 1
+    assert ctx.counts.limits_hit == {"max_array_len": 1} and ctx.counts.malformed == 1
     assert tree.child("body").extra == {"malformed_at": 9}
     # a well-formed Heartbeat v0 response followed by junk: one trailing count, no malformed
     ctx = DecodeContext()
     tree = lean_response(struct.pack(">ih", 7, 0) + b"junk", 12, 0, ctx)
-    assert (ctx.trailing, ctx.malformed) == (1, 0)
+    assert (ctx.counts.trailing, ctx.counts.malformed) == (1, 0)
     body = tree.child("body")
     assert body.length == 6 and body.children == []      # a zero error code is not kept
 
@@ -386,7 +387,7 @@ def test_topics_kept_for_grouping_as_the_full_decoder_reads_them() -> None:
     n = named = 0
     for c in calls:
         for d in (c, *damaged(c, rng, 2)):
-            full = kafka.decode_request(d[1], DecodeContext(decode_records=False))
+            full = kafka.decode_request(d[1], DecodeContext(presentation=Presentation(decode_records=False)))
             tree, _counts = fig.request(d[1], d[2])
             want = _topic_view(full)
             assert _topic_view(tree) == want, (d[2:], d[1].hex())

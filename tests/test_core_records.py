@@ -10,7 +10,7 @@ wrappers of each codec (in the forms each decoder accepts, nested, under tight l
 and damaged with their CRCs made valid again so that the damage reaches the codec).
 
 What is compared: the value and extra's records, codec, crc_ok and truncated, the notes
-in order, and what the summary adds to ctx.malformed, crc_valid, crc_invalid and
+in order, and what the summary adds to ctx.counts.malformed, crc_valid, crc_invalid and
 limits_hit. Notes are compared exactly, except those quoting a codec library's own
 message (``_why(exc)`` in dissectors.compression), where the two sides use different
 libraries' words: there only the part before the library's words is compared (the note
@@ -39,14 +39,14 @@ import zstandard
 
 from analyzer import _core
 from dissectors.compression import xxh32
-from dissectors.context import DecodeContext
+from dissectors.context import DecodeContext, Limits, Presentation
 from dissectors.records import decode_records
 from tests.probes import probes
 from tests.records_reference import lean_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "captures"
-DEFAULT = DecodeContext()
+DEFAULT = Limits()
 LIMITS = [(DEFAULT.max_array_len, DEFAULT.max_decompressed), (5, 300), (1_000_000, 0)]
 
 # notes that end with a codec library's own message: compared up to these words
@@ -76,13 +76,15 @@ def _library_part(note: str) -> str | None:
 
 
 def python_summary(data: bytes, start: int, end: int, max_array_len: int, max_decompressed: int) -> dict:
-    ctx = DecodeContext(decode_records=False, max_array_len=max_array_len, max_decompressed=max_decompressed)
+    ctx = DecodeContext(Limits(max_array_len=max_array_len, max_decompressed=max_decompressed),
+                        Presentation(decode_records=False))
     f = lean_summary(data, start, end, ctx)
     x = f.extra
+    c = ctx.counts
     assert x is not None and f.value == x["records"]
     return {"records": x["records"], "codec": x["codec"], "crc_ok": x["crc_ok"], "truncated": x["truncated"],
-            "crc_valid": ctx.crc_valid, "crc_invalid": ctx.crc_invalid, "malformed": ctx.malformed,
-            "notes": list(f.notes or ()), "limits": dict(ctx.limits_hit)}
+            "crc_valid": c.crc_valid, "crc_invalid": c.crc_invalid, "malformed": c.malformed,
+            "notes": list(f.notes or ()), "limits": dict(c.limits_hit)}
 
 
 def core_summary(data: bytes, start: int, end: int, max_array_len: int, max_decompressed: int) -> dict:
@@ -404,14 +406,15 @@ def test_v2_batches_and_limits() -> None:
 def test_capture_records_as_the_full_decoder_counts_them(capture_fields: list) -> None:
     n = 0
     for what, data, start, end in capture_fields:
-        ctx = DecodeContext(decode_records=True)
+        ctx = DecodeContext()
         full = decode_records(data, start, end, ctx)
         x = full.extra
+        c = ctx.counts
         assert x is not None
         got = core_summary(data, start, end, DEFAULT.max_array_len, DEFAULT.max_decompressed)
         want = {"records": x["records"], "codec": x["codec"], "crc_ok": x["crc_ok"], "truncated": x["truncated"],
-                "crc_valid": ctx.crc_valid, "crc_invalid": ctx.crc_invalid, "malformed": ctx.malformed,
-                "limits": dict(ctx.limits_hit)}
+                "crc_valid": c.crc_valid, "crc_invalid": c.crc_invalid, "malformed": c.malformed,
+                "limits": dict(c.limits_hit)}
         got.pop("notes")
         assert got == want, (what, start, end)
         n += 1
@@ -453,12 +456,13 @@ def test_batch_summaries_as_the_full_decoder_reads_the_batches(capture_fields: l
 
 
 def _full_counts(data: bytes, start: int, end: int, max_array_len: int, max_decompressed: int) -> dict:
-    ctx = DecodeContext(decode_records=True, max_array_len=max_array_len, max_decompressed=max_decompressed)
+    ctx = DecodeContext(Limits(max_array_len=max_array_len, max_decompressed=max_decompressed))
     x = decode_records(data, start, end, ctx).extra
+    c = ctx.counts
     assert x is not None
     return {"records": x["records"], "codec": x["codec"], "crc_ok": x["crc_ok"], "truncated": x["truncated"],
-            "crc_valid": ctx.crc_valid, "crc_invalid": ctx.crc_invalid, "malformed": ctx.malformed,
-            "limits": dict(ctx.limits_hit)}
+            "crc_valid": c.crc_valid, "crc_invalid": c.crc_invalid, "malformed": c.malformed,
+            "limits": dict(c.limits_hit)}
 
 
 def test_damaged_records_as_the_full_decoder_counts_them(capture_fields: list) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from dissectors import decoder, kafka
 from dissectors.consumer import decode_assignment, decode_subscription
-from dissectors.context import DecodeContext
+from dissectors.context import DecodeContext, Limits, Presentation
 from dissectors.decoder import decode_struct
 from dissectors.errors import ERRORS, error_name
 from dissectors.field import Field
@@ -60,7 +60,7 @@ def test_fixed_primitives_values_offsets_lengths() -> None:
         ("g", "float64", 1.5, 21, 8), ("h", "bool", True, 29, 1),
         ("i", "uuid", "00010203-0405-0607-0809-0a0b0c0d0e0f", 30, 16),
     ]
-    assert pos == len(data) and root.length == len(data) and ctx.malformed == 0
+    assert pos == len(data) and root.length == len(data) and ctx.counts.malformed == 0
 
 
 def test_varint_and_varlong_zigzag() -> None:
@@ -74,7 +74,7 @@ def test_varint_and_varlong_zigzag() -> None:
 
 def test_varint_too_long_is_malformed() -> None:
     root, _, ctx = dec((F("v", "varint"),), b"\xff" * 6)
-    assert ctx.malformed == 1
+    assert ctx.counts.malformed == 1
     assert "longer than 5 bytes" in malformed_notes(root)[0]
 
 
@@ -85,7 +85,7 @@ def test_fixed_field_cut_short_keeps_earlier_fields() -> None:
     bad = root.children[1]
     assert bad.name == "b" and bad.offset == 4 and bad.is_malformed
     assert "int64 needs 8 bytes, 2 left" in bad.notes[0]
-    assert len(root.children) == 2 and ctx.malformed == 1
+    assert len(root.children) == 2 and ctx.counts.malformed == 1
 
 
 @pytest.mark.parametrize("flexible", [False, True])
@@ -100,11 +100,11 @@ def test_strings_normal_null_and_nullable(flexible: bool) -> None:
     # (a flexible struct shows its tagged-field section, empty here)
     assert [c.value for c in root.children] == ["héllo", None, ""] + ([0] if flexible else [])
     assert root.children[0].length == (7 if flexible else 8)
-    assert pos == len(data) and ctx.malformed == 0
+    assert pos == len(data) and ctx.counts.malformed == 0
     # null in a non-nullable string is noted, not fatal
     root, _, ctx = dec((F("a", "string"),), s(None) + (b"\x00" if flexible else b""), flexible=flexible)
     assert root.children[0].value is None and "non-nullable" in root.children[0].notes[0]
-    assert ctx.malformed == 0
+    assert ctx.counts.malformed == 0
 
 
 @pytest.mark.parametrize("flexible", [False, True])
@@ -113,12 +113,12 @@ def test_string_length_past_end_is_malformed(flexible: bool) -> None:
     root, _, ctx = dec((F("n", "int8"), F("s", "string")), b"\x01" + prefix + b"abc", flexible=flexible)
     assert root.children[0].value == 1
     assert malformed_notes(root) == ["malformed: string length 900 exceeds the 3 bytes left"]
-    assert ctx.malformed == 1
+    assert ctx.counts.malformed == 1
 
 
 def test_string_invalid_utf8_noted() -> None:
     root, _, ctx = dec((F("s", "string"),), struct.pack(">h", 2) + b"\xff\xfe")
-    assert root.children[0].notes == ["invalid UTF-8"] and ctx.malformed == 0
+    assert root.children[0].notes == ["invalid UTF-8"] and ctx.counts.malformed == 0
 
 
 def test_negative_lengths_below_minus_one_are_malformed() -> None:
@@ -138,7 +138,7 @@ def test_bytes_forms(flexible: bool) -> None:
     assert len(root.children) == (3 if flexible else 2)
     root, _, ctx = dec(fields, (uvarint(10_000) if flexible else struct.pack(">i", 10_000)) + b"xx",
                        flexible=flexible)
-    assert ctx.malformed == 1 and "bytes length" in malformed_notes(root)[0]
+    assert ctx.counts.malformed == 1 and "bytes length" in malformed_notes(root)[0]
 
 
 def test_arrays_of_structs_and_primitives() -> None:
@@ -155,7 +155,7 @@ def test_arrays_of_structs_and_primitives() -> None:
     assert parts.value == 2 and parts.children[1].type == "Part"
     assert parts.children[1].get("e") == 3 and parts.children[1].child("e").notes == ["UNKNOWN_TOPIC_OR_PARTITION"]
     assert parts.children[1].offset == 22 and parts.children[1].length == 6
-    assert names.value is None and pos == len(data) and ctx.malformed == 0
+    assert names.value is None and pos == len(data) and ctx.counts.malformed == 0
     assert kafka.error_codes(root) == ["UNKNOWN_TOPIC_OR_PARTITION"]
 
 
@@ -167,23 +167,23 @@ def test_compact_arrays() -> None:
     assert root.children[0].value == 2 and [c.value for c in root.children[0].children] == [1, 2]
     assert root.children[1].children[0].value == "z"
     assert root.children[2].value is None
-    assert pos == len(data) and ctx.malformed == 0
+    assert pos == len(data) and ctx.counts.malformed == 0
 
 
 def test_huge_array_count_is_malformed_without_looping() -> None:
     fields = (F("parts", "array", element="struct", struct="P", fields=(F("p", "int32"),)),)
     root, _, ctx = dec(fields, struct.pack(">i", 2_000_000_000) + b"\x00" * 8)
     assert malformed_notes(root) == ["malformed: array count 2000000000 exceeds max_array_len 1000000"]
-    assert ctx.limits_hit == {"max_array_len": 1}
+    assert ctx.counts.limits_hit == {"max_array_len": 1}
     root, _, ctx = dec(fields, struct.pack(">i", 900_000) + b"\x00" * 8)
     assert malformed_notes(root) == ["malformed: array count 900000 exceeds the 8 bytes left"]
-    assert ctx.limits_hit == {}
+    assert ctx.counts.limits_hit == {}
 
 
 def test_max_array_len_configurable() -> None:
-    ctx = DecodeContext(max_array_len=2)
+    ctx = DecodeContext(Limits(max_array_len=2))
     root, _, ctx = dec((F("ids", "array", element="int8"),), struct.pack(">i", 3) + b"abc", ctx=ctx)
-    assert ctx.limits_hit == {"max_array_len": 1} and root.any_malformed()
+    assert ctx.counts.limits_hit == {"max_array_len": 1} and root.any_malformed()
 
 
 def test_nested_and_nullable_structs_and_depth_limit() -> None:
@@ -203,8 +203,8 @@ def test_nested_and_nullable_structs_and_depth_limit() -> None:
     deep: tuple[FieldDef, ...] = (F("x", "int8"),)
     for _ in range(5):
         deep = (F("s", "struct", struct="S", fields=deep),)
-    root, _, ctx = dec(deep, b"\x01", ctx=DecodeContext(max_depth=3))
-    assert ctx.limits_hit == {"max_depth": 1} and root.any_malformed()
+    root, _, ctx = dec(deep, b"\x01", ctx=DecodeContext(Limits(max_depth=3)))
+    assert ctx.counts.limits_hit == {"max_depth": 1} and root.any_malformed()
     root, _, ctx = dec(deep, b"\x01")
     assert not root.any_malformed()
 
@@ -219,7 +219,7 @@ def test_tagged_fields_known_unknown_and_bad() -> None:
     t0, t1, t2 = tags.children
     assert (t0.name, t0.value, t0.offset, t0.notes) == ("t0", 42, 4, ["tag 0"])
     assert (t1.name, t1.type, t1.value) == ("tag_1", "bytes", b"\xab\xcd")
-    assert (t2.value, t2.notes) == ("hi", ["tag 2"]) and pos == len(data) and ctx.malformed == 0
+    assert (t2.value, t2.notes) == ("hi", ["tag 2"]) and pos == len(data) and ctx.counts.malformed == 0
     assert t1.notes == ["unknown tagged field 1"]
     # tagged fields are not read in non-flexible versions, where they do not exist
     root, pos, _ = dec(fields, b"\x05", flexible=False)
@@ -249,7 +249,7 @@ def test_records_fallback_when_records_module_missing(monkeypatch: pytest.Monkey
     root, _, ctx = dec((F("r", "records", nullable=(0, ANY)),), struct.pack(">i", 3) + b"abc")
     r = root.children[0]
     assert (r.type, r.value) == ("bytes", b"abc") and "unavailable" in r.notes[0]
-    assert ctx.malformed == 0
+    assert ctx.counts.malformed == 0
 
 
 def test_records_delegated_to_records_module() -> None:
@@ -307,7 +307,7 @@ def test_unknown_api_key_keeps_raw_body() -> None:
 def test_request_header_cut_short() -> None:
     ctx = DecodeContext()
     t = kafka.decode_request(b"\x00\x03\x00", ctx)
-    assert t.any_malformed() and ctx.malformed == 1
+    assert t.any_malformed() and ctx.counts.malformed == 1
     t = kafka.decode_request(struct.pack(">hhih", 3, 1, 1, 50) + b"ab", ctx)
     assert "client_id length 50" in malformed_notes(t)[0]
 
@@ -322,7 +322,7 @@ def test_trailing_bytes_flagged_and_counted() -> None:
     assert body.get("group_id") == "g" and body.get("member_id") == "m"
     tb = body.child("trailing_bytes")
     assert tb.value == b"xyz" and tb.notes == ["3 trailing bytes after the message"]
-    assert ctx.trailing == 1 and ctx.malformed == 0
+    assert ctx.counts.trailing == 1 and ctx.counts.malformed == 0
 
 
 def test_response_header_versions() -> None:
@@ -456,7 +456,7 @@ def test_consumer_subscription_and_assignment() -> None:
     a = decode_assignment(assignment_v0(), 0, len(assignment_v0()), ctx)
     tp = a.child("assigned_partitions").children[0]
     assert tp.get("topic") == "t" and [c.value for c in tp.child("partitions").children] == [1, 4]
-    assert a.get("user_data") is None and ctx.malformed == 0
+    assert a.get("user_data") is None and ctx.counts.malformed == 0
     # a newer version decodes as v3 with a note, extra bytes kept
     newer = struct.pack(">h", 9) + assignment_v0()[2:] + b"\x01\x02"
     a = decode_assignment(newer, 0, len(newer), ctx)
@@ -500,7 +500,7 @@ def _sasl_auth_request(token: bytes) -> bytes:
 
 @pytest.mark.parametrize("show", [False, True])
 def test_sasl_plain_password_redacted(show: bool) -> None:
-    ctx = DecodeContext(show_secrets=show)
+    ctx = DecodeContext(presentation=Presentation(show_secrets=show))
     t = kafka.decode_request(_sasl_auth_request(b"\x00alice\x00s3cret!"), ctx)
     ab = t.child("body").child("auth_bytes")
     tok = ab.child("sasl")
@@ -540,7 +540,8 @@ def test_sasl_scram_messages() -> None:
 @pytest.mark.parametrize("show", [False, True])
 def test_oauthbearer_token_redacted(show: bool) -> None:
     token = b"n,a=user@example.com,\x01host=broker\x01auth=Bearer eyJhbGciOi.payload.sig\x01\x01"
-    tok = kafka.decode_sasl_token(token, DecodeContext(show_secrets=show), "OAUTHBEARER", True)
+    ctx = DecodeContext(presentation=Presentation(show_secrets=show))
+    tok = kafka.decode_sasl_token(token, ctx, "OAUTHBEARER", True)
     assert tok.get("authzid") == "user@example.com" and tok.get("host") == "broker"
     assert tok.get("auth_scheme") == "Bearer"
     assert tok.get("token") == ("eyJhbGciOi.payload.sig" if show else "<redacted 22 bytes>")
@@ -564,7 +565,7 @@ def test_secret_meaning_and_password_like_config_values() -> None:
     hmac, configs = root.children
     assert hmac.value == "<redacted 4 bytes>"
     assert [c.get("value") for c in configs.children] == ["<redacted 7 bytes>", "1000"]
-    root, _, _ = dec(fields, data, ctx=DecodeContext(show_secrets=True))
+    root, _, _ = dec(fields, data, ctx=DecodeContext(presentation=Presentation(show_secrets=True)))
     assert root.children[0].value == b"\x01\x02\x03\x04"
     assert root.children[1].children[0].get("value") == "hunter2"
 
@@ -648,7 +649,7 @@ def test_capture_api_versions_v3_response_decodes_fully() -> None:
     assert pairs
     ctx = DecodeContext()
     r = kafka.decode_response(pairs[0][1], 18, 3, ctx)
-    assert not r.any_malformed() and ctx.malformed == 0 and ctx.trailing == 0
+    assert not r.any_malformed() and ctx.counts.malformed == 0 and ctx.counts.trailing == 0
     body = r.child("body")
     assert body.child("api_keys").value == 36 and body.get("throttle_time_ms") == 0
     keys = {c.get("api_key"): c.get("max_version") for c in body.child("api_keys").children}
@@ -677,7 +678,7 @@ def test_capture_sasl_scram_unknown_user() -> None:
                 if f.type == "SCRAM server-final":
                     assert f.get("error") == "unknown-user"
     assert {"SCRAM server-first", "SCRAM server-final"} <= seen
-    assert ctx.malformed == 0
+    assert ctx.counts.malformed == 0
 
 
 @pytest.mark.shared
@@ -698,7 +699,7 @@ def test_capture_kafkajs_group_consumer_protocol() -> None:
     assert subs and asgs
     assert all(not s.any_malformed() for s in subs + asgs)
     assert subs[0].child("topics").value >= 1
-    assert ctx.malformed == 0
+    assert ctx.counts.malformed == 0
 
 
 @pytest.mark.shared
@@ -728,7 +729,7 @@ def test_capture_corpus_decodes_without_malformed(name: str) -> None:
             resp = kafka.decode_response(r, key, ver, ctx)
             assert not resp.any_malformed(), (key, ver)
             assert resp.child("body").offset + resp.child("body").length == len(r)
-    assert ctx.malformed == 0
+    assert ctx.counts.malformed == 0
 
 
 # ---------------------------------------------------------------------------

@@ -22,7 +22,7 @@ def test_root_holds_the_body_alone_and_zero_error_codes_are_left_out() -> None:
     body = tree.child("body")
     assert (body.offset, body.length) == (5, 7)
     assert [(c.name, c.value) for c in body.children] == [("throttle_time_ms", 25)]
-    assert kafka.error_codes(tree) == [] and ctx.malformed == 0
+    assert kafka.error_codes(tree) == [] and ctx.counts.malformed == 0
 
     tree = lean_response(heartbeat_v4(27), 12, 4, ctx)
     err = tree.child("body").child("error_code")
@@ -35,13 +35,13 @@ def test_header_tags_and_bad_headers() -> None:
     # a non-empty tag section in the response header (tag 3, 2 bytes): the body follows it
     tree = lean_response(heartbeat_v4(0, b"\x01\x03\x02ab"), 12, 4, ctx)
     assert [c.name for c in tree.children] == ["body"] and tree.child("body").offset == 9
-    assert tree.child("body").get("throttle_time_ms") == 25 and ctx.malformed == 0
+    assert tree.child("body").get("throttle_time_ms") == 25 and ctx.counts.malformed == 0
     # a cut header is the one kept, with its note
     tree = lean_response(b"\x00\x00", 12, 4, ctx)
     assert [c.name for c in tree.children] == ["header"] and tree.child("header").is_malformed
-    assert ctx.malformed == 1
+    assert ctx.counts.malformed == 1
     tree = lean_request(b"\x00\x0c\x00", 3, ctx)
-    assert [c.name for c in tree.children] == ["header"] and ctx.malformed == 2
+    assert [c.name for c in tree.children] == ["header"] and ctx.counts.malformed == 2
 
 
 def test_topic_ids_kept_with_their_names_only() -> None:
@@ -70,7 +70,7 @@ def test_topic_ids_kept_with_their_names_only() -> None:
     # (its partitions: the body's rows, the topics array left out)
     assert body_f.extra == {"fetch": [(None, tid_text, 0, 0)]}
     assert body_f.child("forgotten_topics_data").children == []
-    assert body_f.length == len(req) - len(header) and ctx.malformed == 0 and ctx.trailing == 0
+    assert body_f.length == len(req) - len(header) and ctx.counts.malformed == 0 and ctx.counts.trailing == 0
 
 
 def metadata_v12_response(partition_errors: list[int]) -> bytes:
@@ -98,7 +98,7 @@ def test_partitions_of_error_codes_alone_kept_only_with_a_non_zero_code() -> Non
     kafka._collect_errors((tree,), walked)
     assert kafka.error_codes(tree) is tree.error_codes
     assert tree.error_codes == walked == ["REPLICA_NOT_AVAILABLE", "UNKNOWN_TOPIC_OR_PARTITION"]
-    assert ctx.malformed == 0 and ctx.trailing == 0
+    assert ctx.counts.malformed == 0 and ctx.counts.trailing == 0
 
     tree = lean_response(metadata_v12_response([0, 0]), 3, 12, ctx)
     parts = tree.child("body").child("topics").children[0].child("partitions")
@@ -115,5 +115,5 @@ def test_error_codes_of_a_cut_message_are_those_of_its_partial_tree() -> None:
     tree = lean_response(bytes(bad), 3, 12, ctx)
     walked: list[str] = []
     kafka._collect_errors((tree,), walked)
-    assert ctx.malformed == 1
+    assert ctx.counts.malformed == 1
     assert kafka.error_codes(tree) == walked == ["REPLICA_NOT_AVAILABLE", "UNKNOWN_TOPIC_OR_PARTITION"]

@@ -44,7 +44,7 @@ from analyzer.cli import main
 from analyzer.model import Packet
 from analyzer.pipeline import Options, Run
 from dissectors import kafka
-from dissectors.context import DecodeContext
+from dissectors.context import DecodeContext, Limits
 from dissectors.field import Field
 from tests.conftest import SAMPLES, SHARED_CAPTURES
 from tests.pcapgen import RawPacket, TcpFlow, kafka_frame, write_pcap
@@ -432,7 +432,7 @@ def test_random_bytes_through_the_other_decoders(data: bytes, rtype: int, mech: 
     from dissectors.records import decode_records
 
     with deadline(5):
-        ctx = DecodeContext(max_decompressed=1 << 16)
+        ctx = DecodeContext(Limits(max_decompressed=1 << 16))
         trees = [legacy.decode_legacy_request(data, ctx), legacy.decode_legacy_response(data, rtype, ctx),
                  kafka.decode_sasl_token(data, ctx, mech, True), kafka.decode_sasl_token(data, ctx, mech, False),
                  decode_records(data, 0, len(data), ctx)]
@@ -558,7 +558,7 @@ def peak_bytes(fn) -> int:  # noqa: ANN001
         tracemalloc.stop()
 
 
-HUGE_CTX = dict(max_array_len=2**31, max_decompressed=1 << 20)
+HUGE_LIMITS = Limits(max_array_len=2**31, max_decompressed=1 << 20)
 
 
 @pytest.mark.parametrize("name,frame", [
@@ -575,11 +575,11 @@ HUGE_CTX = dict(max_array_len=2**31, max_decompressed=1 << 20)
      + struct.pack(">ihhi", 1, 1, 1, 0x7FFFFFFF) + b"\x00" * 16),
 ])
 def test_huge_declared_counts_cost_no_memory(name: str, frame: bytes) -> None:
-    ctx = DecodeContext(**HUGE_CTX)  # type: ignore[arg-type]
+    ctx = DecodeContext(HUGE_LIMITS)
     out: list[Field] = []
     peak = peak_bytes(lambda: out.append(kafka.decode_request(frame, ctx)))
     assert peak < 512 * 1024, (name, peak)
-    assert out[0].any_malformed() and ctx.malformed >= 1
+    assert out[0].any_malformed() and ctx.counts.malformed >= 1
 
 
 def _record_batch(count: int, records: bytes, codec: int = 0) -> bytes:
@@ -600,19 +600,19 @@ def test_huge_records_count_costs_no_memory() -> None:
     # (a Produce decoded first: what the decoder builds once per process is not this frame's cost)
     kafka.decode_request(_produce_v3(_record_batch(1, b"\x10" * 40)), DecodeContext())
     frame = _produce_v3(_record_batch(0x7FFFFFFF, b"\x10" * 40))
-    ctx = DecodeContext(**HUGE_CTX)  # type: ignore[arg-type]
+    ctx = DecodeContext(HUGE_LIMITS)
     peak = peak_bytes(lambda: kafka.decode_request(frame, ctx))
-    assert peak < 512 * 1024 and ctx.malformed >= 1
+    assert peak < 512 * 1024 and ctx.counts.malformed >= 1
 
 
 def test_decompression_bomb_stops_at_the_limit() -> None:
     bomb = gzip.compress(b"\x00" * (32 << 20), 9)              # 32 MiB of zeros in ~32 KiB
     frame = _produce_v3(_record_batch(1000, bomb, codec=1))
-    ctx = DecodeContext(max_decompressed=1 << 20)
+    ctx = DecodeContext(Limits(max_decompressed=1 << 20))
     tree: list[Field] = []
     peak = peak_bytes(lambda: tree.append(kafka.decode_request(frame, ctx)))
     assert peak < 8 << 20, peak
-    assert sum(v for k, v in ctx.limits_hit.items() if "decompressed" in k) == 1
+    assert sum(v for k, v in ctx.counts.limits_hit.items() if "decompressed" in k) == 1
     assert any("limit" in n for f in tree[0].walk() for n in f.notes or ())
 
 
@@ -629,7 +629,7 @@ def test_huge_declared_frame_through_the_pipeline(tmp_path: Path) -> None:
     pkts += other.send(1, kafka_frame(struct.pack(">ihi", 5, 0, 0)))
     path = tmp_path / "huge.pcap"
     write_pcap(str(path), pkts)
-    ctx = DecodeContext(max_frame_size=2**31)
+    ctx = DecodeContext(Limits(max_frame_size=2**31))
     result: list = []
 
     def go() -> None:

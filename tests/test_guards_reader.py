@@ -945,7 +945,7 @@ def test_api_versions_unsupported_answer_in_the_v0_layout(version: int) -> None:
     frame = struct.pack(">i", 7) + body
     ctx = DecodeContext()
     a = lean_response(frame, 18, version, ctx)
-    assert ctx.malformed == 0 and ctx.trailing == 0
+    assert ctx.counts.malformed == 0 and ctx.counts.trailing == 0
     v0 = lean_response(frame, 18, 0, DecodeContext())
     assert dump(a.child("body")) == dump(v0.child("body"))
     assert a.child("body").type.endswith("v0") and kafka_errors(a) == ["UNSUPPORTED_VERSION"]

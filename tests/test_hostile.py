@@ -1,6 +1,6 @@
 """Hostile and broken input through the whole tool: limits, broken captures, exit codes.
 
-Limits (``--max-frame-size``, ``--max-decompressed``, ``--max-array-len``, ``ctx.max_depth``):
+Limits (``--max-frame-size``, ``--max-decompressed``, ``--max-array-len``, ``ctx.limits.max_depth``):
 each is hit, counted and the analysis goes on. Broken captures (a record cut short,
 snaplen-cut packets, bad file headers, odd pcapng blocks, caplen > orig_len, time going
 backwards) go through the CLI: exit code, the one-line error or the summary warning, and
@@ -26,7 +26,7 @@ from analyzer.cli import main
 from analyzer.model import Packet
 from analyzer.pipeline import Options, Run
 from analyzer.sinks.stats import StatsAccumulator
-from dissectors.context import DecodeContext
+from dissectors.context import DecodeContext, Limits
 from tests.conftest import REPO, SAMPLES, shared_captures
 from tests.pcapgen import (
     RawPacket,
@@ -139,16 +139,16 @@ def test_damaged_response_header_costs_one_exchange(tmp_path: Path) -> None:
 
 def test_max_frame_size_in_limits_hit(tmp_path: Path) -> None:
     path = conversation(tmp_path / "big.pcap", [api_versions_pair(1), metadata_pair(2, 400)])
-    _, run = analyse(path, ctx=DecodeContext(max_frame_size=4096), max_frame_size=4096)
+    _, run = analyse(path, ctx=DecodeContext(Limits(max_frame_size=4096)), max_frame_size=4096)
     assert run.summary.to_json(run.ctx)["limits_hit"].get("max_frame_size") == 1
 
 
 def test_max_array_len_hit_counted_and_analysis_goes_on() -> None:
     path = SAMPLES / "produce_fetch_rdkafka_none.pcap"
     base, _ = analyse(path)
-    exs, run = analyse(path, DecodeContext(max_array_len=3))
+    exs, run = analyse(path, DecodeContext(Limits(max_array_len=3)))
     assert keys(exs) == keys(base)
-    hits = run.ctx.limits_hit.get("max_array_len", 0)
+    hits = run.ctx.counts.limits_hit.get("max_array_len", 0)
     assert hits > 0
     # the exchanges whose trees have no array over 3 elements are untouched
     assert any(e.status == "ok" for e in exs) and any(e.status == "malformed" for e in exs)
@@ -160,21 +160,21 @@ def test_max_array_len_hit_counted_and_analysis_goes_on() -> None:
 
 def test_max_array_len_caps_a_record_batch_count() -> None:
     path = SAMPLES / "produce_fetch_rdkafka_none.pcap"
-    exs, run = analyse(path, DecodeContext(max_array_len=2))
+    exs, run = analyse(path, DecodeContext(Limits(max_array_len=2)))
     notes = [n for e in exs for t in (e.request_tree, e.response_tree) if t for f in t.walk()
              if f.name == "records_count" for n in f.notes or ()]
     assert any("over the limit 2" in n for n in notes)
-    assert run.ctx.limits_hit["max_array_len"] >= len(notes)
+    assert run.ctx.counts.limits_hit["max_array_len"] >= len(notes)
 
 
 @pytest.mark.parametrize("sample", ["produce_fetch_rdkafka_gzip.pcap", "produce_fetch_kafkapython_zstd.pcap"])
 def test_max_decompressed_hit_counted_and_analysis_goes_on(sample: str) -> None:
     path = SAMPLES / sample
     base, brun = analyse(path)
-    assert not brun.ctx.limits_hit
-    exs, run = analyse(path, DecodeContext(max_decompressed=64))
+    assert not brun.ctx.counts.limits_hit
+    exs, run = analyse(path, DecodeContext(Limits(max_decompressed=64)))
     assert keys(exs) == keys(base)
-    hit = sum(v for k, v in run.ctx.limits_hit.items() if "decompressed" in k)
+    hit = sum(v for k, v in run.ctx.counts.limits_hit.items() if "decompressed" in k)
     assert hit > 0
     # records cut by the limit are not malformed: the exchanges stay ok
     assert [e.status for e in exs] == [e.status for e in base]
@@ -185,15 +185,15 @@ def test_max_decompressed_hit_counted_and_analysis_goes_on(sample: str) -> None:
 def test_max_depth_hit_counted_and_analysis_goes_on() -> None:
     path = SAMPLES / "produce_fetch_rdkafka_none.pcap"
     base, _ = analyse(path)
-    exs, run = analyse(path, DecodeContext(max_depth=2))
+    exs, run = analyse(path, DecodeContext(Limits(max_depth=2)))
     assert keys(exs) == keys(base)
-    assert run.ctx.limits_hit.get("max_depth", 0) > 0
-    assert run.summary.to_json(run.ctx)["limits_hit"]["max_depth"] == run.ctx.limits_hit["max_depth"]
+    assert run.ctx.counts.limits_hit.get("max_depth", 0) > 0
+    assert run.summary.to_json(run.ctx)["limits_hit"]["max_depth"] == run.ctx.counts.limits_hit["max_depth"]
     # shallow messages are still fully decoded
     api = [e for e in exs if e.api_name == "FindCoordinator"]
     assert api and all(e.status == "ok" for e in api)
     code, out, _ = cli("read", "--max-depth", "2", str(path))
-    assert code == 0 and f"max_depth {run.ctx.limits_hit['max_depth']}" in out
+    assert code == 0 and f"max_depth {run.ctx.counts.limits_hit['max_depth']}" in out
     # stats honours the limit as read does: its figures are those of the trees read shows
     # (the lean walk, which stats reads otherwise, has no depth limit)
     acc = StatsAccumulator(views=())

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analyzer import _core
-from dissectors.context import DecodeContext
+from dissectors.context import DecodeContext, Limits, Presentation
 from dissectors.field import Field
 from dissectors.header import api_table
 from dissectors.legacy import (
@@ -148,7 +148,7 @@ def test_produce_magic0_every_field() -> None:
     assert notes(tree, "body/messages/[0]/magic") == ["magic 0: no compression attribute"]
     assert notes(tree, "body/messages") == ["2 records in 2 messages, none"]
     assert not tree.any_malformed()
-    assert (ctx.crc_valid, ctx.crc_invalid, ctx.malformed) == (2, 0, 0)
+    assert (ctx.counts.crc_valid, ctx.counts.crc_invalid, ctx.counts.malformed) == (2, 0, 0)
     assert tree.extra == {"request_type": 0, "api_name": "PRODUCE"}
     assert legacy_partitions(tree, True) == [
         {"topic": "events", "partition": 7, "records": 2, "bytes": 23, "codec": "none", "crc_ok": True,
@@ -185,7 +185,7 @@ def test_produce_gzip_magic1_unwrapped() -> None:
         ("messages/[1]/payload", "bytes", b"a2", 21, 2),
     ]
     assert tree.child("header").get("partition") == -1
-    assert ctx.crc_valid == 3 and ctx.crc_invalid == 0
+    assert ctx.counts.crc_valid == 3 and ctx.counts.crc_invalid == 0
     assert legacy_partitions(tree, True) == [
         {"topic": "t", "partition": -1, "records": 2, "bytes": len(wrapper), "codec": "gzip", "crc_ok": True,
          "error": None}]
@@ -206,7 +206,7 @@ def test_produce_snappy_xerial_unwrapped() -> None:
     assert [m.child("payload").value for m in inner_set.children] == [b"s%d" % i * 5000 for i in range(12)]
     assert inner_set.children[11].offset == sum(len(m) for m in inner[:11])
     assert not tree.any_malformed()
-    assert ctx.crc_valid == 13
+    assert ctx.counts.crc_valid == 13
     assert legacy_partitions(tree, True)[0]["records"] == 12
     assert legacy_partitions(tree, True)[0]["codec"] == "snappy"
 
@@ -296,7 +296,7 @@ def test_multiproduce_request_every_field() -> None:
     ]
     bad_crc = tree.child("body").child("topic_partitions").children[1].child("messages").children[0].child("crc")
     assert bad_crc.notes == [f"crc INVALID (0x01020304), computed 0x{crc(b'p1'):08x}"]
-    assert (ctx.crc_valid, ctx.crc_invalid) == (1, 1)
+    assert (ctx.counts.crc_valid, ctx.counts.crc_invalid) == (1, 1)
     assert not tree.any_malformed()            # a bad CRC is reported, not a parse failure
     assert legacy_partitions(tree, True) == [
         {"topic": "x", "partition": 1, "records": 1, "bytes": 11, "codec": "none", "crc_ok": True, "error": None},
@@ -430,7 +430,7 @@ def test_bad_crc_in_compressed_inner_message() -> None:
     tree = resp(w.fetch_response(0, wrapper), 1, None, ctx)
     inner = tree.child("body").child("messages").children[0].child("messages")
     assert inner.children[1].child("crc").notes == [f"crc INVALID (0x00000007), computed 0x{crc(b'bad'):08x}"]
-    assert (ctx.crc_valid, ctx.crc_invalid) == (2, 1)
+    assert (ctx.counts.crc_valid, ctx.counts.crc_invalid) == (2, 1)
     assert legacy_partitions(tree, False)[0]["crc_ok"] is False
     assert legacy_partitions(tree, False)[0]["records"] == 2
 
@@ -438,15 +438,15 @@ def test_bad_crc_in_compressed_inner_message() -> None:
 def test_decompression_limit_and_garbage() -> None:
     big = [w.message(bytes(1000), magic=1) for _ in range(50)]
     wrapper = w.compressed_message(big, "gzip")
-    ctx = DecodeContext(max_decompressed=5000)
+    ctx = DecodeContext(Limits(max_decompressed=5000))
     tree = req(w.produce_request("t", 0, wrapper), ctx)
     msg = tree.child("body").child("messages").children[0]
-    assert ctx.limits_hit.get("max_decompressed") == 1
+    assert ctx.counts.limits_hit.get("max_decompressed") == 1
     assert 4 <= msg.child("messages").value <= 5
     assert any(n.startswith("decompression stopped") for n in msg.child("payload").notes)
     # the budget is per frame: three wrappers of 999 bytes each under a 1500-byte limit
     one = w.compressed_message([w.message(bytes(990), magic=0)], "gzip")
-    ctx = DecodeContext(max_decompressed=1500)
+    ctx = DecodeContext(Limits(max_decompressed=1500))
     tree = resp(w.fetch_response(0, one * 3), 1, None, ctx)
     first, second, third = tree.child("body").child("messages").children
     assert first.child("messages").value == 1
@@ -454,16 +454,16 @@ def test_decompression_limit_and_garbage() -> None:
     assert second.child("messages").child("partial_message").length == 501
     assert third.child("messages") is None
     assert third.child("payload").notes[-1].startswith("gzip-compressed message set not decompressed")
-    assert ctx.limits_hit == {"max_decompressed": 2}
+    assert ctx.counts.limits_hit == {"max_decompressed": 2}
     assert not tree.any_malformed()
     # a gzip wrapper whose payload is not gzip: marked, never raised
     ctx = DecodeContext()
     junk = w.message(b"not gzip at all", magic=1, codec="gzip")
     tree = req(w.produce_request("t", 0, junk), ctx)
     payload = tree.child("body").child("messages").children[0].child("payload")
-    assert payload.is_malformed and ctx.malformed == 1
+    assert payload.is_malformed and ctx.counts.malformed == 1
     # record decoding switched off: the wrapper counts as one record, nothing decompressed
-    ctx = DecodeContext(decode_records=False)
+    ctx = DecodeContext(presentation=Presentation(decode_records=False))
     tree = req(w.produce_request("t", 0, wrapper), ctx)
     assert tree.child("body").child("messages").children[0].child("messages") is None
     assert legacy_partitions(tree, True)[0]["records"] == 1
@@ -478,7 +478,7 @@ def test_unknown_magic_and_codec() -> None:
     msgs = tree.child("body").child("messages").children
     assert msgs[0].child("magic").notes == ["malformed: unknown magic 2 (expected 0 or 1)"]
     assert msgs[1].child("compression").notes == ["unknown codec 3", "malformed: compression codec 3 is not defined"]
-    assert ctx.malformed == 2
+    assert ctx.counts.malformed == 2
 
 
 def test_malformed_requests_are_marked() -> None:
@@ -497,14 +497,14 @@ def test_malformed_requests_are_marked() -> None:
         ctx = DecodeContext()
         tree = decode_legacy_request(data, ctx)
         assert tree.any_malformed(), what
-        assert ctx.malformed >= 1, what
+        assert ctx.counts.malformed >= 1, what
     tree = decode_legacy_request(struct.pack(">hh", 0, 1) + b"t" + struct.pack(">ii", 0, 99) + b"x" * 10,
                                  DecodeContext())
     assert notes(tree, "body/messages_length") == ["malformed: messages_length 99 exceeds frame (10 bytes left)"]
     ctx = DecodeContext()
     tree = decode_legacy_request(w.fetch_request("t", 0, 0, 10)[4:] + b"zz", ctx)
     assert tree.child("body").child("trailing_bytes").value == b"zz"
-    assert (ctx.trailing, ctx.malformed) == (1, 0) and not tree.any_malformed()
+    assert (ctx.counts.trailing, ctx.counts.malformed) == (1, 0) and not tree.any_malformed()
     tree = decode_legacy_request(struct.pack(">h", 9) + b"rest", DecodeContext())
     assert tree.type == "LegacyRequest" and tree.child("body").value == b"rest"
 
@@ -654,7 +654,7 @@ def test_seed_003_hex_dump_modern_decoder() -> None:
         ("offset", 0, 41), ("message_size", 25, 49), ("crc", 0x73ACF77C, 53), ("magic", 0, 57),
         ("attributes", 0, 58), ("key_length", -1, 59), ("value_length", 11, 63), ("value", b"hello world", 67)]
     assert msg.child("crc").notes == ["crc valid (0x73acf77c)"]
-    assert (ctx.crc_valid, ctx.crc_invalid, ctx.malformed) == (1, 0, 0)
+    assert (ctx.counts.crc_valid, ctx.counts.crc_invalid, ctx.counts.malformed) == (1, 0, 0)
     assert not tree.any_malformed()
 
 
@@ -754,9 +754,9 @@ def test_capture_decoded_and_paired_by_order(captures: dict[str, Path]) -> None:
     assert leaves == [b"hello legacy", b"second v0", b"plain v1", b"gz-a", b"gz-b", b"gz-c",
                       b"sn-0", b"sn-1", b"sn-2", b"sn-3"]
     # CRCs: every message checked, the one corrupt message (twice on the wire) flagged
-    assert ctx.crc_invalid == 2
-    assert ctx.crc_valid == 2 + 4 + 5 + 12 + (1 + 5) + (1 + 5)   # wrappers and inner messages alike
-    assert ctx.malformed == 0
+    assert ctx.counts.crc_invalid == 2
+    assert ctx.counts.crc_valid == 2 + 4 + 5 + 12 + (1 + 5) + (1 + 5)   # wrappers and inner messages alike
+    assert ctx.counts.malformed == 0
 
 
 def test_capture_mixed_connections_detected(captures: dict[str, Path]) -> None:

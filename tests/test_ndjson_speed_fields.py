@@ -86,7 +86,7 @@ def test_struct_with_annotated_fields_cut_short_keeps_what_fits() -> None:
     f, _ = decode_struct(fields, 0, False, struct.pack(">hb", 1, 0), 0, 3, ctx, "s", "S")
     kids = f.children or []
     assert [(c.name, c.value) for c in kids] == [("error_code", 1), ("api_key", None)]
-    assert kids[1].is_malformed and ctx.malformed == 1
+    assert kids[1].is_malformed and ctx.counts.malformed == 1
 
 
 def _describe_general(b: bytes) -> list[str]:

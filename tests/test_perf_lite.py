@@ -92,7 +92,7 @@ def test_lean_tree_marks_malformed_like_full() -> None:
     c1, c2 = DecodeContext(), DecodeContext()
     kafka.decode_response(frame, 0, 9, c1)
     lean_response(frame, 0, 9, c2)
-    assert c1.malformed == c2.malformed == 1
+    assert c1.counts.malformed == c2.counts.malformed == 1
 
 
 def test_fastjson_matches_json_module() -> None:

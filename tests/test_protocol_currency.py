@@ -106,7 +106,7 @@ def test_snaplen_96_summary_counts_cuts_not_malformed() -> None:
     assert "malformed" not in text
     # the lean decoding of stats counts them the same way
     lean = pipeline.Run(str(shared_captures() / "snap96_rdkafka_tansu.pcap"), pipeline.Options(decode="lite"))
-    assert len(list(lean)) == 22 and (lean.ctx.cut, lean.ctx.malformed) == (41, 0)
+    assert len(list(lean)) == 22 and (lean.ctx.counts.cut, lean.ctx.counts.malformed) == (41, 0)
 
 
 def _cut(frame: bytes, keep: int) -> tuple[bytes, int]:
@@ -124,17 +124,17 @@ def test_crafted_api_versions_v2_response_cut_keeps_whole_entries_and_the_partia
     keys = at(tree, "body/api_keys")
     assert keys.value == 4 and [e.get("api_key") for e in keys.children] == [0, 1, 3]
     assert [c.name for c in keys.children[2].children] == ["api_key"]
-    assert (ctx.malformed, ctx.cut) == (0, 1) and tree.notes[0].startswith("cut by the capture: 25 of 38")
+    assert (ctx.counts.malformed, ctx.counts.cut) == (0, 1) and tree.notes[0].startswith("cut by the capture: 25 of 38")
     # the same bytes as a whole frame are malformed: the count exceeds the bytes there are
     ctx = DecodeContext()
     tree = kafka.decode_response(data, 18, 2, ctx)
-    assert ctx.malformed == 1 and [n for f in tree.walk() for n in f.notes or () if n.startswith("malformed")] == [
+    assert ctx.counts.malformed == 1 and [n for f in tree.walk() for n in f.notes or () if n.startswith("malformed")] == [
         "malformed: array count 4 exceeds the 15 bytes left"]
     # a count beyond even the declared size stays malformed in a cut frame
     bad = struct.pack(">i", 5) + struct.pack(">hi", 0, 1000) + struct.pack(">hhh", 0, 0, 9)
     ctx = DecodeContext()
     tree = kafka.decode_response(bad, 18, 2, ctx, len(bad) + 10)
-    assert ctx.malformed == 1 and ctx.cut == 1
+    assert ctx.counts.malformed == 1 and ctx.counts.cut == 1
 
 
 def test_crafted_cut_strings_bytes_records_and_header() -> None:
@@ -148,19 +148,19 @@ def test_crafted_cut_strings_bytes_records_and_header() -> None:
     data, size = _cut(frame, len(frame) - 20)
     tree = kafka.decode_request(data, ctx, size)
     t0 = at(tree, "body/topic_data").children[0]
-    assert t0.get("name") == "orders" and (ctx.malformed, ctx.cut) == (0, 1)
+    assert t0.get("name") == "orders" and (ctx.counts.malformed, ctx.counts.cut) == (0, 1)
     rec = t0.child("partition_data").children[0].child("records")
     assert rec.offset + rec.length == len(data)
     # cut inside the client_id: the part captured, no malformed note
     ctx = DecodeContext()
     data, size = _cut(frame, 14)
     tree = kafka.decode_request(data, ctx, size)
-    assert at(tree, "header/client_id").value == "prod" and (ctx.malformed, ctx.cut) == (0, 1)
+    assert at(tree, "header/client_id").value == "prod" and (ctx.counts.malformed, ctx.counts.cut) == (0, 1)
     # cut inside a string of the body
     ctx = DecodeContext()
     data, size = _cut(frame, 20 + 2 + 2 + 4 + 4 + 2 + 3)     # header, transactional_id ... 'ord'
     tree = kafka.decode_request(data, ctx, size)
-    assert at(tree, "body/topic_data").children[0].get("name") == "ord" and ctx.malformed == 0
+    assert at(tree, "body/topic_data").children[0].get("name") == "ord" and ctx.counts.malformed == 0
 
 
 def _record_batch() -> bytes:
@@ -253,7 +253,7 @@ def test_stats_lean_decoding_keeps_such_bodies_raw_too(tmp_path: Path) -> None:
     exs = list(run)
     shutdown = next(e for e in exs if e.api_key == 7)
     assert shutdown.error_codes == [] and at(shutdown.response_tree, "body").type == "bytes"
-    assert run.ctx.malformed == 0 and [e.status for e in exs] == ["ok"] * 4
+    assert run.ctx.counts.malformed == 0 and [e.status for e in exs] == ["ok"] * 4
 
 
 def test_without_the_handshake_the_first_boundary_is_unknown(tmp_path: Path) -> None:
@@ -286,7 +286,7 @@ def test_a_version_just_above_the_newest_is_decoded_with_the_newest_layout() -> 
     assert body.type == "bytes" and body.value == v4_body[:-1] + b"abc\x00"
     assert body.notes == ["version 5 is newer than the newest known (4) and the v4 layout does not fit: "
                           "body kept as raw bytes"]
-    assert ctx.malformed == 0 and ctx.trailing == 0
+    assert ctx.counts.malformed == 0 and ctx.counts.trailing == 0
     # the response the same way: v4's layout fits (throttle_time_ms, error_code, tags)
     tree = kafka.decode_response(struct.pack(">i", 1) + b"\x00" + struct.pack(">ih", 0, 27) + b"\x00", 12, 5, ctx)
     assert at(tree, "body").get("error_code") == 27 and kafka.error_codes(tree) == ["REBALANCE_IN_PROGRESS"]
@@ -308,11 +308,11 @@ def test_api_versions_v5_request_names_cluster_and_node() -> None:
     tree = kafka.decode_request(_flexible_request(18, 5, 1, "cli", body)[4:], ctx)
     assert _body(tree) == [("client_software_name", "kafka-python"), ("client_software_version", "3.0.12"),
                            ("cluster_id", "clusterid"), ("node_id", 3), ("tagged_fields", 0)]
-    assert at(tree, "body").notes is None and ctx.malformed == 0
+    assert at(tree, "body").notes is None and ctx.counts.malformed == 0
     # unknown to the client: a null cluster id, node -1
     tree = kafka.decode_request(_flexible_request(18, 5, 1, "cli", b"\x02a\x02b\x00" + struct.pack(">i", -1)
                                                   + b"\x00")[4:], ctx)
-    assert _body(tree)[2:4] == [("cluster_id", None), ("node_id", -1)] and ctx.malformed == 0
+    assert _body(tree)[2:4] == [("cluster_id", None), ("node_id", -1)] and ctx.counts.malformed == 0
 
 
 def test_txn_offset_commit_v6_names_topics_by_id_and_the_renamed_epoch() -> None:
@@ -326,16 +326,16 @@ def test_txn_offset_commit_v6_names_topics_by_id_and_the_renamed_epoch() -> None
     topic = body.child("topics").children[0]
     assert [c.name for c in topic.children] == ["topic_id", "partitions", "tagged_fields"]
     assert topic.get("topic_id") == "01020304-0506-0708-090a-0b0c0d0e0f10"
-    assert topic.child("partitions").children[0].get("committed_offset") == 5 and ctx.malformed == 0
+    assert topic.child("partitions").children[0].get("committed_offset") == 5 and ctx.counts.malformed == 0
     # v5 still names the topic
     tree = kafka.decode_request(_flexible_request(28, 5, 1, "cli", head + b"\x07orders" + partition)[4:], ctx)
-    assert at(tree, "body").child("topics").children[0].get("name") == "orders" and ctx.malformed == 0
+    assert at(tree, "body").child("topics").children[0].get("name") == "orders" and ctx.counts.malformed == 0
     # the response the same way
     resp = struct.pack(">i", 1) + b"\x00" + struct.pack(">i", 0) + b"\x02" + TOPIC_ID + b"\x02" + \
         struct.pack(">ih", 0, 0) + b"\x00\x00\x00"
     tree = kafka.decode_response(resp, 28, 6, ctx)
     topic = at(tree, "body").child("topics").children[0]
-    assert topic.get("topic_id") == "01020304-0506-0708-090a-0b0c0d0e0f10" and ctx.malformed == 0
+    assert topic.get("topic_id") == "01020304-0506-0708-090a-0b0c0d0e0f10" and ctx.counts.malformed == 0
     assert topic.child("partitions").children[0].child("error_code").notes == ["NONE"]
 
 
@@ -352,7 +352,7 @@ def test_streams_group_heartbeat_v1_response_and_v0_legacy_lag() -> None:
     b0 = dict(_body(kafka.decode_response(struct.pack(">i", 1) + b"\x00" + v0, 88, 0, ctx)))
     assert (b0["acceptable_recovery_lag_legacy"], b0["task_offset_interval_ms"]) == (1000, 3)
     assert "acceptable_recovery_lag" not in b0 and "topology_description_required" not in b0
-    assert ctx.malformed == 0 and ctx.trailing == 0
+    assert ctx.counts.malformed == 0 and ctx.counts.trailing == 0
 
 
 def _cstr(s: str | None) -> bytes:
@@ -379,7 +379,7 @@ def test_delete_groups_v3_response_says_why_a_group_was_not_deleted() -> None:
     assert [[(c.name, c.value) for c in r.children] for r in results] == [
         [("group_id", "g"), ("error_code", 68), ("error_message", "nope"), ("tagged_fields", 0)],
         [("group_id", "h"), ("error_code", 0), ("error_message", None), ("tagged_fields", 0)]]
-    assert kafka.error_codes(tree) == ["NON_EMPTY_GROUP"] and ctx.malformed == 0 and ctx.trailing == 0
+    assert kafka.error_codes(tree) == ["NON_EMPTY_GROUP"] and ctx.counts.malformed == 0 and ctx.counts.trailing == 0
     # v2 has no message: the same results without it
     v2 = (struct.pack(">i", 7) + b"\x03" + _cstr("g") + struct.pack(">h", 68) + b"\x00"
           + _cstr("h") + struct.pack(">h", 0) + b"\x00" + b"\x00")
@@ -390,7 +390,7 @@ def test_delete_groups_v3_response_says_why_a_group_was_not_deleted() -> None:
     tree = kafka.decode_request(_flexible_request(42, 3, 1, "cli", b"\x03\x02g\x02h\x00")[4:], ctx)
     assert _body(tree) == [("groups_names", 2), ("tagged_fields", 0)]
     assert [c.value for c in at(tree, "body").child("groups_names").children] == ["g", "h"]
-    assert ctx.malformed == 0 and ctx.trailing == 0
+    assert ctx.counts.malformed == 0 and ctx.counts.trailing == 0
 
 
 def test_streams_group_describe_v1_request_asks_for_the_topology_description() -> None:
@@ -402,7 +402,7 @@ def test_streams_group_describe_v1_request_asks_for_the_topology_description() -
                            ("include_topology_description", True), ("tagged_fields", 0)]
     tree = kafka.decode_request(_flexible_request(89, 0, 1, "cli", b"\x02\x04app\x01\x00")[4:], ctx)
     assert _body(tree) == [("group_ids", 1), ("include_authorized_operations", True), ("tagged_fields", 0)]
-    assert ctx.malformed == 0 and ctx.trailing == 0
+    assert ctx.counts.malformed == 0 and ctx.counts.trailing == 0
 
 
 def _node(name: str, node_type: int, sources: tuple[str, ...] = (), sink: str | None = None,
@@ -429,7 +429,7 @@ def test_streams_group_describe_v1_response_carries_the_topology_description_and
     ctx = DecodeContext()
     tree = kafka.decode_response(struct.pack(">i", 1) + b"\x00" + body, 89, 1, ctx)
     assert at(tree, "body").type == "StreamsGroupDescribeResponse v1"
-    assert ctx.malformed == 0 and ctx.trailing == 0
+    assert ctx.counts.malformed == 0 and ctx.counts.trailing == 0
     app, bob = at(tree, "body/groups").children
     assert [c.name for c in app.children][-5:] == [
         "authorized_operations", "topology_description", "topology_description_status", "assignor_name",
@@ -461,4 +461,4 @@ def test_streams_group_describe_v1_response_carries_the_topology_description_and
     tree = kafka.decode_response(struct.pack(">i", 1) + b"\x00" + v0, 89, 0, ctx)
     assert [c.name for c in at(tree, "body/groups").children[0].children][-2:] == [
         "authorized_operations", "tagged_fields"]
-    assert ctx.malformed == 0 and ctx.trailing == 0
+    assert ctx.counts.malformed == 0 and ctx.counts.trailing == 0

@@ -11,7 +11,7 @@ from analyzer.commands.options import summary_text
 from analyzer.pipeline import Options, Run
 from analyzer.sinks.output import summary_line
 from dissectors import kafka
-from dissectors.context import DecodeContext
+from dissectors.context import DecodeContext, Limits
 from dissectors.kafka import NESTED_PAYLOAD_APIS
 from tests.conftest import SAMPLES, SHARED_CAPTURES, capture_paths
 from tests.lean import damaged_capture, figures, lean_request
@@ -21,7 +21,7 @@ from tests.pcapgen import TcpFlow, write_pcap
 def summary_output(path: Path, decode: str, **limits: int) -> list[str]:
     """What `read` prints: a line per exchange, then the closing summary (``limits``: the
     DecodeContext's)."""
-    run = Run(str(path), Options(decode=decode), DecodeContext(**limits))
+    run = Run(str(path), Options(decode=decode), DecodeContext(Limits(**limits)))
     lines: list[str] = []
     t0 = None
     for ex in run:
@@ -97,13 +97,13 @@ def test_the_lean_mode_leaves_bad_consumer_payloads_to_full_trees(tmp_path: Path
     header = 2 + 2 + 4 + 2 + 1          # (its header: key, version, id, "c")
     ctx = DecodeContext()
     assert figures(ctx).request(req[4:], header) is None         # the full decoder's
-    assert lean_request(req[4:], header, ctx).any_malformed() and ctx.malformed == 1
+    assert lean_request(req[4:], header, ctx).any_malformed() and ctx.counts.malformed == 1
     for ptype, metadata in (("consumer", good), ("other", bad), ("other", good)):
         frame = join(ptype, metadata)[4:]
         got = figures(ctx).request(frame, header)
         assert got is not None and got[1][0] == 0, (ptype, metadata)
         full_ctx = DecodeContext()
-        assert not kafka.decode_request(frame, full_ctx).any_malformed() and full_ctx.malformed == 0
+        assert not kafka.decode_request(frame, full_ctx).any_malformed() and full_ctx.counts.malformed == 0
 
 
 # filters of each kind: on the exchange's fields, on shorthands and on tree paths (which

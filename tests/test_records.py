@@ -17,7 +17,7 @@ import pytest
 import zstandard
 from crc32c import crc32c
 
-from dissectors.context import DecodeContext
+from dissectors.context import DecodeContext, Limits, Presentation
 from dissectors.field import Field
 from dissectors.records import decode_records, iter_records
 from dissectors.values import describe_value, display_value
@@ -52,20 +52,20 @@ def expected(i: int, magic: int, offset: int = 0):
 
 
 def decode(raw: bytes, ctx: DecodeContext | None = None, start: int = 0, end: int | None = None) -> Field:
-    """The records field of ``raw[start:end]``: the full decode, or with ``ctx.decode_records``
+    """The records field of ``raw[start:end]``: the full decode, or with ``ctx.presentation.decode_records``
     off the lean summary `stats` reads, which is the core's (core/src/records.rs) made a
     Field here as the core's lean trees carry it."""
     ctx = ctx or DecodeContext()
     end = len(raw) if end is None else end
-    if ctx.decode_records:
+    if ctx.presentation.decode_records:
         return decode_records(raw, start, end, ctx)
     (records, codec, crc_ok, truncated, valid, invalid, malformed, notes,
-     limits) = probes.probe_records_summary(raw, start, end, ctx.max_array_len, ctx.max_decompressed)
-    ctx.crc_valid += valid
-    ctx.crc_invalid += invalid
-    ctx.malformed += malformed
+     limits) = probes.probe_records_summary(raw, start, end, ctx.limits.max_array_len, ctx.limits.max_decompressed)
+    ctx.counts.crc_valid += valid
+    ctx.counts.crc_invalid += invalid
+    ctx.counts.malformed += malformed
     for name in limits:
-        ctx.hit_limit(name)
+        ctx.counts.hit_limit(name)
     end = min(end, len(raw))
     return Field("records", "records", records, start, end - start, None, notes or None,
                  {"records": records, "bytes": end - start, "codec": codec, "crc_ok": crc_ok, "truncated": truncated})
@@ -91,13 +91,13 @@ def test_kafka_python_batches(magic: int, codec: int) -> None:
         assert (r.offset, r.timestamp, r.key, r.value, r.headers) == (off, ts, key, value, hdrs), i
         assert r.magic == magic
     if magic == 2:
-        assert ctx.crc_valid == 1
+        assert ctx.counts.crc_valid == 1
         assert ex["batches"] == [{"producer_id": -1, "producer_epoch": -1, "base_sequence": -1, "record_count": 12,
                                   "base_offset": 0, "is_transactional": False, "is_control": False}]
     else:
-        assert ctx.crc_valid == (12 if codec == 0 else 13)  # inner messages and the wrapper
+        assert ctx.counts.crc_valid == (12 if codec == 0 else 13)  # inner messages and the wrapper
         assert ex["batches"] == []
-    assert ctx.crc_invalid == 0 and ctx.malformed == 0
+    assert ctx.counts.crc_invalid == 0 and ctx.counts.malformed == 0
 
 
 def _leaves(f: Field):
@@ -166,7 +166,7 @@ def test_v1_wrapper_offsets_made_absolute_and_log_append_time() -> None:
     ctx = DecodeContext()
     f = decode(bytes(raw), ctx)
     assert [r.timestamp for r in iter_records(f)] == [T0 + 99_000] * 5
-    assert ctx.crc_invalid == 0
+    assert ctx.counts.crc_invalid == 0
 
 
 def test_v0_inner_offsets_as_written() -> None:
@@ -196,7 +196,7 @@ def test_control_batch(ctype: int, name: str) -> None:
     raw = bytes(b.build())
     ctx = DecodeContext()
     f = decode(raw, ctx)
-    assert f.value == 1 and ctx.crc_valid == 1 and not f.any_malformed()
+    assert f.value == 1 and ctx.counts.crc_valid == 1 and not f.any_malformed()
     assert f.extra["batches"][0]["is_control"] is True
     rec = f.children[0].child("records").children[0]
     key = rec.child("key")
@@ -215,13 +215,13 @@ def test_corrupted_crc_v2_and_legacy() -> None:
     want = crc32c(bytes(raw[21:]))
     stored = struct.unpack(">I", raw[17:21])[0]
     assert f.children[0].child("crc").notes == [f"crc INVALID (0x{stored:08x}), computed 0x{want:08x}"]
-    assert (ctx.crc_invalid, ctx.crc_valid) == (1, 0) and f.extra["crc_ok"] is False
+    assert (ctx.counts.crc_invalid, ctx.counts.crc_valid) == (1, 0) and f.extra["crc_ok"] is False
     assert f.value == 3  # still decoded
     raw = bytearray(build(1, 0, n=3))
     raw[-1] ^= 0x40
     ctx = DecodeContext()
     f = decode(bytes(raw), ctx)
-    assert (ctx.crc_invalid, ctx.crc_valid) == (1, 2) and f.extra["crc_ok"] is False
+    assert (ctx.counts.crc_invalid, ctx.counts.crc_valid) == (1, 2) and f.extra["crc_ok"] is False
     last = f.children[-1]
     assert last.child("crc").notes[0].startswith(f"crc INVALID (0x{last.get('crc'):08x}), computed 0x")
     # an inner message corrupted inside a compressed wrapper (wrapper CRC recomputed)
@@ -232,7 +232,7 @@ def test_corrupted_crc_v2_and_legacy() -> None:
     msg = struct.pack(">qiI", 2, len(wrapper) + 4, zlib.crc32(wrapper)) + wrapper
     ctx = DecodeContext()
     f = decode(msg, ctx)
-    assert f.value == 3 and (ctx.crc_invalid, ctx.crc_valid) == (1, 3) and f.extra["codec"] == "snappy"
+    assert f.value == 3 and (ctx.counts.crc_invalid, ctx.counts.crc_valid) == (1, 3) and f.extra["codec"] == "snappy"
 
 
 def _v2_with_payload(payload: bytes, codec: int, count: int = 1) -> bytes:
@@ -259,9 +259,9 @@ def test_decompression_bomb(bombs: dict[str, bytes], codec: str) -> None:
     f = decode(raw, ctx)
     recs = f.children[0].child("records")
     assert "decompressed size limit 67108864 hit" in recs.notes
-    assert ctx.limits_hit == {"max_decompressed": 1}
+    assert ctx.counts.limits_hit == {"max_decompressed": 1}
     assert f.value == 1000  # the batch header's count, as sent
-    ctx = DecodeContext(max_decompressed=MIB)
+    ctx = DecodeContext(Limits(max_decompressed=MIB))
     f = decode(raw, ctx)
     assert f"decompressed size limit {MIB} hit" in f.children[0].child("records").notes
 
@@ -276,7 +276,7 @@ def test_legacy_bomb_and_nesting_bounded() -> None:
     ctx = DecodeContext()
     f = decode(payload, ctx)
     assert any("nested more than 2 deep" in n for x in f.walk() for n in x.notes or ())
-    assert ctx.malformed >= 1
+    assert ctx.counts.malformed >= 1
 
 
 def _batches() -> tuple[bytes, list[int], list[int]]:
@@ -298,7 +298,7 @@ def test_batch_cut_at_every_byte() -> None:
         assert f.value == sum(counts[i] for i in complete), k
         at_boundary = k == 0 or k in ends
         assert f.extra["truncated"] is (not at_boundary), k
-        assert ctx.malformed == 0 and not f.any_malformed(), k
+        assert ctx.counts.malformed == 0 and not f.any_malformed(), k
         if not at_boundary:
             last = f.children[-1]
             assert last.name == "truncated_batch"
@@ -350,13 +350,13 @@ def test_mixed_codecs_and_malformed_count() -> None:
     struct.pack_into(">I", bad, 17, crc32c(bytes(bad[21:])))
     ctx = DecodeContext()
     f = decode(bytes(bad), ctx)
-    assert ctx.malformed == 1 and f.children[0].child("records").is_malformed
+    assert ctx.counts.malformed == 1 and f.children[0].child("records").is_malformed
     # unknown magic stops the set
     bad = bytearray(good)
     bad[16] = 7
     ctx = DecodeContext()
     f = decode(bytes(bad), ctx)
-    assert f.value == 0 and ctx.malformed == 1 and "malformed: unknown magic 7" in f.children[0].notes
+    assert f.value == 0 and ctx.counts.malformed == 1 and "malformed: unknown magic 7" in f.children[0].notes
 
 
 def test_raw_snappy_and_xerial_in_batches() -> None:
@@ -382,12 +382,12 @@ def test_old_lz4_framing_in_magic0() -> None:
 
 def test_decode_records_off_counts_only() -> None:
     raw = build(2, 1, n=7) + build(2, 0, n=3)
-    ctx = DecodeContext(decode_records=False)
+    ctx = DecodeContext(presentation=Presentation(decode_records=False))
     f = decode(raw, ctx)
     # the lean summary: one Field, no children, what `stats` reads in extra
     assert f.value == 10 and f.children is None and f.notes is None
     assert f.extra == {"records": 10, "bytes": len(raw), "codec": "mixed", "crc_ok": True, "truncated": False}
-    assert (ctx.crc_valid, ctx.crc_invalid, ctx.malformed) == (2, 0, 0)
+    assert (ctx.counts.crc_valid, ctx.counts.crc_invalid, ctx.counts.malformed) == (2, 0, 0)
 
 
 def test_values() -> None:
@@ -668,17 +668,17 @@ def test_capture_transactions_and_control_batches() -> None:
 
 def test_limit_cut_is_a_note_not_malformed() -> None:
     raw = build(2, 1, n=200)
-    ctx = DecodeContext(max_decompressed=5000)
+    ctx = DecodeContext(Limits(max_decompressed=5000))
     f = decode(raw, ctx)
     recs = f.children[0].child("records")
     assert "decompressed size limit 5000 hit" in recs.notes
-    assert recs.children[-1].name == "truncated_record" and ctx.malformed == 0
-    assert 0 < len(iter_records(f)) < 200 and f.value == 200 and ctx.limits_hit == {"max_decompressed": 1}
+    assert recs.children[-1].name == "truncated_record" and ctx.counts.malformed == 0
+    assert 0 < len(iter_records(f)) < 200 and f.value == 200 and ctx.counts.limits_hit == {"max_decompressed": 1}
     raw = build(1, 1, n=200)
-    ctx = DecodeContext(max_decompressed=5000)
+    ctx = DecodeContext(Limits(max_decompressed=5000))
     f = decode(raw, ctx)
     value = f.children[0].child("value")
-    assert "decompressed size limit 5000 hit" in value.notes and ctx.malformed == 0
+    assert "decompressed size limit 5000 hit" in value.notes and ctx.counts.malformed == 0
     assert value.children[-1].name == "truncated_message"
     assert 0 < len(iter_records(f)) < 200 and f.value == len(iter_records(f))
 
@@ -703,10 +703,11 @@ def _lean_vs_full(raw: bytes, max_decompressed: int = 64 * MIB) -> tuple:
     """(summary, counters) of the full and the lean decode of the same bytes."""
     out = []
     for on in (True, False):
-        ctx = DecodeContext(decode_records=on, max_decompressed=max_decompressed)
+        ctx = DecodeContext(Limits(max_decompressed=max_decompressed), Presentation(decode_records=on))
         f = decode(raw, ctx)
         ex = {k: f.extra[k] for k in LEAN_KEYS}
-        out.append((f.value, ex, ctx.malformed, ctx.crc_valid, ctx.crc_invalid, dict(ctx.limits_hit)))
+        c = ctx.counts
+        out.append((f.value, ex, c.malformed, c.crc_valid, c.crc_invalid, dict(c.limits_hit)))
     return out[0], out[1]
 
 
@@ -741,10 +742,10 @@ def _damaged(summary: tuple) -> bool:
 
 
 def test_lean_legacy_counts_inner_messages() -> None:
-    ctx = DecodeContext(decode_records=False)
+    ctx = DecodeContext(presentation=Presentation(decode_records=False))
     f = decode(build(1, 1, n=4) + build(0, 0, n=2, offset=4), ctx)
     assert f.value == 6 and f.children is None and f.extra["codec"] == "mixed"
-    assert ctx.crc_valid == 1 + 4 + 1 + 1 and ctx.malformed == 0
+    assert ctx.counts.crc_valid == 1 + 4 + 1 + 1 and ctx.counts.malformed == 0
 
 
 def test_lean_marks_on_the_records_field() -> None:
@@ -753,52 +754,53 @@ def test_lean_marks_on_the_records_field() -> None:
     a, b = build(2, 0, n=7), build(2, 1, n=3, offset=7)
 
     def lean(raw: bytes, **kw) -> tuple[Field, DecodeContext]:
-        ctx = DecodeContext(decode_records=False, **kw)
+        ctx = DecodeContext(Limits(**kw), Presentation(decode_records=False))
         f = decode(raw, ctx)
-        full_ctx = DecodeContext(**kw)
+        full_ctx = DecodeContext(Limits(**kw))
         full = decode(raw, full_ctx)
-        assert (f.value, ctx.malformed, ctx.crc_valid, ctx.crc_invalid, ctx.limits_hit) == \
-            (full.value, full_ctx.malformed, full_ctx.crc_valid, full_ctx.crc_invalid, full_ctx.limits_hit)
+        c, fc = ctx.counts, full_ctx.counts
+        assert (f.value, c.malformed, c.crc_valid, c.crc_invalid, c.limits_hit) == \
+            (full.value, fc.malformed, fc.crc_valid, fc.crc_invalid, fc.limits_hit)
         return f, ctx
 
     bad_crc = bytearray(a)
     bad_crc[-1] ^= 1
     f, ctx = lean(bytes(bad_crc) + b)
-    assert f.value == 10 and f.extra["crc_ok"] is False and (ctx.crc_valid, ctx.crc_invalid) == (1, 1)
+    assert f.value == 10 and f.extra["crc_ok"] is False and (ctx.counts.crc_valid, ctx.counts.crc_invalid) == (1, 1)
     stored = struct.unpack(">I", bad_crc[17:21])[0]
-    assert f.notes[0].startswith(f"[0]: crc INVALID (0x{stored:08x}), computed 0x") and ctx.malformed == 0
+    assert f.notes[0].startswith(f"[0]: crc INVALID (0x{stored:08x}), computed 0x") and ctx.counts.malformed == 0
     f, ctx = lean(a + b + b[:30])
-    assert f.value == 10 and f.extra["truncated"] is True and ctx.malformed == 0 and f.notes is None
+    assert f.value == 10 and f.extra["truncated"] is True and ctx.counts.malformed == 0 and f.notes is None
     # a records_count over the limit: the records up to the limit are walked and counted,
     # the bytes after them marked
     f, ctx = lean(a + b, max_array_len=5)
-    assert f.value == 8 and ctx.limits_hit == {"max_array_len": 1}
-    assert f.notes[0] == "malformed: [0]: records_count 7 over the limit 5" and ctx.malformed == 2
+    assert f.value == 8 and ctx.counts.limits_hit == {"max_array_len": 1}
+    assert f.notes[0] == "malformed: [0]: records_count 7 over the limit 5" and ctx.counts.malformed == 2
     assert f.notes[1].startswith("malformed: [0]: ") and f.notes[1].endswith(" bytes after the last record")
     short = bytearray(a)
     struct.pack_into(">i", short, 8, 40)
     f, ctx = lean(bytes(short[:52]) + b)
-    assert f.value == 3 and ctx.malformed == 1 and f.extra["codec"] == "gzip"
+    assert f.value == 3 and ctx.counts.malformed == 1 and f.extra["codec"] == "gzip"
     assert f.notes == ["malformed: [0]: batch_length 40 shorter than the 49-byte v2 header"]
     unknown = bytearray(b)
     unknown[16] = 3
     f, ctx = lean(a + bytes(unknown))
-    assert f.value == 7 and f.notes == ["malformed: [1]: unknown magic 3"] and ctx.crc_valid == 1
+    assert f.value == 7 and f.notes == ["malformed: [1]: unknown magic 3"] and ctx.counts.crc_valid == 1
     neg = bytearray(b)
     struct.pack_into(">i", neg, 8, -2)
     f, ctx = lean(a + bytes(neg))
     assert f.value == 7 and f.notes == ["malformed: [1]: negative entry size -2"]
-    assert f.extra["truncated"] is False and ctx.malformed == 1
+    assert f.extra["truncated"] is False and ctx.counts.malformed == 1
     many = bytearray(a)
     struct.pack_into(">i", many, 57, 1000)
     f, ctx = lean(bytes(many))
-    assert f.value == 7 and ctx.malformed == 1 and "records_count 1000 exceeds what" in f.notes[-1]
+    assert f.value == 7 and ctx.counts.malformed == 1 and "records_count 1000 exceeds what" in f.notes[-1]
     # bad bytes inside a record of a batch whose CRC is good (a producer's bug): marked, as
     # `read` marks them (the summary used to stop at the batch header)
     inner = bytearray(a)
     inner[61] = 0x02                          # the first record's length: 1, too short for a record
     struct.pack_into(">I", inner, 17, crc32c(bytes(inner[21:])))
     f, ctx = lean(bytes(inner))
-    assert ctx.crc_valid == 1 and ctx.malformed == 2
+    assert ctx.counts.crc_valid == 1 and ctx.counts.malformed == 2
     assert f.notes == ["malformed: [0]: record [0]: record length 1 does not fit the "
                        f"{len(a) - 62} bytes left", "malformed: [0]: records_count 7 but 0 records present"]

@@ -26,7 +26,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from dissectors.context import DecodeContext  # noqa: E402
+from dissectors.context import DecodeContext, Presentation  # noqa: E402
 from dissectors.decoder import decode_body  # noqa: E402
 from dissectors.field import Field  # noqa: E402
 from dissectors.schema import APIS  # noqa: E402
@@ -53,7 +53,7 @@ NAME_ALIASES = {("type_", "type"), ("id_", "id"), ("is_k_raft_controller", "is_k
 
 def _ctx() -> DecodeContext:
     # secrets shown so values compare; records kept as bytes (random bytes are not batches)
-    return DecodeContext(show_secrets=True, decode_records=False)
+    return DecodeContext(presentation=Presentation(show_secrets=True, decode_records=False))
 
 
 def _decode(api_key: int, version: int, request: bool, data: bytes) -> Field:
@@ -61,7 +61,7 @@ def _decode(api_key: int, version: int, request: bool, data: bytes) -> Field:
     body = decode_body(APIS[api_key], version, request, data, 0, len(data), ctx)
     bad = [f for f in body.walk() if f.is_malformed]
     assert not bad, f"malformed: {bad[0]!r}"
-    assert ctx.trailing == 0 and body.length == len(data)
+    assert ctx.counts.trailing == 0 and body.length == len(data)
     return body
 
 

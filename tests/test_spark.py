@@ -32,7 +32,7 @@ from analyzer.sinks.stats import StatsAccumulator, keep_top_for  # noqa: E402
 from analyzer.spark.inputs import JobConfig  # noqa: E402
 from analyzer.spark.job import run_local, run_spark  # noqa: E402
 from analyzer.spark.session import make_session, stop_session  # noqa: E402
-from dissectors.context import DecodeContext  # noqa: E402
+from dissectors.context import DecodeContext, Limits  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = sorted(glob.glob(str(ROOT / "samples" / "*.pcap*")))
@@ -231,7 +231,7 @@ def test_stats_only_uses_lite_decoding_with_the_same_figures(by: tuple[str, ...]
     assert lite_if_enough(JobConfig(by=by)).options.decode == lite + "-check"
     assert lite_if_enough(JobConfig(by=by, with_trees=True)).options.decode == "full"
     assert lite_if_enough(JobConfig(by=by, display_filter="api_key == 0")).options.decode == lite + "-check"
-    assert lite_if_enough(JobConfig(by=by, ctx=DecodeContext(max_depth=3))).options.decode == "full"
+    assert lite_if_enough(JobConfig(by=by, ctx=DecodeContext(Limits(max_depth=3)))).options.decode == "full"
     ref_stats, _findings, _rows = reference(SAMPLES, by)
     res, ex_rows, _parts, _conns = run_local(SAMPLES, cfg)
     assert same_json(res.stats.result(), ref_stats)

@@ -16,7 +16,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 from analyzer.spark.inputs import JobConfig  # noqa: E402
 from analyzer.spark.job import run_local  # noqa: E402
 from analyzer.tables import CONNECTIONS, EXCHANGES, PARTITIONS, TABLES, arrow_schema  # noqa: E402
-from tests.conftest import REPO, SAMPLES  # noqa: E402
+from tests.conftest import REPO, SAMPLES, capture_paths  # noqa: E402
 from tests.pcapgen import TcpFlow, write_pcap  # noqa: E402
 
 CAPTURES = sorted(str(p) for p in Path(SAMPLES).glob("*.pcap*"))
@@ -229,3 +229,62 @@ def test_the_lag_query_gives_stats_consumer_lag(exported: Path) -> None:
         want.update({(path, x["client_id"], x["topic"], x["partition"]): (x["max"], x["last"]) for x in lag})
     assert len(want) >= 20
     assert got == want
+
+
+class _Rows:
+    """A table writer that keeps its rows (``ParquetTable``'s ``add`` and ``add_batch``)."""
+
+    def __init__(self, name: str) -> None:
+        self.schema = arrow_schema({t.name: t for t in TABLES}[name])
+        self.rows: list = []
+        self.python = 0
+
+    def add(self, row: tuple) -> None:
+        self.rows.append(row)
+        self.python += 1
+
+    def add_batch(self, batch: object) -> None:
+        b = pa.record_batch(batch)
+        assert b.schema.equals(self.schema)
+        self.rows += [tuple(r.values()) for r in b.to_pylist()]
+
+
+def _tables(path: str, core: bool) -> tuple[dict[str, _Rows], dict]:
+    from analyzer.commands.export import export_command
+    from analyzer.commands.options import iter_captures
+    from analyzer.runs import Decode
+    from analyzer.tables import write_rows
+
+    kw = {k: v for k, v in export_command.make_context("export", [path, "--out", "x"]).params.items()
+          if k not in ("captures", "out", "overwrite", "trees")}
+    writers = {t.name: _Rows(t.name) for t in TABLES}
+    runs = list(iter_captures((path,), kw, progress=False, decode=Decode.LITE, tables=core))
+    write_rows(iter(runs), writers)   # type: ignore[arg-type]
+    (_, run), = runs
+    return writers, run.summary.to_json(run.ctx)
+
+
+def test_the_cores_rows_are_the_decoders() -> None:
+    """The rows the core builds (Options.tables: Arrow batches, no Exchange objects) are the
+    rows the front makes of its Exchanges, on every capture of the corpus, and the run's
+    summary (statuses, malformed fields, CRC verdicts, limits) counts the same; the core
+    leaves few exchanges to the front (pre-0.8, cut frames, SASL tokens...)."""
+    python = total = 0
+    for path in capture_paths():
+        core, core_summary = _tables(str(path), True)
+        front, front_summary = _tables(str(path), False)
+        for name in core:
+            assert _sorted(core[name].rows) == _sorted(front[name].rows), (path, name)
+        assert core_summary == front_summary, path
+        python += core["exchanges"].python
+        total += len(core["exchanges"].rows)
+    assert total > 200 and python < total / 10, (python, total)
+
+
+def test_a_batch_of_another_schema_is_refused(tmp_path: Path) -> None:
+    from analyzer.tables import ParquetTable
+
+    w = ParquetTable(EXCHANGES, str(tmp_path / "x.parquet"))
+    with pytest.raises(ValueError, match="does not have its schema"):
+        w.add_batch(pa.record_batch({"capture": ["a"]}))
+    w.close()

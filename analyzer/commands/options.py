@@ -7,13 +7,14 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from analyzer.errors import UserError, warn_damaged
-from analyzer.runs import DEFAULT_MAX_DEPTH, Decode, fresh_context, lean_decode
-from dissectors.context import DecodeContext
+from analyzer.runs import Decode, fresh_context, lean_decode
+from dissectors.context import DecodeContext, Limits, Presentation
 
 # (the pipeline is imported when a command runs: `--help` goes without it, and so does
 # `live` until its socket is open)
@@ -86,9 +87,9 @@ CAPTURE_OPTIONS = [
                  help="Larger size prefixes mean the stream is desynchronised."),
     click.option("--max-decompressed", type=Size(), default="64MiB", show_default=True,
                  help="Decompressed-size limit per record batch."),
-    click.option("--max-array-len", type=click.IntRange(min=1), default=1_000_000, show_default=True,
+    click.option("--max-array-len", type=click.IntRange(min=1), default=Limits.max_array_len, show_default=True,
                  help="Largest array element count accepted from the wire."),
-    click.option("--max-depth", type=click.IntRange(min=1), default=DEFAULT_MAX_DEPTH, show_default=True,
+    click.option("--max-depth", type=click.IntRange(min=1), default=Limits.max_depth, show_default=True,
                  help="Deepest nesting of structures decoded from the wire."),
     click.option("--tls-keylog", type=click.Path(dir_okay=False),
                  help="SSLKEYLOGFILE (NSS key log) to decrypt TLS 1.2/1.3 connections and dissect the Kafka inside."),
@@ -141,11 +142,13 @@ def options_from_kwargs(kw: dict[str, Any], decode: Decode = Decode.FULL) -> tup
         tls_keylog=_keylog(g.get("tls_keylog")),
     )
     ctx = DecodeContext(
-        max_frame_size=opts.max_frame_size,
-        max_decompressed=g.get("max_decompressed", 64 * 1024 * 1024),
-        max_array_len=g.get("max_array_len", 1_000_000),
-        max_depth=g.get("max_depth", DEFAULT_MAX_DEPTH),
-        show_secrets=g.get("show_secrets", False),
+        Limits(
+            max_frame_size=opts.max_frame_size,
+            max_decompressed=g.get("max_decompressed", Limits.max_decompressed),
+            max_array_len=g.get("max_array_len", Limits.max_array_len),
+            max_depth=g.get("max_depth", Limits.max_depth),
+        ),
+        Presentation(show_secrets=g.get("show_secrets", False)),
     )
     return opts, ctx
 
@@ -182,8 +185,10 @@ def filter_option(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def iter_captures(paths: tuple[str, ...], kw: dict[str, Any], progress: bool = True,
-                  decode: Decode = Decode.FULL) -> Iterator[tuple[str, Any]]:
-    """(path, Run) for each capture, with the shared options and a decode mode applied.
+                  decode: Decode = Decode.FULL, tables: bool = False) -> Iterator[tuple[str, Any]]:
+    """(path, Run) for each capture, with the shared options and a decode mode applied;
+    ``tables``: the core builds the exchange tables' rows (``Options.tables``, the path the
+    capture's name in them), a lean ``decode``.
     Every path is checked before the first is read (``check_captures``): a missing file or
     one that is not a capture stops the command before it prints anything."""
     from analyzer.pipeline import Run
@@ -192,7 +197,8 @@ def iter_captures(paths: tuple[str, ...], kw: dict[str, Any], progress: bool = T
     options, ctx = options_from_kwargs(kw, decode=decode)
     for path in paths:
         update, close = _progress(progress)
-        run = Run(path, options, fresh_context(ctx), progress=update)
+        run = Run(path, replace(options, tables=path) if tables else options, fresh_context(ctx),
+                  progress=update)
         try:
             yield path, run
         finally:
@@ -357,12 +363,12 @@ def make_folders(out: str, what: str = "") -> None:
 def write_tables(captures: tuple[str, ...], out: str, kw: dict[str, Any], trees: bool = False) -> dict[str, int]:
     """The tables of ``captures`` (read with the shared options ``kw``) as Parquet in
     ``out``'s table folders, made already: each table's rows written."""
-    from analyzer.tables import EXCHANGES, TABLES, ParquetTable, Table, rows_of, with_trees
+    from analyzer.tables import EXCHANGES, TABLES, ParquetTable, Table, with_trees, write_rows
 
     tables: list[Table] = [with_trees(EXCHANGES) if trees else EXCHANGES, *TABLES[1:]]
     writers = {t.name: ParquetTable(t, os.path.join(out, t.name, "part-00000.parquet")) for t in tables}
     decode = Decode.FULL if trees else lean_decode(kw["max_depth"], Decode.LITE)
-    runs = iter_captures(captures, kw, progress=True, decode=decode)
+    runs = iter_captures(captures, kw, progress=True, decode=decode, tables=decode.lean)
     damaged: list[tuple[str, str | None]] = []
 
     def named() -> Any:
@@ -371,8 +377,7 @@ def write_tables(captures: tuple[str, ...], out: str, kw: dict[str, Any], trees:
             damaged.append((path, run.summary.capture_warning))
 
     try:
-        for table, row in rows_of(named(), trees):
-            writers[table].add(row)
+        write_rows(named(), writers, trees)
     finally:
         for w in writers.values():
             w.close()

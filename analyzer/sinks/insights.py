@@ -54,7 +54,7 @@ from typing import Any
 
 from analyzer._core import batch_summaries
 from analyzer.model import Conn, Exchange
-from dissectors.context import DecodeContext
+from dissectors.context import DecodeContext, Presentation
 from dissectors.errors import error_name
 from dissectors.field import Field
 from dissectors.field import body_of as _body
@@ -652,7 +652,7 @@ def group_event(ex: Exchange, conn_name: str, full: bool = True) -> dict[str, An
     if key not in GROUP_MEMBER_APIS:
         return None
     if full or key == CONSUMER_GROUP_HEARTBEAT:
-        qt, rt = ex.full_trees(DecodeContext(decode_records=False))
+        qt, rt = ex.full_trees(DecodeContext(presentation=Presentation(decode_records=False)))
     else:
         qt, rt = ex.request_tree, ex.response_tree
     q, r = _body(qt), _body(rt)
@@ -996,7 +996,7 @@ class CommittedLag:
             return
         if key not in COMMITTED_APIS:
             return
-        qt, rt = ex.full_trees(DecodeContext(decode_records=False))
+        qt, rt = ex.full_trees(DecodeContext(presentation=Presentation(decode_records=False)))
         q, r = _body(qt), _body(rt)
         if q is None or r is None:
             return

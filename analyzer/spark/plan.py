@@ -231,4 +231,4 @@ def lite_if_enough(cfg: JobConfig) -> JobConfig:
     if cfg.options.decode != Decode.FULL or cfg.with_trees:
         return cfg
     lite = Decode.lite(topics=bool({"topic", "partition"} & set(cfg.by)), check=cfg.rules is None or bool(cfg.rules))
-    return replace(cfg, options=replace(cfg.options, decode=lean_decode(cfg.ctx.max_depth, lite)))
+    return replace(cfg, options=replace(cfg.options, decode=lean_decode(cfg.ctx.limits.max_depth, lite)))

@@ -215,9 +215,10 @@ def process_group(gkey: tuple[Any, ...], name: str, feed: Callable[[Pipeline], I
     for f in SUM_FIELDS:
         c["summary"][f] += getattr(s, f)
     c["summary"]["tcp_packets"] += s.packets
+    n = ctx.counts
     for k, got in (("skipped", s.packets_skipped), ("bytes_skipped", s.bytes_skipped), ("exchanges", s.exchanges),
-                   ("notes", s.notes), ("detection", s.detection), ("limits", ctx.limits_hit),
-                   ("counters", dict(zip(DECODE_COUNTERS, (ctx.malformed, ctx.cut, ctx.crc_valid, ctx.crc_invalid),
+                   ("notes", s.notes), ("detection", s.detection), ("limits", n.limits_hit),
+                   ("counters", dict(zip(DECODE_COUNTERS, (n.malformed, n.cut, n.crc_valid, n.crc_invalid),
                                          strict=True)))):
         c[k].update(got)
     g.checker.encrypted(s)

@@ -392,6 +392,20 @@ pub struct FetchRow {
     pub crc_ok: bool,
 }
 
+/// A UUID as text, as Python's `str(uuid.UUID(bytes=u))` writes it.
+pub fn uuid_text(u: &[u8; 16]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(36);
+    for (i, b) in u.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            s.push('-');
+        }
+        s.push(HEX[usize::from(b >> 4)] as char);
+        s.push(HEX[usize::from(b & 15)] as char);
+    }
+    s
+}
+
 // -- the symbol table ------------------------------------------------------------------
 
 /// Every name and type a tree can carry, numbered: the Python side makes each string once.
@@ -1549,7 +1563,7 @@ impl Figures {
     /// the body and of the array, and (topic, topic_id, partition element) in wire order.
     /// None for a tree without a body.
     #[allow(clippy::type_complexity)]
-    fn topic_partitions(
+    pub fn topic_partitions(
         &self,
         t: &Tree,
         array: &str,
@@ -1589,7 +1603,7 @@ impl Figures {
     }
 
     /// A node's name as a symbol's text ("" for an index or a tag).
-    fn name_of<'t>(&'t self, t: &Tree, id: usize) -> &'t str {
+    pub fn name_of<'t>(&'t self, t: &Tree, id: usize) -> &'t str {
         match t.nodes[id].name {
             Name::Sym(i) => self.syms.name(i),
             _ => "",
@@ -1696,6 +1710,11 @@ impl Figures {
             rows.push(row);
         }
         Some((body, responses, rows))
+    }
+
+    /// The name of an API the schema has.
+    pub fn api_name(&self, api_key: i16) -> Option<&str> {
+        self.apis.get(&api_key).map(|a| a.name.as_str())
     }
 
     /// Does the schema know this API key?

@@ -33,6 +33,8 @@ pub mod records;
 pub mod session;
 #[cfg(unix)]
 pub mod split;
+#[cfg(feature = "tables")]
+pub mod table;
 pub mod tcp;
 pub mod wire;
 

@@ -12,7 +12,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use crate::figures::{
-    self, ApiDef, Extra, FetchAsk, FetchRow, FieldDef, Name, Nested, ProduceRow, Tree, Value,
+    self, uuid_text, ApiDef, Extra, FetchAsk, FetchRow, FieldDef, Name, Nested, ProduceRow, Tree,
+    Value,
 };
 use crate::records::BatchHead;
 
@@ -398,17 +399,11 @@ impl Figures {
     }
 }
 
-fn uuid_text(u: &[u8; 16]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(36);
-    for (i, b) in u.iter().enumerate() {
-        if matches!(i, 4 | 6 | 8 | 10) {
-            s.push('-');
-        }
-        s.push(HEX[usize::from(b >> 4)] as char);
-        s.push(HEX[usize::from(b & 15)] as char);
+impl Figures {
+    /// The error names by code it was made with.
+    pub(crate) fn error_table(&self) -> &HashMap<i64, String> {
+        &self.out.error_table
     }
-    s
 }
 
 #[pymethods]

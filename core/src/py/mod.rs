@@ -9,7 +9,7 @@
 //! (5, conn, now, kind, status, header, legacy_type, correlation_id,
 //!     request, response, note, mechanism, client_dir, protocol, last_ts, lean)
 //!                                                                 an exchange
-//! (6, conn, protocol, client_dir, responses_only, any_data, handed, detection)
+//! (6, conn, protocol, client_dir, responses_only, any_data, handed, detection, last_ts)
 //!                                                                 it ended, after its last exchanges
 //! (0, conn, dir, offset, data, ts, index, now, now_ts)           stream bytes          } of a connection
 //! (1, conn, dir, offset, length, ts, index, reason, now, now_ts)  bytes never captured  } handed to the
@@ -26,6 +26,12 @@
 //! `figures=` (`py/figures.rs`), the lean trees of a 0.8+ exchange the schema covers:
 //! `(request tree, its counts, response tree, its counts)` (None for a frame the capture
 //! cut short, which the front decodes in full), else None.
+//!
+//! A `Stream` told to `keep_tables` builds the exchange tables' rows (`table.rs`) of the
+//! exchanges its walk reads to their end, taken as Arrow record batches (`take_tables`,
+//! `py/table.rs`), and hands only the other exchanges as records; an ended connection's
+//! `last_ts` is then its last time as the latest exchange taken told it (None when a record
+//! handed on since told it).
 //!
 //! A connection whose first bytes in a direction are a TLS record is handed to the front:
 //! its stream events come as kinds 0-2, and the front gives the plaintext back
@@ -45,6 +51,7 @@ pub(crate) mod json;
 #[cfg(feature = "probe")]
 mod probe;
 pub(crate) mod quantiles;
+pub(crate) mod table;
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -60,6 +67,7 @@ use crate::net;
 use crate::pair::{Forced, Kind, Out, PairConfig};
 use crate::py::figures::{Figures, Side, Table};
 use crate::session::{Session, SessionConfig};
+use crate::table::TableBuilder;
 use crate::tcp::Config;
 
 create_exception!(
@@ -252,9 +260,29 @@ fn records<'py>(
     py: Python<'py>,
     out: Vec<Out>,
     figures: Option<&Py<Figures>>,
+    mut table: Option<&mut TableBuilder>,
 ) -> PyResult<Bound<'py, PyList>> {
     let mut v: Vec<Bound<'py, PyAny>> = Vec::with_capacity(out.len());
     for o in out {
+        // (a stream that keeps tables takes the rows of the exchanges its walk reads; the
+        // connection's last time such an exchange told goes with its end)
+        let mut last_ts = None;
+        if let Some(tb) = table.as_deref_mut() {
+            match &o {
+                Out::Open(c) => tb.open(c),
+                Out::Update(c) => tb.told(c.id),
+                Out::Exchange(r) => {
+                    if let Some(fig) = figures {
+                        if tb.exchange(&mut fig.borrow_mut(py).inner, r) {
+                            continue;
+                        }
+                    }
+                    tb.told(r.conn);
+                }
+                Out::Closed(c) => last_ts = tb.closed(c.conn),
+                _ => {}
+            }
+        }
         let t = match o {
             Out::Data {
                 conn,
@@ -369,6 +397,7 @@ fn records<'py>(
                 c.any_data,
                 c.handed,
                 c.detection,
+                last_ts,
             )
                 .into_pyobject(py)?
                 .into_any(),
@@ -422,11 +451,17 @@ fn lean<'py>(
 pub struct Stream {
     s: Session,
     figures: Option<Py<Figures>>,
+    table: Option<TableBuilder>,
 }
 
 impl Stream {
     fn drain<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        records(py, self.s.take(), self.figures.as_ref())
+        records(
+            py,
+            self.s.take(),
+            self.figures.as_ref(),
+            self.table.as_mut(),
+        )
     }
 }
 
@@ -484,7 +519,11 @@ impl Stream {
             hand_all,
         })
         .map_err(pyo3::exceptions::PyValueError::new_err)?;
-        Ok(Stream { s, figures })
+        Ok(Stream {
+            s,
+            figures,
+            table: None,
+        })
     }
 
     /// Read up to `max_packets` packets of `cap` through the stages: their events, or None
@@ -625,6 +664,77 @@ impl Stream {
     ) -> PyResult<Bound<'py, PyList>> {
         self.s.expire(now, timeout);
         self.drain(py)
+    }
+
+    /// From now on, build the exchange tables (`table.rs`) of the exchanges the walk reads
+    /// to their end, in the capture named `capture`, and hand only the others as records
+    /// (a stream made with `figures=`).
+    fn keep_tables(&mut self, py: Python<'_>, capture: &str) -> PyResult<()> {
+        let Some(fig) = &self.figures else {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "a stream keeps tables when made with figures=",
+            ));
+        };
+        let names = fig.borrow(py).error_table().clone();
+        self.table = Some(TableBuilder::new(capture, names));
+        Ok(())
+    }
+
+    /// Rows of `exchanges` built and not taken yet (0 without `keep_tables`).
+    #[getter]
+    fn table_rows(&self) -> usize {
+        self.table.as_ref().map_or(0, |t| t.tables.len())
+    }
+
+    /// The rows built since the last call, as two record batches: `exchanges`, `partitions`.
+    fn take_tables(&mut self) -> PyResult<(table::ArrowBatch, table::ArrowBatch)> {
+        let Some(t) = self.table.as_mut() else {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "keep_tables was not called",
+            ));
+        };
+        let (e, p) = t.tables.take();
+        Ok((table::ArrowBatch(e), table::ArrowBatch(p)))
+    }
+
+    /// What the tables took so far, for the run's summary: `statuses` (status -> exchanges),
+    /// and the walks' counts `malformed`, `crc_valid`, `crc_invalid`, `trailing`, `limits`
+    /// (limit -> times hit).
+    #[getter]
+    fn tables_taken<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        let t = self
+            .table
+            .as_ref()
+            .map(|t| t.taken.clone())
+            .unwrap_or_default();
+        let statuses = PyDict::new(py);
+        for (i, name) in [
+            "ok",
+            "unanswered",
+            "no_response_expected",
+            "orphan_response",
+            "malformed",
+        ]
+        .iter()
+        .enumerate()
+        {
+            if t.statuses[i] > 0 {
+                statuses.set_item(name, t.statuses[i])?;
+            }
+        }
+        d.set_item("statuses", statuses)?;
+        d.set_item("malformed", t.malformed)?;
+        d.set_item("crc_valid", t.crc_valid)?;
+        d.set_item("crc_invalid", t.crc_invalid)?;
+        d.set_item("trailing", t.trailing)?;
+        d.set_item(
+            "limits",
+            t.limits
+                .into_iter()
+                .collect::<std::collections::BTreeMap<_, _>>(),
+        )?;
+        Ok(d)
     }
 
     /// The Kafka stages' counts: connections, request_frames, response_frames,
@@ -1055,6 +1165,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<HeaderTable>()?;
     m.add_class::<ConnBatcher>()?;
     m.add_class::<Figures>()?;
+    m.add_class::<table::ArrowBatch>()?;
     m.add_class::<crate::py::quantiles::Quantiles>()?;
     m.add_function(wrap_pyfunction!(crate::py::quantiles::sum_ns, m)?)?;
     m.add("EXACT_LIMIT", crate::quantiles::EXACT_LIMIT)?;

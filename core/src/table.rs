@@ -1,0 +1,801 @@
+//! The exchange tables as Arrow record batches: the rows of `exchanges` and `partitions`
+//! (`analyzer/tables.py` defines them: names, types, nullability, meaning; the Python
+//! side checks every batch's schema against that definition) for the exchanges the core
+//! reads to their end, built while the stream pairs them, without a Python object per
+//! exchange, partition or field.
+//!
+//! [`TableBuilder::exchange`] takes a paired exchange whose frames the lean walk reads
+//! (`figures.rs`: a 0.8+ exchange of an API and version the schema has, neither frame cut
+//! by the capture, no consumer-protocol payload with bad bytes) and appends its rows; any
+//! other exchange it declines, and the stream hands it to the front as a record to decode
+//! (`analyzer/pipeline.py`), whose rows `analyzer/tables.py` makes. What a row holds is
+//! what the front's `Exchange` of the same exchange holds: the status an `ok` exchange
+//! with bad bytes turns `malformed`, the names of its non-zero error codes in wire order,
+//! a Produce's or Fetch's partitions (topic ids named by the Metadata, CreateTopics and
+//! DescribeTopicPartitions answers read before it), an unanswered request's reason. The
+//! counts it adds to a run (statuses, the walks' counters) are kept for the front's summary.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow_array::builder::{
+    BooleanBuilder, Float64Builder, Int32Builder, Int64Builder, ListBuilder, StringBuilder,
+};
+use arrow_array::{ArrayRef, ListArray, RecordBatch, StringArray, StructArray};
+use arrow_buffer::OffsetBuffer;
+use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
+use rustc_hash::FxHashMap;
+
+use crate::figures::{Counts, Figures, Tree, Value};
+use crate::frame::Frame;
+use crate::net::Endpoint;
+use crate::pair::{ExchangeRec, Kind, Status};
+use crate::tcp::Conn;
+
+/// One topic-partition of a Produce or Fetch exchange (`PARTITION` in `analyzer/tables.py`,
+/// and the Fetch offsets the `partitions` table adds).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Part {
+    pub topic: Option<String>,
+    pub partition: Option<i32>,
+    pub records: i64,
+    pub bytes: i64,
+    pub codec: Option<&'static str>,
+    pub crc_ok: bool,
+    pub error: Option<String>,
+    pub fetch_offset: Option<i64>,
+    pub high_watermark: Option<i64>,
+    pub last_stable_offset: Option<i64>,
+}
+
+fn field(name: &str, ty: DataType, nullable: bool) -> Field {
+    Field::new(name, ty, nullable)
+}
+
+/// The struct of a partition, as `exchanges.partitions` holds it.
+fn part_fields() -> Fields {
+    Fields::from(vec![
+        field("topic", DataType::Utf8, true),
+        field("partition", DataType::Int32, true),
+        field("records", DataType::Int64, false),
+        field("bytes", DataType::Int64, false),
+        field("codec", DataType::Utf8, true),
+        field("crc_ok", DataType::Boolean, true),
+        field("error", DataType::Utf8, true),
+    ])
+}
+
+fn list_of(ty: DataType) -> DataType {
+    DataType::List(Arc::new(Field::new("item", ty, true)))
+}
+
+/// The `exchanges` table's schema (`analyzer.tables.EXCHANGES`).
+pub fn exchanges_schema() -> SchemaRef {
+    use DataType::*;
+    Arc::new(Schema::new(vec![
+        field("capture", Utf8, false),
+        field("conn", Int64, false),
+        field("client", Utf8, false),
+        field("broker", Utf8, false),
+        field("protocol", Utf8, false),
+        field("api_key", Int32, true),
+        field("api_name", Utf8, false),
+        field("api_version", Int32, true),
+        field("correlation_id", Int32, true),
+        field("client_id", Utf8, true),
+        field("request_frame", Int64, true),
+        field("response_frame", Int64, true),
+        field("request_time", Float64, true),
+        field("response_time", Float64, true),
+        field("response_first_time", Float64, true),
+        field("latency_ms", Float64, true),
+        field("ttfb_ms", Float64, true),
+        field("request_bytes", Int64, true),
+        field("response_bytes", Int64, true),
+        field("status", Utf8, false),
+        field("error_codes", list_of(Utf8), false),
+        field("partitions", list_of(Struct(part_fields())), false),
+        field("notes", list_of(Utf8), false),
+    ]))
+}
+
+/// The `partitions` table's schema (`analyzer.tables.PARTITIONS`).
+pub fn partitions_schema() -> SchemaRef {
+    use DataType::*;
+    let mut fields = vec![
+        field("capture", Utf8, false),
+        field("conn", Int64, false),
+        field("api_name", Utf8, false),
+        field("api_version", Int32, true),
+        field("correlation_id", Int32, true),
+        field("client_id", Utf8, true),
+        field("request_frame", Int64, true),
+        field("response_frame", Int64, true),
+        field("request_time", Float64, true),
+        field("status", Utf8, false),
+    ];
+    fields.extend(part_fields().iter().map(|f| f.as_ref().clone()));
+    fields.extend([
+        field("fetch_offset", Int64, true),
+        field("high_watermark", Int64, true),
+        field("last_stable_offset", Int64, true),
+    ]);
+    Arc::new(Schema::new(fields))
+}
+
+/// The columns of partitions (a struct's children, or the `partitions` table's columns).
+#[derive(Default)]
+struct PartCols {
+    topic: StringBuilder,
+    partition: Int32Builder,
+    records: Int64Builder,
+    bytes: Int64Builder,
+    codec: StringBuilder,
+    crc_ok: BooleanBuilder,
+    error: StringBuilder,
+}
+
+impl PartCols {
+    fn push(&mut self, p: &Part) {
+        self.topic.append_option(p.topic.as_deref());
+        self.partition.append_option(p.partition);
+        self.records.append_value(p.records);
+        self.bytes.append_value(p.bytes);
+        self.codec.append_option(p.codec);
+        self.crc_ok.append_value(p.crc_ok);
+        self.error.append_option(p.error.as_deref());
+    }
+
+    fn finish(&mut self) -> Vec<ArrayRef> {
+        vec![
+            Arc::new(self.topic.finish()),
+            Arc::new(self.partition.finish()),
+            Arc::new(self.records.finish()),
+            Arc::new(self.bytes.finish()),
+            Arc::new(self.codec.finish()),
+            Arc::new(self.crc_ok.finish()),
+            Arc::new(self.error.finish()),
+        ]
+    }
+}
+
+/// The columns an exchange's row and its partitions' rows share.
+#[derive(Default)]
+struct Key {
+    conn: Int64Builder,
+    api_name: StringBuilder,
+    api_version: Int32Builder,
+    correlation_id: Int32Builder,
+    client_id: StringBuilder,
+    request_frame: Int64Builder,
+    response_frame: Int64Builder,
+    request_time: Float64Builder,
+}
+
+impl Key {
+    fn push(&mut self, r: &Row<'_>) {
+        self.conn.append_value(r.conn as i64);
+        self.api_name.append_value(r.api_name);
+        self.api_version.append_option(r.api_version);
+        self.correlation_id.append_option(r.correlation_id);
+        self.client_id.append_option(r.client_id);
+        self.request_frame
+            .append_option(r.request.map(|f| f.last_index as i64));
+        self.response_frame
+            .append_option(r.response.map(|f| f.last_index as i64));
+        self.request_time
+            .append_option(r.request.map(|f| f.last_ts));
+    }
+}
+
+/// One exchange as its rows read it.
+pub struct Row<'a> {
+    pub conn: u64,
+    pub client: &'a str,
+    pub broker: &'a str,
+    pub protocol: &'a str,
+    pub api_key: Option<i32>,
+    pub api_name: &'a str,
+    pub api_version: Option<i32>,
+    pub correlation_id: Option<i32>,
+    pub client_id: Option<&'a str>,
+    pub request: Option<&'a Frame>,
+    pub response: Option<&'a Frame>,
+    pub status: &'a str,
+    pub error_codes: &'a [String],
+    pub parts: &'a [Part],
+    pub notes: &'a [String],
+}
+
+/// `round(v, 3)` as Python rounds (the nearest of the decimals with three digits, read
+/// back): `exchange_to_json`'s latency figures.
+fn round3(v: f64) -> f64 {
+    format!("{v:.3}").parse().unwrap_or(v)
+}
+
+/// The rows of both tables, appended one exchange at a time, taken as record batches.
+pub struct Tables {
+    capture: String,
+    rows: usize,
+    part_rows: usize,
+    // exchanges
+    key: Key,
+    client: StringBuilder,
+    broker: StringBuilder,
+    protocol: StringBuilder,
+    api_key: Int32Builder,
+    response_time: Float64Builder,
+    response_first_time: Float64Builder,
+    latency_ms: Float64Builder,
+    ttfb_ms: Float64Builder,
+    request_bytes: Int64Builder,
+    response_bytes: Int64Builder,
+    status: StringBuilder,
+    error_codes: ListBuilder<StringBuilder>,
+    parts: PartCols,
+    part_offsets: Vec<i32>,
+    notes: ListBuilder<StringBuilder>,
+    // partitions
+    p_key: Key,
+    p_status: StringBuilder,
+    p_parts: PartCols,
+    fetch_offset: Int64Builder,
+    high_watermark: Int64Builder,
+    last_stable_offset: Int64Builder,
+}
+
+impl Tables {
+    /// Empty tables of the capture named `capture` (its `capture` column).
+    pub fn new(capture: &str) -> Self {
+        Tables {
+            capture: capture.to_string(),
+            rows: 0,
+            part_rows: 0,
+            key: Key::default(),
+            client: StringBuilder::new(),
+            broker: StringBuilder::new(),
+            protocol: StringBuilder::new(),
+            api_key: Int32Builder::new(),
+            response_time: Float64Builder::new(),
+            response_first_time: Float64Builder::new(),
+            latency_ms: Float64Builder::new(),
+            ttfb_ms: Float64Builder::new(),
+            request_bytes: Int64Builder::new(),
+            response_bytes: Int64Builder::new(),
+            status: StringBuilder::new(),
+            error_codes: ListBuilder::new(StringBuilder::new()),
+            parts: PartCols::default(),
+            part_offsets: vec![0],
+            notes: ListBuilder::new(StringBuilder::new()),
+            p_key: Key::default(),
+            p_status: StringBuilder::new(),
+            p_parts: PartCols::default(),
+            fetch_offset: Int64Builder::new(),
+            high_watermark: Int64Builder::new(),
+            last_stable_offset: Int64Builder::new(),
+        }
+    }
+
+    /// Rows of `exchanges` held (not taken yet).
+    pub fn len(&self) -> usize {
+        self.rows
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    /// Append an exchange's row and its partitions' rows.
+    pub fn push(&mut self, r: &Row<'_>) {
+        self.rows += 1;
+        self.key.push(r);
+        self.client.append_value(r.client);
+        self.broker.append_value(r.broker);
+        self.protocol.append_value(r.protocol);
+        self.api_key.append_option(r.api_key);
+        self.response_time
+            .append_option(r.response.map(|f| f.last_ts));
+        self.response_first_time
+            .append_option(r.response.map(|f| f.first_ts));
+        let both = r.request.zip(r.response);
+        self.latency_ms
+            .append_option(both.map(|(q, s)| round3((s.last_ts - q.last_ts) * 1000.0)));
+        self.ttfb_ms
+            .append_option(both.map(|(q, s)| round3((s.first_ts - q.last_ts) * 1000.0)));
+        self.request_bytes
+            .append_option(r.request.map(|f| i64::from(f.size) + 4));
+        self.response_bytes
+            .append_option(r.response.map(|f| i64::from(f.size) + 4));
+        self.status.append_value(r.status);
+        for e in r.error_codes {
+            self.error_codes.values().append_value(e);
+        }
+        self.error_codes.append(true);
+        for n in r.notes {
+            self.notes.values().append_value(n);
+        }
+        self.notes.append(true);
+        for p in r.parts {
+            self.parts.push(p);
+            self.part_rows += 1;
+            self.p_key.push(r);
+            self.p_status.append_value(r.status);
+            self.p_parts.push(p);
+            self.fetch_offset.append_option(p.fetch_offset);
+            self.high_watermark.append_option(p.high_watermark);
+            self.last_stable_offset.append_option(p.last_stable_offset);
+        }
+        let end = self.part_offsets.last().copied().unwrap_or(0) + r.parts.len() as i32;
+        self.part_offsets.push(end);
+    }
+
+    fn captures(&self, n: usize) -> ArrayRef {
+        Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
+            self.capture.as_str(),
+            n,
+        )))
+    }
+
+    /// The rows held as two record batches (`exchanges`, `partitions`), the builders
+    /// emptied.
+    pub fn take(&mut self) -> (RecordBatch, RecordBatch) {
+        let (n, np) = (self.rows, self.part_rows);
+        self.rows = 0;
+        self.part_rows = 0;
+        let parts = StructArray::new(part_fields(), self.parts.finish(), None);
+        let offsets = std::mem::replace(&mut self.part_offsets, vec![0]);
+        let DataType::List(item) = list_of(DataType::Struct(part_fields())) else {
+            unreachable!("a list type")
+        };
+        let partitions = ListArray::new(
+            item,
+            OffsetBuffer::new(offsets.into()),
+            Arc::new(parts),
+            None,
+        );
+        let capture = self.captures(n);
+        let k = &mut self.key;
+        let columns: Vec<ArrayRef> = vec![
+            capture,
+            Arc::new(k.conn.finish()),
+            Arc::new(self.client.finish()),
+            Arc::new(self.broker.finish()),
+            Arc::new(self.protocol.finish()),
+            Arc::new(self.api_key.finish()),
+            Arc::new(k.api_name.finish()),
+            Arc::new(k.api_version.finish()),
+            Arc::new(k.correlation_id.finish()),
+            Arc::new(k.client_id.finish()),
+            Arc::new(k.request_frame.finish()),
+            Arc::new(k.response_frame.finish()),
+            Arc::new(k.request_time.finish()),
+            Arc::new(self.response_time.finish()),
+            Arc::new(self.response_first_time.finish()),
+            Arc::new(self.latency_ms.finish()),
+            Arc::new(self.ttfb_ms.finish()),
+            Arc::new(self.request_bytes.finish()),
+            Arc::new(self.response_bytes.finish()),
+            Arc::new(self.status.finish()),
+            Arc::new(self.error_codes.finish()),
+            Arc::new(partitions),
+            Arc::new(self.notes.finish()),
+        ];
+        let exchanges = RecordBatch::try_new(exchanges_schema(), columns)
+            .expect("the exchanges columns match their schema");
+        let capture = self.captures(np);
+        let k = &mut self.p_key;
+        let mut columns: Vec<ArrayRef> = vec![
+            capture,
+            Arc::new(k.conn.finish()),
+            Arc::new(k.api_name.finish()),
+            Arc::new(k.api_version.finish()),
+            Arc::new(k.correlation_id.finish()),
+            Arc::new(k.client_id.finish()),
+            Arc::new(k.request_frame.finish()),
+            Arc::new(k.response_frame.finish()),
+            Arc::new(k.request_time.finish()),
+            Arc::new(self.p_status.finish()),
+        ];
+        columns.extend(self.p_parts.finish());
+        columns.extend([
+            Arc::new(self.fetch_offset.finish()) as ArrayRef,
+            Arc::new(self.high_watermark.finish()),
+            Arc::new(self.last_stable_offset.finish()),
+        ]);
+        let partitions = RecordBatch::try_new(partitions_schema(), columns)
+            .expect("the partitions columns match their schema");
+        (exchanges, partitions)
+    }
+}
+
+/// An endpoint as the front writes it: `ip:port`, `[ip]:port` for IPv6.
+fn endpoint_text(e: &Endpoint) -> String {
+    match e.0 {
+        std::net::IpAddr::V6(ip) => format!("[{ip}]:{}", e.1),
+        std::net::IpAddr::V4(ip) => format!("{ip}:{}", e.1),
+    }
+}
+
+/// What a table-building stream adds to a run besides rows: the exchanges it took by
+/// status, and its walks' counts (what the front adds to its summary and counters).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Taken {
+    /// by [`Status`]: ok, unanswered, no_response_expected, orphan_response, malformed
+    pub statuses: [u64; 5],
+    pub malformed: u64,
+    pub crc_valid: u64,
+    pub crc_invalid: u64,
+    pub trailing: u64,
+    /// each limit hit, and how often
+    pub limits: Vec<(&'static str, u64)>,
+}
+
+impl Taken {
+    fn add(&mut self, c: &Counts) {
+        self.malformed += u64::from(c.malformed);
+        self.crc_valid += u64::from(c.crc_valid);
+        self.crc_invalid += u64::from(c.crc_invalid);
+        self.trailing += u64::from(c.trailing);
+        for &name in &c.limits {
+            match self.limits.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, k)) => *k += 1,
+                None => self.limits.push((name, 1)),
+            }
+        }
+    }
+}
+
+fn status_index(s: Status) -> usize {
+    match s {
+        Status::Ok => 0,
+        Status::Unanswered => 1,
+        Status::NoResponseExpected => 2,
+        Status::OrphanResponse => 3,
+        Status::Malformed => 4,
+    }
+}
+
+/// Metadata, CreateTopics, DescribeTopicPartitions: their answers name topic ids.
+const TEACHES_TOPIC_IDS: [i16; 3] = [3, 19, 75];
+
+/// A Fetch request's partition: its topic's name as written, else its id; its index.
+type AskKey = (Option<String>, Option<[u8; 16]>, Option<i64>);
+
+/// The rows of one capture's exchanges, as a stream pairs them (see the module's doc).
+pub struct TableBuilder {
+    pub tables: Tables,
+    pub taken: Taken,
+    /// the open connections' endpoints (a, b) as text
+    conns: FxHashMap<u64, (String, String)>,
+    /// the connection's last time as the latest exchange taken told it (an exchange handed
+    /// on tells it to the front itself)
+    last_ts: FxHashMap<u64, f64>,
+    /// topic id -> name, as the answers read so far name them
+    topic_names: HashMap<[u8; 16], String>,
+    /// the error names by code (`dissectors.errors.ERRORS`)
+    error_names: HashMap<i64, String>,
+}
+
+impl TableBuilder {
+    pub fn new(capture: &str, error_names: HashMap<i64, String>) -> Self {
+        TableBuilder {
+            tables: Tables::new(capture),
+            taken: Taken::default(),
+            conns: FxHashMap::default(),
+            last_ts: FxHashMap::default(),
+            topic_names: HashMap::new(),
+            error_names,
+        }
+    }
+
+    /// A connection opened.
+    pub fn open(&mut self, c: &Conn) {
+        self.conns
+            .insert(c.id, (endpoint_text(&c.a), endpoint_text(&c.b)));
+    }
+
+    /// A connection ended (its last exchange came before): the last time of it an exchange
+    /// taken told, unless a record handed on since told one.
+    pub fn closed(&mut self, id: u64) -> Option<f64> {
+        self.conns.remove(&id);
+        self.last_ts.remove(&id)
+    }
+
+    /// A record of the connection handed on (an exchange, an update) told its last time.
+    pub fn told(&mut self, id: u64) {
+        if !self.last_ts.is_empty() {
+            self.last_ts.remove(&id);
+        }
+    }
+
+    fn error_name(&self, code: i64) -> String {
+        match self.error_names.get(&code) {
+            Some(s) => s.clone(),
+            None => format!("UNKNOWN_ERROR_CODE_{code}"),
+        }
+    }
+
+    /// A topic's name: its own, else the one its id was named with, else the id.
+    fn topic_name(&self, topic: Option<String>, id: Option<[u8; 16]>) -> Option<String> {
+        topic.or_else(|| {
+            id.map(|u| match self.topic_names.get(&u) {
+                Some(n) => n.clone(),
+                None => crate::figures::uuid_text(&u),
+            })
+        })
+    }
+
+    /// Append the rows of `r` when the walk reads it to its end; false: the front's.
+    pub fn exchange(&mut self, fig: &mut Figures, r: &ExchangeRec) -> bool {
+        let (Kind::Kafka, Some(h), Some(req)) = (r.kind, &r.header, &r.request) else {
+            return false;
+        };
+        if req.truncated || !fig.covers(h.api_key, h.api_version) {
+            return false;
+        }
+        if r.response.as_ref().is_some_and(|f| f.truncated) {
+            return false;
+        }
+        let Some((a, b)) = self.conns.get(&r.conn) else {
+            return false;
+        };
+        let (client, broker) = if r.client_dir.unwrap_or(0) == 0 {
+            (a.clone(), b.clone())
+        } else {
+            (b.clone(), a.clone())
+        };
+        let rq = fig.request(&req.data, h.header_len);
+        if rq.full {
+            return false;
+        }
+        let rs = match &r.response {
+            Some(f) => match fig.response(&f.data, h.api_key, h.api_version) {
+                Some(t) if !t.full => Some(t),
+                _ => return false,
+            },
+            None => None,
+        };
+        let mut status = r.status;
+        if status == Status::Ok
+            && (rq.counts.malformed > 0 || rs.as_ref().is_some_and(|t| t.counts.malformed > 0))
+        {
+            status = Status::Malformed;
+        }
+        self.taken.statuses[status_index(status)] += 1;
+        self.last_ts.insert(r.conn, r.last_ts);
+        self.taken.add(&rq.counts);
+        if let Some(t) = &rs {
+            self.taken.add(&t.counts);
+            if TEACHES_TOPIC_IDS.contains(&h.api_key) && t.errors_root {
+                self.learn_topic_ids(fig, t);
+            }
+        }
+        let error_codes: Vec<String> = rs
+            .as_ref()
+            .map(|t| t.errors.iter().map(|&c| self.error_name(c)).collect())
+            .unwrap_or_default();
+        let parts = match h.api_key {
+            0 => self.produce_parts(fig, &rq, rs.as_ref()),
+            1 => self.fetch_parts(fig, &rq, rs.as_ref()),
+            _ => Vec::new(),
+        };
+        let notes: Vec<String> = match (&r.note, status) {
+            (Some(n), Status::Unanswered) => vec![n.clone()],
+            _ => Vec::new(),
+        };
+        let api_name = fig.api_name(h.api_key).unwrap_or("").to_string();
+        self.tables.push(&Row {
+            conn: r.conn,
+            client: &client,
+            broker: &broker,
+            protocol: "kafka",
+            api_key: Some(i32::from(h.api_key)),
+            api_name: &api_name,
+            api_version: Some(i32::from(h.api_version)),
+            correlation_id: Some(h.correlation_id),
+            client_id: h.client_id.as_deref(),
+            request: Some(req),
+            response: r.response.as_ref(),
+            status: status.name(),
+            error_codes: &error_codes,
+            parts: &parts,
+            notes: &notes,
+        });
+        true
+    }
+
+    /// Topic id -> name from a Metadata-like answer's `topics` (the null id named nothing).
+    fn learn_topic_ids(&mut self, fig: &Figures, t: &Tree) {
+        let kids = |id: usize| t.nodes[id].children.as_deref().unwrap_or(&[]);
+        let child = |id: usize, name: &str| {
+            kids(id)
+                .iter()
+                .copied()
+                .find(|&c| fig.name_of(t, c) == name)
+        };
+        let Some(body) = kids(t.root).first().copied() else {
+            return;
+        };
+        let Some(topics) = child(body, "topics") else {
+            return;
+        };
+        for &topic in kids(topics) {
+            let (mut name, mut id) = (None, None);
+            for &c in kids(topic) {
+                match (fig.name_of(t, c), &t.nodes[c].value) {
+                    ("name", Value::Str(s)) => name = Some(s.clone()),
+                    ("topic_id", Value::Uuid(u)) => id = Some(*u),
+                    _ => {}
+                }
+            }
+            if let (Some(name), Some(id)) = (name, id) {
+                if id != [0; 16] {
+                    self.topic_names.insert(id, name);
+                }
+            }
+        }
+    }
+
+    /// A Produce's partitions: the request's, each with its answer's error.
+    fn produce_parts(&self, fig: &Figures, rq: &Tree, rs: Option<&Tree>) -> Vec<Part> {
+        let mut errors: HashMap<(Option<String>, Option<i64>), Option<String>> = HashMap::new();
+        if let Some(t) = rs {
+            if let Some((_, _, parts)) = fig.topic_partitions(t, "responses", "partition_responses")
+            {
+                for (topic, id, p) in parts {
+                    let (mut idx, mut code) = (None, None);
+                    for &c in t.nodes[p].children.as_deref().unwrap_or(&[]) {
+                        match (fig.name_of(t, c), &t.nodes[c].value) {
+                            ("index", Value::Int(v)) => idx = Some(*v),
+                            ("error_code", Value::Int(v)) => code = Some(*v),
+                            _ => {}
+                        }
+                    }
+                    let name = code.filter(|&c| c != 0).map(|c| self.error_name(c));
+                    errors.insert((self.topic_name(topic, id), idx), name);
+                }
+            }
+        }
+        let Some((_, _, rows)) = fig.produce_request_rows(rq) else {
+            return Vec::new();
+        };
+        rows.into_iter()
+            .map(|r| {
+                let topic = self.topic_name(r.topic, r.topic_id);
+                let error = errors.get(&(topic.clone(), r.partition)).cloned().flatten();
+                Part {
+                    topic,
+                    partition: r.partition.map(|p| p as i32),
+                    records: r.records,
+                    bytes: r.bytes,
+                    codec: r.codec,
+                    crc_ok: r.crc_ok,
+                    error,
+                    fetch_offset: None,
+                    high_watermark: None,
+                    last_stable_offset: None,
+                }
+            })
+            .collect()
+    }
+
+    /// A Fetch's partitions: the answer's, each with the offset the request asked from.
+    fn fetch_parts(&self, fig: &Figures, rq: &Tree, rs: Option<&Tree>) -> Vec<Part> {
+        let Some((_, _, rows)) = rs.and_then(|t| fig.fetch_rows(t)) else {
+            return Vec::new();
+        };
+        // (keyed by the topic's name as written, else its id: as the request wrote it)
+        let mut asked: HashMap<AskKey, Option<i64>> = HashMap::new();
+        for a in fig
+            .fetch_request_rows(rq)
+            .map(|(_, _, rows)| rows)
+            .unwrap_or_default()
+        {
+            let id = if a.topic.is_some() { None } else { a.topic_id };
+            asked.insert((a.topic, id, a.partition), a.fetch_offset);
+        }
+        rows.into_iter()
+            .map(|r| {
+                let id = if r.topic.is_some() { None } else { r.topic_id };
+                let fetch_offset = asked
+                    .get(&(r.topic.clone(), id, r.partition))
+                    .copied()
+                    .flatten();
+                Part {
+                    topic: self.topic_name(r.topic, r.topic_id),
+                    partition: r.partition.map(|p| p as i32),
+                    records: r.records,
+                    bytes: r.bytes,
+                    codec: r.codec,
+                    crc_ok: r.crc_ok,
+                    error: (r.error_code != 0).then(|| self.error_name(r.error_code)),
+                    fetch_offset,
+                    high_watermark: r.high_watermark,
+                    last_stable_offset: r.last_stable_offset,
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(dir: u8, size: u32, index: u64, first: f64, last: f64) -> Frame {
+        Frame {
+            dir,
+            data: Vec::new(),
+            size,
+            first_index: index,
+            last_index: index,
+            first_ts: first,
+            last_ts: last,
+            offset: 0,
+            truncated: false,
+            seen: None,
+        }
+    }
+
+    #[test]
+    fn rows_become_batches_of_the_schemas() {
+        let mut t = Tables::new("a.pcap");
+        let (q, s) = (frame(0, 10, 1, 1.0, 1.0), frame(1, 20, 2, 1.001, 1.0025));
+        let parts = vec![Part {
+            topic: Some("t".into()),
+            partition: Some(3),
+            records: 5,
+            bytes: 70,
+            codec: Some("none"),
+            crc_ok: true,
+            error: None,
+            fetch_offset: Some(9),
+            high_watermark: Some(12),
+            last_stable_offset: None,
+        }];
+        let row = |parts: &'static [Part]| Row {
+            conn: 7,
+            client: "127.0.0.1:5000",
+            broker: "127.0.0.1:9092",
+            protocol: "kafka",
+            api_key: Some(1),
+            api_name: "Fetch",
+            api_version: Some(12),
+            correlation_id: Some(4),
+            client_id: None,
+            request: Some(&q),
+            response: Some(&s),
+            status: "ok",
+            error_codes: &[],
+            parts,
+            notes: &[],
+        };
+        let leaked: &'static [Part] = Box::leak(parts.into_boxed_slice());
+        t.push(&row(leaked));
+        t.push(&row(&[]));
+        assert_eq!(t.len(), 2);
+        let (ex, parts) = t.take();
+        assert_eq!(ex.schema(), exchanges_schema());
+        assert_eq!(parts.schema(), partitions_schema());
+        assert_eq!((ex.num_rows(), parts.num_rows()), (2, 1));
+        assert!(t.is_empty());
+        let lat = ex
+            .column_by_name("latency_ms")
+            .unwrap()
+            .as_any()
+            .downcast_ref::<arrow_array::Float64Array>()
+            .unwrap()
+            .value(0);
+        assert_eq!(lat, 2.5);
+        let (ex2, _) = t.take();
+        assert_eq!(ex2.num_rows(), 0);
+    }
+
+    #[test]
+    fn latency_rounds_as_python() {
+        // Python: round(0.0015, 3) == 0.002 (0.0015 is above the tie in binary), round(2.675, 2)...
+        assert_eq!(round3(0.0015), 0.002);
+        assert_eq!(round3(1.0625), 1.062);
+        assert_eq!(round3(-0.0004), -0.0);
+    }
+}
