@@ -186,6 +186,21 @@ impl Key {
         self.request_time
             .append_option(r.request.map(|f| f.last_ts));
     }
+
+    /// conn, api_name, api_version, correlation_id, client_id, request_frame,
+    /// response_frame, request_time.
+    fn finish(&mut self) -> [ArrayRef; 8] {
+        [
+            Arc::new(self.conn.finish()),
+            Arc::new(self.api_name.finish()),
+            Arc::new(self.api_version.finish()),
+            Arc::new(self.correlation_id.finish()),
+            Arc::new(self.client_id.finish()),
+            Arc::new(self.request_frame.finish()),
+            Arc::new(self.response_frame.finish()),
+            Arc::new(self.request_time.finish()),
+        ]
+    }
 }
 
 /// One exchange as its rows read it.
@@ -353,22 +368,22 @@ impl Tables {
             Arc::new(parts),
             None,
         );
-        let capture = self.captures(n);
-        let k = &mut self.key;
+        let [conn, api_name, api_version, correlation_id, client_id, request_frame, response_frame, request_time] =
+            self.key.finish();
         let columns: Vec<ArrayRef> = vec![
-            capture,
-            Arc::new(k.conn.finish()),
+            self.captures(n),
+            conn,
             Arc::new(self.client.finish()),
             Arc::new(self.broker.finish()),
             Arc::new(self.protocol.finish()),
             Arc::new(self.api_key.finish()),
-            Arc::new(k.api_name.finish()),
-            Arc::new(k.api_version.finish()),
-            Arc::new(k.correlation_id.finish()),
-            Arc::new(k.client_id.finish()),
-            Arc::new(k.request_frame.finish()),
-            Arc::new(k.response_frame.finish()),
-            Arc::new(k.request_time.finish()),
+            api_name,
+            api_version,
+            correlation_id,
+            client_id,
+            request_frame,
+            response_frame,
+            request_time,
             Arc::new(self.response_time.finish()),
             Arc::new(self.response_first_time.finish()),
             Arc::new(self.latency_ms.finish()),
@@ -382,20 +397,9 @@ impl Tables {
         ];
         let exchanges = RecordBatch::try_new(exchanges_schema(), columns)
             .expect("the exchanges columns match their schema");
-        let capture = self.captures(np);
-        let k = &mut self.p_key;
-        let mut columns: Vec<ArrayRef> = vec![
-            capture,
-            Arc::new(k.conn.finish()),
-            Arc::new(k.api_name.finish()),
-            Arc::new(k.api_version.finish()),
-            Arc::new(k.correlation_id.finish()),
-            Arc::new(k.client_id.finish()),
-            Arc::new(k.request_frame.finish()),
-            Arc::new(k.response_frame.finish()),
-            Arc::new(k.request_time.finish()),
-            Arc::new(self.p_status.finish()),
-        ];
+        let mut columns: Vec<ArrayRef> = vec![self.captures(np)];
+        columns.extend(self.p_key.finish());
+        columns.push(Arc::new(self.p_status.finish()));
         columns.extend(self.p_parts.finish());
         columns.extend([
             Arc::new(self.fetch_offset.finish()) as ArrayRef,
