@@ -120,7 +120,8 @@ def read_command(captures: tuple[str, ...], fmt: str, api: tuple[str, ...], clie
     if write_bytes is not None and fmt == "json":
         write_bytes(b"\n]\n")
     if cut is not None:
-        written, total = cut.write(captures[0], run.summary.linktypes, run.summary.fine_times)
+        written, total = cut.write(captures[0], run.summary.linktypes, run.summary.fine_times,
+                                   run.pipeline.new_stream())
         click.echo(f"{PROG}: wrote {write_to}: {written} packets of {total} "
                    "(packet numbers differ from the capture's)", err=True)
     if hexdump and not dumped:

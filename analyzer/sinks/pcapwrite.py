@@ -3,19 +3,16 @@
 The first pass (``read`` itself) hands each selected exchange to ``CutCapture.add``, which
 keeps where its frames lie: connection, direction and stream offsets (``Frame.stream_offset``
 is that of the size prefix, the frame ``4 + size`` bytes long). The second pass
-(``CutCapture.write``) reads the capture again and copies, unchanged, every packet of those
-connections whose TCP payload holds bytes of a selected frame (retransmissions too), plus
-each connection's handshake packets (SYN, SYN-ACK, the client's ACK that completes it) and
-every FIN or RST. Memory holds the frames' offsets, not packets.
-
-A packet belongs to a connection by its 4-tuple from the connection's first packet on, until
-a SYN with another sequence number starts a new connection on that 4-tuple. Of a connection
-decrypted with ``--tls-keylog`` (frames' offsets count in the plaintext, and a TLS record
-cannot be decrypted without the handshake and the records before it), every packet with
-payload up to the last packet of its selected frames is written: the cut, read with the key
-log, shows that connection's earlier exchanges too. Stream offsets count as the core's
-reassembly counts them: from the SYN's sequence number + 1, or from the first packet of a
-direction when the handshake was not captured (the SYN-ACK's ack for the client's side).
+(``CutCapture.write``) is the core's (``Stream.cut``, core/src/cut.rs): a stream made as the
+first pass's was reads the capture again, its reassembly placing every packet in its
+connection and stream, and names the packets that carry bytes of a selected frame
+(retransmissions too), each selected connection's handshake (SYN, SYN-ACK, the client's ACK
+that completes it) and every FIN or RST; of a connection decrypted with ``--tls-keylog``
+(frames' offsets count in the plaintext, and a TLS record cannot be decrypted without the
+handshake and the records before it), every packet with payload up to the last packet of its
+selected frames: the cut, read with the key log, shows that connection's earlier exchanges
+too. Those packets are then copied, unchanged. Memory holds the frames' offsets and the
+numbers of the packets kept, not packets.
 
 The file: a classic pcap when the capture has one link type (microsecond timestamps, as
 tcpdump writes them, or nanosecond ones when the capture's are finer), else a pcapng with one
@@ -24,48 +21,16 @@ the new file.
 """
 from __future__ import annotations
 
-import bisect
 import struct
-from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from analyzer.errors import UserError
-from analyzer.model import Conn, Exchange, Packet
+from analyzer.model import Exchange, Packet
 
-FIN, SYN, RST, ACK = 0x01, 0x02, 0x04, 0x10
+if TYPE_CHECKING:
+    from analyzer._core import Stream
+
 SNAPLEN = 262144
-
-
-@dataclass
-class _Dir:
-    starts: list[int] = field(default_factory=list)     # sorted frame ranges [start, end)
-    ends: list[int] = field(default_factory=list)
-    base: int | None = None                             # sequence number of stream offset 0
-
-    def add(self, start: int, end: int) -> None:
-        i = bisect.bisect_left(self.starts, start)
-        if i < len(self.starts) and self.starts[i] == start:
-            self.ends[i] = max(self.ends[i], end)
-            return
-        self.starts.insert(i, start)
-        self.ends.insert(i, end)
-
-    def holds(self, off: int, n: int) -> bool:
-        """Whether bytes [off, off + n) of the stream meet a selected frame."""
-        i = bisect.bisect_left(self.starts, off + n) - 1
-        return i >= 0 and self.ends[i] > off
-
-
-@dataclass
-class _Conn:
-    conn: Conn
-    dirs: tuple[_Dir, _Dir] = field(default_factory=lambda: (_Dir(), _Dir()))
-    syn_dir: int | None = None          # the direction that sent the SYN (the client)
-    synack: bool = False
-    acked: bool = False
-    done: bool = False                  # a new SYN on its 4-tuple: a later connection's packets
-    tls: bool = False                   # decrypted TLS: frames' offsets count in the plaintext
-    hi: int = 0                         # (TLS) the last packet of its selected frames
 
 
 class CutCapture:
@@ -82,7 +47,10 @@ class CutCapture:
             self.out: BinaryIO = open(path, "wb")  # noqa: SIM115 (closed by write)
         except OSError as e:
             raise UserError(f"-w: cannot write {path}: {e.strerror or e}") from None
-        self.conns: dict[int, _Conn] = {}
+        # (connection, direction, start, end) of each selected frame; connection -> the last
+        # packet of its selected frames, for decrypted TLS connections
+        self.frames: list[tuple[int, int, int, int]] = []
+        self.tls: dict[int, int] = {}
         self.exchanges = 0
 
     def add(self, ex: Exchange, tls: bool = False) -> None:
@@ -91,88 +59,44 @@ class CutCapture:
         for fr in (ex.request, ex.response):
             if fr is None:
                 continue
-            c = self.conns.get(fr.conn.id)
-            if c is None:
-                c = self.conns[fr.conn.id] = _Conn(fr.conn, tls=tls)
-            c.dirs[fr.direction].add(fr.stream_offset, fr.stream_offset + 4 + fr.size)
-            c.hi = max(c.hi, fr.last_index)
+            self.frames.append((fr.conn.id, fr.direction, fr.stream_offset, fr.stream_offset + 4 + fr.size))
+            if tls:
+                self.tls[fr.conn.id] = max(self.tls.get(fr.conn.id, 0), fr.last_index)
 
     def close(self) -> None:
         self.out.close()
 
-    def write(self, capture: str, linktypes: list[int], fine_times: bool) -> tuple[int, int]:
+    def write(self, capture: str, linktypes: list[int], fine_times: bool, stream: Stream) -> tuple[int, int]:
         """Copy the packets of ``capture`` that carry the selected frames, and the handshakes
-        of their connections: (packets written, packets in the capture). ``linktypes`` and
-        ``fine_times`` (times finer than microseconds): the capture's, as the first pass read
-        them (a pcapng's interfaces are known once read)."""
-        from analyzer._core import open_capture, parse_packet
+        and ends of their connections: (packets written, packets in the capture). ``stream``:
+        a new stream made as the first pass's was (``Pipeline.new_stream``); ``linktypes``
+        and ``fine_times`` (times finer than microseconds): the capture's, as the first pass
+        read them (a pcapng's interfaces are known once read)."""
+        from analyzer._core import open_capture
 
-        by_pair: dict[tuple[tuple[str, int], tuple[str, int]], list[tuple[_Conn, int]]] = {}
-        for c in self.conns.values():
-            a, b = (c.conn.a.ip, c.conn.a.port), (c.conn.b.ip, c.conn.b.port)
-            by_pair.setdefault((a, b), []).append((c, 0))
-            by_pair.setdefault((b, a), []).append((c, 1))
         written = total = 0
         try:
             with open_capture(capture) as cap:
-                kinds = list(dict.fromkeys(linktypes)) or [1]
+                keep = set(stream.cut(cap, self.frames, list(self.tls.items())))
+                total = cap.packets
+            kinds = list(dict.fromkeys(linktypes)) or [1]
+            with open_capture(capture) as cap:
                 snaplen = cap.snaplen or SNAPLEN
                 pcapng = len(kinds) > 1
                 nanos = fine_times
                 self.out.write(_pcapng_head(kinds, snaplen, nanos) if pcapng
                                else _pcap_head(kinds[0], snaplen, nanos))
+                last = max(keep, default=0)
                 for p in map(Packet._make, cap):
-                    total += 1
-                    if not by_pair:
-                        continue
-                    seg = parse_packet(p.linktype, p.data, p.orig_len)
-                    if isinstance(seg, str):
-                        continue
-                    sip, sport, dip, dport, seq, ack, flags, payload, missing = seg
-                    for c, d in by_pair.get(((sip, sport), (dip, dport)), ()):
-                        if not c.done and p.ts >= c.conn.first_ts and _keep(c, d, p.index, seq, ack, flags,
-                                                                            len(payload) + missing):
-                            self.out.write(_pcapng_packet(p.ts, kinds.index(p.linktype), p.data, p.orig_len,
-                                                          nanos)
-                                           if pcapng else _pcap_packet(p.ts, p.data, p.orig_len, nanos))
-                            written += 1
-                            break
+                    if p.index > last:
+                        break
+                    if p.index in keep:
+                        self.out.write(_pcapng_packet(p.ts, kinds.index(p.linktype), p.data, p.orig_len, nanos)
+                                       if pcapng else _pcap_packet(p.ts, p.data, p.orig_len, nanos))
+                        written += 1
         finally:
             self.out.close()
         return written, total
-
-
-def _keep(c: _Conn, d: int, index: int, seq: int, ack: int, flags: int, n: int) -> bool:
-    """Whether packet ``index`` of direction ``d`` of a selected connection goes in the cut (and
-    the direction's stream base, as the core's reassembly sets it)."""
-    me, other = c.dirs[d], c.dirs[1 - d]
-    syn = 1 if flags & SYN else 0
-    keep = False
-    if syn and not flags & ACK and me.base is not None and (seq + 1) & 0xFFFFFFFF != me.base:
-        c.done = True                   # the 4-tuple used again: another connection
-        return False
-    if syn:
-        if me.base is None:
-            me.base = (seq + 1) & 0xFFFFFFFF
-        if flags & ACK:
-            c.synack = True
-            if other.base is None:
-                other.base = ack
-        elif c.syn_dir is None:
-            c.syn_dir = d
-        keep = True
-    elif me.base is None:
-        me.base = seq
-    if not syn and flags & ACK and c.synack and not c.acked and d == c.syn_dir:
-        c.acked = keep = True           # the ACK that completes the handshake
-    if flags & (FIN | RST):
-        keep = True
-    if n > 0 and c.tls:
-        keep = keep or index <= c.hi
-    elif n > 0 and me.base is not None:
-        off = (seq + syn - me.base) & 0xFFFFFFFF
-        keep = keep or me.holds(off, n)
-    return keep
 
 
 def _ts(ts: float, nanos: bool) -> tuple[int, int]:

@@ -8,7 +8,9 @@
 //! port is Kafka. [`kafka`] and [`legacy`] are the header checks that
 //! framing and pairing run on every frame (0.8+ and pre-0.8 Kafka). [`records`] is the lean
 //! summary of a Produce / Fetch partition's records that `stats` reads; [`quantiles`] is
-//! `stats`' latency percentiles (exact, then a DDSketch). [`batches`] groups a capture
+//! `stats`' latency percentiles (exact, then a DDSketch). [`table`] builds the exchange
+//! tables' rows as Arrow record batches; [`cut`] picks the packets `read -w` writes, by the
+//! places reassembly gives them. [`batches`] groups a capture
 //! range's packets by connection into the Spark job's shuffle records. [`live`] (Linux) reads the packets
 //! queued on the packet socket `live` captures with, in batches. The folder [`py`] is the thin PyO3
 //! binding (`analyzer._core`), apart from the stages: `py/mod.rs` (the capture reader and
@@ -19,6 +21,7 @@
 
 pub mod batches;
 pub mod capture;
+pub mod cut;
 pub mod evidence;
 pub mod figures;
 pub mod frame;

@@ -189,10 +189,26 @@ impl Stats {
     }
 }
 
+/// Where a segment went: its connection and direction, and the stream offset of its first
+/// payload byte (None when it has none, or its direction's start is not known), counted as
+/// the reassembly counts it (from the SYN's sequence number + 1, else from the direction's
+/// first segment). What `read -w` cuts a capture by (`crate::cut`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Place {
+    pub conn: u64,
+    pub dir: u8,
+    pub flags: u8,
+    pub offset: Option<i64>,
+    /// payload bytes on the wire (captured or not)
+    pub len: u64,
+}
+
 /// Per-connection, per-direction TCP reassembly. See the module documentation.
 pub struct Reassembler {
     pub cfg: Config,
     pub stats: Stats,
+    /// where the last segment handed to [`Reassembler::segment`] went (None: to no connection)
+    pub last_place: Option<Place>,
     pairs: HashMap<(Endpoint, Endpoint), (u64, u8)>,
     /// (keyed by our own ids: a fast hash, no input chooses them)
     states: FxHashMap<u64, ConnState>,
@@ -216,6 +232,7 @@ impl Reassembler {
         Reassembler {
             cfg,
             stats: Stats::default(),
+            last_place: None,
             pairs: HashMap::new(),
             states: FxHashMap::default(),
             closed: VecDeque::new(),
@@ -286,8 +303,24 @@ impl Reassembler {
 
     /// Feed one segment of packet `index` (time `ts`).
     pub fn segment(&mut self, seg: &Segment<'_>, ts: f64, index: u64, sink: &mut dyn Sink) {
+        self.last_place = None;
         self.segment_inner(seg, ts, index, sink);
         self.settle();
+    }
+
+    /// The segment's place in its connection (`last_place`).
+    fn place(&mut self, key: u64, dir: u8, seg: &Segment<'_>) {
+        let st = &self.states[&key];
+        let d = &st.dirs[dir as usize];
+        let len = seg.payload.len() as u64 + seg.missing;
+        let syn = u32::from(seg.flags & TCP_SYN != 0);
+        self.last_place = Some(Place {
+            conn: st.conn.id,
+            dir,
+            flags: seg.flags,
+            offset: (len > 0 && d.base.is_some()).then(|| d.offset(seg.seq.wrapping_add(syn))),
+            len,
+        });
     }
 
     fn segment_inner(&mut self, seg: &Segment<'_>, ts: f64, index: u64, sink: &mut dyn Sink) {
@@ -320,6 +353,7 @@ impl Reassembler {
                         } else if dd.isn == Some(seq) {
                             ctx.stats.count("retransmitted SYN", 1);
                             st.conn.last_ts = ts;
+                            self.place(k, d, seg);
                             return;
                         }
                     } else if st.closed || (dd.isn.is_some() && dd.isn != Some(seq)) {
@@ -330,6 +364,7 @@ impl Reassembler {
                         } else {
                             ctx.stats.count("retransmitted SYN", 1);
                             st.conn.last_ts = ts;
+                            self.place(k, d, seg);
                             return;
                         }
                     }
@@ -342,6 +377,7 @@ impl Reassembler {
                             ctx.stats.count("data after close", 1);
                         }
                         st.conn.last_ts = ts;
+                        self.place(k, d, seg);
                         return;
                     }
                     (k, d)
@@ -383,6 +419,15 @@ impl Reassembler {
                 d.base = Some(seq);
             }
         }
+        let len = payload.len() as u64 + missing;
+        let d = &st.dirs[di];
+        self.last_place = Some(Place {
+            conn: st.conn.id,
+            dir: direction,
+            flags,
+            offset: (len > 0 && d.base.is_some()).then(|| d.offset(seq.wrapping_add(syn))),
+            len,
+        });
         if flags & TCP_ACK != 0 && st.holes && !st.dirs[1 - di].pending.is_empty() {
             acked(&mut ctx, st, 1 - direction, ack, ts, index);
         }
@@ -905,6 +950,35 @@ mod tests {
             self.seg(false, 500, 101, TCP_SYN | TCP_ACK, b"", 0);
             self.seg(true, 101, 501, TCP_ACK, b"", 0);
         }
+    }
+
+    #[test]
+    fn each_segment_is_placed_in_its_stream() {
+        let mut t = T::new();
+        let place = |t: &T| t.r.last_place.map(|p| (p.conn, p.dir, p.offset, p.len));
+        t.handshake();
+        assert_eq!(place(&t), Some((0, 0, None, 0)));
+        t.seg(true, 101, 501, TCP_ACK, b"abc", 0);
+        assert_eq!(place(&t), Some((0, 0, Some(0), 3)));
+        t.seg(false, 501, 104, TCP_ACK, b"xy", 4);
+        assert_eq!(
+            place(&t),
+            Some((0, 1, Some(0), 6)),
+            "uncaptured bytes count"
+        );
+        t.seg(true, 101, 501, TCP_ACK, b"abc", 0);
+        assert_eq!(
+            place(&t),
+            Some((0, 0, Some(0), 3)),
+            "a retransmission is placed too"
+        );
+        t.seg(true, 104, 507, TCP_ACK | TCP_RST, b"", 0);
+        t.seg(true, 104, 507, TCP_ACK, b"late", 0);
+        assert_eq!(
+            place(&t),
+            Some((0, 0, Some(3), 4)),
+            "data after the close is placed"
+        );
     }
 
     #[test]

@@ -548,6 +548,40 @@ impl Stream {
         self.drain(py).map(Some)
     }
 
+    /// `read -w`'s second pass (`crate::cut`): the numbers of the packets of `cap` that carry
+    /// the selected `frames` ((connection, direction, start, end) stream ranges) or the
+    /// handshakes and ends of their connections, `tls` the decrypted TLS connections with
+    /// the last packet of their selected frames; on a stream made as the first pass's was,
+    /// reading the capture from its start. Its records are dropped.
+    fn cut(
+        &mut self,
+        cap: &mut Capture,
+        frames: Vec<(u64, u8, i64, i64)>,
+        tls: Vec<(u64, u64)>,
+    ) -> PyResult<Vec<u64>> {
+        let mut cut = crate::cut::Cut::new(&frames, &tls);
+        let mut kept = Vec::new();
+        if cut.is_empty() {
+            while cap.reader.next_packet().map_err(capture_error)?.is_some() {}
+            return Ok(kept);
+        }
+        let mut n = 0u32;
+        while let Some(p) = cap.reader.next_packet().map_err(capture_error)? {
+            self.s.packet(p.index, p.ts, p.linktype, p.data, p.orig_len);
+            if let Some(place) = self.s.ra.last_place.take() {
+                if cut.keep(&place, p.index) {
+                    kept.push(p.index);
+                }
+            }
+            n += 1;
+            if n.is_multiple_of(4096) {
+                drop(self.s.take());
+            }
+        }
+        drop(self.s.take());
+        Ok(kept)
+    }
+
     /// Packets handed in (live capture, Spark): tuples `(index, ts, linktype, data, orig_len)`.
     fn feed<'py>(
         &mut self,
