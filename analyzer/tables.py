@@ -22,6 +22,7 @@ from typing import Any
 
 from analyzer.model import Conn, Exchange
 from analyzer.sinks.output import exchange_to_json
+from analyzer.sinks.stats import WAIT_APIS, throttle_ms, wait_kind
 from dissectors.field import body_of
 from dissectors.summary import fetch_table
 
@@ -84,6 +85,11 @@ EXCHANGES = Table("exchanges", "one row per exchange: a request and its response
     _c("response_first_time", "float64", "time of the response's first byte"),
     _c("latency_ms", "float64", "response time - request time, ms"),
     _c("ttfb_ms", "float64", "time to the response's first byte, ms"),
+    _c("wait", "string", "why the broker held it on purpose: fetch_max_wait (a Fetch answered near its "
+                         "max_wait_ms with less than min_bytes), join_group, sync_group_follower; null: "
+                         "service time (stats' waits)"),
+    _c("throttle_ms", "int32", "the response's throttle_time_ms (0: not throttled, or no such field)", False),
+    _c("group_id", "string", "the consumer group the request names (top-level group_id)"),
     _c("request_bytes", "int64", "request frame bytes, size prefix included"),
     _c("response_bytes", "int64", "response frame bytes, size prefix included"),
     _c("status", "string", "ok, unanswered, no_response_expected, orphan_response, malformed", False),
@@ -159,7 +165,8 @@ def exchange_rows(ex: Exchange, capture: str, conn: int, trees: bool = False
     row: tuple[Any, ...] = (capture, conn, d["client"], d["broker"], d["protocol"], d["api_key"], d["api_name"], d["api_version"],
            d["correlation_id"], d["client_id"], d["request_frame"], d["response_frame"],
            _float(d["request_time"]), _float(d["response_time"]), _float(d["response_first_time"]),
-           _float(d["latency_ms"]), _float(d["ttfb_ms"]), d["request_bytes"], d["response_bytes"], d["status"],
+           _float(d["latency_ms"]), _float(d["ttfb_ms"]), wait_kind(ex) if ex.api_name in WAIT_APIS else None,
+           throttle_ms(ex), _group_id(ex), d["request_bytes"], d["response_bytes"], d["status"],
            list(d["error_codes"]), parts, list(d["notes"]))
     if trees:
         row += tuple(None if d[t] is None else json.dumps(d[t], separators=(",", ":"), ensure_ascii=False)
@@ -171,6 +178,13 @@ def exchange_rows(ex: Exchange, capture: str, conn: int, trees: bool = False
 
 
 _NO_OFFSETS = (None, None, None)
+
+
+def _group_id(ex: Exchange) -> str | None:
+    """The group the request names at its body's top level."""
+    body = body_of(ex.request_tree)
+    g = body.get("group_id") if body is not None else None
+    return g if isinstance(g, str) else None
 
 
 def _fetch_offsets(ex: Exchange) -> list[tuple[int | None, int | None, int | None]]:

@@ -33,7 +33,8 @@ def test_the_tables_schema_is_what_the_readme_documents() -> None:
         "exchanges": "capture string!, conn int64!, client string!, broker string!, protocol string!, "
                      "api_key int32, api_name string!, api_version int32, correlation_id int32, client_id string, "
                      "request_frame int64, response_frame int64, request_time double, response_time double, "
-                     "response_first_time double, latency_ms double, ttfb_ms double, request_bytes int64, "
+                     "response_first_time double, latency_ms double, ttfb_ms double, wait string, throttle_ms int32!, "
+                     "group_id string, request_bytes int64, "
                      "response_bytes int64, status string!, error_codes list<item: string>!, "
                      "partitions list<item: struct<topic: string, partition: int32, records: int64 not null, "
                      "bytes: int64 not null, codec: string, crc_ok: bool, error: string>>!, "
@@ -203,11 +204,12 @@ def test_the_readme_examples_run(exported: Path) -> None:
     block = block[:block.index("```")]
     queries = [q.strip() for q in "\n".join(line for line in block.splitlines()
                                            if not line.startswith("--")).split(";") if q.strip()]
-    assert len(queries) == 5
+    assert len(queries) == 7
     for q in queries:
         r = cli("sql", str(exported), q, "-f", "json")
         assert r.returncode == 0, (q, r.stderr)
-        assert json.loads(r.stdout), q
+        # (no sample is throttled: the throttling query finds rows in ../shared's captures)
+        assert json.loads(r.stdout) or "throttle_ms > 0" in q, q
 
 
 def test_the_lag_query_gives_stats_consumer_lag(exported: Path) -> None:
@@ -288,3 +290,96 @@ def test_a_batch_of_another_schema_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="does not have its schema"):
         w.add_batch(pa.record_batch({"capture": ["a"]}))
     w.close()
+
+
+# The figures of stats' groups (by API and version) as one query over the tables: what the
+# accumulator computes exchange by exchange (analyzer/sinks/stats.py GroupStats). Percentiles
+# are nearest-rank (the accumulator's exact definition, up to its exact limit of values per
+# group), on latencies rounded to the microsecond as the table holds them: the rank of a value
+# does not change with rounding, and stats rounds what it prints alike.
+GROUP_FIGURES = """
+WITH x AS (
+  SELECT *, (response_time - request_time) * 1000.0 AS lat_raw,
+         (response_first_time - request_time) * 1000.0 AS ttfb_raw,
+         round((response_first_time - request_time) * 1000.0, 3) AS ttfb_r
+  FROM exchanges)
+SELECT capture, api_name AS api, api_version AS version, count(*) AS count,
+       count(latency_ms) AS answered,
+       count(*) FILTER (WHERE status = 'unanswered') AS unanswered,
+       count(*) FILTER (WHERE status = 'orphan_response') AS orphans,
+       count(*) FILTER (WHERE status = 'no_response_expected') AS no_response,
+       count(*) FILTER (WHERE status = 'malformed') AS malformed,
+       count(*) FILTER (WHERE len(error_codes) > 0) AS error_exchanges,
+       flatten(list(error_codes)) AS error_list,
+       list(wait) FILTER (WHERE wait IS NOT NULL AND latency_ms IS NOT NULL) AS wait_list,
+       count(*) FILTER (WHERE latency_ms IS NOT NULL AND wait IS NULL) AS service,
+       coalesce(sum(request_bytes), 0) AS bytes_in, coalesce(sum(response_bytes), 0) AS bytes_out,
+       count(*) FILTER (WHERE throttle_ms > 0) AS throttled,
+       sum(throttle_ms) AS throttle_total, max(throttle_ms) AS throttle_max,
+       coalesce(sum(list_sum(list_transform(partitions, lambda p: p.records))), 0) AS records,
+       coalesce(sum(list_sum(list_transform(partitions, lambda p: p.bytes))), 0) AS record_bytes,
+       list_sort(list(latency_ms) FILTER (WHERE latency_ms IS NOT NULL)) AS lat,
+       list_sort(list(ttfb_r) FILTER (WHERE latency_ms IS NOT NULL)) AS ttfb,
+       list_sort(list(latency_ms) FILTER (WHERE latency_ms IS NOT NULL AND wait IS NULL)) AS svc,
+       sum(round_even(lat_raw * 1e6, 0)) AS lat_ns, sum(round_even(ttfb_raw * 1e6, 0)) AS ttfb_ns,
+       sum(round_even(lat_raw * 1e6, 0)) FILTER (WHERE wait IS NULL) AS svc_ns
+FROM x GROUP BY ALL
+"""
+
+
+def _summary(values: list, total_ns: float | None) -> dict:
+    """stats' quantile_summary of sorted values (nearest rank: the value at rank ceil(p * n))."""
+    import math
+
+    if not values:
+        return {k: None for k in ("min", "p50", "p90", "p99", "p999", "max", "mean")}
+    n = len(values)
+    out = {"min": values[0]}
+    for name, p in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p999", 0.999)):
+        out[name] = values[max(1, math.ceil(p * n)) - 1]
+    out["max"] = values[-1]
+    out["mean"] = round(total_ns / n / 1e6, 3)
+    return out
+
+
+def test_stats_group_figures_are_one_query_over_the_tables(tmp_path: Path) -> None:
+    """Every figure of stats' groups (by API and version: counts by status, errors, waits,
+    bytes, throttling, records, latency, time to first byte and service time percentiles and
+    means) computed by one query over the exported tables equals the accumulator's, on every
+    capture of the corpus (groups within the accumulator's exact limit)."""
+    import collections
+
+    import duckdb
+
+    from analyzer.pipeline import Options, Run
+    from analyzer.sinks.stats import StatsAccumulator
+
+    paths = [str(p) for p in capture_paths()]
+    out = tmp_path / "t"
+    r = cli("export", *paths, "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    db = duckdb.connect()
+    db.execute(f"CREATE VIEW exchanges AS SELECT * FROM read_parquet('{out}/exchanges/*.parquet')")
+    cur = db.execute(GROUP_FIGURES)
+    cols = [d[0] for d in cur.description]
+    got = {}
+    for row in cur.fetchall():
+        x = dict(zip(cols, row, strict=True))
+        got[(x["capture"], x["api"], x["version"])] = {
+            **{k: x[k] for k in ("count", "answered", "unanswered", "orphans", "no_response", "malformed",
+                                 "error_exchanges", "service", "bytes_in", "bytes_out", "throttled",
+                                 "records", "record_bytes")},
+            "errors": dict(sorted(collections.Counter(x["error_list"] or []).items())),
+            "waits": dict(sorted(collections.Counter(x["wait_list"] or []).items())),
+            "throttle_time_ms": {"total": x["throttle_total"], "max": x["throttle_max"]},
+            "latency_ms": _summary(x["lat"], x["lat_ns"]), "ttfb_ms": _summary(x["ttfb"], x["ttfb_ns"]),
+            "latency_ms_excl_waits": _summary(x["svc"], x["svc_ns"]),
+        }
+    want = {}
+    for path in paths:
+        res = StatsAccumulator().add_all(Run(path, Options(decode="lite"))).result()
+        for g in res["groups"]:
+            assert g["exact"], (path, g["api"])
+            want[(path, g["api"], g["version"])] = {k: g[k] for k in got[next(iter(got))]}
+    assert len(want) > 300
+    assert got == want

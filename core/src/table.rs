@@ -26,7 +26,7 @@ use arrow_buffer::OffsetBuffer;
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
 use rustc_hash::FxHashMap;
 
-use crate::figures::{Counts, Figures, Tree, Value};
+use crate::figures::{Counts, Figures, Node, Tree, Value};
 use crate::frame::Frame;
 use crate::net::Endpoint;
 use crate::pair::{ExchangeRec, Kind, Status};
@@ -90,6 +90,9 @@ pub fn exchanges_schema() -> SchemaRef {
         field("response_first_time", Float64, true),
         field("latency_ms", Float64, true),
         field("ttfb_ms", Float64, true),
+        field("wait", Utf8, true),
+        field("throttle_ms", Int32, false),
+        field("group_id", Utf8, true),
         field("request_bytes", Int64, true),
         field("response_bytes", Int64, true),
         field("status", Utf8, false),
@@ -217,6 +220,9 @@ pub struct Row<'a> {
     pub request: Option<&'a Frame>,
     pub response: Option<&'a Frame>,
     pub status: &'a str,
+    pub wait: Option<&'static str>,
+    pub throttle_ms: i32,
+    pub group_id: Option<&'a str>,
     pub error_codes: &'a [String],
     pub parts: &'a [Part],
     pub notes: &'a [String],
@@ -243,6 +249,9 @@ pub struct Tables {
     response_first_time: Float64Builder,
     latency_ms: Float64Builder,
     ttfb_ms: Float64Builder,
+    wait: StringBuilder,
+    throttle_ms: Int32Builder,
+    group_id: StringBuilder,
     request_bytes: Int64Builder,
     response_bytes: Int64Builder,
     status: StringBuilder,
@@ -275,6 +284,9 @@ impl Tables {
             response_first_time: Float64Builder::new(),
             latency_ms: Float64Builder::new(),
             ttfb_ms: Float64Builder::new(),
+            wait: StringBuilder::new(),
+            throttle_ms: Int32Builder::new(),
+            group_id: StringBuilder::new(),
             request_bytes: Int64Builder::new(),
             response_bytes: Int64Builder::new(),
             status: StringBuilder::new(),
@@ -317,6 +329,9 @@ impl Tables {
             .append_option(both.map(|(q, s)| round3((s.last_ts - q.last_ts) * 1000.0)));
         self.ttfb_ms
             .append_option(both.map(|(q, s)| round3((s.first_ts - q.last_ts) * 1000.0)));
+        self.wait.append_option(r.wait);
+        self.throttle_ms.append_value(r.throttle_ms);
+        self.group_id.append_option(r.group_id);
         self.request_bytes
             .append_option(r.request.map(|f| i64::from(f.size) + 4));
         self.response_bytes
@@ -388,6 +403,9 @@ impl Tables {
             Arc::new(self.response_first_time.finish()),
             Arc::new(self.latency_ms.finish()),
             Arc::new(self.ttfb_ms.finish()),
+            Arc::new(self.wait.finish()),
+            Arc::new(self.throttle_ms.finish()),
+            Arc::new(self.group_id.finish()),
             Arc::new(self.request_bytes.finish()),
             Arc::new(self.response_bytes.finish()),
             Arc::new(self.status.finish()),
@@ -456,6 +474,56 @@ fn status_index(s: Status) -> usize {
         Status::NoResponseExpected => 2,
         Status::OrphanResponse => 3,
         Status::Malformed => 4,
+    }
+}
+
+/// The body's top-level field `name` (a tree's `get_in("body", name)`).
+fn body_field<'t>(fig: &Figures, t: &'t Tree, name: &str) -> Option<&'t Node> {
+    let kids = |id: usize| t.nodes[id].children.as_deref().unwrap_or(&[]);
+    let body = kids(t.root)
+        .iter()
+        .copied()
+        .find(|&c| fig.name_of(t, c) == "body")?;
+    kids(body)
+        .iter()
+        .find(|&&c| fig.name_of(t, c) == name)
+        .map(|&c| &t.nodes[c])
+}
+
+/// A Fetch answered after at least this share of its max_wait_ms waited on purpose.
+const WAIT_FETCH_FRACTION: f64 = 0.9;
+
+/// Why the broker held an answered exchange on purpose (`analyzer.sinks.stats.wait_kind`),
+/// `lat` its latency in ms: a Fetch answered near its max_wait_ms with less than its
+/// min_bytes, a JoinGroup (but one answered MEMBER_ID_REQUIRED), a SyncGroup follower's
+/// (no assignments to hand out); None for plain service time.
+fn wait_kind(
+    fig: &Figures,
+    api_key: i16,
+    rq: &Tree,
+    lat: f64,
+    parts: &[Part],
+    error_codes: &[String],
+) -> Option<&'static str> {
+    let int = |name: &str| match body_field(fig, rq, name).map(|n| &n.value) {
+        Some(Value::Int(v)) => Some(*v),
+        _ => None,
+    };
+    match api_key {
+        1 => {
+            let max_wait = int("max_wait_ms").filter(|&w| w > 0)?;
+            if lat < WAIT_FETCH_FRACTION * max_wait as f64 {
+                return None;
+            }
+            let min_bytes = int("min_bytes").filter(|&b| b != 0).unwrap_or(1).max(1);
+            let got: i64 = parts.iter().map(|p| p.bytes).sum();
+            (got < min_bytes).then_some("fetch_max_wait")
+        }
+        11 => (!error_codes.iter().any(|e| e == "MEMBER_ID_REQUIRED")).then_some("join_group"),
+        14 => body_field(fig, rq, "assignments")
+            .filter(|n| n.children.as_deref().unwrap_or(&[]).is_empty())
+            .map(|_| "sync_group_follower"),
+        _ => None,
     }
 }
 
@@ -583,6 +651,23 @@ impl TableBuilder {
             1 => self.fetch_parts(fig, &rq, rs.as_ref()),
             _ => Vec::new(),
         };
+        let lat = r
+            .response
+            .as_ref()
+            .map(|s| (s.last_ts - req.last_ts) * 1000.0);
+        let wait = lat.and_then(|lat| wait_kind(fig, h.api_key, &rq, lat, &parts, &error_codes));
+        let throttle_ms = rs
+            .as_ref()
+            .and_then(|t| body_field(fig, t, "throttle_time_ms"))
+            .and_then(|n| match n.value {
+                Value::Int(v) if v > 0 => i32::try_from(v).ok(),
+                _ => None,
+            })
+            .unwrap_or(0);
+        let group_id = body_field(fig, &rq, "group_id").and_then(|n| match &n.value {
+            Value::Str(s) => Some(s.clone()),
+            _ => None,
+        });
         let notes: Vec<String> = match (&r.note, status) {
             (Some(n), Status::Unanswered) => vec![n.clone()],
             _ => Vec::new(),
@@ -601,6 +686,9 @@ impl TableBuilder {
             request: Some(req),
             response: r.response.as_ref(),
             status: status.name(),
+            wait,
+            throttle_ms,
+            group_id: group_id.as_deref(),
             error_codes: &error_codes,
             parts: &parts,
             notes: &notes,
@@ -770,6 +858,9 @@ mod tests {
             request: Some(&q),
             response: Some(&s),
             status: "ok",
+            wait: None,
+            throttle_ms: 0,
+            group_id: None,
             error_codes: &[],
             parts,
             notes: &[],
