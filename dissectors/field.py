@@ -153,7 +153,7 @@ def body_of(tree: Field | None) -> Field | None:
 class ErrorsRoot(Field):
     """A root Field that also carries ``error_codes``: the names of the non-zero error
     codes of its tree in wire order (what ``kafka.error_codes`` gives), collected while
-    the tree was decoded so that reading them walks nothing (the roots of the core's lean trees, core/src/figures.rs)."""
+    the tree was decoded so that reading them walks nothing (the roots of the core's lean trees, core/src/figures/)."""
     __slots__ = ("error_codes",)
     error_codes: list[str]
 

@@ -8,7 +8,7 @@ records field), ``codec``, ``crc_ok`` (False if any CRC in it failed) and
 
 The partitions of Fetch requests and answers and of Produce requests are read from their
 bodies' rows (``extra["fetch"]``, ``extra["produce"]``: see ``FetchRow``, ``FetchAsk``,
-``ProduceRow``), which the core's walk reads (core/src/figures.rs; the pipeline puts them
+``ProduceRow``), which the core's walk reads (core/src/figures/; the pipeline puts them
 in a full tree's body too); a Produce answer's errors from its tree.
 """
 from __future__ import annotations
@@ -68,7 +68,7 @@ def _index_and(p: Field, name: str) -> tuple[Any, Field | None]:
 
 # A Fetch answer's partition as its body's extra["fetch"] holds it: (topic, topic_id,
 # partition, error_code (0 when none), high_watermark, last_stable_offset, records, bytes,
-# codec, crc_ok), read by the core's walk (core/src/figures.rs, ``Figures::fetch_rows``),
+# codec, crc_ok), read by the core's walk (core/src/figures/, ``Figures::fetch_rows``),
 # which, but for check, leaves the ``responses`` array they come from out of its lean tree.
 # The partition digests and the consumer lag read the rows.
 FetchRow = tuple[str | None, str | None, int | None, int, int | None, int | None, int, int, str | None, bool]

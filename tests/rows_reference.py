@@ -1,5 +1,5 @@
 """The rows of Produce and Fetch bodies (``extra["fetch"]``, ``extra["produce"]``) read off
-full field trees: an oracle, independent of the core's walk (core/src/figures.rs), which is
+full field trees: an oracle, independent of the core's walk (core/src/figures/), which is
 what reads them in the product. Each topic and partition element in one pass over its
 children."""
 from __future__ import annotations

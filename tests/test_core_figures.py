@@ -1,4 +1,4 @@
-"""The core's lean walk (core/src/figures.rs) against the full decoder (dissectors/decoder.py).
+"""The core's lean walk (core/src/figures/) against the full decoder (dissectors/decoder.py).
 
 The lean tree of a message is, by its definition, the full decoder's tree of it with only
 what the per-exchange figures read: error codes that are not zero, the ANCHORS figures

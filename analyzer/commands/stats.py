@@ -93,7 +93,7 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
     connections: dict[str, Any] | None = None     # why connections were taken as Kafka, or not
     points = PointSample() if plot_path else None
     many = len(captures) > 1
-    # every figure comes from lean trees (the core's figures walk, core/src/figures.rs): the
+    # every figure comes from lean trees (the core's figures walk, core/src/figures/): the
     # same numbers as full trees; grouping by topic or partition keeps each request's topics
     decode = lean_decode(kw["max_depth"], Decode.lite(topics="topic" in by or "partition" in by))
     from analyzer.shards import auto_jobs, run_stats_sharded

@@ -26,7 +26,7 @@ the fetch sessions are per connection and a connection is never split between wo
 so they are not shipped.
 
 The figures are read from the lean trees of ``stats`` (the core's figures walk,
-core/src/figures.rs, keeps the fields above, a request's forgotten topics whole, and each
+core/src/figures/, keeps the fields above, a request's forgotten topics whole, and each
 Fetch message's partitions as its body's rows: ``dissectors.summary.fetch_table``) and from
 full trees alike.
 

@@ -5,7 +5,7 @@
 //! exchange, partition or field.
 //!
 //! [`TableBuilder::exchange`] takes a paired exchange whose frames the lean walk reads
-//! (`figures.rs`: a 0.8+ exchange of an API and version the schema has, neither frame cut
+//! (`figures/`: a 0.8+ exchange of an API and version the schema has, neither frame cut
 //! by the capture, no consumer-protocol payload with bad bytes) and appends its rows; any
 //! other exchange it declines, and the stream hands it to the front as a record to decode
 //! (`analyzer/pipeline.py`), whose rows `analyzer/tables.py` makes. What a row holds is
