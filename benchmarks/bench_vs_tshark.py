@@ -54,7 +54,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from analyzer._core import open_capture, parse_packet  # noqa: E402
-from analyzer.model import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, Endpoint, Segment  # noqa: E402
+from analyzer.model import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, Endpoint, Packet, Segment  # noqa: E402
 
 BROKER_PORT = 9092
 CACHE_DIR = Path(tempfile.gettempdir()) / "kafkawire-bench"
@@ -86,7 +86,7 @@ def load_sample(path: Path) -> list[Tmpl]:
     """A sample's TCP packets (client side = the SYN sender, else the non-broker port)."""
     segs = []
     with open_capture(str(path)) as reader:
-        for pkt in reader:
+        for pkt in map(Packet._make, reader):
             seg = parse_packet(pkt.linktype, pkt.data, pkt.orig_len)
             if not isinstance(seg, str):        # (a str: why the packet is no TCP segment)
                 sip, sport, dip, dport, seq, ack, flags, payload, _missing = seg
