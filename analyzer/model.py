@@ -147,7 +147,7 @@ EXCHANGE_STATUSES = ("ok", "unanswered", "no_response_expected", "orphan_respons
 class Exchange:
     """A request and its response (either may be missing), decoded.
 
-    Slotted: one is built per exchange on the hot path (``Pipeline._new_exchange`` stores
+    Slotted: one is built per exchange on the hot path (``analyzer.decoding.Decoder`` stores
     its slots without calling ``__init__``).
 
     Latency: ``request_time`` is the time of the packet that completed the request
@@ -207,7 +207,7 @@ class Exchange:
     @property
     def lean(self) -> bool:
         """Whether a tree of this exchange is a lean one (the core's figures walk,
-        core/src/figures.rs: its root is an ``ErrorsRoot``), not the full decoder's."""
+        core/src/figures/: its root is an ``ErrorsRoot``), not the full decoder's."""
         return self.request_tree.__class__ is ErrorsRoot or self.response_tree.__class__ is ErrorsRoot
 
     def full_trees(self, ctx: DecodeContext) -> tuple[Field | None, Field | None]:

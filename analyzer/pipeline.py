@@ -1,17 +1,25 @@
 """Wire the stages together: packets in, paired and decoded Exchanges out.
 
-    capture / packets -> [core: net, tcp reassembly, Kafka framing, pairing]
-           -> records (in batches) -> Exchange (+ field trees from dissectors)
+    capture / packets -> [core: net, tcp reassembly, Kafka framing, pairing, lean walk]
+           -> records (in batches) -> Summary (every packet, frame and skipped byte)
+                                   -> connections (Conn)
+                                   -> Decoder (analyzer.decoding): one Exchange per record
+                                   -> the exchange tables' rows (Options.tables)
 
 The core (``analyzer._core``, the Rust crate in core/) reads the capture, parses link
 layer, IP and TCP, reassembles each direction, cuts it into Kafka frames and pairs
 requests with responses (see core/src/pair.rs for the rules: which side is the
 client, which protocol, correlation ids, pre-0.8 FIFO, acks=0, raw SASL tokens). It
-hands this module a list of records per batch of packets: connections, and exchanges
-with their frames and request header, which this module decodes into field trees as
-the options ask and emits. The same Pipeline object serves a capture file
-(``Run``/``analyze_file``), a live interface (``feed_packets`` as packets arrive,
-``expire`` for timeouts) and a Spark task.
+hands this module a list of records per batch of packets (core/src/py/mod.rs): the
+connections, which this module keeps; the exchanges, each of which the run's
+``Decoder`` makes an Exchange with field trees as ``Options.decode`` asks, and which this
+module counts in the summary and yields in order. The same Pipeline object serves a
+capture file (``Run``/``analyze_file``), a live interface (``feed_packets`` as packets
+arrive, ``expire`` for timeouts) and a Spark task.
+
+With ``Options.tables`` the core builds the rows of the exchanges its walk reads to their
+end (a lean decode) as Arrow record batches, handed to ``Pipeline.on_tables``, and hands
+only the other exchanges as records; what those it took count is added to the summary.
 
 A connection whose first bytes are a TLS record is handed to the front as stream events
 (``analyzer.handover``): with ``--tls-keylog`` it is decrypted and the plaintext goes back
@@ -24,36 +32,23 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from analyzer._core import END_OF_CAPTURE, UNIDENTIFIED, Capture, Figures, HeaderTable, Stream, open_capture
+from analyzer._core import END_OF_CAPTURE, UNIDENTIFIED, Capture, HeaderTable, Stream, open_capture
+from analyzer.decoding import Decoder, shared
 from analyzer.handover import TLS_SKIPPED as TLS_SKIPPED  # (the summary's name, shared by the sinks)
 from analyzer.handover import Handover
-from analyzer.model import (
-    Conn,
-    Endpoint,
-    Exchange,
-    Frame,
-    PacketRecord,
-)
+from analyzer.model import Conn, Endpoint, Exchange, PacketRecord
 from analyzer.runs import Decode
-from dissectors import consumer, kafka, legacy
-from dissectors.context import DecodeContext, Limits
-from dissectors.errors import ERRORS
-from dissectors.field import ErrorsRoot, Field
-from dissectors.header import RequestHeader, api_table
-from dissectors.kafka import learn_topic_ids
-from dissectors.schema import APIS, api_name
-from dissectors.summary import partitions_of
+from dissectors.context import DecodeContext
+from dissectors.header import api_table
+from dissectors.schema import APIS
 
 if TYPE_CHECKING:
     from analyzer._core import PacketReader  # (Linux only)
 
 _new = tuple.__new__
-_obj_new = object.__new__
 
-_API_NAMES: dict[int, str] = {}    # api_key (an int16) -> api_name(api_key), asked once per exchange
 _BATCH = 2048              # packets the core reads per call of feed_capture
 _TABLE_ROWS = 16384        # exchanges per record batch of the core's tables (Options.tables)
-SASL_HANDSHAKE = 17
 
 
 @dataclass
@@ -61,8 +56,10 @@ class Options:
     ports: tuple[int, ...] = (9092,)
     autodetect: bool = True
     protocol: str = "auto"            # auto | legacy | modern
-    decode: Decode = Decode.FULL      # (or its value: "lite", ...)
-    max_frame_size: int = Limits.max_frame_size      # (the one default: the decoder's)
+    decode: Decode = Decode.FULL      # (or its value: "lite", ...): see analyzer.decoding
+    # larger size prefixes mean a desynchronised stream (the core's framing; each one met
+    # is counted in the run's ``limits_hit`` as ``max_frame_size``)
+    max_frame_size: int = 100 * 1024 * 1024
     unanswered_timeout: float | None = None
     tls_keylog: Any = None            # analyzer.tlsdecrypt.TlsKeyLog: decrypt TLS connections
     conn_ids_from_index: bool = False  # Conn.id = its first packet's number (a shard of a capture)
@@ -195,42 +192,25 @@ _COUNTED = ("connections", "request_frames", "response_frames", "truncated_frame
 
 
 class Pipeline:
+    """One run's flow: packets to the core's ``Stream``, its records to the summary, the
+    connections and the ``Decoder``, Exchanges out (and the tables' rows, Options.tables)."""
+
     def __init__(self, options: Options | None = None, ctx: DecodeContext | None = None) -> None:
         self.options = options or Options()
-        self.ctx = ctx or DecodeContext(Limits(max_frame_size=self.options.max_frame_size))
-        # lite: the core walks each exchange's lean trees (core/src/figures.rs) under the
-        # context's limits and hands them with the exchange's record. The consumer-protocol
-        # payloads of JoinGroup and SyncGroup it judges as the full decoder does, and leaves
-        # a message whose payload has bad bytes to full trees (they mark them); SASL tokens,
-        # which it does not read, it leaves to full trees
-        #
-        # lite-check: what check's rules read besides the figures (Figures(check=True): the
-        # v2 batches' producer state, an ApiVersions answer's table), the consumer-protocol
-        # APIs' and a SaslHandshake's trees in full (the payloads decoded, the mechanisms
-        # offered), and a message whose walk marked bad bytes decoded again in full, so
-        # that a finding about it quotes the field `read` shows
-        self.figures: Figures | None = None
-        decode = Decode(self.options.decode)
-        topics, check = decode.topics, decode.check
-        self._full_when_malformed = check
-        if decode.lean:
-            ctx = self.ctx
-            self.figures = _figures(ctx, topics, check)
-        # the rows of a Produce or Fetch body decoded in full come from the core's walk too
-        # (core/src/figures.rs reads them; the full decoder does not)
-        self._rows_walk = self.figures or _figures(self.ctx, False, False)
+        self.ctx = ctx or DecodeContext()
+        # how each exchange record becomes an Exchange with its trees, as options.decode asks
+        self.decoder = Decoder(self.ctx, self.options.decode)
         self.summary = Summary()
         self.stream = self.new_stream()
         self._taken: dict[str, Any] = {}           # the core's tables' counts as last added
         if self.options.tables is not None:
-            if self.figures is None:
+            if self.decoder.figures is None:
                 raise ValueError("the core builds tables with a lean decode")
             self.stream.keep_tables(self.options.tables)
         self._conn_objs: dict[int, Conn] = {}      # the connections the core has open, by id
         self.handover = Handover(self.summary, lambda cid, client_dir: self.stream.ignore(cid, client_dir),
                                  self.options.tls_keylog)
         self._counted: dict[str, Any] = {}         # the core's counts as last added to the summary
-        self._seq = 0
         self._now = 0.0
         # the packet the core was handling when it made the record being handled (END_OF_CAPTURE
         # at the end of the capture): the clock of a share's topic-id learnings (analyzer.shards)
@@ -247,8 +227,8 @@ class Pipeline:
         framing and pairing; ``limits`` are the reassembler's (``max_buffer``...)."""
         o = self.options
         return Stream(ports=list(o.ports), autodetect=o.autodetect, ids_from_index=o.conn_ids_from_index,
-                      share=o.share, apis=_shared(("api_table",), lambda: HeaderTable(api_table(), list(APIS.values()))), protocol=o.protocol,
-                      max_frame_size=o.max_frame_size, figures=self.figures, **limits)
+                      share=o.share, apis=shared(("api_table",), lambda: HeaderTable(api_table(), list(APIS.values()))),
+                      protocol=o.protocol, max_frame_size=o.max_frame_size, figures=self.decoder.figures, **limits)
 
     # -- public ---------------------------------------------------------------
     def feed(self, packet: PacketRecord) -> list[Exchange]:
@@ -371,8 +351,15 @@ class Pipeline:
         conns = self._conn_objs
         for r in records:
             kind = r[0]
-            if kind == 5:           # an exchange
-                self._record(r, out)
+            if kind == 5:           # an exchange: its connection as it completed, then its trees
+                conn = conns[r[1]]
+                self.packet_now = r[2]
+                conn.client_dir = r[12]
+                conn.protocol = r[13]
+                conn.last_ts = r[14]
+                ex = self.decoder.exchange(conn, r)
+                self.summary.exchanges[ex.status] += 1
+                out.append(ex)
             elif kind == 3:         # a new connection
                 _k, cid, a_ip, a_port, b_ip, b_port, ts = r
                 conns[cid] = Conn(cid, _new(Endpoint, (a_ip, a_port)), _new(Endpoint, (b_ip, b_port)),
@@ -409,92 +396,6 @@ class Pipeline:
                 yield from out
                 out.clear()
 
-    # -- records --------------------------------------------------------------
-    def _record(self, r: tuple[Any, ...], out: list[Exchange]) -> None:
-        """One exchange of the core's: its frames and trees, as an Exchange in ``out``."""
-        (_k, cid, self.packet_now, kind, status, h, legacy_type, corr, req, resp, note, mechanism,
-         client_dir, protocol, last_ts, lean) = r
-        conn = self._conn_objs[cid]
-        conn.client_dir = client_dir
-        conn.protocol = protocol
-        conn.last_ts = last_ts
-        request = _new(Frame, (conn, *req)) if req is not None else None
-        response = _new(Frame, (conn, *resp)) if resp is not None else None
-        if kind == "kafka":
-            header = _new(RequestHeader, h)
-            api_key = header[0]
-            name = _API_NAMES.get(api_key)
-            if name is None:
-                name = _API_NAMES[api_key] = api_name(api_key)
-            if status == "unanswered":
-                self._unanswered(self._new_exchange(conn, "kafka", api_key, name, header[1], header[2], header[3],
-                                                    request, None, status, None, None, header, lean=lean),
-                                 note, out)
-            else:
-                self._new_exchange(conn, "kafka", api_key, name, header[1], header[2], header[3], request,
-                                   response, status, None, None, header, out, lean=lean)
-        elif kind == "orphan":
-            assert response is not None
-            self._new_exchange(conn, "kafka", None, "Unknown", None, corr, None, None, response, status,
-                               response_tree=self._orphan_tree(response, corr), out=out, note=note)
-        elif kind == "not_request":
-            assert request is not None
-            tree = Field("request", "Request", None, 0, len(request.data))
-            tree.mark_malformed(f"not a request header ({len(request.data)} bytes)", self.ctx)
-            self._new_exchange(conn, "kafka", None, "Unknown", None, None, None, request, None, status,
-                               request_tree=tree, out=out)
-        elif kind == "sasl_token":
-            assert request is not None
-            ctx = self.ctx
-            req_tree = kafka.decode_sasl_token(request.data, ctx, mechanism, True)
-            if status == "unanswered":
-                self._unanswered(self._new_exchange(conn, "kafka", None, "SaslToken", None, None, None, request,
-                                                    None, status, req_tree), note, out)
-            else:
-                assert response is not None
-                resp_tree = kafka.decode_sasl_token(response.data, ctx, mechanism, False)
-                self._new_exchange(conn, "kafka", None, "SaslToken", None, None, None, request, response,
-                                   status, req_tree, resp_tree, out=out)
-        else:
-            self._legacy(conn, legacy_type, request, response, status, note, out)
-
-    def _legacy(self, conn: Conn, rtype: int | None, request: Frame | None, response: Frame | None,
-                status: str, note: str | None, out: list[Exchange]) -> None:
-        """A pre-0.8 exchange: its trees, error codes and partitions."""
-        ctx = self.ctx
-        if request is None:
-            assert response is not None
-            self._new_exchange(conn, "kafka-legacy", None, "UNKNOWN", None, None, None, None, response, status,
-                               out=out, note=note)
-            return
-        before = ctx.counts.malformed
-        req_tree = _count_bad(legacy.decode_legacy_request(request.data, ctx), ctx.counts.malformed - before)
-        if status == "unanswered":
-            name = legacy.LEGACY_API_NAMES.get(rtype, "UNKNOWN") if rtype is not None else "UNKNOWN"
-            self._unanswered(self._new_exchange(conn, "kafka-legacy", rtype, name, None, None, None, request, None,
-                                                status, req_tree), note, out)
-            return
-        if response is None:
-            name = legacy.LEGACY_API_NAMES.get(rtype, f"UNKNOWN({rtype})") if rtype is not None else "UNKNOWN"
-            ex = self._new_exchange(conn, "kafka-legacy", rtype, name, None, None, None, request, None, status,
-                                    request_tree=req_tree, out=out)
-            ex.partitions = legacy.legacy_partitions(req_tree, True)
-            return
-        assert rtype is not None
-        before = ctx.counts.malformed
-        tree = _count_bad(legacy.decode_legacy_response(response.data, rtype, ctx, req_tree), ctx.counts.malformed - before)
-        ex = self._new_exchange(conn, "kafka-legacy", rtype, legacy.LEGACY_API_NAMES.get(rtype, "UNKNOWN"), None,
-                                None, None, request, response, status, req_tree, tree, out=out)
-        ex.error_codes = legacy.legacy_error_codes(tree)
-        ex.partitions = legacy.legacy_partitions(tree, False)
-
-    def _unanswered(self, ex: Exchange, why: str | None, out: list[Exchange]) -> None:
-        """A request that got no response (made without ``out``: no notes of cut frames)."""
-        if why is not None:
-            ex.notes.append(why)
-        self.summary.exchanges[ex.status] += 1
-        out.append(ex)
-
     def _closed(self, r: tuple[Any, ...]) -> None:
         """A connection ended: the one kind it counts as in the summary."""
         _k, cid, protocol, client_dir, responses_only, any_data, _handed, detection, last_ts = r
@@ -523,226 +424,6 @@ class Pipeline:
             s.other_connections += 1
         else:
             s.empty_connections += 1
-
-    def _new_exchange(self, conn: Conn, protocol: str, api_key: int | None, api_name: str,
-                      api_version: int | None, correlation_id: int | None, client_id: str | None,
-                      request: Frame | None, response: Frame | None, status: str,
-                      request_tree: Field | None = None, response_tree: Field | None = None,
-                      header: RequestHeader | None = None, out: list[Exchange] | None = None,
-                      note: str | None = None, lean: tuple[Any, ...] | None = None) -> Exchange:
-        """The Exchange; emitted (counted and appended) to ``out`` if given. ``note`` is its
-        first note. With the ``header`` of a 0.8+ request, its trees (and the response's) are
-        decoded here as the options ask (``lean``: the core's lean trees, see _decode), and
-        its error codes and partitions are found.
-
-        A tree whose decoding counted malformed fields says how many (_count_bad) and makes an
-        emitted ``ok`` exchange malformed, unless its frame was cut short in the capture."""
-        # once per exchange, one call: decoding, finishing and emitting where it is built
-        error_codes: list[str] | None = None
-        partitions: list[dict[str, Any]] | None = None
-        if header is not None:
-            assert request is not None      # a request header comes with its request
-            if self.options.decode != Decode.NONE:
-                status, request_tree, response_tree, error_codes, partitions = self._decode(
-                    header, request, response, status, out is not None, lean)
-        elif status == "ok" and out is not None:
-            # trees decoded by the caller (an ok exchange has both frames; the tests ordered so
-            # that the common tree without extra costs least)
-            t = request_tree
-            if t is not None and t.extra and t.extra.get("malformed") and request is not None \
-                    and not request.truncated:
-                status = "malformed"
-            else:
-                t = response_tree
-                if t is not None and t.extra and t.extra.get("malformed") and response is not None \
-                        and not response.truncated:
-                    status = "malformed"
-        self._seq = seq = self._seq + 1
-        # the slots stored here cost less than Exchange's 16-argument __init__
-        ex = _obj_new(Exchange)
-        ex.conn = conn
-        ex.protocol = protocol
-        ex.api_key = api_key
-        ex.api_name = api_name
-        ex.api_version = api_version
-        ex.correlation_id = correlation_id
-        ex.client_id = client_id
-        ex.request = request
-        ex.response = response
-        ex.status = status
-        ex.request_tree = request_tree
-        ex.response_tree = response_tree
-        ex.error_codes = [] if error_codes is None else error_codes
-        ex.partitions = [] if partitions is None else partitions
-        ex.notes = notes = [] if note is None else [note]
-        ex.seq = conn.last_seq = seq
-        if out is not None:
-            if (request is not None and request.truncated) or (response is not None and response.truncated):
-                for fr in (request, response):
-                    if fr is not None and fr.truncated:
-                        notes.append(f"frame {fr.last_index}: {len(fr.data)} of {fr.size} bytes captured")
-            self.summary.exchanges[status] += 1
-            out.append(ex)
-        return ex
-
-    def _decode(self, header: RequestHeader, request: Frame, response: Frame | None, status: str, emitted: bool,
-                lean: tuple[Any, ...] | None = None
-                ) -> tuple[str, Field, Field | None, list[str] | None, list[dict[str, Any]] | None]:
-        """The trees of a 0.8+ exchange as the options ask, its status (an emitted ``ok`` one
-        whose tree counted malformed fields is malformed, unless its frame was cut short in
-        the capture), error codes and partitions.
-
-        In lite mode the core has walked the lean trees (``lean``: request tree and its
-        counts, response tree and its counts); a frame cut by the capture, or of an API or
-        version newer than the schema, has none there and gets the full decoder, which
-        knows its declared size and keeps a body it cannot read raw: a cut rather than
-        malformed, no error codes read from a layout that is not its own (such exchanges
-        are few), as do the APIs the core leaves to full trees (``Figures(full_apis=...)``)."""
-        api_key, api_version = header[0], header[1]
-        ctx = self.ctx
-        before = ctx.counts.malformed
-        response_tree: Field | None = None
-        if lean is not None:
-            request_tree, rq_counts, response_tree, rs_counts = lean
-            lean_rq, lean_rs = request_tree, response_tree
-            if self._full_when_malformed:
-                if rq_counts is not None and rq_counts[0]:
-                    request_tree = None
-                if rs_counts is not None and rs_counts[0]:
-                    response_tree = None
-        else:
-            request_tree = rq_counts = rs_counts = lean_rq = lean_rs = None
-        if request_tree is None:
-            # (a frame cut by the capture is decoded as far as it goes: its declared size)
-            request_tree = kafka.decode_request(request.data, ctx, request.size if request.truncated else None)
-            if api_key == 0 or api_key == 1:
-                if lean_rq is None:
-                    got = self._rows_walk.request(request.data, header[4])
-                    lean_rq = got[0] if got is not None else None
-                _core_rows(request_tree, lean_rq)
-        else:
-            _add_counts(ctx, rq_counts)
-        mid = ctx.counts.malformed
-        if response is not None:
-            if response_tree is None:
-                response_tree = kafka.decode_response(response.data, api_key, api_version, ctx,
-                                                      response.size if response.truncated else None)
-                if api_key == 1:
-                    if lean_rs is None:
-                        got = self._rows_walk.response(response.data, api_key, api_version)
-                        lean_rs = got[0] if got is not None else None
-                    _core_rows(response_tree, lean_rs)
-            else:
-                _take_lean_response(ctx, api_key, response_tree, rs_counts)
-        # (only _count_bad marks a tree: what it marks here is known without reading it)
-        if mid != before:
-            _count_bad(request_tree, mid - before)
-            if status == "ok" and emitted and not request.truncated:
-                status = "malformed"
-        if response_tree is not None and ctx.counts.malformed != mid:
-            _count_bad(response_tree, ctx.counts.malformed - mid)
-            if status == "ok" and emitted and response is not None and not response.truncated:
-                status = "malformed"
-        error_codes = kafka.error_codes(response_tree) if response_tree is not None else None
-        partitions = None
-        if api_key == 0 or api_key == 1:
-            partitions = partitions_of(api_key, request_tree, response_tree, ctx.topic_names)
-        return status, request_tree, response_tree, error_codes, partitions
-
-    def _orphan_tree(self, frame: Frame, cid: int | None) -> Field:
-        """A response whose request was not captured: its correlation id (the core read it,
-        None in a frame under 4 bytes), the rest raw."""
-        tree = Field("response", "Response", None, 0, len(frame.data))
-        hdr = tree.add(Field("header", "ResponseHeader", None, 0, min(4, len(frame.data))))
-        if cid is not None:
-            hdr.add(Field("correlation_id", "int32", cid, 0, 4))
-        tree.add(Field("body", "bytes", None, 4, max(len(frame.data) - 4, 0),
-                       notes=["request not captured: API unknown, body not decoded"]))
-        return tree
-
-
-# What every Pipeline of a process can share, made once from the schema (the Spark job
-# makes a Pipeline per connection group): the core's header table and the figures walk
-# (its plans are compiled on first use, then reused). Keyed by the schema's ApiDef objects
-# too, so that a schema changed in place (tests) makes new ones.
-_SHARED: dict[tuple[Any, ...], Any] = {}
-
-
-def _shared(key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
-    key = (*key, tuple(map(id, APIS.values())))
-    got = _SHARED.get(key)
-    if got is None:
-        if len(_SHARED) >= 16:
-            _SHARED.clear()
-        got = _SHARED[key] = make()
-    return got
-
-
-# Metadata, CreateTopics, DescribeTopicPartitions: their answers teach topic ids
-_TEACHES_TOPIC_IDS = frozenset({3, 19, 75})
-
-
-def _add_counts(ctx: DecodeContext, counts: tuple[int, int, int, int, tuple[str, ...]]) -> None:
-    """What one of the core's lean walks adds to the run's counters."""
-    malformed, valid, invalid, trailing, limits = counts
-    if malformed:
-        ctx.counts.malformed += malformed
-    if valid:
-        ctx.counts.crc_valid += valid
-    if invalid:
-        ctx.counts.crc_invalid += invalid
-    if trailing:
-        ctx.counts.trailing += trailing
-    for name in limits:
-        ctx.counts.hit_limit(name)
-
-
-def _take_lean_response(ctx: DecodeContext, api_key: int, tree: Field,
-                        counts: tuple[int, int, int, int, tuple[str, ...]]) -> None:
-    """A response's lean tree taken into the run: its counts added, and the topic ids a
-    Metadata-like answer teaches learnt (from its body: a tree whose header could not be
-    read has none)."""
-    _add_counts(ctx, counts)
-    if api_key in _TEACHES_TOPIC_IDS and isinstance(tree, ErrorsRoot) and tree.children:
-        learn_topic_ids(tree.children[0], ctx, annotate=False)
-
-
-def _figures(ctx: DecodeContext, topics: bool, check: bool) -> Figures:
-    """The core's lean walk under ``ctx``'s limits, keeping the requests' topics and what
-    check's rules read as asked; the consumer-protocol payloads of JoinGroup and SyncGroup
-    judged in the walk unless check reads them decoded (shared: ``_shared``)."""
-    full_apis = (kafka.NESTED_PAYLOAD_APIS - kafka.CONSUMER_PAYLOAD_APIS) | \
-        ((kafka.CONSUMER_PAYLOAD_APIS | {SASL_HANDSHAKE}) if check else set())
-    return _shared(("figures", ctx.limits.max_array_len, ctx.limits.max_decompressed, topics, check),
-                   lambda: Figures((Field, ErrorsRoot), APIS, ERRORS, ctx.limits.max_array_len,
-                                   ctx.limits.max_decompressed,
-                                   topics=topics, full_apis=full_apis, check=check,
-                                   consumer=(consumer.SUBSCRIPTION, consumer.ASSIGNMENT)))
-
-
-def _core_rows(tree: Field, lean: Field | None) -> None:
-    """Put the rows the core's walk read of a Produce or Fetch message (``lean``: its lean
-    tree, its counts not added again) into the full tree's body."""
-    if lean is None:
-        return
-    body = tree.child("body")
-    got = lean.children[0].extra if lean.children else None
-    if body is None or not got:
-        return
-    for key in ("fetch", "produce"):
-        if key in got:
-            if body.extra is None:
-                body.extra = {}
-            body.extra[key] = got[key]
-
-
-def _count_bad(tree: Field, n: int) -> Field:
-    """Remember on the root how many malformed notes decoding it produced."""
-    if n:
-        if tree.extra is None:
-            tree.extra = {}
-        tree.extra["malformed"] = n
-    return tree
 
 
 class Run:

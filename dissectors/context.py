@@ -2,10 +2,12 @@
 
 ``DecodeContext`` is what every decoder receives; it is the composition of
 
-- ``limits`` (``Limits``, frozen): what any single frame may cost. Each limit reached is
-  counted under its own name in ``counts.limits_hit`` and noted on the field it cut.
-  ``Limits``' field defaults are the project's one set of defaults (the CLI's options and
-  ``analyzer.pipeline.Options`` take theirs from here).
+- ``limits`` (``Limits``, frozen): what decoding any single frame may cost. Each limit
+  reached is counted under its own name in ``counts.limits_hit`` and noted on the field it
+  cut. ``Limits``' field defaults are the one set of defaults of these limits (the
+  CLI's options take theirs from here). The size a frame may declare is the framing's
+  (``analyzer.pipeline.Options.max_frame_size``), not a decoder's; the runner counts each
+  one over it in ``counts.limits_hit`` as ``max_frame_size``.
 - ``presentation`` (``Presentation``, frozen): what the trees show — secrets in clear or
   redacted, record batches decoded into their records or not.
 - ``topic_names``: what the capture taught, topic id (UUID) -> name, from the Metadata,
@@ -25,7 +27,6 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class Limits:
-    max_frame_size: int = 100 * 1024 * 1024   # larger size prefixes mean a desynchronised stream
     max_decompressed: int = 64 * 1024 * 1024  # decompressed bytes per records value
     max_array_len: int = 1_000_000            # element count accepted from the wire
     max_depth: int = 32                       # nesting of structures
@@ -44,7 +45,7 @@ class Counters:
     crc_valid: int = 0
     trailing: int = 0          # messages followed by bytes their schema does not describe
     cut: int = 0               # messages cut short by the capture, decoded as far as they go
-    limits_hit: dict[str, int] = field(default_factory=dict)   # Limits field name -> times reached
+    limits_hit: dict[str, int] = field(default_factory=dict)   # limit's name -> times reached
 
     def hit_limit(self, which: str) -> None:
         self.limits_hit[which] = self.limits_hit.get(which, 0) + 1

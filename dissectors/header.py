@@ -3,7 +3,7 @@
 The checks that framing and pairing run on every frame (parsing a request header, whether
 a frame's first bytes are a plausible request, tagged-field sections) are the core's:
 core/src/kafka.rs, handed the schema at start-up by :func:`api_table`. Here are the
-``RequestHeader`` the core's exchange records carry (``analyzer.pipeline`` builds one from
+``RequestHeader`` the core's exchange records carry (``analyzer.decoding`` builds one from
 each), the correlation id that starts a response frame (an orphan response's tree shows
 it), and the window above an API's newest version that the core and the decoder share.
 The full annotated header is produced by ``dissectors.kafka``.

@@ -1,14 +1,14 @@
-"""The core's lean walk (``analyzer._core.Figures``, core/src/figures.rs) one message at a
+"""The core's lean walk (``analyzer._core.Figures``, core/src/figures/) one message at a
 time, for tests: what the pipeline hands a ``stats`` run with each exchange's record, its
 counts added to a DecodeContext and the topic ids a Metadata-like answer teaches learnt, as
-``Pipeline._decode`` does."""
+``analyzer.decoding.Decoder`` does."""
 from __future__ import annotations
 
 import random
 from pathlib import Path
 
 from analyzer._core import Figures
-from analyzer.pipeline import _add_counts, _take_lean_response
+from analyzer.decoding import add_counts, take_lean_response
 from dissectors import consumer, kafka
 from dissectors.context import DecodeContext
 from dissectors.errors import ERRORS
@@ -34,7 +34,7 @@ def lean_request(data: bytes, header_len: int, ctx: DecodeContext) -> Field:
     if got is None:         # a consumer payload with bad bytes: the full decoder's
         return kafka.decode_request(data, ctx)
     tree, counts = got
-    _add_counts(ctx, counts)
+    add_counts(ctx, counts)
     return tree
 
 
@@ -44,7 +44,7 @@ def lean_response(data: bytes, api_key: int, api_version: int, ctx: DecodeContex
     if got is None:         # a consumer payload with bad bytes: the full decoder's
         return kafka.decode_response(data, api_key, api_version, ctx)
     tree, counts = got
-    _take_lean_response(ctx, api_key, tree, counts)
+    take_lean_response(ctx, api_key, tree, counts)
     return tree
 
 

@@ -629,7 +629,7 @@ def test_huge_declared_frame_through_the_pipeline(tmp_path: Path) -> None:
     pkts += other.send(1, kafka_frame(struct.pack(">ihi", 5, 0, 0)))
     path = tmp_path / "huge.pcap"
     write_pcap(str(path), pkts)
-    ctx = DecodeContext(Limits(max_frame_size=2**31))
+    ctx = DecodeContext()
     result: list = []
 
     def go() -> None:

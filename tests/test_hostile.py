@@ -139,7 +139,7 @@ def test_damaged_response_header_costs_one_exchange(tmp_path: Path) -> None:
 
 def test_max_frame_size_in_limits_hit(tmp_path: Path) -> None:
     path = conversation(tmp_path / "big.pcap", [api_versions_pair(1), metadata_pair(2, 400)])
-    _, run = analyse(path, ctx=DecodeContext(Limits(max_frame_size=4096)), max_frame_size=4096)
+    _, run = analyse(path, max_frame_size=4096)
     assert run.summary.to_json(run.ctx)["limits_hit"].get("max_frame_size") == 1
 
 
