@@ -22,7 +22,7 @@ from typing import Any
 
 from analyzer.model import Conn, Exchange
 from analyzer.sinks.output import exchange_to_json
-from analyzer.sinks.stats import WAIT_APIS, throttle_ms, wait_kind
+from analyzer.sinks.stats import WAIT_APIS, named_topic_partitions, throttle_ms, wait_kind
 from dissectors.field import body_of
 from dissectors.summary import fetch_table
 
@@ -30,7 +30,8 @@ from dissectors.summary import fetch_table
 @dataclass(frozen=True)
 class Column:
     name: str
-    type: str           # string, int32, int64, float64, bool, list<string>, list<partition>
+    type: str           # string, int32, int64, float64, bool, list<string>, list<partition>,
+                        # list<topic_partition>
     nullable: bool
     doc: str
 
@@ -60,6 +61,12 @@ PARTITION = (
     _c("codec", "string", "compression codec: none, gzip, snappy, lz4, zstd"),
     _c("crc_ok", "bool", "every batch's CRC checks out (null: no batch)"),
     _c("error", "string", "the partition's error code name in a response"),
+)
+
+# a topic-partition an exchange names (the ``topic_partitions`` column of ``exchanges``)
+TOPIC_PARTITION = (
+    _c("topic", "string", "topic name"),
+    _c("partition", "int32", "partition index"),
 )
 
 # what names an exchange in the tables built from it
@@ -95,6 +102,9 @@ EXCHANGES = Table("exchanges", "one row per exchange: a request and its response
     _c("status", "string", "ok, unanswered, no_response_expected, orphan_response, malformed", False),
     _c("error_codes", "list<string>", "names of the non-zero error codes, in wire order", False),
     _c("partitions", "list<partition>", "Produce/Fetch: the topic-partitions (see partitions)", False),
+    _c("topic_partitions", "list<topic_partition>", "the topic-partitions it names: a Produce's or Fetch's "
+                                                    "partitions, else those its request lists (partition null: "
+                                                    "a topic listed without partitions); stats --by topic", False),
     _c("notes", "list<string>", "why a request is unanswered, frames cut by the capture...", False),
 ))
 
@@ -167,7 +177,7 @@ def exchange_rows(ex: Exchange, capture: str, conn: int, trees: bool = False
            _float(d["request_time"]), _float(d["response_time"]), _float(d["response_first_time"]),
            _float(d["latency_ms"]), _float(d["ttfb_ms"]), wait_kind(ex) if ex.api_name in WAIT_APIS else None,
            throttle_ms(ex), _group_id(ex), d["request_bytes"], d["response_bytes"], d["status"],
-           list(d["error_codes"]), parts, list(d["notes"]))
+           list(d["error_codes"]), parts, [(t, p) for t, p, _pd in named_topic_partitions(ex)], list(d["notes"]))
     if trees:
         row += tuple(None if d[t] is None else json.dumps(d[t], separators=(",", ":"), ensure_ascii=False)
                      for t in ("request", "response"))
@@ -216,6 +226,8 @@ def arrow_schema(t: Table) -> Any:
     def typ(c: Column) -> Any:
         if c.type == "list<partition>":
             return pa.list_(pa.struct([pa.field(p.name, typ(p), p.nullable) for p in PARTITION]))
+        if c.type == "list<topic_partition>":
+            return pa.list_(pa.struct([pa.field(p.name, typ(p), p.nullable) for p in TOPIC_PARTITION]))
         if c.type == "list<string>":
             return pa.list_(pa.string())
         return {"string": pa.string(), "int32": pa.int32(), "int64": pa.int64(), "float64": pa.float64(),
@@ -230,6 +242,8 @@ def spark_schema(t: Table) -> Any:
     def typ(c: Column) -> Any:
         if c.type == "list<partition>":
             return T.ArrayType(T.StructType([T.StructField(p.name, typ(p), p.nullable) for p in PARTITION]))
+        if c.type == "list<topic_partition>":
+            return T.ArrayType(T.StructType([T.StructField(p.name, typ(p), p.nullable) for p in TOPIC_PARTITION]))
         if c.type == "list<string>":
             return T.ArrayType(T.StringType())
         return {"string": T.StringType(), "int32": T.IntegerType(), "int64": T.LongType(),

@@ -32,10 +32,13 @@ from analyzer.sinks.stats import StatsAccumulator, keep_top_for  # noqa: E402
 from analyzer.spark.inputs import JobConfig  # noqa: E402
 from analyzer.spark.job import run_local, run_spark  # noqa: E402
 from analyzer.spark.session import make_session, stop_session  # noqa: E402
+from analyzer.tables import EXCHANGES  # noqa: E402
 from dissectors.context import DecodeContext, Limits  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = sorted(glob.glob(str(ROOT / "samples" / "*.pcap*")))
+# a column of the exchanges table -> its place in a row
+_EX_COL = {name: i for i, name in enumerate(EXCHANGES.names)}
 pytestmark = pytest.mark.slow
 
 if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
@@ -206,9 +209,10 @@ def test_steps_match_stats_and_check_with_tiny_splits(by: tuple[str, ...], split
     got = []
     for r in ex_rows:
         d = dict(zip(cols, r[:12], strict=True))
-        d.update(latency_ms=r[15], status=r[19], error_codes=r[20],
+        c = _EX_COL
+        d.update(latency_ms=r[c["latency_ms"]], status=r[c["status"]], error_codes=r[c["error_codes"]],
                  partitions=[dict(zip(("topic", "partition", "records", "bytes", "codec", "crc_ok", "error"),
-                                      p, strict=True)) for p in r[21]])
+                                      p, strict=True)) for p in r[c["partitions"]]])
         got.append(_row_key(d["capture"], d))
     assert sorted(got, key=repr) == ref_rows
     assert res.summary["packets"] == _packets(SAMPLES) > 1000
@@ -227,10 +231,11 @@ def test_stats_only_uses_lite_decoding_with_the_same_figures(by: tuple[str, ...]
     cfg = JobConfig(by=by, split_size=700, rules=frozenset(), rows=False)
     assert lite_if_enough(cfg).options.decode == lite
     assert lite_if_enough(JobConfig(by=by, rows=False)).options.decode == lite + "-check"
-    assert lite_if_enough(JobConfig(by=by, rules=frozenset())).options.decode == lite
-    assert lite_if_enough(JobConfig(by=by)).options.decode == lite + "-check"
+    # (the rows' topic_partitions read the requests' topics)
+    assert lite_if_enough(JobConfig(by=by, rules=frozenset())).options.decode == "lite-topics"
+    assert lite_if_enough(JobConfig(by=by)).options.decode == "lite-topics-check"
     assert lite_if_enough(JobConfig(by=by, with_trees=True)).options.decode == "full"
-    assert lite_if_enough(JobConfig(by=by, display_filter="api_key == 0")).options.decode == lite + "-check"
+    assert lite_if_enough(JobConfig(by=by, display_filter="api_key == 0")).options.decode == "lite-topics-check"
     assert lite_if_enough(JobConfig(by=by, ctx=DecodeContext(Limits(max_depth=3)))).options.decode == "full"
     ref_stats, _findings, _rows = reference(SAMPLES, by)
     res, ex_rows, _parts, _conns = run_local(SAMPLES, cfg)
@@ -250,7 +255,8 @@ def test_trees_and_second_pass() -> None:
         for ex in Run(p, options, fresh_context(ctx)):
             d = exchange_to_json(ex, trees=True)
             ref[(p, d["conn"], d["request_frame"], d["response_frame"])] = (d["request"], d["response"])
-    got = {(r[0], r[1], r[10], r[11]): (json.loads(r[23]) if r[23] else None, json.loads(r[24]) if r[24] else None)
+    rq, rs = len(EXCHANGES.columns), len(EXCHANGES.columns) + 1     # (the trees follow the columns)
+    got = {(r[0], r[1], r[10], r[11]): (json.loads(r[rq]) if r[rq] else None, json.loads(r[rs]) if r[rs] else None)
            for r in ex_rows}
     assert got == ref
     assert "topic quickstart" in json.dumps(list(got.values()))

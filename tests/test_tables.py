@@ -38,6 +38,7 @@ def test_the_tables_schema_is_what_the_readme_documents() -> None:
                      "response_bytes int64, status string!, error_codes list<item: string>!, "
                      "partitions list<item: struct<topic: string, partition: int32, records: int64 not null, "
                      "bytes: int64 not null, codec: string, crc_ok: bool, error: string>>!, "
+                     "topic_partitions list<item: struct<topic: string, partition: int32>>!, "
                      "notes list<item: string>!",
         "partitions": "capture string!, conn int64!, api_name string!, api_version int32, correlation_id int32, "
                       "client_id string, request_frame int64, response_frame int64, request_time double, "
@@ -260,7 +261,7 @@ def _tables(path: str, core: bool) -> tuple[dict[str, _Rows], dict]:
     kw = {k: v for k, v in export_command.make_context("export", [path, "--out", "x"]).params.items()
           if k not in ("captures", "out", "overwrite", "trees")}
     writers = {t.name: _Rows(t.name) for t in TABLES}
-    runs = list(iter_captures((path,), kw, progress=False, decode=Decode.LITE, tables=core))
+    runs = list(iter_captures((path,), kw, progress=False, decode=Decode.LITE_TOPICS, tables=core))
     write_rows(iter(runs), writers)   # type: ignore[arg-type]
     (_, run), = runs
     return writers, run.summary.to_json(run.ctx)
@@ -382,4 +383,32 @@ def test_stats_group_figures_are_one_query_over_the_tables(tmp_path: Path) -> No
             assert g["exact"], (path, g["api"])
             want[(path, g["api"], g["version"])] = {k: g[k] for k in got[next(iter(got))]}
     assert len(want) > 300
+    assert got == want
+
+
+def test_stats_by_topic_and_partition_counts_are_a_query_over_topic_partitions(exported: Path) -> None:
+    """stats --by topic,partition counts an exchange once under each topic-partition it names
+    (none: under null, null); the exchanges table's topic_partitions column, unnested, gives
+    the same counts, on every sample."""
+    import duckdb
+
+    from analyzer.pipeline import Options, Run
+    from analyzer.runs import Decode
+    from analyzer.sinks.stats import StatsAccumulator
+
+    db = duckdb.connect()
+    db.execute(f"CREATE VIEW exchanges AS SELECT * FROM read_parquet('{exported}/exchanges/*.parquet')")
+    rows = db.execute("""
+        WITH x AS (SELECT row_number() OVER () AS ex, capture,
+                          CASE WHEN len(topic_partitions) = 0 THEN [{'topic': NULL, 'partition': NULL}]
+                               ELSE topic_partitions END AS tps FROM exchanges),
+             keys AS (SELECT DISTINCT ex, capture, t.topic, t.partition
+                      FROM (SELECT ex, capture, unnest(tps) AS t FROM x))
+        SELECT capture, topic, partition, count(*) FROM keys GROUP BY ALL""").fetchall()
+    got = {(c, t, p): n for c, t, p, n in rows}
+    want = {}
+    for path in CAPTURES:
+        acc = StatsAccumulator(("topic", "partition")).add_all(Run(path, Options(decode=Decode.LITE_TOPICS)))
+        want.update({(path, g["topic"], g["partition"]): g["count"] for g in acc.result()["groups"]})
+    assert sum(1 for k in want if k[1] is not None) > 40
     assert got == want

@@ -143,7 +143,6 @@ def options_from_kwargs(kw: dict[str, Any], decode: Decode = Decode.FULL) -> tup
     )
     ctx = DecodeContext(
         Limits(
-            max_frame_size=opts.max_frame_size,
             max_decompressed=g.get("max_decompressed", Limits.max_decompressed),
             max_array_len=g.get("max_array_len", Limits.max_array_len),
             max_depth=g.get("max_depth", Limits.max_depth),
@@ -367,7 +366,8 @@ def write_tables(captures: tuple[str, ...], out: str, kw: dict[str, Any], trees:
 
     tables: list[Table] = [with_trees(EXCHANGES) if trees else EXCHANGES, *TABLES[1:]]
     writers = {t.name: ParquetTable(t, os.path.join(out, t.name, "part-00000.parquet")) for t in tables}
-    decode = Decode.FULL if trees else lean_decode(kw["max_depth"], Decode.LITE)
+    # (lite with the requests' topics: the topic_partitions column reads them)
+    decode = Decode.FULL if trees else lean_decode(kw["max_depth"], Decode.LITE_TOPICS)
     runs = iter_captures(captures, kw, progress=True, decode=decode, tables=decode.lean)
     damaged: list[tuple[str, str | None]] = []
 

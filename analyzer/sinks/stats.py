@@ -162,7 +162,15 @@ def _part_error(e: Any) -> str | None:
 
 
 def topic_partitions(ex: Exchange) -> list[tuple[str | None, int | None, dict[str, Any] | None]]:
-    """(topic, partition, partition dict or None) for every topic-partition the exchange names."""
+    """(topic, partition, partition dict or None) for every topic-partition the exchange names
+    (one (None, None, None) when it names none): what grouping by topic or partition counts."""
+    return named_topic_partitions(ex) or [(None, None, None)]
+
+
+def named_topic_partitions(ex: Exchange) -> list[tuple[str | None, int | None, dict[str, Any] | None]]:
+    """(topic, partition, partition dict or None) of the topic-partitions the exchange names:
+    its partitions (Produce, Fetch), else those its request's top-level topics array lists
+    (the core reads them alike: ``Figures::request_topics``)."""
     if ex.partitions:
         return [(p.get("topic"), _int(p.get("partition")), p) for p in ex.partitions]
     body = _body(ex.request_tree)
@@ -196,7 +204,7 @@ def topic_partitions(ex: Exchange) -> list[tuple[str | None, int | None, dict[st
             if not pids:
                 pids = [None]
             out.extend((name, pid, None) for pid in pids)
-    return out or [(None, None, None)]
+    return out
 
 
 def wait_kind(ex: Exchange, lat: float | None = None) -> str | None:

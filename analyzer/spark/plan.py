@@ -225,10 +225,13 @@ def lite_if_enough(cfg: JobConfig) -> JobConfig:
     """The lean decode mode when nothing asked for reads more than lean trees give: the
     stats figures (``lite``; ``-topics`` when grouping by topic or partition), check's rules
     (``-check``: what they read besides) and the rows of the exchanges and partitions tables
-    (fields of the exchange, not of its trees) give what full trees give, and a display
+    (fields of the exchange, and the requests' topics: ``-topics``) give what full trees give, and a display
     filter decodes full trees where it tests a tree field. Field trees in the rows
     (``with_trees``) and a lowered --max-depth (``lean_decode``) keep the full decoder."""
     if cfg.options.decode != Decode.FULL or cfg.with_trees:
         return cfg
-    lite = Decode.lite(topics=bool({"topic", "partition"} & set(cfg.by)), check=cfg.rules is None or bool(cfg.rules))
+    # (the requests' topics: grouping by topic or partition reads them, and so does the
+    # exchanges table's topic_partitions column)
+    lite = Decode.lite(topics=bool({"topic", "partition"} & set(cfg.by)) or cfg.rows,
+                       check=cfg.rules is None or bool(cfg.rules))
     return replace(cfg, options=replace(cfg.options, decode=lean_decode(cfg.ctx.limits.max_depth, lite)))

@@ -65,6 +65,14 @@ fn part_fields() -> Fields {
     ])
 }
 
+/// The struct of a topic-partition an exchange names (`exchanges.topic_partitions`).
+fn topic_partition_fields() -> Fields {
+    Fields::from(vec![
+        field("topic", DataType::Utf8, true),
+        field("partition", DataType::Int32, true),
+    ])
+}
+
 fn list_of(ty: DataType) -> DataType {
     DataType::List(Arc::new(Field::new("item", ty, true)))
 }
@@ -98,6 +106,11 @@ pub fn exchanges_schema() -> SchemaRef {
         field("status", Utf8, false),
         field("error_codes", list_of(Utf8), false),
         field("partitions", list_of(Struct(part_fields())), false),
+        field(
+            "topic_partitions",
+            list_of(Struct(topic_partition_fields())),
+            false,
+        ),
         field("notes", list_of(Utf8), false),
     ]))
 }
@@ -225,6 +238,8 @@ pub struct Row<'a> {
     pub group_id: Option<&'a str>,
     pub error_codes: &'a [String],
     pub parts: &'a [Part],
+    /// the topic-partitions it names: its partitions', else those its request lists
+    pub topics: &'a [(Option<String>, Option<i32>)],
     pub notes: &'a [String],
 }
 
@@ -258,6 +273,9 @@ pub struct Tables {
     error_codes: ListBuilder<StringBuilder>,
     parts: PartCols,
     part_offsets: Vec<i32>,
+    tp_topic: StringBuilder,
+    tp_partition: Int32Builder,
+    tp_offsets: Vec<i32>,
     notes: ListBuilder<StringBuilder>,
     // partitions
     p_key: Key,
@@ -293,6 +311,9 @@ impl Tables {
             error_codes: ListBuilder::new(StringBuilder::new()),
             parts: PartCols::default(),
             part_offsets: vec![0],
+            tp_topic: StringBuilder::new(),
+            tp_partition: Int32Builder::new(),
+            tp_offsets: vec![0],
             notes: ListBuilder::new(StringBuilder::new()),
             p_key: Key::default(),
             p_status: StringBuilder::new(),
@@ -357,6 +378,12 @@ impl Tables {
         }
         let end = self.part_offsets.last().copied().unwrap_or(0) + r.parts.len() as i32;
         self.part_offsets.push(end);
+        for (topic, partition) in r.topics {
+            self.tp_topic.append_option(topic.as_deref());
+            self.tp_partition.append_option(*partition);
+        }
+        let end = self.tp_offsets.last().copied().unwrap_or(0) + r.topics.len() as i32;
+        self.tp_offsets.push(end);
     }
 
     fn captures(&self, n: usize) -> ArrayRef {
@@ -383,6 +410,20 @@ impl Tables {
             Arc::new(parts),
             None,
         );
+        let tps = StructArray::new(
+            topic_partition_fields(),
+            vec![
+                Arc::new(self.tp_topic.finish()) as ArrayRef,
+                Arc::new(self.tp_partition.finish()),
+            ],
+            None,
+        );
+        let offsets = std::mem::replace(&mut self.tp_offsets, vec![0]);
+        let DataType::List(item) = list_of(DataType::Struct(topic_partition_fields())) else {
+            unreachable!("a list type")
+        };
+        let topic_partitions =
+            ListArray::new(item, OffsetBuffer::new(offsets.into()), Arc::new(tps), None);
         let [conn, api_name, api_version, correlation_id, client_id, request_frame, response_frame, request_time] =
             self.key.finish();
         let columns: Vec<ArrayRef> = vec![
@@ -411,6 +452,7 @@ impl Tables {
             Arc::new(self.status.finish()),
             Arc::new(self.error_codes.finish()),
             Arc::new(partitions),
+            Arc::new(topic_partitions),
             Arc::new(self.notes.finish()),
         ];
         let exchanges = RecordBatch::try_new(exchanges_schema(), columns)
@@ -668,6 +710,17 @@ impl TableBuilder {
             Value::Str(s) => Some(s.clone()),
             _ => None,
         });
+        let topics: Vec<(Option<String>, Option<i32>)> = if parts.is_empty() {
+            fig.request_topics(&rq)
+                .into_iter()
+                .map(|(t, p)| (t, p.map(|p| p as i32)))
+                .collect()
+        } else {
+            parts
+                .iter()
+                .map(|p| (p.topic.clone(), p.partition))
+                .collect()
+        };
         let notes: Vec<String> = match (&r.note, status) {
             (Some(n), Status::Unanswered) => vec![n.clone()],
             _ => Vec::new(),
@@ -691,6 +744,7 @@ impl TableBuilder {
             group_id: group_id.as_deref(),
             error_codes: &error_codes,
             parts: &parts,
+            topics: &topics,
             notes: &notes,
         });
         true
@@ -863,6 +917,7 @@ mod tests {
             group_id: None,
             error_codes: &[],
             parts,
+            topics: &[],
             notes: &[],
         };
         let leaked: &'static [Part] = Box::leak(parts.into_boxed_slice());

@@ -82,11 +82,12 @@ const FORGOTTEN_TOPICS: &str = "forgotten_topics_data";
 pub const TOPIC_ARRAYS: [&str; 2] = ["topics", "topic_data"];
 /// A topic's name (a string) in an element of a [`TOPIC_ARRAYS`] array; its id, `topic_id`
 /// (a uuid), is kept too.
-const TOPIC_NAMES: [&str; 3] = ["name", "topic", "topic_name"];
+pub(super) const TOPIC_NAMES: [&str; 3] = ["name", "topic", "topic_name"];
 /// A topic's partitions in an element of a [`TOPIC_ARRAYS`] array, kept whole.
-const PARTITION_ARRAYS: [&str; 3] = ["partitions", "partition_indexes", "partition_data"];
+pub(super) const PARTITION_ARRAYS: [&str; 3] =
+    ["partitions", "partition_indexes", "partition_data"];
 /// A partition's index (fixed-size) in an element of a [`PARTITION_ARRAYS`] array.
-const PARTITION_INDEXES: [&str; 3] = ["partition_index", "partition", "index"];
+pub(super) const PARTITION_INDEXES: [&str; 3] = ["partition_index", "partition", "index"];
 
 /// With [`Figures::check`](super::Figures::check): an ApiVersions answer's array of the
 /// versions each API is served in, read into one table (`extra["versions"]`,

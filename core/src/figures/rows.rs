@@ -5,6 +5,7 @@
 //! they read is kept by the walk (`keep.rs`: the Fetch figures are anchors, the topic names
 //! and ids and partition indexes companions, records fields kept wherever they are).
 
+use super::keep::{PARTITION_ARRAYS, PARTITION_INDEXES, TOPIC_ARRAYS, TOPIC_NAMES};
 use super::tree::{Extra, Node, Tree, Value};
 use super::Figures;
 
@@ -213,5 +214,58 @@ impl Figures {
             rows.push(row);
         }
         Some((body, responses, rows))
+    }
+}
+
+impl Figures {
+    /// The topic-partitions a request lists in its top-level topics array ([`TOPIC_ARRAYS`]:
+    /// kept with `topics` on), in wire order, as `analyzer.sinks.stats.topic_partitions`
+    /// reads them off a request tree: each topic's name (the first of [`TOPIC_NAMES`] that
+    /// has one, or the element itself in an array of names) with each of its partitions (an
+    /// index, or the first of [`PARTITION_INDEXES`] in a partition's struct), a topic with
+    /// none once with None.
+    pub fn request_topics(&self, t: &Tree) -> Vec<(Option<String>, Option<i64>)> {
+        let kids = |id: usize| t.nodes[id].children.as_deref().unwrap_or(&[]);
+        let child = |id: usize, name: &str| {
+            kids(id)
+                .iter()
+                .copied()
+                .find(|&c| self.name_of(t, c) == name)
+        };
+        let text = |id: usize| match &t.nodes[id].value {
+            Value::Str(s) => Some(s.clone()),
+            _ => None,
+        };
+        let Some(body) = child(t.root, "body") else {
+            return Vec::new();
+        };
+        let Some(topics) = TOPIC_ARRAYS.iter().find_map(|&n| child(body, n)) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for &topic in kids(topics) {
+            let name = TOPIC_NAMES
+                .iter()
+                .find_map(|&n| child(topic, n).and_then(text))
+                .or_else(|| text(topic));
+            let parts = PARTITION_ARRAYS.iter().find_map(|&n| child(topic, n));
+            let mut pids: Vec<Option<i64>> = parts
+                .map(kids)
+                .unwrap_or(&[])
+                .iter()
+                .map(|&p| {
+                    t.nodes[p].int().or_else(|| {
+                        PARTITION_INDEXES
+                            .iter()
+                            .find_map(|&n| child(p, n).and_then(|c| t.nodes[c].int()))
+                    })
+                })
+                .collect();
+            if pids.is_empty() {
+                pids.push(None);
+            }
+            out.extend(pids.into_iter().map(|p| (name.clone(), p)));
+        }
+        out
     }
 }
