@@ -194,14 +194,6 @@ def _known_path(direction: str, rest: str) -> bool:
     return any(rest.startswith(o) for o in open_) or ".tagged_fields." in f".{rest}."
 
 
-def all_field_names() -> list[str]:
-    """Every name a filter may use at its top level, and every schema path (for suggestions)."""
-    names = list(EXCHANGE_FIELDS) + list(SHORTHANDS)
-    for d, (paths, _o) in _schema_paths().items():
-        names.extend(f"{d}.{p}" for p in paths if not p.startswith("body."))
-    return names
-
-
 # tshark's names (its Kafka dissector's, and the names people give them) for what a filter
 # here calls otherwise: suggested, not taken as aliases, since the values may differ
 # (tshark's kafka.error is a number, error here a name)
@@ -785,10 +777,6 @@ class DisplayFilter:
     """A compiled filter: ``flt.matcher(ctx)`` gives the test for one run's exchanges."""
     text: str
     root: Node
-
-    @property
-    def needs_trees(self) -> bool:
-        return self.root.cost > 0
 
     @property
     def fields(self) -> set[str]:

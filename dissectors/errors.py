@@ -1,6 +1,6 @@
 """Kafka error codes: number -> name, as Kafka spells them (Errors.java).
 
-Codes -1..133 (Kafka 4.x). ``RETRIABLE`` lists the codes a client may retry.
+Codes -1..133 (Kafka 4.x).
 """
 from __future__ import annotations
 
@@ -141,13 +141,6 @@ ERRORS: dict[int, str] = {
     132: "STREAMS_TOPOLOGY_FENCED",
     133: "SHARE_SESSION_LIMIT_REACHED",
 }
-
-RETRIABLE: frozenset[int] = frozenset({
-    2, 3, 5, 6, 7, 9, 13, 14, 15, 16, 19, 20,
-    41, 51, 56, 70, 71, 72, 74, 75, 78, 80, 83, 84,
-    88, 89, 100, 103, 106, 122, 123,
-})
-
 
 def error_name(code: int) -> str:
     """Kafka's name for an error code, or ``UNKNOWN_ERROR_CODE_<n>``."""

@@ -66,7 +66,6 @@ from dissectors.context import DecodeContext
 from dissectors.field import Field
 
 LEGACY_API_NAMES: dict[int, str] = {0: "PRODUCE", 1: "FETCH", 2: "MULTIFETCH", 3: "MULTIPRODUCE", 4: "OFFSETS"}
-LEGACY_API_KEYS: dict[str, int] = {v: k for k, v in LEGACY_API_NAMES.items()}
 LEGACY_ERROR_NAMES: dict[int, str] = {
     -1: "UNKNOWN",
     0: "NONE",

@@ -23,6 +23,7 @@ from analyzer.sinks.stats import (
     StatsAccumulator,
     keep_top_for,
 )
+from analyzer.sinks.stats_render import SECTIONS
 
 
 def with_endpoints(by: tuple[str, ...]) -> tuple[str, ...]:
@@ -50,8 +51,7 @@ def _tagged(connections: dict[str, Any], source: str | None) -> dict[str, Any]:
               help="Also list the N slowest exchanges (frame numbers and connection, for 'read').")
 @click.option("-f", "--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table",
               show_default=True, help="Output format.")
-@click.option("--section", type=click.Choice(["groups", "consumer_lag", "committed_lag", "in_flight", "producers",
-                                            "consumer_groups"]),
+@click.option("--section", type=click.Choice(SECTIONS),
               default=None,
               help="Show one view alone, in every format: the groups (with --top, the slowest exchanges), "
                    "consumer lag per client id and topic-partition, committed-offset lag per group and "

@@ -655,9 +655,6 @@ def write_json(result: dict[str, Any], fp: IO[str]) -> None:
 _CSV_JOINED = ("errors", "waits")
 
 
-CSV_SECTIONS = ("groups", "consumer_lag", "committed_lag", "in_flight", "producers", "consumer_groups")
-
-
 def csv_rows(result: dict[str, Any], section: str = "groups") -> tuple[list[str], list[dict[str, Any]]]:
     """One flat row per group: nested figures become ``latency_ms_p99`` etc.,
     name->count maps become ``NAME=n;NAME=n``. ``section`` "consumer_lag": the

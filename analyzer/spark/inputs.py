@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import glob
 import os
-import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,8 +59,6 @@ class Source:
     size: int
     kind: str               # "pcap" | "pcapng" | "gzip" | "remote"
     endian: str = "<"
-    first_sec: int = 0      # pcap: seconds of the first record (timestamp sanity)
-    snaplen: int = 0
     uri: str | None = None  # what binaryFiles reads when ``local`` is None (default: name)
 
     @property
@@ -70,7 +67,7 @@ class Source:
 
 
 def _sniff(path: str, name: str) -> dict[str, Any]:
-    """Kind, byte order, first time and snaplen of a local capture (Source's fields); CaptureError
+    """Kind and byte order of a local capture (Source's fields); CaptureError
     if it is none."""
     try:
         with open(path, "rb") as f:
@@ -81,9 +78,7 @@ def _sniff(path: str, name: str) -> dict[str, Any]:
         kind: dict[str, Any] = {"kind": "gzip"}
     elif head[:4] in PCAP_MAGICS:
         endian, _ns = PCAP_MAGICS[head[:4]]
-        snaplen = struct.unpack_from(endian + "I", head, 16)[0] if len(head) >= 20 else 0
-        first = struct.unpack_from(endian + "I", head, 24)[0] if len(head) >= 28 else 0
-        kind = {"kind": "pcap", "endian": endian, "first_sec": first, "snaplen": snaplen}
+        kind = {"kind": "pcap", "endian": endian}
     elif head[:4] == b"\x0a\x0d\x0d\x0a":
         bom = head[8:12]
         kind = {"kind": "pcapng", "endian": ">" if bom == b"\x1a\x2b\x3c\x4d" else "<"}
