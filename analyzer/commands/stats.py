@@ -60,11 +60,15 @@ def _tagged(connections: dict[str, Any], source: str | None) -> dict[str, Any]:
 @click.option("--histogram", is_flag=True, help="Draw a log-scale latency histogram per API.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
               help="Write a picture: latency over time and histograms (.png, or a self-contained .html).")
+@click.option("--query", "show_query", is_flag=True,
+              help="Print the SQL behind the groups' figures (for --by) and exit: `sql` runs it over the "
+                   "captures' tables, to change what it counts.")
 @jobs_option
 @filter_option
 @capture_options
 def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt: str, section: str | None,
-                  histogram: bool, plot_path: str | None, jobs: int, display_filter: Any, **kw: Any) -> None:
+                  histogram: bool, plot_path: str | None, show_query: bool, jobs: int, display_filter: Any,
+                  **kw: Any) -> None:
     """Latency percentiles, errors, waits, throttling and throughput; consumer lag per
     client id and topic-partition, producers per client id and producer id, consumer-group
     generations and rebalances.
@@ -72,7 +76,15 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
     Latency runs from the packet that completed the request to the packet that
     completed the response (ttfb: to the response's first byte). Percentiles are
     nearest-rank, exact up to 1000 values per group, then from a DDSketch within 1 %.
+
+    \b
+    The groups' figures as a query over the tables, to run and change with `sql`:
+    kafkawire-sniff sql capture.pcap "$(kafkawire-sniff stats --query capture.pcap)"
     """
+    if show_query:
+        from analyzer.figures import groups_query
+        click.echo(groups_query(with_endpoints(by)), nl=False)
+        return
 
     if plot_path is not None:
         low = plot_path.lower()

@@ -1,0 +1,110 @@
+"""The figures of ``stats`` as queries over the tables (``analyzer.tables``).
+
+``groups_query(by)`` is the SQL of ``stats``' groups: one row per group of the ``--by`` keys,
+with the columns of ``stats -f csv`` (counts by status, errors and waits as ``NAME=n;...``,
+the latency, time-to-first-byte and service-time percentiles and means, bytes, throttling,
+records), computed from the ``exchanges`` table alone: what ``stats --query`` prints for
+``sql`` to run (DuckDB's SQL). Percentiles are nearest-rank, as ``stats`` defines them, and
+exact at any count (``stats`` keeps exact values up to 1,000 per group, then a DDSketch
+within 1 %); means are of the latencies in nanoseconds, as ``stats`` sums them.
+``tests/test_figures.py`` holds the query equal to ``stats`` on every capture of the corpus.
+
+Grouping by ``topic`` or ``partition`` counts an exchange once under each topic-partition it
+names (``topic_partitions``; none: under null), with that key's share of its partitions'
+records, bytes and errors, as ``stats`` does; ``conn`` groups by capture and connection (its
+numbers restart per capture).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+# the exchanges table's column behind each --by key of stats (topic and partition: those of
+# the topic-partitions an exchange names, below)
+_KEY_COLUMNS = {"api": "api_name", "version": "api_version", "client_id": "client_id",
+                "client": "client", "broker": "broker", "conn": "conn",
+                "topic": "topic", "partition": "partition"}
+
+PERCENTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p999", 0.999))
+
+
+def _summary(name: str, values: str, total_ns: str) -> str:
+    """min, p50 .. p999, max, mean of the sorted list ``values`` (ms), as columns ``name_min``..."""
+    n = f"len({values})"
+    cols = [f"{values}[1] AS {name}_min"]
+    cols += [f"{values}[CAST(greatest(1, ceil({p} * {n})) AS BIGINT)] AS {name}_{label}" for label, p in PERCENTILES]
+    cols += [f"{values}[-1] AS {name}_max",
+             f"CASE WHEN {n} > 0 THEN round({total_ns} / {n} / 1e6, 3) END AS {name}_mean"]
+    return ",\n       ".join(cols)
+
+
+def _joined(values: str) -> str:
+    """``NAME=n;NAME=n`` (names sorted) of the list ``values``, empty when none."""
+    return (f"coalesce(array_to_string(list_transform(list_sort(list_distinct({values})), "
+            f"lambda e: e || '=' || CAST(len(list_filter({values}, lambda x: x = e)) AS VARCHAR)), ';'), '')")
+
+
+def groups_query(by: Sequence[str]) -> str:
+    """The SQL of stats' groups for the ``--by`` keys ``by`` (stats' GROUP_KEYS)."""
+    bad = [b for b in by if b not in _KEY_COLUMNS]
+    if bad or not by:
+        raise ValueError(f"no such group key: {', '.join(bad) or '(none)'}")
+    expand = bool({"topic", "partition"} & set(by))
+    keys = (["capture"] if "conn" in by else []) + [f"{_KEY_COLUMNS[b]} AS {b}" for b in by]
+    names = (["capture"] if "conn" in by else []) + list(by)
+    if expand:
+        # each exchange once per distinct key of the topic-partitions it names, with the
+        # partitions that fall under that key
+        tp = [b for b in ("topic", "partition") if b in by]
+        match = " AND ".join(f"p.{b} IS NOT DISTINCT FROM k.{b}" for b in tp)
+        source = f"""(SELECT e.*, {', '.join(f'k.{b}' for b in tp)},
+          CASE WHEN len(e.partitions) > 0 THEN list_filter(e.partitions, lambda p: {match}) END AS pds
+   FROM x e JOIN (SELECT DISTINCT ex, {', '.join(f't.{b} AS {b}' for b in tp)}
+                  FROM (SELECT ex, unnest(CASE WHEN len(topic_partitions) = 0
+                                               THEN [{{'topic': NULL::VARCHAR, 'partition': NULL::INTEGER}}]
+                                               ELSE topic_partitions END) AS t FROM x)) k USING (ex))"""
+        errs = ("CASE WHEN pds IS NULL THEN error_codes "
+                "ELSE list_filter(list_transform(pds, lambda p: p.error), lambda e: e IS NOT NULL) END")
+        parts = "coalesce(pds, [])"
+    else:
+        source, errs, parts = "x", "error_codes", "partitions"
+    return f"""WITH x AS (
+  SELECT row_number() OVER () AS ex, *,
+         round_even((response_time - request_time) * 1000.0 * 1e6, 0) AS lat_ns,
+         round_even((response_first_time - request_time) * 1000.0 * 1e6, 0) AS ttfb_ns
+  FROM exchanges),
+g AS (
+  SELECT {', '.join(keys)},
+         count(*) AS count,
+         count(latency_ms) AS answered,
+         count(*) FILTER (WHERE status = 'unanswered') AS unanswered,
+         count(*) FILTER (WHERE status = 'orphan_response') AS orphans,
+         count(*) FILTER (WHERE status = 'no_response_expected') AS no_response,
+         count(*) FILTER (WHERE status = 'malformed') AS malformed,
+         flatten(list({errs})) AS error_list,
+         count(*) FILTER (WHERE len({errs}) > 0) AS error_exchanges,
+         list_sort(list(latency_ms) FILTER (WHERE latency_ms IS NOT NULL)) AS lat,
+         list_sort(list(ttfb_ms) FILTER (WHERE latency_ms IS NOT NULL)) AS ttfb,
+         list_sort(list(latency_ms) FILTER (WHERE latency_ms IS NOT NULL AND wait IS NULL)) AS svc,
+         sum(lat_ns) AS lat_ns, sum(ttfb_ns) AS ttfb_ns, sum(lat_ns) FILTER (WHERE wait IS NULL) AS svc_ns,
+         list(wait) FILTER (WHERE wait IS NOT NULL AND latency_ms IS NOT NULL) AS wait_list,
+         coalesce(sum(request_bytes), 0) AS bytes_in,
+         coalesce(sum(response_bytes), 0) AS bytes_out,
+         count(*) FILTER (WHERE throttle_ms > 0) AS throttled,
+         sum(throttle_ms) AS throttle_time_ms_total,
+         max(throttle_ms) AS throttle_time_ms_max,
+         coalesce(sum(list_sum(list_transform({parts}, lambda p: p.records))), 0) AS records,
+         coalesce(sum(list_sum(list_transform({parts}, lambda p: p.bytes))), 0) AS record_bytes
+  FROM {source}
+  GROUP BY ALL)
+SELECT {', '.join(names)}, count, answered, unanswered, orphans, no_response, malformed,
+       {_joined('error_list')} AS errors,
+       error_exchanges,
+       {_summary('latency_ms', 'lat', 'lat_ns')},
+       {_summary('ttfb_ms', 'ttfb', 'ttfb_ns')},
+       {_summary('latency_ms_excl_waits', 'svc', 'svc_ns')},
+       {_joined('coalesce(wait_list, [])')} AS waits,
+       coalesce(len(svc), 0) AS service, bytes_in, bytes_out, throttled, throttle_time_ms_total, throttle_time_ms_max,
+       records, record_bytes
+FROM g
+ORDER BY {', '.join(f'{n} NULLS LAST' for n in names)}
+"""

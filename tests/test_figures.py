@@ -1,0 +1,69 @@
+"""stats' figures as queries over the tables (analyzer/figures.py): the groups' query, run by
+DuckDB over the exported tables of a capture, gives stats' groups (the columns of
+``stats -f csv``) on every capture of the corpus, for each kind of grouping; ``stats --query``
+prints it, and ``sql`` runs it."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+duckdb = pytest.importorskip("duckdb")
+pytest.importorskip("pyarrow")
+
+from analyzer.figures import groups_query  # noqa: E402
+from analyzer.pipeline import Options, Run  # noqa: E402
+from analyzer.runs import Decode  # noqa: E402
+from analyzer.sinks.stats import StatsAccumulator  # noqa: E402
+from analyzer.sinks.stats_render import csv_rows  # noqa: E402
+from tests.conftest import REPO, capture_paths  # noqa: E402
+
+GROUPINGS = (("api", "version"), ("client_id",), ("topic",), ("topic", "partition"), ("api", "topic"),
+             ("conn", "client", "broker"), ("broker", "api"))
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "analyzer", *args], capture_output=True, text=True, cwd=REPO,
+                          timeout=600)
+
+
+@pytest.fixture(scope="module")
+def tables(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], Path]:
+    paths = [str(p) for p in capture_paths()]
+    out = tmp_path_factory.mktemp("figures") / "t"
+    r = cli("export", *paths, "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    return paths, out
+
+
+def test_the_groups_query_gives_stats_groups(tables: tuple[list[str], Path]) -> None:
+    paths, out = tables
+    db = duckdb.connect()
+    db.execute(f"CREATE TABLE everything AS SELECT * FROM read_parquet('{out}/exchanges/*.parquet')")
+    compared = 0
+    for path in paths:
+        quoted = path.replace("'", "''")
+        db.execute(f"CREATE OR REPLACE VIEW exchanges AS SELECT * FROM everything WHERE capture = '{quoted}'")
+        for by in GROUPINGS:
+            cur = db.execute(groups_query(by))
+            cols = [d[0] for d in cur.description]
+            got = [{k: v for k, v in zip(cols, row, strict=True) if k != "capture"} for row in cur.fetchall()]
+            acc = StatsAccumulator(by).add_all(Run(path, Options(decode=Decode.LITE_TOPICS)))
+            _header, want = csv_rows(acc.result())
+            for w in want:
+                assert w.pop("exact"), (path, by)     # (within the exact limit: the sketch is not the query's)
+            assert sorted(got, key=repr) == sorted(want, key=repr), (path, by)
+            compared += len(want)
+    assert compared > 1500
+
+
+def test_stats_query_prints_what_sql_runs(tables: tuple[list[str], Path]) -> None:
+    paths, out = tables
+    r = cli("stats", "--query", "--by", "client_id,api", paths[0])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == groups_query(("client_id", "api")).strip()
+    r = cli("sql", paths[0], r.stdout, "-f", "json")
+    assert r.returncode == 0, r.stderr
+    assert '"latency_ms_p99"' in r.stdout and '"client_id"' in r.stdout
