@@ -77,16 +77,11 @@ fn list_of(ty: DataType) -> DataType {
     DataType::List(Arc::new(Field::new("item", ty, true)))
 }
 
-/// The `exchanges` table's schema (`analyzer.tables.EXCHANGES`).
-pub fn exchanges_schema() -> SchemaRef {
+/// What names an exchange in both tables, after its connection: api_name .. request_time
+/// (the columns of [`Key`] but `conn`).
+fn key_fields() -> [Field; 7] {
     use DataType::*;
-    Arc::new(Schema::new(vec![
-        field("capture", Utf8, false),
-        field("conn", Int64, false),
-        field("client", Utf8, false),
-        field("broker", Utf8, false),
-        field("protocol", Utf8, false),
-        field("api_key", Int32, true),
+    [
         field("api_name", Utf8, false),
         field("api_version", Int32, true),
         field("correlation_id", Int32, true),
@@ -94,6 +89,22 @@ pub fn exchanges_schema() -> SchemaRef {
         field("request_frame", Int64, true),
         field("response_frame", Int64, true),
         field("request_time", Float64, true),
+    ]
+}
+
+/// The `exchanges` table's schema (`analyzer.tables.EXCHANGES`).
+pub fn exchanges_schema() -> SchemaRef {
+    use DataType::*;
+    let mut fields = vec![
+        field("capture", Utf8, false),
+        field("conn", Int64, false),
+        field("client", Utf8, false),
+        field("broker", Utf8, false),
+        field("protocol", Utf8, false),
+        field("api_key", Int32, true),
+    ];
+    fields.extend(key_fields());
+    fields.extend([
         field("response_time", Float64, true),
         field("response_first_time", Float64, true),
         field("latency_ms", Float64, true),
@@ -112,24 +123,16 @@ pub fn exchanges_schema() -> SchemaRef {
             false,
         ),
         field("notes", list_of(Utf8), false),
-    ]))
+    ]);
+    Arc::new(Schema::new(fields))
 }
 
 /// The `partitions` table's schema (`analyzer.tables.PARTITIONS`).
 pub fn partitions_schema() -> SchemaRef {
     use DataType::*;
-    let mut fields = vec![
-        field("capture", Utf8, false),
-        field("conn", Int64, false),
-        field("api_name", Utf8, false),
-        field("api_version", Int32, true),
-        field("correlation_id", Int32, true),
-        field("client_id", Utf8, true),
-        field("request_frame", Int64, true),
-        field("response_frame", Int64, true),
-        field("request_time", Float64, true),
-        field("status", Utf8, false),
-    ];
+    let mut fields = vec![field("capture", Utf8, false), field("conn", Int64, false)];
+    fields.extend(key_fields());
+    fields.push(field("status", Utf8, false));
     fields.extend(part_fields().iter().map(|f| f.as_ref().clone()));
     fields.extend([
         field("fetch_offset", Int64, true),
