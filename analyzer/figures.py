@@ -29,10 +29,10 @@ PERCENTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p999", 0.999))
 
 def _summary(name: str, values: str, total_ns: str) -> str:
     """min, p50 .. p999, max, mean of the sorted list ``values`` (ms), as columns ``name_min``..."""
-    n = f"len({values})"
+    n = f"array_length({values})"
     cols = [f"{values}[1] AS {name}_min"]
     cols += [f"{values}[CAST(greatest(1, ceil({p} * {n})) AS BIGINT)] AS {name}_{label}" for label, p in PERCENTILES]
-    cols += [f"{values}[-1] AS {name}_max",
+    cols += [f"{values}[{n}] AS {name}_max",
              f"CASE WHEN {n} > 0 THEN round({total_ns} / {n} / 1e6, 3) END AS {name}_mean"]
     return ",\n       ".join(cols)
 
@@ -40,7 +40,7 @@ def _summary(name: str, values: str, total_ns: str) -> str:
 def _joined(values: str) -> str:
     """``NAME=n;NAME=n`` (names sorted) of the list ``values``, empty when none."""
     return (f"coalesce(array_to_string(list_transform(list_sort(list_distinct({values})), "
-            f"lambda e: e || '=' || CAST(len(list_filter({values}, lambda x: x = e)) AS VARCHAR)), ';'), '')")
+            f"lambda e: e || '=' || CAST(array_length(list_filter({values}, lambda x: x = e)) AS VARCHAR)), ';'), '')")
 
 
 def groups_query(by: Sequence[str]) -> str:
@@ -57,9 +57,9 @@ def groups_query(by: Sequence[str]) -> str:
         tp = [b for b in ("topic", "partition") if b in by]
         match = " AND ".join(f"p.{b} IS NOT DISTINCT FROM k.{b}" for b in tp)
         source = f"""(SELECT e.*, {', '.join(f'k.{b}' for b in tp)},
-          CASE WHEN len(e.partitions) > 0 THEN list_filter(e.partitions, lambda p: {match}) END AS pds
+          CASE WHEN array_length(e.partitions) > 0 THEN list_filter(e.partitions, lambda p: {match}) END AS pds
    FROM x e JOIN (SELECT DISTINCT ex, {', '.join(f't.{b} AS {b}' for b in tp)}
-                  FROM (SELECT ex, unnest(CASE WHEN len(topic_partitions) = 0
+                  FROM (SELECT ex, unnest(CASE WHEN array_length(topic_partitions) = 0
                                                THEN [{{'topic': NULL::VARCHAR, 'partition': NULL::INTEGER}}]
                                                ELSE topic_partitions END) AS t FROM x)) k USING (ex))"""
         errs = ("CASE WHEN pds IS NULL THEN error_codes "
@@ -68,7 +68,7 @@ def groups_query(by: Sequence[str]) -> str:
     else:
         source, errs, parts = "x", "error_codes", "partitions"
     return f"""WITH x AS (
-  SELECT row_number() OVER () AS ex, *,
+  SELECT row_number() OVER (ORDER BY capture, conn, request_frame, response_frame, correlation_id) AS ex, *,
          round_even((response_time - request_time) * 1000.0 * 1e6, 0) AS lat_ns,
          round_even((response_first_time - request_time) * 1000.0 * 1e6, 0) AS ttfb_ns
   FROM exchanges),
@@ -81,7 +81,7 @@ g AS (
          count(*) FILTER (WHERE status = 'no_response_expected') AS no_response,
          count(*) FILTER (WHERE status = 'malformed') AS malformed,
          flatten(list({errs})) AS error_list,
-         count(*) FILTER (WHERE len({errs}) > 0) AS error_exchanges,
+         count(*) FILTER (WHERE array_length({errs}) > 0) AS error_exchanges,
          list_sort(list(latency_ms) FILTER (WHERE latency_ms IS NOT NULL)) AS lat,
          list_sort(list(ttfb_ms) FILTER (WHERE latency_ms IS NOT NULL)) AS ttfb,
          list_sort(list(latency_ms) FILTER (WHERE latency_ms IS NOT NULL AND wait IS NULL)) AS svc,
@@ -103,8 +103,30 @@ SELECT {', '.join(names)}, count, answered, unanswered, orphans, no_response, ma
        {_summary('ttfb_ms', 'ttfb', 'ttfb_ns')},
        {_summary('latency_ms_excl_waits', 'svc', 'svc_ns')},
        {_joined('coalesce(wait_list, [])')} AS waits,
-       coalesce(len(svc), 0) AS service, bytes_in, bytes_out, throttled, throttle_time_ms_total, throttle_time_ms_max,
+       coalesce(array_length(svc), 0) AS service, bytes_in, bytes_out, throttled, throttle_time_ms_total, throttle_time_ms_max,
        records, record_bytes
 FROM g
 ORDER BY {', '.join(f'{n} NULLS LAST' for n in names)}
 """
+
+
+def spark_sql(query: str) -> str:
+    """A figure's query (DuckDB's SQL) in Spark SQL: sqlglot transpiles it, and the two
+    functions it leaves as they are become Spark's (a list's sum: ``aggregate``; round half
+    to even: ``bround``). Spark runs it with ANSI mode off (an empty list's element is null,
+    as in DuckDB)."""
+    import sqlglot
+    from sqlglot import exp
+
+    def spark(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Anonymous):
+            name = str(node.this).upper()
+            if name == "LIST_SUM":
+                (values,) = node.expressions
+                return sqlglot.parse_one("AGGREGATE(v, CAST(0 AS BIGINT), (a, x) -> a + x)", read="spark").transform(
+                    lambda n: values.copy() if isinstance(n, exp.Column) and n.name == "v" else n)
+            if name == "ROUND_EVEN":
+                return exp.Anonymous(this="BROUND", expressions=[e.copy() for e in node.expressions])
+        return node
+
+    return sqlglot.parse_one(query, read="duckdb").transform(spark).sql(dialect="spark")

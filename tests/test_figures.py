@@ -67,3 +67,32 @@ def test_stats_query_prints_what_sql_runs(tables: tuple[list[str], Path]) -> Non
     r = cli("sql", paths[0], r.stdout, "-f", "json")
     assert r.returncode == 0, r.stderr
     assert '"latency_ms_p99"' in r.stdout and '"client_id"' in r.stdout
+
+
+@pytest.mark.slow
+def test_spark_runs_the_same_definition(tables: tuple[list[str], Path]) -> None:
+    """The groups' query, transpiled to Spark SQL (figures.spark_sql: sqlglot), gives on Spark
+    what DuckDB gives, value for value, over the corpus' tables, for each kind of grouping:
+    one definition on both engines."""
+    pytest.importorskip("pyspark")
+    pytest.importorskip("sqlglot")
+    from analyzer.figures import spark_sql
+    from analyzer.spark.session import make_session, stop_session
+
+    _paths, out = tables
+    db = duckdb.connect()
+    db.execute(f"CREATE VIEW exchanges AS SELECT * FROM read_parquet('{out}/exchanges/*.parquet')")
+    spark = make_session("local[2]", shuffle_partitions=2)
+    try:
+        spark.conf.set("spark.sql.ansi.enabled", "false")
+        spark.read.parquet(str(out / "exchanges")).createOrReplaceTempView("exchanges")
+        for by in GROUPINGS:
+            q = groups_query(by)
+            cur = db.execute(q)
+            want = sorted(cur.fetchall(), key=repr)
+            rows = spark.sql(spark_sql(q)).collect()
+            assert list(rows[0].asDict()) == [d[0] for d in cur.description], by
+            got = sorted((tuple(r) for r in rows), key=repr)
+            assert len(got) > 40 and got == want, by
+    finally:
+        stop_session(spark)
