@@ -7,7 +7,9 @@ records), computed from the ``exchanges`` table alone: what ``stats --query`` pr
 ``sql`` to run (DuckDB's SQL). Percentiles are nearest-rank, as ``stats`` defines them, and
 exact at any count (``stats`` keeps exact values up to 1,000 per group, then a DDSketch
 within 1 %); means are of the latencies in nanoseconds, as ``stats`` sums them.
-``tests/test_figures.py`` holds the query equal to ``stats`` on every capture of the corpus.
+``spark_sql`` makes Spark SQL of the same definition (sqlglot), for the Spark job's tables.
+``tests/test_figures.py`` holds the query equal to ``stats`` on every capture of the corpus,
+and its Spark SQL equal to it on Spark.
 
 Grouping by ``topic`` or ``partition`` counts an exchange once under each topic-partition it
 names (``topic_partitions``; none: under null), with that key's share of its partitions'
@@ -24,7 +26,8 @@ _KEY_COLUMNS = {"api": "api_name", "version": "api_version", "client_id": "clien
                 "client": "client", "broker": "broker", "conn": "conn",
                 "topic": "topic", "partition": "partition"}
 
-PERCENTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p999", 0.999))
+# the percentiles stats reports (name, fraction), nearest-rank
+PERCENTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p999", 0.999))
 
 
 def _summary(name: str, values: str, total_ns: str) -> str:

@@ -55,6 +55,7 @@ from operator import itemgetter
 from typing import Any
 
 from analyzer._core import EXACT_LIMIT, RELATIVE_ACCURACY, Quantiles, sum_ns
+from analyzer.figures import PERCENTILES
 from analyzer.model import Exchange
 from analyzer.sinks.insights import (
     COMMITTED_APIS,
@@ -72,7 +73,6 @@ _FOLD_BATCH = 1024          # latencies a group hands its Quantiles at once (Gro
 # latency (ms) -> hist_bucket(latency) (_buckets_of)
 _BUCKETS: dict[float, int] = {}
 WAIT_FETCH_FRACTION = 0.9
-PERCENTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p999", 0.999))
 GROUP_KEYS = ("api", "version", "client_id", "client", "broker", "topic", "partition", "conn")
 DEFAULT_BY = ("api", "version")
 DEFAULT_KEEP_TOP = 100
