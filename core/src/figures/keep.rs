@@ -38,7 +38,7 @@ pub const ANCHORS: [&str; 20] = [
     "session_id",
     "session_epoch",
     // a Fetch partition's, read into its row (`rows.rs`): the consumer lag, the committed
-    // lag (high watermarks), the `partitions` table (`table.rs`)
+    // lag (high watermarks), the `partitions` table (`table/`)
     "fetch_offset",
     "high_watermark",
     "last_stable_offset",
@@ -59,7 +59,7 @@ pub const ANCHORS: [&str; 20] = [
 /// Fields kept in a struct kept for another reason (an anchor, an error code, records in
 /// it): topic names and ids, partition indexes, which name the topic-partition a kept
 /// figure belongs to. Read by the rows (`rows.rs`: the partition digests, the consumer lag,
-/// the `partitions` table), by `table.rs` (a Produce answer's errors by partition, the
+/// the `partitions` table), by `table/` (a Produce answer's errors by partition, the
 /// topic names of a Metadata answer's ids) and by `check`'s rules on a Produce answer's
 /// partition errors.
 pub const COMPANIONS: [&str; 6] = [

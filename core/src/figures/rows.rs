@@ -1,7 +1,7 @@
 //! The partitions of Fetch requests and answers and of Produce requests read off their lean
 //! trees into rows, in wire order, as `dissectors.summary` reads them off the full
 //! decoder's: the binding (`py/figures.rs`) hands them over as the body's `extra["fetch"]`
-//! or `extra["produce"]`, and `table.rs` makes the `partitions` table's rows of them. What
+//! or `extra["produce"]`, and `table/` makes the `partitions` table's rows of them. What
 //! they read is kept by the walk (`keep.rs`: the Fetch figures are anchors, the topic names
 //! and ids and partition indexes companions, records fields kept wherever they are).
 

@@ -2,7 +2,7 @@
 //! name, type, value, offset and length in the message, children, notes, `extra`): its
 //! nodes in one vector, children as indexes into it; names and types as numbers of the
 //! symbol table [`Syms`], which the binding (`py/figures.rs`) turns into Python strings
-//! once. The walk (`walk.rs`) makes trees; the binding, `table.rs` and the rows (`rows.rs`)
+//! once. The walk (`walk.rs`) makes trees; the binding, `table/` and the rows (`rows.rs`)
 //! read them.
 
 use std::collections::HashMap;

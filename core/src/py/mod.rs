@@ -27,7 +27,7 @@
 //! `(request tree, its counts, response tree, its counts)` (None for a frame the capture
 //! cut short, which the front decodes in full), else None.
 //!
-//! A `Stream` told to `keep_tables` builds the exchange tables' rows (`table.rs`) of the
+//! A `Stream` told to `keep_tables` builds the exchange tables' rows (`table/`) of the
 //! exchanges its walk reads to their end, taken as Arrow record batches (`take_tables`,
 //! `py/table.rs`), and hands only the other exchanges as records; an ended connection's
 //! `last_ts` is then its last time as the latest exchange taken told it (None when a record
@@ -700,7 +700,7 @@ impl Stream {
         self.drain(py)
     }
 
-    /// From now on, build the exchange tables (`table.rs`) of the exchanges the walk reads
+    /// From now on, build the exchange tables (`table/`) of the exchanges the walk reads
     /// to their end, in the capture named `capture`, and hand only the others as records
     /// (a stream made with `figures=`).
     fn keep_tables(&mut self, py: Python<'_>, capture: &str) -> PyResult<()> {
