@@ -180,6 +180,14 @@ impl Figures {
         }
     }
 
+    /// The first child of node `id` called `name`.
+    pub fn child(&self, t: &Tree, id: usize, name: &str) -> Option<usize> {
+        t.kids(id)
+            .iter()
+            .copied()
+            .find(|&c| self.name_of(t, c) == name)
+    }
+
     /// The name of an API the schema has.
     pub fn api_name(&self, api_key: i16) -> Option<&str> {
         self.apis.get(&api_key).map(|a| a.name.as_str())

@@ -85,13 +85,8 @@ impl Figures {
         Option<usize>,
         Vec<(Option<String>, Option<[u8; 16]>, usize)>,
     )> {
-        let kids = |id: usize| t.nodes[id].children.as_deref().unwrap_or(&[]);
-        let child = |id: usize, name: &str| {
-            kids(id)
-                .iter()
-                .copied()
-                .find(|&c| self.name_of(t, c) == name)
-        };
+        let kids = |id: usize| t.kids(id);
+        let child = |id: usize, name: &str| self.child(t, id, name);
         let body = child(t.root, "body")?;
         let topics = child(body, array);
         let mut out = Vec::new();
@@ -128,7 +123,7 @@ impl Figures {
                 partition: None,
                 fetch_offset: None,
             };
-            for &c in t.nodes[p].children.as_deref().unwrap_or(&[]) {
+            for &c in t.kids(p) {
                 match self.name_of(t, c) {
                     "partition" | "partition_index" => row.partition = t.nodes[c].int(),
                     "fetch_offset" => row.fetch_offset = t.nodes[c].int(),
@@ -161,7 +156,7 @@ impl Figures {
                 crc_ok: true,
                 at: None,
             };
-            for &c in t.nodes[p].children.as_deref().unwrap_or(&[]) {
+            for &c in t.kids(p) {
                 match self.name_of(t, c) {
                     "index" => row.partition = t.nodes[c].int(),
                     "records" => {
@@ -198,7 +193,7 @@ impl Figures {
                 codec: None,
                 crc_ok: true,
             };
-            for &c in t.nodes[p].children.as_deref().unwrap_or(&[]) {
+            for &c in t.kids(p) {
                 match self.name_of(t, c) {
                     "partition_index" => row.partition = int(c),
                     "error_code" => row.error_code = int(c).unwrap_or(0),
@@ -225,13 +220,8 @@ impl Figures {
     /// index, or the first of [`PARTITION_INDEXES`] in a partition's struct), a topic with
     /// none once with None.
     pub fn request_topics(&self, t: &Tree) -> Vec<(Option<String>, Option<i64>)> {
-        let kids = |id: usize| t.nodes[id].children.as_deref().unwrap_or(&[]);
-        let child = |id: usize, name: &str| {
-            kids(id)
-                .iter()
-                .copied()
-                .find(|&c| self.name_of(t, c) == name)
-        };
+        let kids = |id: usize| t.kids(id);
+        let child = |id: usize, name: &str| self.child(t, id, name);
         let text = |id: usize| match &t.nodes[id].value {
             Value::Str(s) => Some(s.clone()),
             _ => None,

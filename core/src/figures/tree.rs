@@ -104,6 +104,13 @@ pub struct Tree {
     pub full: bool,
 }
 
+impl Tree {
+    /// The children of node `id` (none for a leaf).
+    pub fn kids(&self, id: usize) -> &[usize] {
+        self.nodes[id].children.as_deref().unwrap_or(&[])
+    }
+}
+
 /// A UUID as text, as Python's `str(uuid.UUID(bytes=u))` writes it.
 pub fn uuid_text(u: &[u8; 16]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";

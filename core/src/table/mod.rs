@@ -77,15 +77,8 @@ fn status_index(s: Status) -> usize {
 
 /// The body's top-level field `name` (a tree's `get_in("body", name)`).
 fn body_field<'t>(fig: &Figures, t: &'t Tree, name: &str) -> Option<&'t Node> {
-    let kids = |id: usize| t.nodes[id].children.as_deref().unwrap_or(&[]);
-    let body = kids(t.root)
-        .iter()
-        .copied()
-        .find(|&c| fig.name_of(t, c) == "body")?;
-    kids(body)
-        .iter()
-        .find(|&&c| fig.name_of(t, c) == name)
-        .map(|&c| &t.nodes[c])
+    let body = fig.child(t, t.root, "body")?;
+    fig.child(t, body, name).map(|c| &t.nodes[c])
 }
 
 /// A Fetch answered after at least this share of its max_wait_ms waited on purpose.
@@ -308,22 +301,15 @@ impl TableBuilder {
 
     /// Topic id -> name from a Metadata-like answer's `topics` (the null id named nothing).
     fn learn_topic_ids(&mut self, fig: &Figures, t: &Tree) {
-        let kids = |id: usize| t.nodes[id].children.as_deref().unwrap_or(&[]);
-        let child = |id: usize, name: &str| {
-            kids(id)
-                .iter()
-                .copied()
-                .find(|&c| fig.name_of(t, c) == name)
-        };
-        let Some(body) = kids(t.root).first().copied() else {
+        let Some(body) = t.kids(t.root).first().copied() else {
             return;
         };
-        let Some(topics) = child(body, "topics") else {
+        let Some(topics) = fig.child(t, body, "topics") else {
             return;
         };
-        for &topic in kids(topics) {
+        for &topic in t.kids(topics) {
             let (mut name, mut id) = (None, None);
-            for &c in kids(topic) {
+            for &c in t.kids(topic) {
                 match (fig.name_of(t, c), &t.nodes[c].value) {
                     ("name", Value::Str(s)) => name = Some(s.clone()),
                     ("topic_id", Value::Uuid(u)) => id = Some(*u),
@@ -346,7 +332,7 @@ impl TableBuilder {
             {
                 for (topic, id, p) in parts {
                     let (mut idx, mut code) = (None, None);
-                    for &c in t.nodes[p].children.as_deref().unwrap_or(&[]) {
+                    for &c in t.kids(p) {
                         match (fig.name_of(t, c), &t.nodes[c].value) {
                             ("index", Value::Int(v)) => idx = Some(*v),
                             ("error_code", Value::Int(v)) => code = Some(*v),
