@@ -1,6 +1,6 @@
 """The figures of ``stats`` as queries over the tables (``analyzer.tables``).
 
-``groups_query(by)`` is the SQL of ``stats``' groups: one row per group of the ``--by`` keys,
+``groups_query(by)`` is the SQL of ``stats``' groups (``top_query(n)``, of its N slowest exchanges): one row per group of the ``--by`` keys,
 with the columns of ``stats -f csv`` (counts by status, errors and waits as ``NAME=n;...``,
 the latency, time-to-first-byte and service-time percentiles and means, bytes, throttling,
 records), computed from the ``exchanges`` table alone: what ``stats --query`` prints for
@@ -110,6 +110,19 @@ SELECT {', '.join(names)}, count, answered, unanswered, orphans, no_response, ma
        records, record_bytes
 FROM g
 ORDER BY {', '.join(f'{n} NULLS LAST' for n in names)}
+"""
+
+
+def top_query(n: int) -> str:
+    """The SQL of stats' N slowest exchanges (``--top N``): the answered exchanges by latency,
+    slowest first (ties: by connection, request frame, correlation id), with the fields of
+    stats' ``top`` records, and the capture."""
+    return f"""SELECT api_name AS api, api_version AS version, correlation_id, conn, client, broker, client_id,
+       request_frame, response_frame, request_time, latency_ms, ttfb_ms, wait, status, error_codes, capture
+FROM exchanges
+WHERE latency_ms IS NOT NULL
+ORDER BY latency_ms DESC, coalesce(conn, -1), coalesce(request_frame, 0), coalesce(correlation_id, -1)
+LIMIT {int(n)}
 """
 
 

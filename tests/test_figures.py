@@ -72,8 +72,8 @@ def test_stats_query_prints_what_sql_runs(tables: tuple[list[str], Path]) -> Non
 @pytest.mark.slow
 def test_spark_runs_the_same_definition(tables: tuple[list[str], Path]) -> None:
     """The groups' query, transpiled to Spark SQL (figures.spark_sql: sqlglot), gives on Spark
-    what DuckDB gives, value for value, over the corpus' tables, for each kind of grouping:
-    one definition on both engines."""
+    what DuckDB gives, value for value, over the corpus' tables, for each kind of grouping, and
+    so does the slowest exchanges' query: one definition on both engines."""
     pytest.importorskip("pyspark")
     pytest.importorskip("sqlglot")
     from analyzer.figures import spark_sql
@@ -86,13 +86,39 @@ def test_spark_runs_the_same_definition(tables: tuple[list[str], Path]) -> None:
     try:
         spark.conf.set("spark.sql.ansi.enabled", "false")
         spark.read.parquet(str(out / "exchanges")).createOrReplaceTempView("exchanges")
-        for by in GROUPINGS:
-            q = groups_query(by)
+        from analyzer.figures import top_query
+
+        for q in [groups_query(by) for by in GROUPINGS] + [top_query(50)]:
             cur = db.execute(q)
             want = sorted(cur.fetchall(), key=repr)
             rows = spark.sql(spark_sql(q)).collect()
-            assert list(rows[0].asDict()) == [d[0] for d in cur.description], by
+            assert list(rows[0].asDict()) == [d[0] for d in cur.description], q
             got = sorted((tuple(r) for r in rows), key=repr)
-            assert len(got) > 40 and got == want, by
+            assert len(got) > 40 and got == want, q
     finally:
         stop_session(spark)
+
+
+def test_the_top_query_gives_stats_slowest_exchanges(tables: tuple[list[str], Path]) -> None:
+    """`stats --top N`'s slowest exchanges are the top query's rows, on every capture."""
+    from analyzer.figures import top_query
+
+    paths, out = tables
+    db = duckdb.connect()
+    db.execute(f"CREATE TABLE everything AS SELECT * FROM read_parquet('{out}/exchanges/*.parquet')")
+    seen = 0
+    for path in paths:
+        quoted = path.replace("'", "''")
+        db.execute(f"CREATE OR REPLACE VIEW exchanges AS SELECT * FROM everything WHERE capture = '{quoted}'")
+        cur = db.execute(top_query(12))
+        cols = [d[0] for d in cur.description]
+        got = [{k: v for k, v in zip(cols, row, strict=True) if k != "capture"} for row in cur.fetchall()]
+        want = StatsAccumulator(keep_top=100).add_all(Run(path, Options(decode=Decode.LITE))).result(top=12)["top"]
+        # (equal latencies: the order among exchanges of one connection, frame and id is the heap's)
+        assert [(r["latency_ms"], r["conn"], r["request_frame"]) for r in got] == \
+            [(r["latency_ms"], r["conn"], r["request_frame"]) for r in want], path
+        assert sorted(got, key=repr) == sorted(want, key=repr), path
+        seen += len(want)
+    assert seen > 300
+    r = cli("stats", "--query", "--top", "5", paths[0])
+    assert r.returncode == 0 and r.stdout.strip() == top_query(5).strip()

@@ -61,8 +61,8 @@ def _tagged(connections: dict[str, Any], source: str | None) -> dict[str, Any]:
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
               help="Write a picture: latency over time and histograms (.png, or a self-contained .html).")
 @click.option("--query", "show_query", is_flag=True,
-              help="Print the SQL behind the groups' figures (for --by) and exit: `sql` runs it over the "
-                   "captures' tables, to change what it counts.")
+              help="Print the SQL behind the groups' figures (for --by; with --top N, behind the N slowest "
+                   "exchanges) and exit: `sql` runs it over the captures' tables, to change what it counts.")
 @jobs_option
 @filter_option
 @capture_options
@@ -82,8 +82,8 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
     kafkawire-sniff sql capture.pcap "$(kafkawire-sniff stats --query capture.pcap)"
     """
     if show_query:
-        from analyzer.figures import groups_query
-        click.echo(groups_query(with_endpoints(by)), nl=False)
+        from analyzer.figures import groups_query, top_query
+        click.echo(top_query(top) if top else groups_query(with_endpoints(by)), nl=False)
         return
 
     if plot_path is not None:
