@@ -169,6 +169,11 @@ def test_sql_over_captures_and_over_table_folders(exported: Path) -> None:
     assert got[0] == {"api_name": "Fetch", "n": 57}
     csv_out = cli("sql", str(exported), q, "-f", "csv").stdout.splitlines()
     assert csv_out[0] == "api_name,n" and csv_out[1] == "Fetch,57"
+    # floats in full: an epoch time keeps its microseconds, in CSV and in the table
+    fq = "SELECT request_time, 1.0 / 3 AS third FROM exchanges WHERE request_time IS NOT NULL LIMIT 1"
+    got = json.loads(cli("sql", str(exported), fq, "-f", "json").stdout)[0]
+    assert cli("sql", str(exported), fq, "-f", "csv").stdout.splitlines()[1] == f"{got['request_time']!r},{1 / 3!r}"
+    assert repr(got["request_time"]) in cli("sql", str(exported), fq).stdout
     table = cli("sql", str(exported), q).stdout
     assert table.split()[:2] == ["api_name", "n"] and "Fetch" in table
     # the connections, and a join

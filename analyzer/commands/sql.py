@@ -58,11 +58,14 @@ def connect(folders: list[str], spill: str) -> Any:
     return db
 
 
-def _cell(v: Any) -> str:
+def _cell(v: Any, exact: bool = False) -> str:
+    """A value as text: a float as its shortest exact text (an epoch time keeps its
+    microseconds), in the table cut to six significant digits when that is long."""
     if v is None:
         return ""
     if isinstance(v, float):
-        return f"{v:.6g}"
+        text = repr(v)
+        return text if exact or len(text) <= 18 else f"{v:.6g}"
     if isinstance(v, (list, dict)):
         return json.dumps(v, default=str, separators=(",", ":"))
     return str(v)
@@ -75,7 +78,7 @@ def print_result(cols: list[str], rows: list[tuple[Any, ...]], fmt: str) -> None
     elif fmt == "csv":
         w = csv.writer(sys.stdout, lineterminator="\n")
         w.writerow(cols)
-        w.writerows([[_cell(v) for v in r] for r in rows])
+        w.writerows([[_cell(v, exact=True) for v in r] for r in rows])
     else:
         from rich.table import Table as RichTable
 
