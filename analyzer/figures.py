@@ -1,6 +1,8 @@
 """The figures of ``stats`` as queries over the tables (``analyzer.tables``).
 
-``groups_query(by)`` is the SQL of ``stats``' groups (``top_query(n)``, of its N slowest exchanges): one row per group of the ``--by`` keys,
+``groups_query(by)`` is the SQL of ``stats``' groups (``top_query(n)``, of its N slowest exchanges;
+``throughput_query``, ``topic_partitions_query`` and ``per_second_query``, of its throughput;
+``views``, all of them as the views ``sql`` defines): one row per group of the ``--by`` keys,
 with the columns of ``stats -f csv`` (counts by status, errors and waits as ``NAME=n;...``,
 the latency, time-to-first-byte and service-time percentiles and means, bytes, throttling,
 records), computed from the ``exchanges`` table alone: what ``stats --query`` prints for
@@ -124,6 +126,72 @@ WHERE latency_ms IS NOT NULL
 ORDER BY latency_ms DESC, coalesce(conn, -1), coalesce(request_frame, 0), coalesce(correlation_id, -1)
 LIMIT {int(n)}
 """
+
+
+# an exchange's time (its request's, else its response's) and its end (its response's, else
+# its request's): what stats' span and seconds count by
+_SPAN = """SELECT *, coalesce(request_time, response_time) AS t0, coalesce(response_time, request_time) AS t1
+  FROM exchanges"""
+_DURATION = "(SELECT greatest(0, max(t1) - min(t0)) FROM x)"
+
+
+def throughput_query() -> str:
+    """The SQL of stats' throughput figures: one row of the span (first_time, last_time,
+    duration_s), the exchanges and the requests per second."""
+    return f"""WITH x AS ({_SPAN})
+SELECT min(t0) AS first_time, max(t1) AS last_time, round(greatest(0, max(t1) - min(t0)), 6) AS duration_s,
+       count(*) AS exchanges,
+       CASE WHEN max(t1) - min(t0) > 0 THEN round(count(t0) / (max(t1) - min(t0)), 3) END AS requests_per_s
+FROM x
+"""
+
+
+def topic_partitions_query() -> str:
+    """The SQL of stats' throughput per topic-partition: records and bytes produced (Produce
+    requests) and fetched (Fetch answers), and their rates over the capture's span."""
+    rate = "CASE WHEN {d} > 0 THEN round({v} / {d}, 3) END"
+    rates = ",\n       ".join(rate.format(v=c, d="d.duration") + f" AS {c}_per_s"
+                              for c in ("produced_records", "produced_bytes", "fetched_records", "fetched_bytes"))
+    return f"""WITH x AS ({_SPAN}),
+d AS (SELECT {_DURATION} AS duration),
+p AS (SELECT api_name, unnest(partitions) AS p FROM x WHERE api_name IN ('Produce', 'Fetch')),
+t AS (SELECT p.topic AS topic, p.partition AS partition,
+             coalesce(sum(p.records) FILTER (WHERE api_name = 'Produce'), 0) AS produced_records,
+             coalesce(sum(p.bytes) FILTER (WHERE api_name = 'Produce'), 0) AS produced_bytes,
+             coalesce(sum(p.records) FILTER (WHERE api_name = 'Fetch'), 0) AS fetched_records,
+             coalesce(sum(p.bytes) FILTER (WHERE api_name = 'Fetch'), 0) AS fetched_bytes
+      FROM p GROUP BY ALL)
+SELECT topic, partition, produced_records, produced_bytes, fetched_records, fetched_bytes,
+       {rates}
+FROM t, d
+ORDER BY topic NULLS LAST, partition NULLS LAST
+"""
+
+
+def per_second_query() -> str:
+    """The SQL of stats' per-second rows: by the second of each exchange's time, requests, and
+    the records and bytes produced and fetched."""
+    return f"""WITH x AS ({_SPAN}),
+s AS (SELECT CAST(floor(t0) AS BIGINT) AS t, api_name,
+             list_sum(list_transform(partitions, lambda p: p.records)) AS records,
+             list_sum(list_transform(partitions, lambda p: p.bytes)) AS bytes
+      FROM x)
+SELECT t, count(*) AS requests,
+       coalesce(sum(records) FILTER (WHERE api_name = 'Produce'), 0) AS produced_records,
+       coalesce(sum(bytes) FILTER (WHERE api_name = 'Produce'), 0) AS produced_bytes,
+       coalesce(sum(records) FILTER (WHERE api_name = 'Fetch'), 0) AS fetched_records,
+       coalesce(sum(bytes) FILTER (WHERE api_name = 'Fetch'), 0) AS fetched_bytes
+FROM s GROUP BY t ORDER BY t
+"""
+
+
+def views() -> dict[str, str]:
+    """The figures as named views over the tables, which ``sql`` defines: stats' groups by
+    API and version, its 100 slowest exchanges, its throughput, per topic-partition and per
+    second."""
+    return {"stats_groups": groups_query(("api", "version")), "stats_top": top_query(100),
+            "stats_throughput": throughput_query(), "stats_topic_partitions": topic_partitions_query(),
+            "stats_per_second": per_second_query()}
 
 
 def spark_sql(query: str) -> str:

@@ -86,9 +86,10 @@ def test_spark_runs_the_same_definition(tables: tuple[list[str], Path]) -> None:
     try:
         spark.conf.set("spark.sql.ansi.enabled", "false")
         spark.read.parquet(str(out / "exchanges")).createOrReplaceTempView("exchanges")
-        from analyzer.figures import top_query
+        from analyzer.figures import per_second_query, top_query, topic_partitions_query
 
-        for q in [groups_query(by) for by in GROUPINGS] + [top_query(50)]:
+        for q in [groups_query(by) for by in GROUPINGS] + [top_query(50), topic_partitions_query(),
+                                                            per_second_query()]:
             cur = db.execute(q)
             want = sorted(cur.fetchall(), key=repr)
             rows = spark.sql(spark_sql(q)).collect()
@@ -122,3 +123,53 @@ def test_the_top_query_gives_stats_slowest_exchanges(tables: tuple[list[str], Pa
     assert seen > 300
     r = cli("stats", "--query", "--top", "5", paths[0])
     assert r.returncode == 0 and r.stdout.strip() == top_query(5).strip()
+
+
+def test_the_throughput_queries_give_stats_throughput(tables: tuple[list[str], Path]) -> None:
+    """stats' throughput (span, exchanges, requests per second), per topic-partition and per
+    second are the three throughput queries' rows, on every capture."""
+    from analyzer.figures import per_second_query, throughput_query, topic_partitions_query
+
+    paths, out = tables
+    db = duckdb.connect()
+    db.execute(f"CREATE TABLE everything AS SELECT * FROM read_parquet('{out}/exchanges/*.parquet')")
+
+    def rows(q: str) -> list[dict]:
+        cur = db.execute(q)
+        cols = [d[0] for d in cur.description]
+        return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+    tps = seconds = 0
+    for path in paths:
+        quoted = path.replace("'", "''")
+        db.execute(f"CREATE OR REPLACE VIEW exchanges AS SELECT * FROM everything WHERE capture = '{quoted}'")
+        want = StatsAccumulator().add_all(Run(path, Options(decode=Decode.LITE))).result()["throughput"]
+        (span,) = rows(throughput_query())
+        assert span == {k: want[k] for k in span}, path
+        assert rows(topic_partitions_query()) == want["topic_partitions"], path
+        assert rows(per_second_query()) == want["per_second"], path
+        tps += len(want["topic_partitions"])
+        seconds += len(want["per_second"])
+    assert tps > 50 and seconds > 100
+
+
+def test_sql_has_the_figures_as_views(tables: tuple[list[str], Path]) -> None:
+    """`sql` defines stats' figures as views (stats_groups, stats_top, stats_throughput,
+    stats_topic_partitions, stats_per_second): over a capture, what stats -f json says."""
+    import json
+
+    paths, _out = tables
+    path = next(p for p in paths if p.endswith("group_rdkafka.pcap"))
+    report = json.loads(cli("stats", "-f", "json", "--top", "3", path).stdout)
+    r = cli("sql", path, "SELECT * FROM stats_per_second", "-f", "json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == report["throughput"]["per_second"]
+    r = cli("sql", path, "SELECT api, version, count, latency_ms_p99 FROM stats_groups", "-f", "json")
+    assert json.loads(r.stdout) == [{k: g[k] if k != "latency_ms_p99" else g["latency_ms"]["p99"]
+                                     for k in ("api", "version", "count", "latency_ms_p99")} for g in report["groups"]]
+    r = cli("sql", path, "SELECT latency_ms, request_frame FROM stats_top LIMIT 3", "-f", "json")
+    assert json.loads(r.stdout) == [{"latency_ms": t["latency_ms"], "request_frame": t["request_frame"]}
+                                    for t in report["top"]]
+    for view in ("stats_throughput", "stats_topic_partitions"):
+        r = cli("sql", path, f"SELECT count(*) AS n FROM {view}", "-f", "json")
+        assert r.returncode == 0 and json.loads(r.stdout)[0]["n"] >= 1, view

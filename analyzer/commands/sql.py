@@ -17,9 +17,10 @@ from typing import Any
 
 import click
 
+from analyzer import figures
 from analyzer.commands.options import capture_options, check_files, make_folders, need_arrow, write_tables
 from analyzer.errors import UserError, stdout_console
-from analyzer.tables import TABLES
+from analyzer.tables import EXCHANGES, TABLES
 
 # DuckDB's memory for a query: what it needs beyond this it spills to disk (with the
 # process's own, ~100 MB of Python, pyarrow and DuckDB, the whole stays under 200 MB)
@@ -45,7 +46,8 @@ def _is_tables(path: str) -> bool:
 
 
 def connect(folders: list[str], spill: str) -> Any:
-    """A DuckDB connection with a view per table over the Parquet of ``folders``."""
+    """A DuckDB connection with a view per table over the Parquet of ``folders``, and the
+    figures of ``stats`` as views over them (``analyzer.figures.views``)."""
     import duckdb
 
     db = duckdb.connect(config={"memory_limit": MEMORY_LIMIT, "temp_directory": spill})
@@ -55,6 +57,9 @@ def connect(folders: list[str], spill: str) -> Any:
         if globs:
             files = ", ".join("'" + g.replace("'", "''") + "'" for g in globs)
             db.execute(f"CREATE VIEW {t.name} AS SELECT * FROM read_parquet([{files}], union_by_name = true)")
+    if any(os.path.isdir(os.path.join(f, EXCHANGES.name)) for f in folders):
+        for name, query in figures.views().items():
+            db.execute(f"CREATE VIEW {name} AS {query}")
     return db
 
 
