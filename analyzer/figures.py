@@ -185,13 +185,47 @@ FROM s GROUP BY t ORDER BY t
 """
 
 
+def histogram_query() -> str:
+    """The SQL of stats' latency histograms: per API, the answered exchanges in each bucket of
+    a 1-2-5 log scale in ms (``bucket``: 3 x the decade + 0, 1 or 2 for 1, 2, 5; ``lower_ms``
+    its lower edge; latencies under 1 us in the lowest), the buckets they fill (stats' plots
+    show the empty ones between as zeros)."""
+    return """WITH v AS (SELECT api_name, greatest(latency_ms, 0.001) AS ms FROM exchanges WHERE latency_ms IS NOT NULL),
+d AS (SELECT api_name, ms, floor(log10(ms)) AS d FROM v),
+m AS (SELECT api_name, d, ms / pow(10.0, d) AS m FROM d),
+b AS (SELECT api_name,
+             CASE WHEN m >= 9.999999 THEN d + 1 ELSE d END AS d,
+             CASE WHEN m >= 9.999999 THEN 1.0 ELSE m END AS m FROM m),
+k AS (SELECT api_name, CAST(d * 3 + CASE WHEN m < 2.0 THEN 0 WHEN m < 5.0 THEN 1 ELSE 2 END AS BIGINT) AS bucket
+      FROM b)
+SELECT api_name AS api, bucket,
+       CASE (bucket % 3 + 3) % 3 WHEN 0 THEN 1.0 WHEN 1 THEN 2.0 ELSE 5.0 END * pow(10.0, floor(bucket / 3.0))
+         AS lower_ms,
+       count(*) AS n
+FROM k GROUP BY ALL ORDER BY api, bucket
+"""
+
+
+def latency_series_query() -> str:
+    """The SQL of stats' latency over time (its plots): per API and second of the request,
+    the answered exchanges, their mean latency (from nanoseconds, as stats sums them) and
+    the largest."""
+    return """SELECT api_name AS api, CAST(floor(request_time) AS BIGINT) AS t, count(*) AS n,
+       sum(round_even((response_time - request_time) * 1000.0 * 1e6, 0)) / count(*) / 1e6 AS mean_ms,
+       max((response_time - request_time) * 1000.0) AS max_ms
+FROM exchanges WHERE latency_ms IS NOT NULL
+GROUP BY ALL ORDER BY api, t
+"""
+
+
 def views() -> dict[str, str]:
     """The figures as named views over the tables, which ``sql`` defines: stats' groups by
     API and version, its 100 slowest exchanges, its throughput, per topic-partition and per
-    second."""
+    second, its latency histograms and latency over time."""
     return {"stats_groups": groups_query(("api", "version")), "stats_top": top_query(100),
             "stats_throughput": throughput_query(), "stats_topic_partitions": topic_partitions_query(),
-            "stats_per_second": per_second_query()}
+            "stats_per_second": per_second_query(), "stats_histogram": histogram_query(),
+            "stats_latency_series": latency_series_query()}
 
 
 def spark_sql(query: str) -> str:

@@ -86,10 +86,17 @@ def test_spark_runs_the_same_definition(tables: tuple[list[str], Path]) -> None:
     try:
         spark.conf.set("spark.sql.ansi.enabled", "false")
         spark.read.parquet(str(out / "exchanges")).createOrReplaceTempView("exchanges")
-        from analyzer.figures import per_second_query, top_query, topic_partitions_query
+        from analyzer.figures import (
+            histogram_query,
+            latency_series_query,
+            per_second_query,
+            top_query,
+            topic_partitions_query,
+        )
 
         for q in [groups_query(by) for by in GROUPINGS] + [top_query(50), topic_partitions_query(),
-                                                            per_second_query()]:
+                                                            per_second_query(), histogram_query(),
+                                                            latency_series_query()]:
             cur = db.execute(q)
             want = sorted(cur.fetchall(), key=repr)
             rows = spark.sql(spark_sql(q)).collect()
@@ -155,7 +162,8 @@ def test_the_throughput_queries_give_stats_throughput(tables: tuple[list[str], P
 
 def test_sql_has_the_figures_as_views(tables: tuple[list[str], Path]) -> None:
     """`sql` defines stats' figures as views (stats_groups, stats_top, stats_throughput,
-    stats_topic_partitions, stats_per_second): over a capture, what stats -f json says."""
+    stats_topic_partitions, stats_per_second, stats_histogram, stats_latency_series): over a
+    capture, what stats -f json says."""
     import json
 
     paths, _out = tables
@@ -170,6 +178,32 @@ def test_sql_has_the_figures_as_views(tables: tuple[list[str], Path]) -> None:
     r = cli("sql", path, "SELECT latency_ms, request_frame FROM stats_top LIMIT 3", "-f", "json")
     assert json.loads(r.stdout) == [{"latency_ms": t["latency_ms"], "request_frame": t["request_frame"]}
                                     for t in report["top"]]
-    for view in ("stats_throughput", "stats_topic_partitions"):
+    for view in ("stats_throughput", "stats_topic_partitions", "stats_histogram", "stats_latency_series"):
         r = cli("sql", path, f"SELECT count(*) AS n FROM {view}", "-f", "json")
         assert r.returncode == 0 and json.loads(r.stdout)[0]["n"] >= 1, view
+
+
+def test_the_plot_queries_give_stats_histograms_and_latency_series(tables: tuple[list[str], Path]) -> None:
+    """What stats' plots draw: the latency histograms per API (the filled buckets, their
+    lower edges) and the latency over time per API and second (count, mean, max), as the
+    histogram and latency-series queries give them, on every capture."""
+    from analyzer.figures import histogram_query, latency_series_query
+
+    paths, out = tables
+    db = duckdb.connect()
+    db.execute(f"CREATE TABLE everything AS SELECT * FROM read_parquet('{out}/exchanges/*.parquet')")
+    buckets = 0
+    for path in paths:
+        quoted = path.replace("'", "''")
+        db.execute(f"CREATE OR REPLACE VIEW exchanges AS SELECT * FROM everything WHERE capture = '{quoted}'")
+        acc = StatsAccumulator().add_all(Run(path, Options(decode=Decode.LITE)))
+        got: dict = {}
+        for api, _bucket, lower, n in db.execute(histogram_query()).fetchall():
+            got.setdefault(api, {})[lower] = n
+        assert got == {api: {lo: n for lo, n in rows if n} for api, rows in acc.histograms().items()}, path
+        series: dict = {}
+        for api, t, n, mean, hi in db.execute(latency_series_query()).fetchall():
+            series.setdefault(api, []).append((t, n, mean, hi))
+        assert series == {api: [tuple(x) for x in rows] for api, rows in acc.latency_series().items()}, path
+        buckets += sum(len(b) for b in got.values())
+    assert buckets > 300
