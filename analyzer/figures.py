@@ -72,8 +72,11 @@ def groups_query(by: Sequence[str]) -> str:
         parts = "coalesce(pds, [])"
     else:
         source, errs, parts = "x", "error_codes", "partitions"
+    # (the topic expansion joins each exchange to its keys by a number of its own)
+    number = ("row_number() OVER (ORDER BY capture, conn, request_frame, response_frame, correlation_id) AS ex, "
+              if expand else "")
     return f"""WITH x AS (
-  SELECT row_number() OVER (ORDER BY capture, conn, request_frame, response_frame, correlation_id) AS ex, *,
+  SELECT {number}*,
          round_even((response_time - request_time) * 1000.0 * 1e6, 0) AS lat_ns,
          round_even((response_first_time - request_time) * 1000.0 * 1e6, 0) AS ttfb_ns
   FROM exchanges),
