@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -38,14 +40,21 @@ def tables(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], Path]:
     return paths, out
 
 
-def test_the_groups_query_gives_stats_groups(tables: tuple[list[str], Path]) -> None:
-    paths, out = tables
+def _each_capture(paths: list[str], out: Path) -> Iterator[tuple[str, Any]]:
+    """(path, a DuckDB connection whose ``exchanges`` are that capture's alone) for each
+    capture of the exported tables in ``out``."""
     db = duckdb.connect()
     db.execute(f"CREATE TABLE everything AS SELECT * FROM read_parquet('{out}/exchanges/*.parquet')")
-    compared = 0
     for path in paths:
         quoted = path.replace("'", "''")
         db.execute(f"CREATE OR REPLACE VIEW exchanges AS SELECT * FROM everything WHERE capture = '{quoted}'")
+        yield path, db
+
+
+def test_the_groups_query_gives_stats_groups(tables: tuple[list[str], Path]) -> None:
+    paths, out = tables
+    compared = 0
+    for path, db in _each_capture(paths, out):
         for by in GROUPINGS:
             cur = db.execute(groups_query(by))
             cols = [d[0] for d in cur.description]
@@ -112,12 +121,8 @@ def test_the_top_query_gives_stats_slowest_exchanges(tables: tuple[list[str], Pa
     from analyzer.figures import top_query
 
     paths, out = tables
-    db = duckdb.connect()
-    db.execute(f"CREATE TABLE everything AS SELECT * FROM read_parquet('{out}/exchanges/*.parquet')")
     seen = 0
-    for path in paths:
-        quoted = path.replace("'", "''")
-        db.execute(f"CREATE OR REPLACE VIEW exchanges AS SELECT * FROM everything WHERE capture = '{quoted}'")
+    for path, db in _each_capture(paths, out):
         cur = db.execute(top_query(12))
         cols = [d[0] for d in cur.description]
         got = [{k: v for k, v in zip(cols, row, strict=True) if k != "capture"} for row in cur.fetchall()]
@@ -138,23 +143,19 @@ def test_the_throughput_queries_give_stats_throughput(tables: tuple[list[str], P
     from analyzer.figures import per_second_query, throughput_query, topic_partitions_query
 
     paths, out = tables
-    db = duckdb.connect()
-    db.execute(f"CREATE TABLE everything AS SELECT * FROM read_parquet('{out}/exchanges/*.parquet')")
 
-    def rows(q: str) -> list[dict]:
+    def rows(db: Any, q: str) -> list[dict]:
         cur = db.execute(q)
         cols = [d[0] for d in cur.description]
         return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
 
     tps = seconds = 0
-    for path in paths:
-        quoted = path.replace("'", "''")
-        db.execute(f"CREATE OR REPLACE VIEW exchanges AS SELECT * FROM everything WHERE capture = '{quoted}'")
+    for path, db in _each_capture(paths, out):
         want = StatsAccumulator().add_all(Run(path, Options(decode=Decode.LITE))).result()["throughput"]
-        (span,) = rows(throughput_query())
+        (span,) = rows(db, throughput_query())
         assert span == {k: want[k] for k in span}, path
-        assert rows(topic_partitions_query()) == want["topic_partitions"], path
-        assert rows(per_second_query()) == want["per_second"], path
+        assert rows(db, topic_partitions_query()) == want["topic_partitions"], path
+        assert rows(db, per_second_query()) == want["per_second"], path
         tps += len(want["topic_partitions"])
         seconds += len(want["per_second"])
     assert tps > 50 and seconds > 100
@@ -190,12 +191,8 @@ def test_the_plot_queries_give_stats_histograms_and_latency_series(tables: tuple
     from analyzer.figures import histogram_query, latency_series_query
 
     paths, out = tables
-    db = duckdb.connect()
-    db.execute(f"CREATE TABLE everything AS SELECT * FROM read_parquet('{out}/exchanges/*.parquet')")
     buckets = 0
-    for path in paths:
-        quoted = path.replace("'", "''")
-        db.execute(f"CREATE OR REPLACE VIEW exchanges AS SELECT * FROM everything WHERE capture = '{quoted}'")
+    for path, db in _each_capture(paths, out):
         acc = StatsAccumulator().add_all(Run(path, Options(decode=Decode.LITE)))
         got: dict = {}
         for api, _bucket, lower, n in db.execute(histogram_query()).fetchall():
