@@ -333,9 +333,10 @@ class Pipeline:
             n = taken[name] - before.get(name, 0)
             if n:
                 setattr(counts, name, getattr(counts, name) + n)
+        limits = counts.limits_hit
         for name, n in taken["limits"].items():
-            for _ in range(n - before["limits"].get(name, 0)):
-                counts.hit_limit(name)
+            if n != before["limits"].get(name, 0):
+                limits[name] = limits.get(name, 0) + n - before["limits"].get(name, 0)
         self._taken = taken
 
     def _hand_tables(self) -> None:

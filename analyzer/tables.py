@@ -22,7 +22,7 @@ from typing import Any
 
 from analyzer.model import Conn, Exchange
 from analyzer.sinks.output import exchange_to_json
-from analyzer.sinks.stats import WAIT_APIS, named_topic_partitions, throttle_ms, wait_kind
+from analyzer.sinks.stats import named_topic_partitions, throttle_ms, wait_kind
 from dissectors.field import body_of
 from dissectors.summary import fetch_table
 
@@ -175,7 +175,7 @@ def exchange_rows(ex: Exchange, capture: str, conn: int, trees: bool = False
     row: tuple[Any, ...] = (capture, conn, d["client"], d["broker"], d["protocol"], d["api_key"], d["api_name"], d["api_version"],
            d["correlation_id"], d["client_id"], d["request_frame"], d["response_frame"],
            _float(d["request_time"]), _float(d["response_time"]), _float(d["response_first_time"]),
-           _float(d["latency_ms"]), _float(d["ttfb_ms"]), wait_kind(ex) if ex.api_name in WAIT_APIS else None,
+           _float(d["latency_ms"]), _float(d["ttfb_ms"]), wait_kind(ex),
            throttle_ms(ex), _group_id(ex), d["request_bytes"], d["response_bytes"], d["status"],
            list(d["error_codes"]), parts, [(t, p) for t, p, _pd in named_topic_partitions(ex)], list(d["notes"]))
     if trees:

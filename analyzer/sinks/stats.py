@@ -388,7 +388,7 @@ def _top_sort_key(rec: dict[str, Any]) -> tuple[Any, ...]:
 
 
 # exchanges whose latency can be a deliberate wait (see wait_kind)
-WAIT_APIS = frozenset({"Fetch", "JoinGroup", "Produce", "SyncGroup"})
+_WAIT_APIS = frozenset({"Fetch", "JoinGroup", "Produce", "SyncGroup"})
 _NO_CONN: tuple[None, None, None, None] = (None, None, None, None)
 # API keys the stories read (analyzer.sinks.insights): Produce, Fetch, the requests that name a group
 _STORY_KEYS = frozenset({0, 1}) | GROUP_MEMBER_APIS | COMMITTED_APIS
@@ -508,7 +508,7 @@ class StatsAccumulator:
             t1 = resp.last_ts
             lat = (t1 - t0) * 1000.0
             ttfb = (resp.first_ts - t0) * 1000.0
-            wait = wait_kind(ex, lat) if api in WAIT_APIS else None
+            wait = wait_kind(ex, lat) if api in _WAIT_APIS else None
         else:
             lat = ttfb = wait = None
             t0 = t1 = req.last_ts if req is not None else (resp.last_ts if resp is not None else None)

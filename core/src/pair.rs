@@ -97,6 +97,15 @@ pub enum Status {
 }
 
 impl Status {
+    /// Every status, in declaration order (`status as usize` is its place here).
+    pub const ALL: [Status; 5] = [
+        Status::Ok,
+        Status::Unanswered,
+        Status::NoResponseExpected,
+        Status::OrphanResponse,
+        Status::Malformed,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             Status::Ok => "ok",

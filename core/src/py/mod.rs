@@ -64,7 +64,7 @@ use crate::capture::CaptureReader;
 use crate::frame::Frame;
 use crate::kafka::ApiTable;
 use crate::net;
-use crate::pair::{Forced, Kind, Out, PairConfig};
+use crate::pair::{Forced, Kind, Out, PairConfig, Status};
 use crate::py::figures::{Figures, Side, Table};
 use crate::session::{Session, SessionConfig};
 use crate::table::TableBuilder;
@@ -743,18 +743,10 @@ impl Stream {
             .map(|t| t.taken.clone())
             .unwrap_or_default();
         let statuses = PyDict::new(py);
-        for (i, name) in [
-            "ok",
-            "unanswered",
-            "no_response_expected",
-            "orphan_response",
-            "malformed",
-        ]
-        .iter()
-        .enumerate()
-        {
-            if t.statuses[i] > 0 {
-                statuses.set_item(name, t.statuses[i])?;
+        for s in Status::ALL {
+            let n = t.statuses[s as usize];
+            if n > 0 {
+                statuses.set_item(s.name(), n)?;
             }
         }
         d.set_item("statuses", statuses)?;

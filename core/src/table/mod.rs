@@ -40,8 +40,8 @@ fn endpoint_text(e: &Endpoint) -> String {
 /// status, and its walks' counts (what the front adds to its summary and counters).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Taken {
-    /// by [`Status`]: ok, unanswered, no_response_expected, orphan_response, malformed
-    pub statuses: [u64; 5],
+    /// by [`Status`], as `Status::ALL` orders them
+    pub statuses: [u64; Status::ALL.len()],
     pub malformed: u64,
     pub crc_valid: u64,
     pub crc_invalid: u64,
@@ -62,16 +62,6 @@ impl Taken {
                 None => self.limits.push((name, 1)),
             }
         }
-    }
-}
-
-fn status_index(s: Status) -> usize {
-    match s {
-        Status::Ok => 0,
-        Status::Unanswered => 1,
-        Status::NoResponseExpected => 2,
-        Status::OrphanResponse => 3,
-        Status::Malformed => 4,
     }
 }
 
@@ -199,14 +189,9 @@ impl TableBuilder {
         if r.response.as_ref().is_some_and(|f| f.truncated) {
             return false;
         }
-        let Some((a, b)) = self.conns.get(&r.conn) else {
+        if !self.conns.contains_key(&r.conn) {
             return false;
-        };
-        let (client, broker) = if r.client_dir.unwrap_or(0) == 0 {
-            (a.clone(), b.clone())
-        } else {
-            (b.clone(), a.clone())
-        };
+        }
         let rq = fig.request(&req.data, h.header_len);
         if rq.full {
             return false;
@@ -224,7 +209,7 @@ impl TableBuilder {
         {
             status = Status::Malformed;
         }
-        self.taken.statuses[status_index(status)] += 1;
+        self.taken.statuses[status as usize] += 1;
         self.last_ts.insert(r.conn, r.last_ts);
         self.taken.add(&rq.counts);
         if let Some(t) = &rs {
@@ -274,14 +259,20 @@ impl TableBuilder {
             (Some(n), Status::Unanswered) => vec![n.clone()],
             _ => Vec::new(),
         };
-        let api_name = fig.api_name(h.api_key).unwrap_or("").to_string();
+        let api_name = fig.api_name(h.api_key).unwrap_or("");
+        let (a, b) = &self.conns[&r.conn];
+        let (client, broker) = if r.client_dir.unwrap_or(0) == 0 {
+            (a, b)
+        } else {
+            (b, a)
+        };
         self.tables.push(&Row {
             conn: r.conn,
-            client: &client,
-            broker: &broker,
+            client,
+            broker,
             protocol: "kafka",
             api_key: Some(i32::from(h.api_key)),
-            api_name: &api_name,
+            api_name,
             api_version: Some(i32::from(h.api_version)),
             correlation_id: Some(h.correlation_id),
             client_id: h.client_id.as_deref(),
