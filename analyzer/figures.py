@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-# the exchanges table's column behind each --by key of stats (topic and partition: those of
-# the topic-partitions an exchange names, below)
-_KEY_COLUMNS = {"api": "api_name", "version": "api_version", "client_id": "client_id",
-                "client": "client", "broker": "broker", "conn": "conn",
-                "topic": "topic", "partition": "partition"}
+# stats' group keys (--by), each with the exchanges table's column behind it (topic and
+# partition: those of the topic-partitions an exchange names, below)
+KEY_COLUMNS = {"api": "api_name", "version": "api_version", "client_id": "client_id",
+               "client": "client", "broker": "broker", "topic": "topic", "partition": "partition",
+               "conn": "conn"}
 
 # the percentiles stats reports (name, fraction), nearest-rank
 PERCENTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p999", 0.999))
@@ -49,12 +49,12 @@ def _joined(values: str) -> str:
 
 
 def groups_query(by: Sequence[str]) -> str:
-    """The SQL of stats' groups for the ``--by`` keys ``by`` (stats' GROUP_KEYS)."""
-    bad = [b for b in by if b not in _KEY_COLUMNS]
+    """The SQL of stats' groups for the ``--by`` keys ``by`` (of ``KEY_COLUMNS``)."""
+    bad = [b for b in by if b not in KEY_COLUMNS]
     if bad or not by:
         raise ValueError(f"no such group key: {', '.join(bad) or '(none)'}")
     expand = bool({"topic", "partition"} & set(by))
-    keys = (["capture"] if "conn" in by else []) + [f"{_KEY_COLUMNS[b]} AS {b}" for b in by]
+    keys = (["capture"] if "conn" in by else []) + [f"{KEY_COLUMNS[b]} AS {b}" for b in by]
     names = (["capture"] if "conn" in by else []) + list(by)
     if expand:
         # each exchange once per distinct key of the topic-partitions it names, with the

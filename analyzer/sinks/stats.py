@@ -55,7 +55,7 @@ from operator import itemgetter
 from typing import Any
 
 from analyzer._core import EXACT_LIMIT, RELATIVE_ACCURACY, Quantiles, sum_ns
-from analyzer.figures import PERCENTILES
+from analyzer.figures import KEY_COLUMNS, PERCENTILES
 from analyzer.model import Exchange
 from analyzer.sinks.insights import (
     COMMITTED_APIS,
@@ -73,7 +73,7 @@ _FOLD_BATCH = 1024          # latencies a group hands its Quantiles at once (Gro
 # latency (ms) -> hist_bucket(latency) (_buckets_of)
 _BUCKETS: dict[float, int] = {}
 WAIT_FETCH_FRACTION = 0.9
-GROUP_KEYS = ("api", "version", "client_id", "client", "broker", "topic", "partition", "conn")
+GROUP_KEYS = tuple(KEY_COLUMNS)
 DEFAULT_BY = ("api", "version")
 DEFAULT_KEEP_TOP = 100
 STATE_VERSION = 3
