@@ -1,26 +1,33 @@
-"""The figures of ``stats`` as queries over the tables (``analyzer.tables``).
+"""The figures of ``stats``: queries over the tables (``analyzer.tables``), and the report
+``stats`` prints, assembled from their rows.
 
-``groups_query(by)`` is the SQL of ``stats``' groups (``top_query(n)``, of its N slowest exchanges;
-``throughput_query``, ``topic_partitions_query`` and ``per_second_query``, of its throughput;
-``views``, all of them as the views ``sql`` defines): one row per group of the ``--by`` keys,
+``groups_query(by)`` is the SQL of ``stats``' groups (``top_query(n)``, of its N slowest
+exchanges; ``throughput_query``, ``topic_partitions_query`` and ``per_second_query``, of its
+throughput; ``histogram_query``, ``latency_series_query`` and ``points_query``, of what its
+plots draw; ``views``, the views ``sql`` defines): one row per group of the ``--by`` keys,
 with the columns of ``stats -f csv`` (counts by status, errors and waits as ``NAME=n;...``,
 the latency, time-to-first-byte and service-time percentiles and means, bytes, throttling,
 records), computed from the ``exchanges`` table alone: what ``stats --query`` prints for
-``sql`` to run (DuckDB's SQL). Percentiles are nearest-rank, as ``stats`` defines them, and
-exact at any count (``stats`` keeps exact values up to 1,000 per group, then a DDSketch
-within 1 %); means are of the latencies in nanoseconds, as ``stats`` sums them.
-``spark_sql`` makes Spark SQL of the same definition (sqlglot), for the Spark job's tables.
-``tests/test_figures.py`` holds the query equal to ``stats`` on every capture of the corpus,
-and its Spark SQL equal to it on Spark.
+``sql`` to run (DuckDB's SQL). Percentiles are nearest-rank and exact at any count: each
+value ranked in its group by a window, which the engines sort on disk when it outgrows their
+memory; means are of the latencies in nanoseconds (so that any order of summing gives one
+mean).
+
+``report(query, by, top)`` runs them with ``query`` (an engine: ``analyzer.engine`` on one
+machine, Spark for the Spark job, through ``spark_sql``, which makes Spark SQL of the same
+definition with sqlglot) and gives what ``stats -f json`` prints but the stories.
+``tests/test_figures.py`` holds the queries to a reckoning in plain Python over every capture
+of the corpus decoded in full, and their Spark SQL equal to them on Spark.
 
 Grouping by ``topic`` or ``partition`` counts an exchange once under each topic-partition it
 names (``topic_partitions``; none: under null), with that key's share of its partitions'
-records, bytes and errors, as ``stats`` does; ``conn`` groups by capture and connection (its
-numbers restart per capture).
+records, bytes and errors; ``conn`` groups by capture and connection (its numbers restart
+per capture).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 # stats' group keys (--by), each with the exchanges table's column behind it (topic and
 # partition: those of the topic-partitions an exchange names, below)
@@ -32,20 +39,41 @@ KEY_COLUMNS = {"api": "api_name", "version": "api_version", "client_id": "client
 PERCENTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p999", 0.999))
 
 
-def _summary(name: str, values: str, total_ns: str) -> str:
-    """min, p50 .. p999, max, mean of the sorted list ``values`` (ms), as columns ``name_min``..."""
-    n = f"array_length({values})"
-    cols = [f"{values}[1] AS {name}_min"]
-    cols += [f"{values}[CAST(greatest(1, ceil({p} * {n})) AS BIGINT)] AS {name}_{label}" for label, p in PERCENTILES]
-    cols += [f"{values}[{n}] AS {name}_max",
-             f"CASE WHEN {n} > 0 THEN round({total_ns} / {n} / 1e6, 3) END AS {name}_mean"]
-    return ",\n       ".join(cols)
+def _ranked(cte: str, names: Sequence[str], value: str, where: str) -> str:
+    """A CTE ``cte``: per group of ``names``, the min, nearest-rank percentiles and max of
+    ``value`` over the rows of ``s`` where ``where`` holds: each value ranked in its group by
+    a window (a sort, which the engines spill to disk), not gathered into a list."""
+    keys = ", ".join(names)
+    pcts = ", ".join(f"max(v) FILTER (WHERE r = greatest(1, ceil({p} * n))) AS {label}" for label, p in PERCENTILES)
+    return f"""{cte} AS (
+  SELECT {keys}, min(v) AS mn, {pcts}, max(v) AS mx
+  FROM (SELECT {keys}, v, row_number() OVER (PARTITION BY {keys} ORDER BY v) AS r,
+               count(*) OVER (PARTITION BY {keys}) AS n
+        FROM (SELECT {keys}, {value} AS v FROM s WHERE {where}) q) w
+  GROUP BY {keys})"""
 
 
-def _joined(values: str) -> str:
-    """``NAME=n;NAME=n`` (names sorted) of the list ``values``, empty when none."""
-    return (f"coalesce(array_to_string(list_transform(list_sort(list_distinct({values})), "
-            f"lambda e: e || '=' || CAST(array_length(list_filter({values}, lambda x: x = e)) AS VARCHAR)), ';'), '')")
+def _counted(cte: str, names: Sequence[str], values: str) -> str:
+    """A CTE ``cte``: per group of ``names``, ``NAME=n;NAME=n`` (names sorted) of the names in
+    the lists ``values`` of its rows of ``s``, counted by a grouping."""
+    keys = ", ".join(names)
+    return f"""{cte} AS (
+  SELECT {keys}, array_to_string(list_transform(list_sort(list({{'name': name, 'n': n}})),
+                                                lambda e: e.name || '=' || CAST(e.n AS VARCHAR)), ';') AS text
+  FROM (SELECT {keys}, name, count(*) AS n
+        FROM (SELECT {keys}, unnest({values}) AS name FROM s) q
+        GROUP BY {keys}, name) c
+  GROUP BY {keys})"""
+
+
+def with_endpoints(by: tuple[str, ...]) -> tuple[str, ...]:
+    """The group keys of ``by``, with ``client`` and ``broker`` after ``conn`` when ``conn`` is
+    one of them and they are not: a connection's groups carry its endpoints (one each per
+    connection: the same groups), so that a connection is shown with them."""
+    if "conn" not in by:
+        return by
+    i = by.index("conn") + 1
+    return by[:i] + tuple(k for k in ("client", "broker") if k not in by) + by[i:]
 
 
 def groups_query(by: Sequence[str]) -> str:
@@ -54,8 +82,9 @@ def groups_query(by: Sequence[str]) -> str:
     if bad or not by:
         raise ValueError(f"no such group key: {', '.join(bad) or '(none)'}")
     expand = bool({"topic", "partition"} & set(by))
-    keys = (["capture"] if "conn" in by else []) + [f"{KEY_COLUMNS[b]} AS {b}" for b in by]
     names = (["capture"] if "conn" in by else []) + list(by)
+    keys = (["capture"] if "conn" in by else []) + \
+        [b if b in ("topic", "partition") else f"{KEY_COLUMNS[b]} AS {b}" for b in by]
     if expand:
         # each exchange once per distinct key of the topic-partitions it names, with the
         # partitions that fall under that key
@@ -66,7 +95,7 @@ def groups_query(by: Sequence[str]) -> str:
    FROM x e JOIN (SELECT DISTINCT ex, {', '.join(f't.{b} AS {b}' for b in tp)}
                   FROM (SELECT ex, unnest(CASE WHEN array_length(topic_partitions) = 0
                                                THEN [{{'topic': NULL::VARCHAR, 'partition': NULL::INTEGER}}]
-                                               ELSE topic_partitions END) AS t FROM x)) k USING (ex))"""
+                                               ELSE topic_partitions END) AS t FROM x) u) k ON e.ex = k.ex) j"""
         errs = ("CASE WHEN pds IS NULL THEN error_codes "
                 "ELSE list_filter(list_transform(pds, lambda p: p.error), lambda e: e IS NOT NULL) END")
         parts = "coalesce(pds, [])"
@@ -75,46 +104,68 @@ def groups_query(by: Sequence[str]) -> str:
     # (the topic expansion joins each exchange to its keys by a number of its own)
     number = ("row_number() OVER (ORDER BY capture, conn, request_frame, response_frame, correlation_id) AS ex, "
               if expand else "")
+    group = ", ".join(names)
+
+    def on(cte: str) -> str:
+        return " AND ".join(f"g.{n} IS NOT DISTINCT FROM {cte}.{n}" for n in names)
+
+    def summary(name: str, cte: str, total_ns: str, count: str) -> str:
+        cols = [f"{cte}.mn AS {name}_min"] + [f"{cte}.{label} AS {name}_{label}" for label, _p in PERCENTILES]
+        cols += [f"{cte}.mx AS {name}_max",
+                 f"CASE WHEN {count} > 0 THEN round({total_ns} / {count} / 1e6, 3) END AS {name}_mean"]
+        return ",\n       ".join(cols)
+
     return f"""WITH x AS (
   SELECT {number}*,
          round_even((response_time - request_time) * 1000.0 * 1e6, 0) AS lat_ns,
          round_even((response_first_time - request_time) * 1000.0 * 1e6, 0) AS ttfb_ns
   FROM exchanges),
+s AS (
+  SELECT {', '.join(keys)}, status, latency_ms, ttfb_ms, wait, lat_ns, ttfb_ns, request_bytes, response_bytes,
+         throttle_ms, {errs} AS errs, {parts} AS parts
+  FROM {source}),
 g AS (
-  SELECT {', '.join(keys)},
+  SELECT {group},
          count(*) AS count,
          count(latency_ms) AS answered,
          count(*) FILTER (WHERE status = 'unanswered') AS unanswered,
          count(*) FILTER (WHERE status = 'orphan_response') AS orphans,
          count(*) FILTER (WHERE status = 'no_response_expected') AS no_response,
          count(*) FILTER (WHERE status = 'malformed') AS malformed,
-         flatten(list({errs})) AS error_list,
-         count(*) FILTER (WHERE array_length({errs}) > 0) AS error_exchanges,
-         list_sort(list(latency_ms) FILTER (WHERE latency_ms IS NOT NULL)) AS lat,
-         list_sort(list(ttfb_ms) FILTER (WHERE latency_ms IS NOT NULL)) AS ttfb,
-         list_sort(list(latency_ms) FILTER (WHERE latency_ms IS NOT NULL AND wait IS NULL)) AS svc,
+         count(*) FILTER (WHERE array_length(errs) > 0) AS error_exchanges,
          sum(lat_ns) AS lat_ns, sum(ttfb_ns) AS ttfb_ns, sum(lat_ns) FILTER (WHERE wait IS NULL) AS svc_ns,
-         list(wait) FILTER (WHERE wait IS NOT NULL AND latency_ms IS NOT NULL) AS wait_list,
+         count(latency_ms) FILTER (WHERE wait IS NULL) AS service,
          coalesce(sum(request_bytes), 0) AS bytes_in,
          coalesce(sum(response_bytes), 0) AS bytes_out,
          count(*) FILTER (WHERE throttle_ms > 0) AS throttled,
          sum(throttle_ms) AS throttle_time_ms_total,
          max(throttle_ms) AS throttle_time_ms_max,
-         coalesce(sum(list_sum(list_transform({parts}, lambda p: p.records))), 0) AS records,
-         coalesce(sum(list_sum(list_transform({parts}, lambda p: p.bytes))), 0) AS record_bytes
-  FROM {source}
-  GROUP BY ALL)
-SELECT {', '.join(names)}, count, answered, unanswered, orphans, no_response, malformed,
-       {_joined('error_list')} AS errors,
+         coalesce(sum(list_sum(list_transform(parts, lambda p: p.records))), 0) AS records,
+         coalesce(sum(list_sum(list_transform(parts, lambda p: p.bytes))), 0) AS record_bytes
+  FROM s
+  GROUP BY {group}),
+{_ranked("lat", names, "latency_ms", "latency_ms IS NOT NULL")},
+{_ranked("ttfb", names, "ttfb_ms", "latency_ms IS NOT NULL")},
+{_ranked("svc", names, "latency_ms", "latency_ms IS NOT NULL AND wait IS NULL")},
+{_counted("err", names, "errs")},
+wt AS (
+  SELECT {group}, array_to_string(list_transform(list_sort(list({{'name': wait, 'n': n}})),
+                                                 lambda e: e.name || '=' || CAST(e.n AS VARCHAR)), ';') AS text
+  FROM (SELECT {group}, wait, count(*) AS n FROM s WHERE wait IS NOT NULL AND latency_ms IS NOT NULL
+        GROUP BY {group}, wait) c
+  GROUP BY {group})
+SELECT {', '.join(f'g.{n} AS {n}' for n in names)}, count, answered, unanswered, orphans, no_response, malformed,
+       coalesce(err.text, '') AS errors,
        error_exchanges,
-       {_summary('latency_ms', 'lat', 'lat_ns')},
-       {_summary('ttfb_ms', 'ttfb', 'ttfb_ns')},
-       {_summary('latency_ms_excl_waits', 'svc', 'svc_ns')},
-       {_joined('coalesce(wait_list, [])')} AS waits,
-       coalesce(array_length(svc), 0) AS service, bytes_in, bytes_out, throttled, throttle_time_ms_total, throttle_time_ms_max,
+       {summary('latency_ms', 'lat', 'g.lat_ns', 'answered')},
+       {summary('ttfb_ms', 'ttfb', 'g.ttfb_ns', 'answered')},
+       {summary('latency_ms_excl_waits', 'svc', 'g.svc_ns', 'service')},
+       coalesce(wt.text, '') AS waits,
+       service, bytes_in, bytes_out, throttled, throttle_time_ms_total, throttle_time_ms_max,
        records, record_bytes
-FROM g
-ORDER BY {', '.join(f'{n} NULLS LAST' for n in names)}
+FROM g LEFT JOIN lat ON {on('lat')} LEFT JOIN ttfb ON {on('ttfb')} LEFT JOIN svc ON {on('svc')}
+       LEFT JOIN err ON {on('err')} LEFT JOIN wt ON {on('wt')}
+ORDER BY {', '.join(f'g.{n} NULLS LAST' for n in names)}
 """
 
 
@@ -126,7 +177,7 @@ def top_query(n: int) -> str:
        request_frame, response_frame, request_time, latency_ms, ttfb_ms, wait, status, error_codes, capture
 FROM exchanges
 WHERE latency_ms IS NOT NULL
-ORDER BY latency_ms DESC, coalesce(conn, -1), coalesce(request_frame, 0), coalesce(correlation_id, -1)
+ORDER BY round(latency_ms, 3) DESC, coalesce(conn, -1), coalesce(request_frame, 0), coalesce(correlation_id, -1)
 LIMIT {int(n)}
 """
 
@@ -251,3 +302,154 @@ def spark_sql(query: str) -> str:
         return node
 
     return sqlglot.parse_one(query, read="duckdb").transform(spark).sql(dialect="spark")
+
+
+def points_query(cap: int = 50_000) -> str:
+    """The SQL of the points stats' plots scatter: (API, request time, latency) of the
+    answered exchanges, every k-th in time order, k the smallest that keeps at most ``cap``."""
+    return f"""WITH p AS (
+  SELECT api_name AS api, request_time AS t, latency_ms,
+         row_number() OVER (ORDER BY request_time, conn, request_frame) AS i, count(*) OVER () AS n
+  FROM exchanges WHERE latency_ms IS NOT NULL AND request_time IS NOT NULL)
+SELECT api, t, latency_ms FROM p WHERE (i - 1) % CAST(greatest(1, ceil(n / {int(cap)})) AS BIGINT) = 0 ORDER BY i
+"""
+
+
+# -- the report: what stats prints, from the queries ---------------------------------------------
+
+# a query run by an engine: the SQL (DuckDB's) -> (column names, rows)
+Query = Callable[[str], tuple[list[str], list[tuple[Any, ...]]]]
+
+_SUMMARY = ("min", *(name for name, _p in PERCENTILES), "max", "mean")
+_COUNTS = ("count", "answered", "unanswered", "orphans", "no_response", "malformed")
+_SIZES = ("service", "bytes_in", "bytes_out", "throttled")
+PERCENTILE_DEFINITION = "nearest-rank: pX = value at 1-based rank ceil(X/100 * n), exact"
+
+
+def _named_counts(text: str | None) -> dict[str, int]:
+    """``NAME=n;NAME=n`` (``_joined``) -> {NAME: n}."""
+    out: dict[str, int] = {}
+    for item in (text or "").split(";"):
+        if item:
+            name, _, n = item.rpartition("=")
+            out[name] = int(n)
+    return out
+
+
+def _ms(v: Any) -> float | None:
+    return None if v is None else round(float(v), 3)
+
+
+def sort_key(key: Sequence[Any]) -> tuple[Any, ...]:
+    """The order of groups and topic-partitions: nulls last, numbers before text."""
+    return tuple((x is None, isinstance(x, str), x if x is not None else 0) for x in key)
+
+
+def groups(query: Query, by: Sequence[str], labels: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """stats' groups for ``by``: a dict per group, its keys then its figures (nested:
+    ``latency_ms``: {min, p50.., max, mean}...), in key order. ``labels``: several captures'
+    names (path -> label): connections are keyed ``label#n``."""
+    cols, rows = query(groups_query(by))
+    out = []
+    for row in rows:
+        d = dict(zip(cols, row, strict=True))
+        g: dict[str, Any] = {b: d[b] for b in by}
+        if "conn" in by and labels is not None:
+            g["conn"] = f"{labels[d['capture']]}#{d['conn']}"
+        g.update({c: int(d[c]) for c in _COUNTS})
+        g["errors"] = _named_counts(d["errors"])
+        g["error_exchanges"] = int(d["error_exchanges"])
+        for name in ("latency_ms", "ttfb_ms", "latency_ms_excl_waits"):
+            g[name] = {s: _ms(d[f"{name}_{s}"]) for s in _SUMMARY}
+        g["waits"] = _named_counts(d["waits"])
+        g.update({c: int(d[c]) for c in _SIZES})
+        g["throttle_time_ms"] = {"total": int(d["throttle_time_ms_total"]), "max": int(d["throttle_time_ms_max"])}
+        g["records"] = int(d["records"])
+        g["record_bytes"] = int(d["record_bytes"])
+        out.append(g)
+    out.sort(key=lambda g: sort_key([g[b] for b in by]))
+    return out
+
+
+_TOP = ("api", "version", "correlation_id", "conn", "client", "broker", "client_id", "request_frame",
+        "response_frame", "request_time", "latency_ms", "ttfb_ms", "wait", "status", "error_codes")
+
+
+def top(query: Query, n: int, labels: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """stats' ``n`` slowest exchanges, slowest first (with ``labels``: each names its capture)."""
+    if n <= 0:
+        return []
+    cols, rows = query(top_query(n))
+    out = []
+    for row in rows:
+        d = dict(zip(cols, row, strict=True))
+        rec = {k: d[k] for k in _TOP}
+        rec["latency_ms"], rec["ttfb_ms"] = _ms(d["latency_ms"]), _ms(d["ttfb_ms"])
+        rec["error_codes"] = list(d["error_codes"] or ())
+        if labels is not None:
+            rec["capture"] = labels[d["capture"]]
+        out.append(rec)
+    return out
+
+
+def _dicts(query: Query, sql: str) -> list[dict[str, Any]]:
+    cols, rows = query(sql)
+    return [dict(zip(cols, row, strict=True)) for row in rows]
+
+
+def throughput(query: Query) -> dict[str, Any]:
+    """stats' throughput: the span, exchanges and requests per second, per topic-partition,
+    per second."""
+    (span,) = _dicts(query, throughput_query())
+    tps = _dicts(query, topic_partitions_query())
+    tps.sort(key=lambda r: sort_key((r["topic"], r["partition"])))
+    for r in tps:
+        for c in ("produced_records", "produced_bytes", "fetched_records", "fetched_bytes"):
+            r[c] = int(r[c])
+    per_second = _dicts(query, per_second_query())
+    for r in per_second:
+        for c, v in r.items():
+            r[c] = int(v)
+    return {"first_time": span["first_time"], "last_time": span["last_time"],
+            "duration_s": float(span["duration_s"] or 0.0), "exchanges": int(span["exchanges"]),
+            "requests_per_s": span["requests_per_s"], "topic_partitions": tps, "per_second": per_second}
+
+
+def bucket_lower(i: int) -> float:
+    """The lower edge (ms) of bucket ``i`` of the latency histograms (histogram_query)."""
+    d, sub = divmod(i, 3)
+    return (1.0, 2.0, 5.0)[sub] * 10.0 ** d
+
+
+def histograms(query: Query) -> dict[str, list[tuple[float, int]]]:
+    """API -> [(bucket lower edge ms, exchanges)] from its lowest bucket to its highest,
+    the empty ones between as zeros."""
+    per: dict[str, dict[int, int]] = {}
+    for api, bucket, _lower, n in query(histogram_query())[1]:
+        per.setdefault(api, {})[int(bucket)] = int(n)
+    return {api: [(bucket_lower(i), h.get(i, 0)) for i in range(min(h), max(h) + 1)]
+            for api, h in sorted(per.items())}
+
+
+def latency_series(query: Query) -> dict[str, list[tuple[int, int, float, float]]]:
+    """API -> [(second, exchanges, mean latency ms, max ms)]: latency over time."""
+    out: dict[str, list[tuple[int, int, float, float]]] = {}
+    for api, t, n, mean, mx in query(latency_series_query())[1]:
+        out.setdefault(api, []).append((int(t), int(n), float(mean), float(mx)))
+    return out
+
+
+def points(query: Query, cap: int = 50_000) -> dict[str, list[tuple[float, float]]]:
+    """API -> [(request time, latency ms)]: at most ``cap`` points, evenly through time."""
+    out: dict[str, list[tuple[float, float]]] = {}
+    for api, t, lat in query(points_query(cap))[1]:
+        out.setdefault(api, []).append((t, lat))
+    return out
+
+
+def report(query: Query, by: Sequence[str], top_n: int = 0,
+           labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """stats' figures but the stories (``analyzer.sinks.insights``), as ``stats -f json``
+    gives them: ``by``, ``groups``, ``top``, ``throughput``, ``accuracy``."""
+    return {"by": list(by), "groups": groups(query, by, labels), "top": top(query, top_n, labels),
+            "throughput": throughput(query), "accuracy": {"percentile_definition": PERCENTILE_DEFINITION}}

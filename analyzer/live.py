@@ -509,23 +509,45 @@ class LiveSession:
 # ---------------------------------------------------------------- the --stats dashboard
 
 
+class _ApiFigures:
+    """One API's running figures on the dashboard. Its latencies wait in ``pending`` (an
+    append per exchange) and reach the Quantiles (exact up to 1000 values, then a bounded
+    sketch) a batch at a time: ``settle`` when the figures are read or ``pending`` is full."""
+
+    __slots__ = ("count", "errors", "unanswered", "latency", "pending")
+
+    def __init__(self) -> None:
+        from analyzer._core import Quantiles
+
+        self.count = 0
+        self.errors = 0              # error codes of the responses (each name of ex.error_codes)
+        self.unanswered = 0
+        self.latency = Quantiles()   # ms, answered exchanges only
+        self.pending: list[float] = []
+
+    def settle(self) -> None:
+        if self.pending:
+            self.latency.extend(self.pending)
+            self.pending = []
+
+
 class Dashboard:
-    """Running figures for ``live --stats``: a StatsAccumulator by API plus rates and top clients.
+    """Running figures for ``live --stats``: per API (requests, latency quantiles, errors,
+    unanswered), rates and top clients, in memory bounded however long it runs.
 
     ``add`` takes each exchange; ``renderable`` builds the rich view (refreshed once a
-    second by the command); ``accumulator`` holds the full figures for the final report.
+    second by the command); ``report`` the closing one, printed when the capture stops.
     """
 
     WINDOW = 5                      # seconds of per-API counts kept for the recent rate
     MAX_CLIENTS = 10_000            # distinct clients tracked before the rest count as "(other)"
+    SETTLE_EVERY = 1024             # latencies an API keeps pending before its Quantiles takes them
 
     def __init__(self, title: str, clock: Callable[[], float] = time.time) -> None:
-        from analyzer.sinks.stats import StatsAccumulator
-
         self.title = title
         self.clock = clock
         self.start = clock()
-        self.accumulator = StatsAccumulator(("api",), keep_top=0, views=())
+        self.apis: dict[str, _ApiFigures] = {}
         self.exchanges = 0
         self.statuses: dict[str, int] = {}
         self.errors: dict[str, int] = {}
@@ -535,18 +557,34 @@ class Dashboard:
         self.dropped: int | None = None                         # packets the kernel dropped, when known
 
     def add(self, ex: Exchange) -> None:
-        self.accumulator.add(ex)
+        api = ex.api_name
+        status = ex.status
+        errs = ex.error_codes
+        f = self.apis.get(api)
+        if f is None:
+            f = self.apis[api] = _ApiFigures()
+        f.count += 1
+        if status == "unanswered":
+            f.unanswered += 1
+        lat = ex.latency_ms
+        if lat is not None:
+            pending = f.pending
+            pending.append(lat)
+            if len(pending) >= self.SETTLE_EVERY:
+                f.settle()
         self.exchanges += 1
-        self.statuses[ex.status] = self.statuses.get(ex.status, 0) + 1
-        for e in ex.error_codes:
-            self.errors[e] = self.errors.get(e, 0) + 1
+        self.statuses[status] = self.statuses.get(status, 0) + 1
+        if errs:
+            f.errors += len(errs)
+            for e in errs:
+                self.errors[e] = self.errors.get(e, 0) + 1
         sec = int(self.clock())
         bucket = self._recent.get(sec)
         if bucket is None:
             bucket = self._recent[sec] = {}
             for old in [s for s in self._recent if s <= sec - self.WINDOW - 1]:
                 del self._recent[old]
-        bucket[ex.api_name] = bucket.get(ex.api_name, 0) + 1
+        bucket[api] = bucket.get(api, 0) + 1
         key = (ex.client_id or "-", ex.conn.client.ip if ex.conn is not None else "-")
         row = self.clients.get(key)
         if row is None:
@@ -556,7 +594,7 @@ class Dashboard:
             else:
                 row = self.clients[key] = [0, 0]
         row[0] += 1
-        if ex.error_codes or ex.status not in ("ok", "no_response_expected"):
+        if errs or status not in ("ok", "no_response_expected"):
             row[1] += 1
 
     def rates(self, now: float | None = None) -> dict[str, float]:
@@ -578,15 +616,19 @@ class Dashboard:
         return {k: v / span for k, v in out.items()}
 
     def rows(self, now: float | None = None) -> list[dict[str, Any]]:
+        """Per API, most requests first: count, rate (last WINDOW s, as ``rates``), avg_rate
+        (since the start), p50, p99 and max latency in ms (None when none was answered),
+        errors (error codes in its responses), unanswered."""
         rates = self.rates(now)
         elapsed = max(1e-9, (self.clock() if now is None else now) - self.start)
-        rows = []
-        for key, g in self.accumulator.groups.items():
-            api = key[0]
-            rows.append({"api": api, "count": g.count, "rate": rates.get(api, 0.0), "avg_rate": g.count / elapsed,
-                         "p50": g.latency.quantile(0.5), "p99": g.latency.quantile(0.99),
-                         "max": g.latency.quantile(1.0), "errors": sum(g.errors.values()),
-                         "unanswered": g.unanswered})
+        rows: list[dict[str, Any]] = []
+        for api, f in self.apis.items():
+            f.settle()
+            q = f.latency
+            rows.append({"api": api, "count": f.count, "rate": rates.get(api, 0.0), "avg_rate": f.count / elapsed,
+                         "p50": q.quantile(0.5), "p99": q.quantile(0.99),
+                         "max": q.max if q.count else None, "errors": f.errors,
+                         "unanswered": f.unanswered})
         rows.sort(key=lambda r: (-r["count"], str(r["api"])))
         return rows
 
@@ -620,17 +662,65 @@ class Dashboard:
             t.add_row(str(r["api"]), str(r["count"]), f"{r['rate']:.1f}", f"{r['avg_rate']:.1f}",
                       fmt_num(r["p50"]), fmt_num(r["p99"]), fmt_num(r["max"]),
                       Text(str(r["errors"]), style="red") if r["errors"] else "0")
-        c = Table(title="top clients", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-        for col in ("client_id", "address", "requests", "errors"):
-            c.add_column(col, justify="right" if col in ("requests", "errors") else "left")
-        for (cid, addr), (n, errs) in sorted(self.clients.items(), key=lambda kv: -kv[1][0])[:8]:
-            c.add_row(cid, addr, str(n), Text(str(errs), style="red") if errs else "0")
-        parts: list[Any] = [head, t, c]
-        if self.errors:
-            e = Table(title="errors", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-            e.add_column("error")
-            e.add_column("count", justify="right")
-            for name, n in sorted(self.errors.items(), key=lambda kv: -kv[1])[:8]:
-                e.add_row(Text(name, style="red"), str(n))
+        parts: list[Any] = [head, t, self._clients_table(8)]
+        e = self._errors_table(8)
+        if e is not None:
             parts.append(e)
         return Group(*parts)
+
+    def report(self, now: float | None = None) -> Any:
+        """The closing report (a rich renderable, plain text on a console that is not a
+        terminal): every API's figures since the start, the top clients, the errors."""
+        from rich import box
+        from rich.console import Group
+        from rich.table import Table
+        from rich.text import Text
+
+        from analyzer.sinks.stats_render import fmt_num
+
+        now = self.clock() if now is None else now
+        head = Text(f"live --stats: per API over {now - self.start:.1f} s, {self.exchanges} exchanges "
+                    "(avg/s: since the start; latency in ms)", style="bold")
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+        t.add_column("API", no_wrap=True)
+        for col in ("reqs", "avg/s", "p50", "p99", "max", "errors", "unanswered"):
+            t.add_column(col, justify="right", no_wrap=True)
+        for r in self.rows(now):
+            t.add_row(str(r["api"]), str(r["count"]), f"{r['avg_rate']:.1f}",
+                      fmt_num(r["p50"]), fmt_num(r["p99"]), fmt_num(r["max"]),
+                      Text(str(r["errors"]), style="red") if r["errors"] else "0",
+                      Text(str(r["unanswered"]), style="yellow") if r["unanswered"] else "0")
+        parts: list[Any] = [head, t, "", self._clients_table(10, show_edge=False)]
+        e = self._errors_table(None, show_edge=False)
+        if e is not None:
+            parts += ["", e]
+        return Group(*parts)
+
+    def _clients_table(self, limit: int, show_edge: bool = True) -> Any:
+        from rich import box
+        from rich.table import Table
+        from rich.text import Text
+
+        c = Table(title="top clients", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                  show_edge=show_edge)
+        for col in ("client_id", "address", "requests", "errors"):
+            c.add_column(col, justify="right" if col in ("requests", "errors") else "left")
+        for (cid, addr), (n, errs) in sorted(self.clients.items(), key=lambda kv: -kv[1][0])[:limit]:
+            c.add_row(cid, addr, str(n), Text(str(errs), style="red") if errs else "0")
+        return c
+
+    def _errors_table(self, limit: int | None, show_edge: bool = True) -> Any:
+        """The error codes by count (the first ``limit``), or None when there was none."""
+        if not self.errors:
+            return None
+        from rich import box
+        from rich.table import Table
+        from rich.text import Text
+
+        e = Table(title="errors", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                  show_edge=show_edge)
+        e.add_column("error")
+        e.add_column("count", justify="right")
+        for name, n in sorted(self.errors.items(), key=lambda kv: -kv[1])[:limit]:
+            e.add_row(Text(name, style="red"), str(n))
+        return e

@@ -38,7 +38,7 @@ from analyzer.handover import TLS_SKIPPED as TLS_SKIPPED  # (the summary's name,
 from analyzer.handover import Handover
 from analyzer.model import Conn, Endpoint, Exchange, PacketRecord
 from analyzer.runs import Decode
-from dissectors.context import DecodeContext
+from dissectors.context import Counters, DecodeContext
 from dissectors.header import api_table
 from dissectors.schema import APIS
 
@@ -65,8 +65,10 @@ class Options:
     conn_ids_from_index: bool = False  # Conn.id = its first packet's number (a shard of a capture)
     share: tuple[int, int] | None = None  # (k, n): only the connections of share k of n (analyzer.shards)
     # the capture's name in the exchange tables: the core builds the rows of the exchanges its
-    # walk reads (a lean decode), handed to Pipeline.on_tables, and yields only the others
+    # walk reads (a lean decode), handed to Pipeline.on_tables, and yields only the others;
+    # the exchanges it tables of the API keys ``hand`` go to Pipeline.on_tabled too
     tables: str | None = None
+    hand: frozenset[int] = frozenset()
 
 
 # the connections found by auto-detection that a summary lists one by one
@@ -206,7 +208,7 @@ class Pipeline:
         if self.options.tables is not None:
             if self.decoder.figures is None:
                 raise ValueError("the core builds tables with a lean decode")
-            self.stream.keep_tables(self.options.tables)
+            self.stream.keep_tables(self.options.tables, sorted(self.options.hand))
         self._conn_objs: dict[int, Conn] = {}      # the connections the core has open, by id
         self.handover = Handover(self.summary, lambda cid, client_dir: self.stream.ignore(cid, client_dir),
                                  self.options.tls_keylog)
@@ -221,6 +223,10 @@ class Pipeline:
         # ``partitions`` the core built (``analyzer._core.ArrowBatch``, read through the Arrow
         # PyCapsule interface), every _TABLE_ROWS exchanges and at the end
         self.on_tables: Callable[[Any, Any], None] | None = None
+        # with Options.tables and hand: called with each exchange of those API keys whose rows the
+        # core built (it is not yielded: its rows are in the tables already)
+        self.on_tabled: Callable[[Exchange], None] | None = None
+        self._scratch = Counters()                 # what their decoding counts (the tables counted it)
 
     def new_stream(self, **limits: Any) -> Stream:
         """The packet path (core/) for the options: link layer, IP, TCP reassembly, Kafka
@@ -361,6 +367,20 @@ class Pipeline:
                 ex = self.decoder.exchange(conn, r)
                 self.summary.exchanges[ex.status] += 1
                 out.append(ex)
+            elif kind == 7:         # an exchange the tables have, handed too (Options.hand)
+                conn = conns[r[1]]
+                self.packet_now = r[2]
+                conn.client_dir = r[12]
+                conn.protocol = r[13]
+                conn.last_ts = r[14]
+                ctx = self.ctx
+                counts, ctx.counts = ctx.counts, self._scratch
+                try:
+                    ex = self.decoder.exchange(conn, r)
+                finally:
+                    ctx.counts = counts
+                if self.on_tabled is not None:
+                    self.on_tabled(ex)
             elif kind == 3:         # a new connection
                 _k, cid, a_ip, a_port, b_ip, b_port, ts = r
                 conns[cid] = Conn(cid, _new(Endpoint, (a_ip, a_port)), _new(Endpoint, (b_ip, b_port)),

@@ -5,8 +5,9 @@ cheap part: see benchmarks/) but feeds to its own ``Pipeline`` only the packets 
 connections: the core (``Options.share``) hashes the addresses and ports of a packet
 symmetrically, so both directions of a connection, and every later connection on the
 same 4-tuple (port reuse), go to the same worker. A packet that is not TCP goes to worker 0, which counts
-it as one process would. Each worker returns its ``StatsAccumulator`` state (or its
-``Checker``); the parent merges them.
+it as one process would. A worker of ``stats`` writes the tables of its share (``Part``: the
+parent's engine queries them together) and returns the state of its ``Stories``; one of
+``check`` returns its ``Checker``; the parent merges them.
 
 What one process shares across connections is restored when merging:
 
@@ -39,18 +40,23 @@ from multiprocessing.connection import wait as wait_for
 from typing import Any, NamedTuple
 
 from analyzer._core import END_OF_CAPTURE, CaptureError, open_capture
+from analyzer.decoding import TEACHES_TOPIC_IDS
+from analyzer.engine import Part, write_firsts
 from analyzer.pipeline import AUTO_LISTED, Options, Run, merge_connections
 from analyzer.runs import fresh_context
-from analyzer.sinks.stats import COSTLY_VIEWS, StatsAccumulator
+from analyzer.sinks.stats import COSTLY_VIEWS, STORY_KEYS, Stories
+from analyzer.tables import open_writers, table_run
 from dissectors.context import DecodeContext
 
-__all__ = ["END_OF_CAPTURE", "TopicNames", "Learnt", "LearntTable", "rename_topics", "auto_jobs", "run_stats_sharded", "ShardedResult",
+__all__ = ["END_OF_CAPTURE", "TopicNames", "Learnt", "LearntTable", "auto_jobs", "run_stats_sharded", "ShardedResult",
            "run_check_sharded", "ShardedCheck", "MIN_SHARDED_BYTES"]
 
 # below this size a capture is analysed in one process (forking and reading the file
 # again in every worker would cost more than it saves)
 MIN_SHARDED_BYTES = 8 * 1024 * 1024
 MAX_AUTO_JOBS = 8
+# the Parquet compression of the tables a run writes for its own queries (read once, soon)
+TEMPORARY = "lz4"
 class Learnt(NamedTuple):
     """What a file's connections learnt of one topic id (``learnt_ids``)."""
     at: list[int]           # the packets of its learnings, sorted
@@ -188,32 +194,6 @@ def resolve_misses(misses: dict[str, list[int]], table: LearntTable,
     return names, exact
 
 
-def rename_topics(acc: StatsAccumulator, names: dict[str, str]) -> StatsAccumulator:
-    """The same figures with topic ids replaced by names (entries that meet are merged)."""
-    if not names:
-        return acc
-    out = StatsAccumulator(acc.by, keep_top=acc.keep_top, views=acc.views)
-    ren = StatsAccumulator(acc.by, keep_top=acc.keep_top, views=acc.views)
-    ren.merge(acc)                  # copy of everything but the keyed parts, rebuilt below
-    ren.groups = {}
-    ren.tp = {}
-    i = acc.by.index("topic") if "topic" in acc.by else None
-    for k, g in acc.groups.items():
-        if i is not None and isinstance(k[i], str) and k[i] in names:
-            k = k[:i] + (names[k[i]],) + k[i + 1:]
-        part = StatsAccumulator(acc.by, keep_top=0, views=())
-        part.groups = {k: g}
-        out.merge(part)
-    for (t, p), row in acc.tp.items():
-        key = (names.get(t, t) if isinstance(t, str) else t, p)
-        mine = ren.tp.setdefault(key, [0, 0, 0, 0])
-        for j in range(4):
-            mine[j] += row[j]
-    ren.groups = out.groups
-    ren.lag = acc.lag.renamed(names)
-    return ren
-
-
 # -- sharding ------------------------------------------------------------------------------------
 
 def auto_jobs(paths: Iterable[str]) -> int:
@@ -235,9 +215,15 @@ def auto_jobs(paths: Iterable[str]) -> int:
 
 # -- running ---------------------------------------------------------------------------------------
 
+# the API keys whose exchanges a run that tables them hands to the front too: those the stories
+# read, and the answers that teach topic ids (the front's names for the stories' topics)
+HAND = STORY_KEYS | TEACHES_TOPIC_IDS
+
+
 @dataclass
 class ShardedResult:
-    acc: StatsAccumulator
+    stories: Stories
+    parts: list[Part]                  # the tables each worker wrote
     exact: bool                        # False: a topic id was learnt between lookups: run again unsharded
     capture_warning: str | None = None  # the reader's (every worker reads the whole file)
     connections: dict[str, Any] | None = None   # the workers' Summary.connections_json, merged
@@ -264,13 +250,21 @@ def _share(path: str, options: Options, ctx: DecodeContext, k: int, n: int,
 
 
 def _worker(path: str, options: Options, ctx: DecodeContext, k: int, n: int, progress: Any,
-            by: tuple[str, ...], keep_top: int, views: tuple[str, ...]) -> dict[str, Any]:
+            folder: str, views: tuple[str, ...], display_filter: Any) -> dict[str, Any]:
+    stories = Stories(views)
+    tabled = options.decode.lean and not stories.every_exchange and display_filter is None
+    options = dataclasses.replace(options, tables=path if tabled else None, hand=HAND if tabled else frozenset())
     run, names = _share(path, options, ctx, k, n, progress)
-    acc = StatsAccumulator(by, keep_top=keep_top, views=views)
-    for ex in run:
-        acc.add(ex)
+    writers = open_writers(folder, compression=TEMPORARY)
+    keep = display_filter.matcher(run.ctx) if display_filter is not None else None
+    try:
+        table_run(path, run, writers, stories=stories.add, keep=keep)
+    finally:
+        for w in writers.values():
+            w.close()
+    write_firsts(folder, path, run.pipeline.stream.first_indexes)
     # the connections this worker saw, by first packet (their ids, with conn_ids_from_index)
-    return {"acc": acc.to_state(), "conns": run.pipeline.stream.first_indexes,
+    return {"stories": stories.to_state(), "conns": run.pipeline.stream.first_indexes,
             "learnt": names.learnt, "misses": names.misses,
             "warning": run.summary.capture_warning, "connections": run.summary.connections_json()}
 
@@ -302,16 +296,20 @@ def _child(conn: Any, work: Callable[..., dict[str, Any]], *args: Any) -> None:
         conn.close()
 
 
-def run_stats_sharded(path: str, options: Options, ctx: DecodeContext, by: tuple[str, ...], keep_top: int,
-                      jobs: int, source: str | None = None, views: Iterable[str] = COSTLY_VIEWS,
-                      progress: Callable[[int, int], None] | None = None) -> ShardedResult:
-    """``StatsAccumulator`` of one capture analysed by ``jobs`` forked workers (see module doc).
+def run_stats_sharded(path: str, options: Options, ctx: DecodeContext, folder: str, jobs: int,
+                      source: str | None = None, views: Iterable[str] = COSTLY_VIEWS,
+                      progress: Callable[[int, int], None] | None = None,
+                      display_filter: Any = None) -> ShardedResult:
+    """One capture analysed by ``jobs`` forked workers (see module doc): the tables each
+    wrote (in sub-folders of ``folder``) and their stories, merged (``display_filter``: of
+    the exchanges it selects, ``analyzer.display_filter``; one worker should read them all).
 
     Raises ``CaptureError`` when the capture cannot be read (checked before forking, and
     as reported by a worker)."""
     views = tuple(views)
-    states = _run_workers(path, options, ctx, jobs, progress, _worker, by, keep_top, views)
-    return _merge(states, by, keep_top, source, views)
+    folders = [os.path.join(folder, f"w{k}") for k in range(jobs)]
+    states = _run_workers(path, options, ctx, jobs, progress, _worker, views, display_filter, folders=folders)
+    return _merge(path, states, folders, source, views)
 
 
 @dataclass
@@ -345,9 +343,9 @@ def run_check_sharded(path: str, options: Options, ctx: DecodeContext, checker_a
 
 def _run_workers(path: str, options: Options, ctx: DecodeContext, jobs: int,
                  progress: Callable[[int, int], None] | None, work: Callable[..., dict[str, Any]],
-                 *args: Any) -> list[dict[str, Any]]:
-    """``work(path, options, ctx, k, jobs, progress, *args)`` in ``jobs`` forked workers (k
-    from 0), their results in that order."""
+                 *args: Any, folders: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """``work(path, options, ctx, k, jobs, progress, [folders[k],] *args)`` in ``jobs``
+    forked workers (k from 0), their results in that order."""
     with open_capture(path) as reader:      # a bad file fails here, once, before forking
         size = getattr(reader, "size", 0) or 0
     mp = multiprocessing.get_context("fork")
@@ -356,7 +354,9 @@ def _run_workers(path: str, options: Options, ctx: DecodeContext, jobs: int,
     pipes = []
     for k in range(jobs):
         recv, send = mp.Pipe(duplex=False)
-        p = mp.Process(target=_child, args=(send, work, path, options, ctx, k, jobs, shared, *args), daemon=True)
+        own = (folders[k],) if folders is not None else ()
+        p = mp.Process(target=_child, args=(send, work, path, options, ctx, k, jobs, shared, *own, *args),
+                       daemon=True)
         p.start()
         send.close()
         procs.append(p)
@@ -392,7 +392,7 @@ def _run_workers(path: str, options: Options, ctx: DecodeContext, jobs: int,
     return [results[k] for k in range(jobs)]
 
 
-def _merge(states: list[dict[str, Any]], by: tuple[str, ...], keep_top: int, source: str | None,
+def _merge(path: str, states: list[dict[str, Any]], folders: list[str], source: str | None,
            views: tuple[str, ...]) -> ShardedResult:
     firsts = sorted(i for st in states for i in st["conns"])
 
@@ -400,14 +400,14 @@ def _merge(states: list[dict[str, Any]], by: tuple[str, ...], keep_top: int, sou
         return bisect.bisect_left(firsts, first)
 
     table = learnt_ids(ev for st in states for ev in st["learnt"])
-    total = StatsAccumulator(by, keep_top=keep_top, views=views)
+    total = Stories(views)
+    parts = []
     exact = True
-    for st in states:
+    for st, folder in zip(states, folders, strict=True):
         names, ok = resolve_misses(st["misses"], table)
         exact = exact and ok
-        acc = StatsAccumulator.from_state(st["acc"])
-        acc = rename_topics(acc.renumber_conns(number, source), names)
-        total.merge(acc)
+        total.merge(Stories.from_state(st["stories"]).renumber_conns(number, source).renamed(names))
+        parts.append(Part(folder, names))
     connections = None
     listed = []
     for st in states:
@@ -417,5 +417,4 @@ def _merge(states: list[dict[str, Any]], by: tuple[str, ...], keep_top: int, sou
     if connections is not None:
         # (each share lists its first connections: together, the capture's first ones)
         connections["auto_detected"] = sorted(listed, key=lambda a: a["conn"])[:AUTO_LISTED]
-    return ShardedResult(total, exact, states[0]["warning"] if states else None, connections)
-
+    return ShardedResult(total, parts, exact, states[0]["warning"] if states else None, connections)

@@ -16,7 +16,8 @@ partition or a connection.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -257,15 +258,20 @@ class ParquetTable:
     """One table written as Parquet row groups of ``batch`` rows (memory bounded by a batch),
     to ``path`` (a file). ``add`` a row; ``close`` writes what is left and the footer."""
 
-    def __init__(self, t: Table, path: str, batch: int = 16384) -> None:
+    def __init__(self, t: Table, path: str, batch: int = 16384, compression: str = "zstd") -> None:
+        import pyarrow as pa
         import pyarrow.parquet as pq
+
+        # (the system's allocator, not jemalloc: what a batch's writing frees goes back at once,
+        # and memory stays flat over a capture of any size)
+        pa.set_memory_pool(pa.system_memory_pool())
 
         self.table = t
         self.schema = arrow_schema(t)
         self.rows: list[tuple[Any, ...]] = []
         self.batch = batch
         self.count = 0
-        self._writer = pq.ParquetWriter(path, self.schema, compression="zstd")
+        self._writer = pq.ParquetWriter(path, self.schema, compression=compression)
 
     def add(self, row: tuple[Any, ...]) -> None:
         self.rows.append(row)
@@ -303,22 +309,48 @@ class ParquetTable:
 def write_rows(runs: Iterator[tuple[str, Any]], writers: dict[str, ParquetTable], trees: bool = False) -> None:
     """Every exchange, partition and connection of the ``(capture name, Run)`` pairs to the
     table ``writers`` (by table name), each capture's connections numbered as ``read``
-    numbers them. A run made with ``Options.tables`` hands the rows the core built as
-    record batches; the exchanges it yields (those the core leaves to the front's decoder)
-    become rows here."""
+    numbers them (``table_run``)."""
+    for capture, run in runs:
+        table_run(capture, run, writers, trees)
+
+
+def table_run(capture: str, run: Any, writers: dict[str, ParquetTable], trees: bool = False,
+              stories: Callable[[Exchange], None] | None = None,
+              keep: Callable[[Exchange], bool] | None = None) -> None:
+    """The rows of one Run's exchanges, partitions and connections to the table ``writers``.
+    A run made with ``Options.tables`` hands the rows the core built as record batches; the
+    exchanges it yields (those the core leaves to the front's decoder) become rows here.
+    ``stories``: called with every exchange kept, those the core tabled and handed on too
+    (``Options.hand``); ``keep``: the exchanges that count (a display filter; the others
+    make no row)."""
     exchanges, partitions, connections = (writers[t.name] for t in TABLES)
 
     def batches(ex_batch: Any, part_batch: Any) -> None:
         exchanges.add_batch(ex_batch)
         partitions.add_batch(part_batch)
 
-    for capture, run in runs:
-        def closed(c: Conn, capture: str = capture) -> None:
-            connections.add(connection_row(c, capture, c.id))
-        run.pipeline.on_closed = closed
-        run.pipeline.on_tables = batches
-        for ex in run:
-            row, parts = exchange_rows(ex, capture, ex.conn.id, trees)
-            exchanges.add(row)
-            for p in parts:
-                partitions.add(p)
+    def closed(c: Conn) -> None:
+        connections.add(connection_row(c, capture, c.id))
+
+    run.pipeline.on_closed = closed
+    run.pipeline.on_tables = batches
+    run.pipeline.on_tabled = stories
+    for ex in run:
+        if keep is not None and not keep(ex):
+            continue
+        row, parts = exchange_rows(ex, capture, ex.conn.id, trees)
+        exchanges.add(row)
+        for p in parts:
+            partitions.add(p)
+        if stories is not None:
+            stories(ex)
+
+
+def open_writers(folder: str, tables: Sequence[Table] = TABLES, compression: str = "zstd") -> dict[str, ParquetTable]:
+    """A ``ParquetTable`` per table, writing ``folder/<table>/part-00000.parquet`` (the
+    folders made here)."""
+    out = {}
+    for t in tables:
+        os.makedirs(os.path.join(folder, t.name), exist_ok=True)
+        out[t.name] = ParquetTable(t, os.path.join(folder, t.name, "part-00000.parquet"), compression=compression)
+    return out

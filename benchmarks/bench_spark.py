@@ -7,13 +7,16 @@ client ports, sequence numbers and timestamps; copies do not overlap in time) un
 holds at least --packets packets; with --keep it is written there and reused.
 
 Reported, each as wall-clock seconds and CPU seconds (this process and every process it
-started: the JVM and Spark's Python workers), with the machine's load average:
-- one process, decoding lean trees as `check` does (``decode="lite-check"``): the stats
-  alone, and stats + check (the checker's share timed apart): what the Spark job computes;
+started: `stats`, the JVM and Spark's Python workers), with the machine's load average:
+- one process: `kafkawire-sniff stats -j 1 -f json` (the captures' tables written by the
+  core, its figures queried by DuckDB), and `check`'s rules over lean trees as `check`
+  decodes them (``decode="lite-check"``): together, what the Spark job computes;
 - the Spark job on local[1] and local[2] (the job alone, plus the session start), stats
-  and check, no tables; its figures and findings compared with the one-process ones;
-- with --tables: the same job writing the four Parquet tables (exchanges, partitions, stats,
-  findings) to a temporary directory;
+  and check, no tables written (its exchanges' rows are made all the same: its figures are
+  Spark SQL's queries over them); its figures compared with those of `stats -f json`, its
+  findings with the one-process ones;
+- with --tables: the same job writing its Parquet tables (exchanges, partitions,
+  connections, and the figures' small ones) to a temporary directory;
 - with --lite: the job asked for the stats only (no rule, no table), which decodes with the
   lean mode `stats` uses. (The job decodes lean trees whenever its rows carry no field
   trees and no display filter is given: ``lite_if_enough``.)
@@ -24,6 +27,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -128,33 +132,40 @@ def main() -> None:
 
     from analyzer.commands.options import options_from_kwargs
     from analyzer.pipeline import Run
+    from analyzer.runs import Decode
     from analyzer.sinks.check import Checker
-    from analyzer.sinks.stats import StatsAccumulator
 
-    options, ctx = options_from_kwargs({}, decode="lite-check")
+    options, ctx = options_from_kwargs({}, decode=Decode.LITE_CHECK)
     full, _ = options_from_kwargs({})       # (the job chooses its decoding: lite_if_enough)
-    acc = StatsAccumulator(("api", "version"), keep_top=0)
+    with Timer() as stats_t:
+        r = subprocess.run([sys.executable, "-m", "analyzer", "stats", "-j", "1", "-f", "json", path],
+                           capture_output=True, text=True, cwd=ROOT)
+    if r.returncode != 0:
+        sys.exit(f"stats failed: {r.stderr[-2000:]}")
+    ref_res = json.loads(r.stdout)
+    del ref_res["connections"]          # (why connections were taken as Kafka: not a figure of the job)
+    ref = json.dumps(ref_res, sort_keys=True)
     checker = Checker()
-    check_s = 0.0
-    clock = time.perf_counter
-    with Timer() as single:
+    with Timer() as check_t:
         run = Run(path, options, ctx)
         for ex in run:
-            acc.add(ex)
-            c0 = clock()
             checker.add(ex)
-            check_s += clock() - c0
         findings = checker.finish(capture_end=run.summary.last_ts)
-    ref_res = json.loads(json.dumps(acc.result(), default=str))
-    ref = json.dumps(ref_res, sort_keys=True)
     ref_findings = sorted(json.dumps(f.to_json(), sort_keys=True, default=str) for f in findings)
-    stats_only = single.wall - check_s
-    print(f"one process: stats {stats_only:.1f} s, stats + check {single} (load {load()}), "
-          f"{run.summary.packets} packets, {acc.exchanges} exchanges, {len(findings)} findings", flush=True)
+    single = stats_t.wall + check_t.wall
+    print(f"one process: stats -j 1 {stats_t}, check {check_t}, together {single:.1f} s (load {load()}), "
+          f"{run.summary.packets} packets, {ref_res['throughput']['exchanges']} exchanges, {len(findings)} findings",
+          flush=True)
 
+    from analyzer.spark.gather import JobResult
     from analyzer.spark.inputs import JobConfig
     from analyzer.spark.job import run_spark
     from analyzer.spark.session import make_session, stop_session
+
+    def figures_of(res: JobResult) -> dict[str, object]:
+        """The job's figures that `stats -f json` gives (it keeps the costly stories besides)."""
+        got = json.loads(json.dumps(res.stats, default=str))
+        return {k: got.get(k) for k in ref_res}
 
     results: dict[int, float] = {}
     for cores in (int(c) for c in args.cores.split(",")):
@@ -163,7 +174,7 @@ def main() -> None:
         cfg = JobConfig(options=full, ctx=ctx, split_size=32 << 20)
         with Timer() as job:
             res = run_spark(spark, [path], None, cfg)
-        got = json.loads(json.dumps(res.stats.result(), default=str))
+        got = figures_of(res)
         same = json.dumps(got, sort_keys=True) == ref
         same_f = sorted(json.dumps(f.to_json(), sort_keys=True, default=str) for f in res.findings) == ref_findings
         results[cores] = job.wall
@@ -183,11 +194,11 @@ def main() -> None:
             with Timer() as lite:
                 res = run_spark(spark, [path], None, JobConfig(options=full, ctx=ctx, split_size=32 << 20,
                                                                    rules=frozenset()))
-            same = json.dumps(json.loads(json.dumps(res.stats.result(), default=str)), sort_keys=True) == ref
+            same = json.dumps(figures_of(res), sort_keys=True) == ref
             print(f"spark local[{cores}] stats only (lean decoding): {lite}, figures equal to stats: {same}",
                   flush=True)
         stop_session(spark)
-    line = ", ".join(f"{c} core(s) {w / single.wall:.2f}" for c, w in results.items())
+    line = ", ".join(f"{c} core(s) {w / single:.2f}" for c, w in results.items())
     print(f"ratio job time / one process (stats + check): {line}"
           + (f"; 2 cores vs 1 core speed-up {results[1] / results[2]:.2f}x" if {1, 2} <= set(results) else ""))
 

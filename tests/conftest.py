@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,3 +24,31 @@ def capture_paths() -> list[Path]:
     if SHARED_CAPTURES.is_dir():
         paths += sorted(SHARED_CAPTURES.rglob("*.pcap*"))
     return paths
+
+
+def figures_db(exchanges: Any, capture: str = "test.pcap") -> Any:
+    """A DuckDB connection whose ``exchanges`` and ``partitions`` tables hold the rows of
+    ``exchanges`` (Exchange objects; analyzer.tables.exchange_rows), for the figures' queries."""
+    from analyzer.engine import rows_db
+    from analyzer.tables import EXCHANGES, PARTITIONS, exchange_rows
+
+    rows: list[tuple[Any, ...]] = []
+    parts: list[tuple[Any, ...]] = []
+    for ex in exchanges:
+        row, prows = exchange_rows(ex, capture, ex.conn.id if ex.conn is not None else 0)
+        rows.append(row)
+        parts += prows
+    return rows_db([(EXCHANGES, rows), (PARTITIONS, parts)])
+
+
+def stats_of(exchanges: Any, by: tuple[str, ...] = ("api", "version"), top: int = 0,
+             views: tuple[str, ...] = ()) -> dict[str, Any]:
+    """What ``stats -f json`` reports of ``exchanges`` (Exchange objects): the figures'
+    queries over their rows (analyzer.figures.report) and the stories (Stories)."""
+    from analyzer import engine, figures
+    from analyzer.sinks.stats import Stories
+
+    exs = list(exchanges)
+    res = figures.report(engine.query_of(figures_db(exs)), by, top)
+    res.update(Stories(views).add_all(exs).result())
+    return res

@@ -29,7 +29,7 @@ echo "installing this checkout ($(pwd)) in editable mode (the native core built 
      "(pip install -e; it replaces any kafkawire-sniff installed in $(command -v python3))"
 # (the core with its test probes, analyzer._core.probe_*: the cargo feature `probe`)
 MATURIN_PEP517_ARGS="--features probe" \
-  python3 -m pip install -q --disable-pip-version-check -e '.[test,spark,plot,tls,tables]'
+  python3 -m pip install -q --disable-pip-version-check -e '.[test,spark,plot,tls]'
 
 # the native core: format, lints, unit tests (without the Python binding, which links
 # only inside Python), then each fuzz target for a bounded time from the samples

@@ -18,7 +18,7 @@ from analyzer.sinks.check import Checker
 from dissectors.context import DecodeContext, Limits
 from dissectors.field import ErrorsRoot, Field
 from dissectors.kafka import decode_response
-from tests.conftest import SAMPLES, SHARED_CAPTURES, capture_paths
+from tests.conftest import SAMPLES, SHARED_CAPTURES, capture_paths, stats_of
 from tests.lean import damaged_capture
 from tests.pcapgen import TcpFlow, kafka_frame, write_pcap
 
@@ -222,16 +222,14 @@ def test_the_spark_rows_and_figures_read_lean_trees_as_full_ones() -> None:
     (``lite-topics-check``, ``lite-check``): the exchanges table's fields (partitions
     included), the figures grouped by topic and partition, and the run's counts."""
     from analyzer.sinks.output import exchange_to_json
-    from analyzer.sinks.stats import StatsAccumulator
+    from analyzer.sinks.stats import COSTLY_VIEWS
 
     def read(path: Path, decode: str, by: tuple[str, ...]) -> str:
         run = Run(str(path), Options(decode=decode))
-        acc = StatsAccumulator(by)
-        rows = []
-        for ex in run:
-            rows.append(exchange_to_json(ex, trees=False))
-            acc.add(ex)
-        return json.dumps([rows, acc.result(top=10), run.summary.to_json(run.ctx)], sort_keys=True, default=str)
+        exs = list(run)
+        rows = [exchange_to_json(ex, trees=False) for ex in exs]
+        figures = stats_of(exs, by, top=10, views=COSTLY_VIEWS)
+        return json.dumps([rows, figures, run.summary.to_json(run.ctx)], sort_keys=True, default=str)
 
     partitions = 0
     for path in capture_paths():

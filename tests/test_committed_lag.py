@@ -15,10 +15,10 @@ from click.testing import CliRunner
 from analyzer.cli import main
 from analyzer.pipeline import Options, Run
 from analyzer.sinks.insights import UNKNOWN_NO_HW, UNKNOWN_NO_HW_AFTER, CommittedLag
-from analyzer.sinks.stats import StatsAccumulator
+from analyzer.sinks.stats import Stories
 from dissectors.context import DecodeContext
 from tests.checkgen import Wire
-from tests.conftest import SAMPLES, SHARED_CAPTURES
+from tests.conftest import SAMPLES, SHARED_CAPTURES, stats_of
 
 COMMITTING = [SAMPLES / "group_rdkafka.pcap", SAMPLES / "consumer_lag_kafkapython.pcap"] + \
     (sorted(SHARED_CAPTURES.glob("group_*.pcap")) + [SHARED_CAPTURES / "txn_rdkafka_tansu.pcap"]
@@ -97,10 +97,7 @@ def truth(path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
 
 @pytest.mark.parametrize("path", [p for p in COMMITTING if p.exists()], ids=lambda p: p.name)
 def test_committed_lag_equals_full_tree_walk(path: Path) -> None:
-    acc = StatsAccumulator()
-    for ex in Run(str(path), Options(decode="lite"), DecodeContext()):
-        acc.add(ex)
-    rows = acc.result()["committed_lag"]
+    rows = Stories(["committed_lag"]).add_all(Run(str(path), Options(decode="lite"), DecodeContext())).result()["committed_lag"]
     want = truth(path)
     assert want, "a capture with no committed offset proves nothing"
     got = {(r["group"], r["topic"], r["partition"]): {k: r[k] for k in ("committed_offset", "commit_time",
@@ -114,10 +111,9 @@ def test_committed_lag_equals_full_tree_walk(path: Path) -> None:
 def test_real_values() -> None:
     """group_rdkafka: both members committed 15 and the high watermark after it was 15;
     consumer_lag_kafkapython: the last commit (80) came after the last Fetch answer."""
-    acc = StatsAccumulator()
-    for ex in Run(str(SAMPLES / "group_rdkafka.pcap"), Options(decode="lite"), DecodeContext()):
-        acc.add(ex)
-    rows = acc.result()["committed_lag"]
+    stories = Stories(["committed_lag"]).add_all(Run(str(SAMPLES / "group_rdkafka.pcap"), Options(decode="lite"),
+                                                     DecodeContext()))
+    rows = stories.result()["committed_lag"]
     assert [(r["partition"], r["committed_offset"], r["high_watermark"], r["lag"], r["client_id"]) for r in rows] \
         == [(0, 15, 15, 0, "kws-member-0"), (1, 15, 15, 0, "kws-member-1")]
     lag = CommittedLag()
@@ -202,7 +198,7 @@ def test_the_lag_plot_draws_the_committed_lag_beside_the_position_lag(tmp_path: 
     from analyzer.sinks.stats_render import committed_points
 
     path = str(Path(__file__).resolve().parents[1] / "samples" / "group_rdkafka.pcap")
-    res = StatsAccumulator().add_all(Run(path, Options(decode="lite"))).result()
+    res = stats_of(Run(path, Options(decode="lite")), views=("committed_lag",))
     t0 = res["throughput"]["first_time"]
     want = sorted((f"{r['group']} {r['topic']}-{r['partition']} committed", r["high_watermark_time"] - t0, r["lag"])
                   for r in res["committed_lag"] if r["lag"] is not None)

@@ -359,11 +359,13 @@ def test_unknown_api_and_short_request() -> None:
 # -- the request's topics, kept for stats grouped by topic or partition ---------------------
 
 def _topic_view(tree: Field) -> list:
-    """What `stats --by topic/partition` reads of a request tree (stats.topic_partitions)."""
+    """What `stats --by topic/partition` reads of a request tree (stats.named_topic_partitions;
+    one (None, None, None) when it names none)."""
     from types import SimpleNamespace
 
-    from analyzer.sinks.stats import topic_partitions
-    return topic_partitions(SimpleNamespace(partitions=[], request_tree=tree))  # type: ignore[arg-type]
+    from analyzer.sinks.stats import named_topic_partitions
+    named = named_topic_partitions(SimpleNamespace(partitions=[], request_tree=tree))  # type: ignore[arg-type]
+    return named or [(None, None, None)]
 
 
 def _digest_view(tree: Field) -> str:

@@ -563,7 +563,7 @@ def test_spark_job_keeps_what_the_filter_keeps() -> None:
                   if o["api_name"] == "Fetch" and _topics_by_value(o, "plain"))
     assert len(want) == 2 and len(want) < len(_ndjson(FETCH))
     assert sorted((r[6], r[10], r[11]) for r in rows) == want
-    assert res.stats.result()["groups"][0]["api"] == "Fetch" and len(res.stats.result()["groups"]) == 1
+    assert res.stats["groups"][0]["api"] == "Fetch" and len(res.stats["groups"]) == 1
 
 
 def test_spark_refuses_conn() -> None:

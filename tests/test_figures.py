@@ -1,25 +1,27 @@
-"""stats' figures as queries over the tables (analyzer/figures.py): the groups' query, run by
-DuckDB over the exported tables of a capture, gives stats' groups (the columns of
-``stats -f csv``) on every capture of the corpus, for each kind of grouping; ``stats --query``
-prints it, and ``sql`` runs it."""
+"""stats' figures as queries over the tables (analyzer/figures.py), checked against an
+independent reckoning: the exchanges of every capture of the corpus decoded in full by the
+Python decoder (not the core's tables) and counted here in plain Python (nearest-rank
+percentiles, sums, the slowest, per second, the 1-2-5 histogram buckets), compared with
+what the queries give over the tables ``export`` wrote, for each kind of grouping; ``stats
+--query`` prints the queries, ``sql`` runs them, and Spark runs the same definition."""
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import duckdb  # noqa: E402
 import pytest
 
-duckdb = pytest.importorskip("duckdb")
-pytest.importorskip("pyarrow")
-
-from analyzer.figures import groups_query  # noqa: E402
+from analyzer import engine, figures  # noqa: E402
+from analyzer.figures import PERCENTILES, groups_query  # noqa: E402
+from analyzer.model import Exchange  # noqa: E402
 from analyzer.pipeline import Options, Run  # noqa: E402
 from analyzer.runs import Decode  # noqa: E402
-from analyzer.sinks.stats import StatsAccumulator  # noqa: E402
-from analyzer.sinks.stats_render import csv_rows  # noqa: E402
+from analyzer.sinks.stats import named_topic_partitions, throttle_ms, wait_kind  # noqa: E402
 from tests.conftest import REPO, SHARED_CAPTURES, capture_paths  # noqa: E402
 
 # how much the corpus holds at least: the samples alone, or with ../shared's captures
@@ -48,32 +50,149 @@ def tables(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], Path]:
     return paths, out
 
 
-def _each_capture(paths: list[str], out: Path) -> Iterator[tuple[str, Any]]:
-    """(path, a DuckDB connection whose ``exchanges`` are that capture's alone) for each
-    capture of the exported tables in ``out``."""
+def _each_capture(paths: list[str], out: Path) -> Iterator[tuple[str, Any, list[Exchange]]]:
+    """(path, a DuckDB connection whose ``exchanges`` are that capture's alone, the capture's
+    exchanges decoded in full) for each capture of the exported tables in ``out``."""
     db = duckdb.connect()
     db.execute(f"CREATE TABLE everything AS SELECT * FROM read_parquet('{out}/exchanges/*.parquet')")
     for path in paths:
         quoted = path.replace("'", "''")
         db.execute(f"CREATE OR REPLACE VIEW exchanges AS SELECT * FROM everything WHERE capture = '{quoted}'")
-        yield path, db
+        yield path, db, list(Run(path, Options(decode=Decode.FULL)))
 
 
-def test_the_groups_query_gives_stats_groups(tables: tuple[list[str], Path]) -> None:
+# -- the independent reckoning -------------------------------------------------------------------
+
+def _rank(values: list[float], p: float) -> float:
+    return sorted(values)[max(1, math.ceil(p * len(values))) - 1]
+
+
+def _summary(values: list[float], ns: list[int]) -> dict[str, float | None]:
+    if not values:
+        return {k: None for k in ("min", "p50", "p90", "p99", "p999", "max", "mean")}
+    out = {"min": round(min(values), 3)}
+    out.update({name: round(_rank(values, p), 3) for name, p in PERCENTILES})
+    out["max"] = round(max(values), 3)
+    out["mean"] = round(sum(ns) / len(ns) / 1e6, 3)
+    return out
+
+
+def _ns(ex: Exchange) -> int:
+    assert ex.request is not None and ex.response is not None
+    return round((ex.response.last_ts - ex.request.last_ts) * 1000.0 * 1e6)
+
+
+def reckon_groups(exs: list[Exchange], by: tuple[str, ...]) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """Each group's count, statuses, errors, latency figures, bytes and throttling, for the
+    --by keys ``by`` (topic and partition: each exchange once per topic-partition it names)."""
+    rows: dict[tuple[Any, ...], list[Exchange]] = {}
+    for ex in exs:
+        conn = ex.conn
+        plain = {"api": ex.api_name, "version": ex.api_version, "client_id": ex.client_id,
+                 "client": str(conn.client), "broker": str(conn.broker), "conn": conn.id}
+        named = {(t, p) for t, p, _d in named_topic_partitions(ex)} or {(None, None)}
+        keys = {tuple({**plain, "topic": t, "partition": p}[b] for b in by) for t, p in named}
+        for k in keys:
+            rows.setdefault(k, []).append(ex)
+    out = {}
+    for k, group in rows.items():
+        answered = [ex for ex in group if ex.latency_ms is not None]
+        service = [ex for ex in answered if wait_kind(ex) is None]
+        lat = [ex.latency_ms for ex in answered]
+        thr = [throttle_ms(ex) for ex in group]
+        out[k] = {
+            "count": len(group), "answered": len(answered),
+            **{name: sum(1 for ex in group if ex.status == status) for name, status in
+               (("unanswered", "unanswered"), ("orphans", "orphan_response"),
+                ("no_response", "no_response_expected"), ("malformed", "malformed"))},
+            "latency_ms": _summary(lat, [_ns(ex) for ex in answered]),  # type: ignore[arg-type]
+            "latency_ms_excl_waits": _summary([ex.latency_ms for ex in service],  # type: ignore[misc]
+                                              [_ns(ex) for ex in service]),
+            "service": len(service),
+            "bytes_in": sum(ex.request.size + 4 for ex in group if ex.request is not None),
+            "bytes_out": sum(ex.response.size + 4 for ex in group if ex.response is not None),
+            "throttled": sum(1 for t in thr if t > 0), "throttle_time_ms": {"total": sum(thr), "max": max(thr)},
+        }
+        if "topic" not in by and "partition" not in by:
+            errors: dict[str, int] = {}
+            for ex in group:
+                for e in ex.error_codes:
+                    errors[e] = errors.get(e, 0) + 1
+            out[k]["errors"] = errors
+            out[k]["records"] = sum(int(p.get("records") or 0) for ex in group for p in ex.partitions)
+    return out
+
+
+def test_the_groups_query_counts_as_the_decoder_reckons(tables: tuple[list[str], Path]) -> None:
+    """stats' groups (figures.groups over the core's tables) equal the reckoning over the
+    exchanges the Python decoder decodes in full, for every grouping, on every capture."""
     paths, out = tables
     compared = 0
-    for path, db in _each_capture(paths, out):
+    for path, db, exs in _each_capture(paths, out):
         for by in GROUPINGS:
-            cur = db.execute(groups_query(by))
-            cols = [d[0] for d in cur.description]
-            got = [{k: v for k, v in zip(cols, row, strict=True) if k != "capture"} for row in cur.fetchall()]
-            acc = StatsAccumulator(by).add_all(Run(path, Options(decode=Decode.LITE_TOPICS)))
-            _header, want = csv_rows(acc.result())
-            for w in want:
-                assert w.pop("exact"), (path, by)     # (within the exact limit: the sketch is not the query's)
-            assert sorted(got, key=repr) == sorted(want, key=repr), (path, by)
+            got = {tuple(g[b] for b in by): g for g in figures.groups(engine.query_of(db), by)}
+            want = reckon_groups(exs, by)
+            assert set(got) == set(want), (path, by)
+            for k, w in want.items():
+                assert {f: got[k][f] for f in w} == w, (path, by, k)
             compared += len(want)
     assert compared > _at_least(1500, 400)
+
+
+def _hist_bucket(v: float) -> int:
+    """The 1-2-5 bucket of a latency in ms (3 x the decade + 0, 1, 2), as stats defines it."""
+    v = max(round(v, 3), 0.001)
+    d = math.floor(math.log10(v))
+    m = v / 10.0 ** d
+    if m >= 9.999999:
+        d, m = d + 1, 1.0
+    return d * 3 + (0 if m < 2.0 else (1 if m < 5.0 else 2))
+
+
+def test_the_other_figures_count_as_the_decoder_reckons(tables: tuple[list[str], Path]) -> None:
+    """The slowest exchanges, the span and requests per second, the per-second rows, the
+    latency histograms and the latency over time: each as the reckoning over the exchanges
+    decoded in full gives it, on every capture."""
+    paths, out = tables
+    slowest = seconds = buckets = 0
+    for path, db, exs in _each_capture(paths, out):
+        q = engine.query_of(db)
+        answered = [ex for ex in exs if ex.latency_ms is not None]
+        # the 12 slowest, in order (ties: connection, request frame, correlation id)
+        want_top = sorted(answered, key=lambda ex: (-round(ex.latency_ms, 3), ex.conn.id, ex.request_frame or 0,  # type: ignore[arg-type]
+                                                    ex.correlation_id if ex.correlation_id is not None else -1))[:12]
+        got_top = figures.top(q, 12)
+        assert [(t["latency_ms"], t["conn"], t["request_frame"], t["api"]) for t in got_top] == \
+            [(round(ex.latency_ms, 3), ex.conn.id, ex.request_frame, ex.api_name) for ex in want_top], path  # type: ignore[arg-type]
+        slowest += len(got_top)
+        # span, per second (by each exchange's first time: its request's, else its response's)
+        t0 = [ex.request_time if ex.request_time is not None else ex.response_time for ex in exs]
+        t1 = [ex.response_time if ex.response_time is not None else ex.request_time for ex in exs]
+        thr = figures.throughput(q)
+        assert thr["exchanges"] == len(exs), path
+        if exs:
+            assert (thr["first_time"], thr["last_time"]) == (min(t0), max(t1)), path  # type: ignore[type-var]
+        per: dict[int, int] = {}
+        for t in t0:
+            per[int(math.floor(t))] = per.get(int(math.floor(t)), 0) + 1  # type: ignore[arg-type]
+        assert [(r["t"], r["requests"]) for r in thr["per_second"]] == sorted(per.items()), path
+        seconds += len(per)
+        # the histograms: each API's filled buckets
+        hist: dict[str, dict[float, int]] = {}
+        for ex in answered:
+            lower = figures.bucket_lower(_hist_bucket(ex.latency_ms))  # type: ignore[arg-type]
+            h = hist.setdefault(ex.api_name, {})
+            h[lower] = h.get(lower, 0) + 1
+        assert {api: {lo: n for lo, n in rows if n} for api, rows in figures.histograms(q).items()} == hist, path
+        buckets += sum(len(h) for h in hist.values())
+        # latency over time: per API and second of the request, the count and the largest
+        series: dict[str, dict[int, list[float]]] = {}
+        for ex in answered:
+            series.setdefault(ex.api_name, {}).setdefault(int(math.floor(ex.request_time)), []).append(ex.latency_ms)  # type: ignore[arg-type]
+        assert {api: [(t, n, round(hi, 9)) for t, n, _mean, hi in rows]
+                for api, rows in figures.latency_series(q).items()} == \
+            {api: [(t, len(v), round(max(v), 9)) for t, v in sorted(per_s.items())] for api, per_s in series.items()}, path
+    assert slowest > _at_least(300, 120) and seconds > _at_least(100, 25) and buckets > _at_least(300, 120)
 
 
 def test_stats_query_prints_what_sql_runs(tables: tuple[list[str], Path]) -> None:
@@ -84,6 +203,8 @@ def test_stats_query_prints_what_sql_runs(tables: tuple[list[str], Path]) -> Non
     r = cli("sql", paths[0], r.stdout, "-f", "json")
     assert r.returncode == 0, r.stderr
     assert '"latency_ms_p99"' in r.stdout and '"client_id"' in r.stdout
+    r = cli("stats", "--query", "--top", "5", paths[0])
+    assert r.returncode == 0 and r.stdout.strip() == figures.top_query(5).strip()
 
 
 @pytest.mark.slow
@@ -124,51 +245,6 @@ def test_spark_runs_the_same_definition(tables: tuple[list[str], Path]) -> None:
         stop_session(spark)
 
 
-def test_the_top_query_gives_stats_slowest_exchanges(tables: tuple[list[str], Path]) -> None:
-    """`stats --top N`'s slowest exchanges are the top query's rows, on every capture."""
-    from analyzer.figures import top_query
-
-    paths, out = tables
-    seen = 0
-    for path, db in _each_capture(paths, out):
-        cur = db.execute(top_query(12))
-        cols = [d[0] for d in cur.description]
-        got = [{k: v for k, v in zip(cols, row, strict=True) if k != "capture"} for row in cur.fetchall()]
-        want = StatsAccumulator(keep_top=100).add_all(Run(path, Options(decode=Decode.LITE))).result(top=12)["top"]
-        # (equal latencies: the order among exchanges of one connection, frame and id is the heap's)
-        assert [(r["latency_ms"], r["conn"], r["request_frame"]) for r in got] == \
-            [(r["latency_ms"], r["conn"], r["request_frame"]) for r in want], path
-        assert sorted(got, key=repr) == sorted(want, key=repr), path
-        seen += len(want)
-    assert seen > _at_least(300, 120)
-    r = cli("stats", "--query", "--top", "5", paths[0])
-    assert r.returncode == 0 and r.stdout.strip() == top_query(5).strip()
-
-
-def test_the_throughput_queries_give_stats_throughput(tables: tuple[list[str], Path]) -> None:
-    """stats' throughput (span, exchanges, requests per second), per topic-partition and per
-    second are the three throughput queries' rows, on every capture."""
-    from analyzer.figures import per_second_query, throughput_query, topic_partitions_query
-
-    paths, out = tables
-
-    def rows(db: Any, q: str) -> list[dict]:
-        cur = db.execute(q)
-        cols = [d[0] for d in cur.description]
-        return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
-
-    tps = seconds = 0
-    for path, db in _each_capture(paths, out):
-        want = StatsAccumulator().add_all(Run(path, Options(decode=Decode.LITE))).result()["throughput"]
-        (span,) = rows(db, throughput_query())
-        assert span == {k: want[k] for k in span}, path
-        assert rows(db, topic_partitions_query()) == want["topic_partitions"], path
-        assert rows(db, per_second_query()) == want["per_second"], path
-        tps += len(want["topic_partitions"])
-        seconds += len(want["per_second"])
-    assert tps > _at_least(50, 20) and seconds > _at_least(100, 25)
-
-
 def test_sql_has_the_figures_as_views(tables: tuple[list[str], Path]) -> None:
     """`sql` defines stats' figures as views (stats_groups, stats_top, stats_throughput,
     stats_topic_partitions, stats_per_second, stats_histogram, stats_latency_series): over a
@@ -190,25 +266,3 @@ def test_sql_has_the_figures_as_views(tables: tuple[list[str], Path]) -> None:
     for view in ("stats_throughput", "stats_topic_partitions", "stats_histogram", "stats_latency_series"):
         r = cli("sql", path, f"SELECT count(*) AS n FROM {view}", "-f", "json")
         assert r.returncode == 0 and json.loads(r.stdout)[0]["n"] >= 1, view
-
-
-def test_the_plot_queries_give_stats_histograms_and_latency_series(tables: tuple[list[str], Path]) -> None:
-    """What stats' plots draw: the latency histograms per API (the filled buckets, their
-    lower edges) and the latency over time per API and second (count, mean, max), as the
-    histogram and latency-series queries give them, on every capture."""
-    from analyzer.figures import histogram_query, latency_series_query
-
-    paths, out = tables
-    buckets = 0
-    for path, db in _each_capture(paths, out):
-        acc = StatsAccumulator().add_all(Run(path, Options(decode=Decode.LITE)))
-        got: dict = {}
-        for api, _bucket, lower, n in db.execute(histogram_query()).fetchall():
-            got.setdefault(api, {})[lower] = n
-        assert got == {api: {lo: n for lo, n in rows if n} for api, rows in acc.histograms().items()}, path
-        series: dict = {}
-        for api, t, n, mean, hi in db.execute(latency_series_query()).fetchall():
-            series.setdefault(api, []).append((t, n, mean, hi))
-        assert series == {api: [tuple(x) for x in rows] for api, rows in acc.latency_series().items()}, path
-        buckets += sum(len(b) for b in got.values())
-    assert buckets > _at_least(300, 120)

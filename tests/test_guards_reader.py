@@ -9,8 +9,8 @@ agree (or checks exact values).
 - tcp: the core's reassembly fed a packet at a time against the same packets in one batch
   and in batches of three (events, counters, notes, connections); the overlap history,
   closing and forgetting connections, buffer bounds.
-- stats: ``StatsAccumulator.add``'s inlined tests (top floor, conn cache, waits, throttle,
-  exact/sketch switch) against exact expected values.
+- stats: the figures' definitions at their edges (the slowest exchanges among rounding ties,
+  waits, throughput rows, the time span, partition keys) against exact expected values.
 """
 from __future__ import annotations
 
@@ -743,59 +743,38 @@ def test_closed_connections_forgotten_past_max_closed(max_closed: int) -> None:
     assert r.conn_count == 3 + (3 - max_closed)
 
 
-# -- stats: StatsAccumulator.add's inlined tests -------------------------------------------------
+# -- stats: the figures' definitions at their edges ----------------------------------------------
 
 def test_top_is_the_best_by_definition_among_rounding_ties() -> None:
-    """The top is the first ``keep_top`` exchanges by (rounded latency desc, conn, request
-    frame, correlation id): the floor that turns most exchanges away and the heap's tests
-    must keep every candidate, ties within the rounding included."""
+    """The top is the first N exchanges by (latency rounded to the microsecond desc, conn,
+    request frame, correlation id), ties within the rounding included."""
     import random
 
-    from analyzer.sinks.stats import StatsAccumulator, _top_sort_key
-    from tests.test_stats import mk
+    from tests.conftest import stats_of
+    from tests.test_stats import lat_of, mk
     rng = random.Random(5)
     lats = [5.0, 4.9996, 5.0004, 4.9994, 5.0006, 5.001, 4.999, 3.0, 7.0]
     exs = [mk(lat=rng.choice(lats), conn=rng.randrange(3), cid=i, frame=rng.randrange(1, 10_000) * 3, t=i * 0.001)
            for i in range(400)]
-    for keep in (1, 3, 10, 40):
-        acc = StatsAccumulator(keep_top=keep)
-        for ex in exs:
-            acc.add(ex)
-        want = sorted((acc._top_record(ex, ex.latency_ms, ex.ttfb_ms, None) for ex in exs), key=_top_sort_key)
-        got = acc.top(keep)
-        assert [_top_sort_key(r) for r in got] == [_top_sort_key(r) for r in want[:keep]], keep
-
-
-def test_conn_key_follows_a_client_direction_decided_later() -> None:
-    """Grouping by client/broker: the connection's description is cached, and made again when
-    its client direction changes."""
-    from analyzer.model import Conn
-    from analyzer.sinks.stats import StatsAccumulator
-    from tests.test_stats import mk
-    conn = Conn(7, Endpoint("10.0.0.1", 40000), Endpoint("10.0.0.2", 9092))
-    exs = []
-    for i, cdir in enumerate([None, None, 0, 1, 1, 0]):
-        ex = mk(api="Metadata", lat=1.0, cid=i, frame=3 * i + 1, t=i * 0.01)
-        ex.conn = conn
-        exs.append((ex, cdir))
-    acc = StatsAccumulator(("client", "broker"))
-    for ex, cdir in exs:
-        conn.client_dir = cdir
-        acc.add(ex)
-    a, b = "10.0.0.1:40000", "10.0.0.2:9092"
-    assert {k: g.count for k, g in acc.groups.items()} == {(a, b): 4, (b, a): 2}
+    want = sorted(((round(lat_of(ex), 3), ex.conn.id, ex.request_frame, ex.correlation_id) for ex in exs),
+                  key=lambda r: (-r[0], r[1], r[2], r[3]))
+    assert len({r[0] for r in want[:150]}) == 3        # 7.0, then 5.001 and 5.0 (rounded)
+    for keep in (1, 3, 10, 40, 150):
+        got = stats_of(exs, top=keep)["top"]
+        assert [(r["latency_ms"], r["conn"], r["request_frame"], r["correlation_id"]) for r in got] == want[:keep], keep
 
 
 @pytest.mark.parametrize("lat,got,wait", [(450.0, 0, True), (449.99, 0, False), (500.0, 9, True),
                                           (500.0, 10, False), (500.0, 11, False)])
 def test_fetch_wait_edges(lat: float, got: int, wait: bool) -> None:
     """A Fetch waited on purpose from 0.9 x max_wait_ms on, when it got fewer than min_bytes."""
-    from analyzer.sinks.stats import StatsAccumulator, wait_kind
+    from analyzer.sinks.stats import wait_kind
+    from tests.conftest import stats_of
     from tests.test_stats import mk
     ex = mk("Fetch", 11, lat=lat, req_body={"max_wait_ms": 500, "min_bytes": 10},
             partitions=[{"topic": "a", "partition": 0, "records": 1, "bytes": got}])
     assert wait_kind(ex, lat) == ("fetch_max_wait" if wait else None)
-    g = StatsAccumulator(("api",)).add_all([ex]).result()["groups"][0]
+    g = stats_of([ex], by=("api",))["groups"][0]
     assert g["waits"] == ({"fetch_max_wait": 1} if wait else {}) and g["service"] == (0 if wait else 1)
     # no min_bytes: at least one byte is wanted
     ex0 = mk("Fetch", 11, lat=500.0, req_body={"max_wait_ms": 500},
@@ -803,75 +782,48 @@ def test_fetch_wait_edges(lat: float, got: int, wait: bool) -> None:
     assert wait_kind(ex0, 500.0) == ("fetch_max_wait" if got == 0 else None)
 
 
-def test_sync_group_leader_and_follower_in_add() -> None:
-    from analyzer.sinks.stats import StatsAccumulator
+def test_sync_group_leader_and_follower_in_the_groups() -> None:
     from dissectors.field import Field
+    from tests.conftest import stats_of
     from tests.test_stats import mk
     leader = Field("assignments", "array", 1, children=[Field("[0]", "SyncGroupRequestAssignment")])
     exs = [mk("SyncGroup", 3, lat=900.0, cid=1, req_body={"assignments": Field("x", "array", 0)}),
            mk("SyncGroup", 3, lat=2.0, cid=2, req_body={"assignments": leader}),
            mk("JoinGroup", 7, lat=1.0, cid=3, errors=["MEMBER_ID_REQUIRED"]),
            mk("Produce", 9, lat=3.0, cid=4, req_body={"acks": -1})]
-    res = StatsAccumulator(("api",)).add_all(exs).result()
+    res = stats_of(exs, by=("api",))
     waits = {g["api"]: (g["waits"], g["service"]) for g in res["groups"]}
     assert waits == {"SyncGroup": ({"sync_group_follower": 1}, 1), "JoinGroup": ({}, 1),
                      "Produce": ({}, 1)}
 
 
-def test_quantiles_exact_up_to_the_limit_through_add() -> None:
-    from analyzer.sinks.stats import EXACT_LIMIT, StatsAccumulator
-    from tests.test_stats import mk
-    for n, exact in ((EXACT_LIMIT, True), (EXACT_LIMIT + 1, False)):
-        acc = StatsAccumulator(("api",), keep_top=0)
-        for i in range(n):
-            acc.add(mk(api="Metadata", lat=1.0 + (i % 13) * 0.5, cid=i, frame=3 * i + 1, t=i * 0.0001))
-        g = acc.result()["groups"][0]
-        assert g["exact"] is exact and g["answered"] == n
-
-
 def test_throughput_rows_only_for_produce_and_fetch_partitions() -> None:
-    from analyzer.sinks.stats import StatsAccumulator
+    from tests.conftest import stats_of
     from tests.test_stats import T0, mk
     parts = [{"topic": "t", "partition": 1, "records": 3, "bytes": 30, "error": None}]
     exs = [mk("Produce", lat=1.0, t=0.1, cid=1, frame=1, partitions=parts),
            mk("Fetch", lat=1.0, t=0.2, cid=2, frame=4, partitions=parts),
            mk("ListOffsets", lat=1.0, t=0.3, cid=3, frame=7, partitions=parts)]
-    acc = StatsAccumulator(("api",)).add_all(exs)
-    assert acc.tp == {("t", 1): [3, 30, 3, 30]}
-    rows = acc.throughput()["per_second"]
+    thr = stats_of(exs, by=("api",))["throughput"]
+    assert [(r["topic"], r["partition"], r["produced_records"], r["produced_bytes"], r["fetched_records"],
+             r["fetched_bytes"]) for r in thr["topic_partitions"]] == [("t", 1, 3, 30, 3, 30)]
     assert [(r["t"] - int(T0), r["requests"], r["produced_records"], r["produced_bytes"], r["fetched_records"],
-             r["fetched_bytes"]) for r in rows] == [(0, 3, 3, 30, 3, 30)]
-
-
-def test_reading_between_adds_in_one_second() -> None:
-    """Reading the figures settles what waits; adds in the same second afterwards still count."""
-    from analyzer.sinks.stats import StatsAccumulator
-    from tests.test_stats import T0, mk
-    acc = StatsAccumulator(("api",), keep_top=0)
-    want_n = 0
-    for i in range(6):
-        acc.add(mk(api="Metadata", lat=1.0 + i, t=0.1 + i * 0.01, cid=i, frame=3 * i + 1))
-        want_n += 1
-        if i % 2:
-            series = acc.latency_series()["Metadata"]
-            assert [(s - int(T0), n) for s, n, _m, _x in series] == [(0, want_n)]
-            assert acc.throughput()["per_second"][0]["requests"] == want_n
-    assert sum(n for _b, n in acc.histograms()["Metadata"]) == 6
+             r["fetched_bytes"]) for r in thr["per_second"]] == [(0, 3, 3, 30, 3, 30)]
 
 
 def test_orphans_and_time_span() -> None:
     """An orphan response counts in time at its response; the span is min first .. max last
     whatever the order exchanges arrive in."""
-    from analyzer.sinks.stats import StatsAccumulator
+    from tests.conftest import stats_of
     from tests.test_stats import T0, mk
     exs = [mk(api="Metadata", lat=2.0, t=1.5, cid=1, frame=10),
            mk(api="Metadata", lat=1.0, t=3.2, cid=2, frame=20, status="orphan_response"),
            mk(api="Metadata", lat=400.0, t=0.5, cid=3, frame=1),
            mk(api="Metadata", lat=1.0, t=1.0, cid=4, frame=5)]
-    acc = StatsAccumulator(("api",)).add_all(exs)
-    assert acc.first_time == T0 + 0.5
-    assert acc.last_time == pytest.approx(T0 + 3.2 + 0.001, rel=0, abs=1e-6)
-    assert [(r["t"] - int(T0), r["requests"]) for r in acc.throughput()["per_second"]] == [(0, 1), (1, 2), (3, 1)]
+    thr = stats_of(exs, by=("api",))["throughput"]
+    assert thr["first_time"] == T0 + 0.5
+    assert thr["last_time"] == pytest.approx(T0 + 3.2 + 0.001, rel=0, abs=1e-6)
+    assert [(r["t"] - int(T0), r["requests"]) for r in thr["per_second"]] == [(0, 1), (1, 2), (3, 1)]
 
 
 # -- tcp: late SYN-ACKs, odd FINs and SYNs ---------------------------------------------
@@ -961,10 +913,13 @@ def kafka_errors(root: object) -> list[str]:
 
 
 def test_throughput_partition_keys_are_ints_or_none() -> None:
-    from analyzer.sinks.stats import StatsAccumulator
+    """A partition index that is not an int (a bool, a string) is no partition: it counts
+    under null."""
+    from tests.conftest import stats_of
     from tests.test_stats import mk
     exs = [mk("Fetch", lat=1.0, t=0.1 * i, cid=i, frame=3 * i + 1,
               partitions=[{"topic": "t", "partition": p, "records": 1, "bytes": 10, "error": None}])
            for i, p in enumerate([2, "2", True, None, 2])]
-    acc = StatsAccumulator(("api",)).add_all(exs)
-    assert acc.tp == {("t", 2): [0, 0, 2, 20], ("t", None): [0, 0, 3, 30]}
+    tps = stats_of(exs, by=("api",))["throughput"]["topic_partitions"]
+    assert [(r["topic"], r["partition"], r["fetched_records"], r["fetched_bytes"]) for r in tps] == \
+        [("t", 2, 2, 20), ("t", None, 3, 30)]

@@ -25,9 +25,8 @@ from analyzer._core import open_capture
 from analyzer.cli import main
 from analyzer.model import Packet
 from analyzer.pipeline import Options, Run
-from analyzer.sinks.stats import StatsAccumulator
 from dissectors.context import DecodeContext, Limits
-from tests.conftest import REPO, SAMPLES, shared_captures
+from tests.conftest import REPO, SAMPLES, shared_captures, stats_of
 from tests.pcapgen import (
     RawPacket,
     TcpFlow,
@@ -196,13 +195,11 @@ def test_max_depth_hit_counted_and_analysis_goes_on() -> None:
     assert code == 0 and f"max_depth {run.ctx.counts.limits_hit['max_depth']}" in out
     # stats honours the limit as read does: its figures are those of the trees read shows
     # (the lean walk, which stats reads otherwise, has no depth limit)
-    acc = StatsAccumulator(views=())
-    acc.add_all(exs)
     code, out, _ = cli("stats", "-f", "json", "--max-depth", "2", str(path))
     got = json.loads(out)
     # (and says why its connections are Kafka, which the run's summary knows)
     assert got.pop("connections") == json.loads(json.dumps(run.summary.connections_json()))
-    assert code == 0 and got == json.loads(json.dumps(acc.result()))
+    assert code == 0 and got == json.loads(json.dumps(stats_of(exs)))
     assert sum(g["malformed"] for g in json.loads(out)["groups"]) > 0
 
 

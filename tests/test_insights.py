@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from analyzer.sinks.insights import ConsumerLag
-from analyzer.sinks.stats import StatsAccumulator
+from analyzer.sinks.stats import Stories
 from analyzer.sinks.stats_render import csv_rows, lag_table
 from dissectors import kafka
 from dissectors.context import DecodeContext
@@ -98,19 +98,16 @@ def test_state_round_trip_and_merge_in_any_order() -> None:
     _w, exs = _session_story()
     w2 = Wire(conn_id=1, t0=1_700_000_100.0)        # later than the first connection
     other = [_fetch(w2, 0, -1, {0: 10}, [(0, 50, 50, 3)]), _fetch(w2, 0, -1, {0: 13}, [(0, 51, 51, 0)])]
-    a, b = StatsAccumulator(), StatsAccumulator()
-    for ex in exs:
-        a.add(ex)
-    for ex in other:
-        b.add(ex)
-    one = StatsAccumulator()
-    for ex in exs + other:
-        one.add(ex)
-    ab = StatsAccumulator.from_state(json.loads(json.dumps(a.to_state()))).merge(
-        StatsAccumulator.from_state(json.loads(json.dumps(b.to_state()))))
-    ba = StatsAccumulator.from_state(b.to_state()).merge(StatsAccumulator.from_state(a.to_state()))
+    a, b = Stories().add_all(exs), Stories().add_all(other)
+    one = Stories().add_all(exs + other)
+    ab = Stories.from_state(json.loads(json.dumps(a.to_state()))).merge(
+        Stories.from_state(json.loads(json.dumps(b.to_state()))))
+    ba = Stories.from_state(b.to_state()).merge(Stories.from_state(a.to_state()))
     want = one.result()["consumer_lag"]
     assert ab.result()["consumer_lag"] == ba.result()["consumer_lag"] == want
+    # the other stories travel and merge alike (the group's generation, in every order)
+    assert ab.result() == ba.result() == one.result()
+    assert [g["group_id"] for g in one.result()["consumer_groups"]] == ["g1"]
     p0 = [r for r in want if r["partition"] == 0][0]
     # the same client id on two connections: one row, figures of both (30, 30, 25, 25, 40, 38)
     assert (p0["samples"], p0["max"], p0["last"], p0["mean"]) == (6, 40, 38, 31.333)
@@ -157,15 +154,14 @@ def test_lean_tree_keeps_what_lag_reads_and_the_forgotten_partitions() -> None:
 
 def test_stats_outputs_carry_the_lag() -> None:
     _w, exs = _session_story()
-    acc = StatsAccumulator()
-    for ex in exs:
-        acc.add(ex)
-    res = acc.result()
+    from tests.conftest import stats_of
+
+    res = stats_of(exs)
     t = lag_table(res)
     assert t is not None and t.rows[0][:6] == ["g1 / checkgen", "t", "0", "25", "30", "27.5"]
     header, rows = csv_rows(res, "consumer_lag")
     assert header[:4] == ["client_id", "group", "topic", "partition"] and len(rows) == 2
-    assert acc.lag.series()["g1 t-0"][0][1] == 30
+    assert Stories().add_all(exs).lag.series()["g1 t-0"][0][1] == 30
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/captures not present")

@@ -280,6 +280,16 @@ def test_dashboard_figures_and_render() -> None:
     rows = {r["api"]: r for r in dash.rows(106.5)}
     want = Counter(ex.api_name for ex in exchanges)
     assert {a: r["count"] for a, r in rows.items()} == dict(want)
+    # per API, the figures of its exchanges: nearest-rank quantiles of their latencies (fewer
+    # than 1000: exact), the error codes of their responses, the unanswered
+    for api, r in rows.items():
+        mine = [ex for ex in exchanges if ex.api_name == api]
+        lats = sorted(ex.latency_ms for ex in mine if ex.latency_ms is not None)
+        assert r["p50"] == (lats[-(-len(lats) // 2) - 1] if lats else None), api
+        assert r["p99"] == (lats[-(-len(lats) * 99 // 100) - 1] if lats else None), api
+        assert r["max"] == (lats[-1] if lats else None), api
+        assert r["errors"] == sum(len(ex.error_codes) for ex in mine), api
+        assert r["unanswered"] == sum(ex.status == "unanswered" for ex in mine), api
     assert rows["Heartbeat"]["p50"] is not None and rows["Heartbeat"]["p99"] >= rows["Heartbeat"]["p50"]
     assert sum(dash.rates(106.5).values()) == pytest.approx(10.0)   # seconds 101..105: 50 in 5 s
     assert sum(dash.rates(103.5).values()) == pytest.approx(30 / 3)  # only 3 whole seconds since the start
@@ -287,6 +297,87 @@ def test_dashboard_figures_and_render() -> None:
     Console(file=buf, width=140).print(dash.renderable(106.5))
     text = buf.getvalue()
     assert "Heartbeat" in text and "kws-member-0" in text and "top clients" in text
+
+
+def _exchange(api: str, lat: float | None, client: tuple[str, str] = ("app", "10.0.0.1"),
+              errors: tuple[str, ...] = (), seq: int = 0) -> Any:
+    """An exchange of ``api`` answered ``lat`` ms after its request (None: unanswered)."""
+    from analyzer.model import Conn, Endpoint, Exchange, Frame
+
+    conn = Conn(0, Endpoint(client[1], 40000), Endpoint("10.0.0.9", 9092), client_dir=0)
+    req = Frame(conn, 0, b"", 16, 1, 1, 0.0, 0.0, 0)
+    resp = Frame(conn, 1, b"", 16, 2, 2, lat / 1000, lat / 1000, 0) if lat is not None else None
+    return Exchange(conn=conn, protocol="kafka", api_key=0, api_name=api, api_version=0, correlation_id=seq,
+                    client_id=client[0], request=req, response=resp,
+                    status="unanswered" if resp is None else "ok", error_codes=list(errors), seq=seq)
+
+
+def test_dashboard_closing_report() -> None:
+    """The closing report of ``live --stats``: per API its requests, average rate since the
+    start, nearest-rank p50/p99 and the max latency, error codes and unanswered requests;
+    the top clients and the error codes, as the dashboard showed them."""
+    from rich.console import Console
+
+    t = [1000.0]
+    dash = live.Dashboard("live on lo", clock=lambda: t[0])
+    for i in range(1, 101):         # Produce answered in 1..100 ms; every 10th with an error, one with two
+        errors = ("NOT_LEADER_OR_FOLLOWER",) + (("REQUEST_TIMED_OUT",) if i == 50 else ()) if i % 10 == 0 else ()
+        t[0] = 1000.0 + i / 10
+        dash.add(_exchange("Produce", float(i), errors=errors, seq=i))
+    consumer = ("consumer-1", "10.0.0.2")
+    for i, lat in enumerate((500.0, 2.0, None, 7.0)):
+        dash.add(_exchange("Fetch", lat, client=consumer, seq=200 + i))
+    rows = {r["api"]: r for r in dash.rows(1020.0)}
+    assert list(rows) == ["Produce", "Fetch"]                       # most requests first
+    got = {a: {k: (round(v, 9) if isinstance(v, float) else v) for k, v in r.items() if k != "rate"}
+           for a, r in rows.items()}
+    assert got == {
+        "Produce": {"api": "Produce", "count": 100, "avg_rate": 5.0, "p50": 50.0, "p99": 99.0, "max": 100.0,
+                    "errors": 11, "unanswered": 0},
+        "Fetch": {"api": "Fetch", "count": 4, "avg_rate": 0.2, "p50": 7.0, "p99": 500.0, "max": 500.0,
+                  "errors": 0, "unanswered": 1},
+    }
+    buf = io.StringIO()
+    Console(file=buf, width=100).print(dash.report(1020.0))
+    # (each table's heading is underlined by a rule as wide as the table: left out here)
+    lines = [line.split() for line in buf.getvalue().splitlines() if line.strip("─ ")]
+    assert " ".join(lines[0]) == "live --stats: per API over 20.0 s, 104 exchanges (avg/s: since the start; latency in ms)"
+    assert lines[1:4] == [
+        ["API", "reqs", "avg/s", "p50", "p99", "max", "errors", "unanswered"],
+        ["Produce", "100", "5.0", "50.0", "99.0", "100", "11", "0"],
+        ["Fetch", "4", "0.2", "7.00", "500", "500", "0", "1"],
+    ]
+    assert [" ".join(x) for x in lines[4:]] == [
+        "top clients", "client_id address requests errors", "app 10.0.0.1 100 10", "consumer-1 10.0.0.2 4 1",
+        "errors", "error count", "NOT_LEADER_OR_FOLLOWER 10", "REQUEST_TIMED_OUT 1"]
+    # without a response code in error: no errors table
+    quiet = live.Dashboard("live on lo", clock=lambda: 1000.0)
+    quiet.add(_exchange("Metadata", 1.0))
+    buf = io.StringIO()
+    Console(file=buf, width=100).print(quiet.report(1001.0))
+    assert "errors" not in buf.getvalue().splitlines()
+    assert buf.getvalue().splitlines()[3].split() == ["Metadata", "1", "1.0", "1.00", "1.00", "1.00", "0", "0"]
+
+
+def test_dashboard_latencies_stay_in_bounded_memory() -> None:
+    """Latencies wait in a short list (at most SETTLE_EVERY) before the API's Quantiles takes
+    them: exact up to EXACT_LIMIT values, then the bounded sketch, within its relative
+    accuracy; count and max stay exact."""
+    from analyzer._core import EXACT_LIMIT, RELATIVE_ACCURACY
+
+    dash = live.Dashboard("live on lo", clock=lambda: 1000.0)
+    n = 5000
+    longest = 0
+    for i in range(1, n + 1):
+        dash.add(_exchange("Fetch", float(i), seq=i))
+        longest = max(longest, len(dash.apis["Fetch"].pending))
+    assert n > EXACT_LIMIT and longest == dash.SETTLE_EVERY - 1
+    (r,) = dash.rows(1010.0)
+    q = dash.apis["Fetch"].latency
+    assert not dash.apis["Fetch"].pending and q.count == n and not q.exact
+    assert r["count"] == n and r["max"] == pytest.approx(n)
+    assert r["p50"] == pytest.approx(n / 2, rel=RELATIVE_ACCURACY)
+    assert r["p99"] == pytest.approx(n * 0.99, rel=RELATIVE_ACCURACY)
 
 
 def test_dashboard_rate_at_start_is_the_average_since_the_start() -> None:
@@ -553,8 +644,14 @@ def test_every_way_of_stopping_prints_the_summary(tmp_path: Path, how: Any, args
     ok = [int(line.split()[-1]) for line in lines if line.startswith("  exchanges: ok ")]
     assert ok and (ok[0] == 3 if how != "count" else 2 <= ok[0] <= 3), lines
     if "--stats" in args:
-        # the full stats report before the summary: the latency table's row
-        assert any(line.split()[:2] == ["ApiVersions", "3"] for line in lines)
+        # the dashboard's closing report before the summary: its heading, the API's row
+        # (requests, ..., no error, none unanswered) and its client
+        report = next(i for i, line in enumerate(lines) if line.startswith("live --stats: per API over "))
+        assert report < lines.index(head)
+        row = next(line.split() for line in lines[report:] if line.startswith("ApiVersions"))
+        assert row[:2] == ["ApiVersions", "3"] and row[-2:] == ["0", "0"]
+        assert any(line.split()[:1] == ["kws-live-stop"] and line.split()[-2:] == ["3", "0"]
+                   for line in lines[report:])
 
 
 def test_reader_closing_the_pipe_stops_with_the_summary_on_stderr(tmp_path: Path) -> None:

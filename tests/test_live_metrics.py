@@ -41,8 +41,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from analyzer.model import Exchange
 from analyzer.pipeline import Options, Run
 from analyzer.sinks import metrics as m
-from analyzer.sinks.stats import StatsAccumulator
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, stats_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import lab  # noqa: E402
@@ -89,29 +88,36 @@ def _s(v: Any) -> str:
 def test_figures_are_stats_figures(name: str) -> None:
     exchanges = _exchanges(name)
     live = m.LiveMetrics(1000)
-    acc = StatsAccumulator(("api", "version"), keep_top=0, views=("committed_lag",))
     for ex in exchanges:
         live.add(ex)
-        acc.add(ex)
+    res = stats_of(exchanges, ("api", "version"), views=("committed_lag",))
     got = _scrape(live)
-    groups = {(_s(k[0]), _s(k[1])): g for k, g in acc.groups.items()}
+    groups = {(_s(g["api"]), _s(g["version"])): g for g in res["groups"]}
+    assert groups
     requests = _by(got["kafkawire_requests_total"], "api", "version")
-    assert requests == Counter({k: g.count - g.orphans for k, g in groups.items() if g.count - g.orphans})
+    assert requests == Counter({k: g["count"] - g["orphans"] for k, g in groups.items() if g["count"] - g["orphans"]})
     unanswered = _by(got.get("kafkawire_unanswered_requests_total", {}), "api", "version")
-    assert unanswered == Counter({k: g.unanswered for k, g in groups.items() if g.unanswered})
+    assert unanswered == Counter({k: g["unanswered"] for k, g in groups.items() if g["unanswered"]})
     count = _by(got["kafkawire_request_latency_seconds_count"], "api", "version")
     total = _by(got["kafkawire_request_latency_seconds_sum"], "api", "version")
     service = _by({k: v for k, v in got["kafkawire_request_latency_seconds_count"].items()
                    if dict(k)["wait"] == "none"}, "api", "version")
     waits = _by({k: v for k, v in got["kafkawire_request_latency_seconds_count"].items()
                  if dict(k)["wait"] != "none"}, "api", "version", "wait")
-    answered = {k: g for k, g in groups.items() if g.answered}
-    assert set(count) == set(answered)
+    # the sum of the latencies in integer ns, as stats sums them (its mean is of this sum)
+    sum_ns: Counter[tuple[str, str]] = Counter()
+    for ex in exchanges:
+        if ex.latency_ms is not None:
+            assert ex.response_time is not None and ex.request_time is not None
+            sum_ns[(_s(ex.api_name), _s(ex.api_version))] += round((ex.response_time - ex.request_time) * 1000.0 * 1e6)
+    answered = {k: g for k, g in groups.items() if g["answered"]}
+    assert set(count) == set(answered) == set(sum_ns)
     for k, g in answered.items():
-        assert count[k] == g.answered and service[k] == g.service.count, k
+        assert count[k] == g["answered"] and service[k] == g["service"], k
+        assert g["latency_ms"]["mean"] == round(sum_ns[k] / g["answered"] / 1e6, 3), k
         # the sum in seconds: stats' sum of latencies (integer ns), to the ns per exchange
-        assert total[k] == pytest.approx(g.latency.sum_ns / 1e9, abs=2e-9 * g.answered), k
-        assert {w: n for (a, v, w), n in waits.items() if (a, v) == k} == dict(g.waits), k
+        assert total[k] == pytest.approx(sum_ns[k] / 1e9, abs=2e-9 * g["answered"]), k
+        assert {w: n for (a, v, w), n in waits.items() if (a, v) == k} == g["waits"], k
     # the histogram's buckets are cumulative, end with +Inf = count, and a value on a bound
     # falls in that bound's bucket (le)
     for key, n in got["kafkawire_request_latency_seconds_count"].items():
@@ -122,8 +128,9 @@ def test_figures_are_stats_figures(name: str) -> None:
     by_api: dict[str, Any] = {}
     for (api, _v), g in groups.items():
         row = by_api.setdefault(api, Counter())
-        row.update({"in": g.bytes_in, "out": g.bytes_out, "thr": g.throttled, "thr_ms": g.throttle_total})
-        for e, n in g.errors.items():
+        row.update({"in": g["bytes_in"], "out": g["bytes_out"], "thr": g["throttled"],
+                    "thr_ms": g["throttle_time_ms"]["total"]})
+        for e, n in g["errors"].items():
             row["error " + e] += n
     bytes_in = _by(got["kafkawire_request_bytes_total"], "api")
     bytes_out = _by(got["kafkawire_response_bytes_total"], "api")
@@ -132,11 +139,11 @@ def test_figures_are_stats_figures(name: str) -> None:
         assert bytes_in[(api,)] == row["in"] and bytes_out[(api,)] == row["out"], api
         assert errors == Counter({(a, e[6:]): n for a, r in by_api.items() for e, n in r.items()
                                   if e.startswith("error ") and n})
-    assert got["kafkawire_orphan_responses_total"][()] == sum(g.orphans for g in groups.values())
+    assert got["kafkawire_orphan_responses_total"][()] == sum(g["orphans"] for g in groups.values())
     statuses = _by(got["kafkawire_exchanges_total"], "status")
-    assert sum(statuses.values()) == acc.exchanges and statuses[("ok",)] > 0
+    assert sum(statuses.values()) == res["throughput"]["exchanges"] == len(exchanges) and statuses[("ok",)] > 0
     # records per topic: stats' throughput per topic-partition, summed per topic
-    tp = acc.throughput()["topic_partitions"]
+    tp = res["throughput"]["topic_partitions"]
     for api, col in (("Produce", "produced_records"), ("Fetch", "fetched_records")):
         want: Counter[tuple[str, str]] = Counter()
         for t in tp:
@@ -145,12 +152,11 @@ def test_figures_are_stats_figures(name: str) -> None:
         have = _by(got.get("kafkawire_topic_records_total", {}), "api", "topic")
         assert Counter({k: v for k, v in have.items() if k[0] == api and v}) == want, api
     # consumer lag: stats' latest figure per client id and topic-partition, with its group
-    lag = {(d["client_id"], d["group"], d["topic"], d["partition"]): d["last"] for d in acc.lag.result()}
+    lag = {(d["client_id"], d["group"], d["topic"], d["partition"]): d["last"] for d in res["consumer_lag"]}
     have_lag = {(d["client_id"], d["group"], d["topic"], d["partition"]): v
                 for d, v in ((dict(k), v) for k, v in got.get("kafkawire_consumer_lag_records", {}).items())}
     assert have_lag == {(_s(c), _s(g), _s(t), _s(p)): v for (c, g, t, p), v in lag.items()}
-    assert acc.committed is not None
-    committed = {(d["group"], d["topic"], _s(d["partition"])): d["lag"] for d in acc.committed.result()
+    committed = {(d["group"], d["topic"], _s(d["partition"])): d["lag"] for d in res["committed_lag"]
                  if d["lag"] is not None}
     have_committed = {(d["group"], d["topic"], d["partition"]): v for d, v in
                       ((dict(k), v) for k, v in got.get("kafkawire_consumer_committed_lag_records", {}).items())}

@@ -1,7 +1,8 @@
-"""stats' latency quantiles (analyzer._core.Quantiles, core/src/quantiles.rs) against the
-``ddsketch`` package: exact values up to the limit, then the bins, zero count and sum that
-``DDSketch.add`` of each value in turn gives, and the percentiles read from them; states
-in the format the Spark job ships, and merges in any split."""
+"""The core's latency quantiles (analyzer._core.Quantiles, core/src/quantiles.rs), which
+``live --stats`` reads, against the ``ddsketch`` package: exact values up to the limit, then
+the bins, zero count and sum that ``DDSketch.add`` of each value in turn gives, and the
+percentiles read from them; states, and merges in any split. (``stats``' percentiles are
+exact at any count: its queries, ``analyzer.figures``, tested in tests/test_stats.py.)"""
 from __future__ import annotations
 
 import math
@@ -12,13 +13,13 @@ import pytest
 from ddsketch import DDSketch
 
 from analyzer._core import EXACT_LIMIT, RELATIVE_ACCURACY, Quantiles, sum_ns
-from analyzer.sinks.stats import PERCENTILES, GroupStats, quantile_summary
 
 TINY = DDSketch(RELATIVE_ACCURACY)._mapping.min_possible
+QS = [0.0, 0.001, 0.25, 0.5, 0.9, 0.99, 0.999, 1.0]
 
 
 def nearest_rank_index(q: float, n: int) -> int:
-    """The definition (README, analyzer.sinks.stats): the 0-based index of the nearest-rank
+    """The definition (README, analyzer.figures): the 0-based index of the nearest-rank
     q-quantile of n sorted values, the smallest rank ceil(q * n) at least 1."""
     return min(n - 1, max(0, math.ceil(q * n - 1e-9) - 1))
 
@@ -73,13 +74,12 @@ def test_the_bins_and_percentiles_are_the_ddsketch_packages(n: int, limit: int) 
     st, sk = reference(values, limit)
     assert q.to_state() == st
     assert q.exact is (sk is None) and q.count == n and q.sum_ns == st["sum_ns"]
-    qs = [0.0, 0.001, 0.25, 0.5, 0.9, 0.99, 0.999, 1.0]
     if n:
-        assert q.quantiles(qs) == [reference_quantile(values, sk, p) for p in qs]
+        assert q.quantiles(QS) == [reference_quantile(values, sk, p) for p in QS]
         assert q.quantile(0.5) == reference_quantile(values, sk, 0.5)
         assert (q.min, q.max) == (min(values), max(values))
     else:
-        assert q.quantiles(qs) is None and q.quantile(0.5) is None
+        assert q.quantiles(QS) is None and q.quantile(0.5) is None
 
 
 def test_extend_is_add_of_each_value_in_turn() -> None:
@@ -128,7 +128,8 @@ def test_a_state_round_trip_keeps_every_figure() -> None:
         q.extend(values)
         again = Quantiles.from_state(q.to_state())
         assert again.to_state() == q.to_state()
-        assert quantile_summary(again) == quantile_summary(q)
+        assert again.quantiles(QS) == q.quantiles(QS) and again.exact is q.exact
+        assert (again.count, again.min, again.max, again.sum_ns) == (q.count, q.min, q.max, q.sum_ns)
         # a state the ddsketch package's figures make reads the same
         st, _sk = reference(values, limit)
         assert Quantiles.from_state(st).to_state() == st
@@ -143,40 +144,29 @@ def test_a_state_round_trip_keeps_every_figure() -> None:
         Quantiles.from_state({"count": 1})
 
 
-def test_the_summary_rounds_to_the_microsecond() -> None:
-    q = Quantiles()
-    q.extend([1.00049, 2.0005, 3.5, 10.0])
-    s = quantile_summary(q)
-    assert s == {"min": 1.0, "p50": round(2.0005, 3), "p90": 10.0, "p99": 10.0, "p999": 10.0, "max": 10.0,
-                 "mean": round(sum(round(v * 1e6) for v in [1.00049, 2.0005, 3.5, 10.0]) / 4 / 1e6, 3)}
-    assert [name for name, _p in PERCENTILES] == ["p50", "p90", "p99", "p999"]
-    assert quantile_summary(Quantiles()) == dict.fromkeys(("min", "p50", "p90", "p99", "p999", "max", "mean"))
-
-
 def test_sum_ns_rounds_each_value_as_python_does() -> None:
     values = _values(random.Random(2), 2000) + [0.0000005, 0.0000015, 2.5e-6, -2.5e-6, 1e6]
     assert sum_ns(values) == sum(round(v * 1e6) for v in values)
     assert sum_ns([]) == 0
 
 
-def test_a_group_hands_its_pending_latencies_over_in_order() -> None:
-    values = _values(random.Random(6), 2600)
-    g = GroupStats()
-    g.latency_pending.extend(values)
-    g.ttfb_pending.extend(values[::-1])
-    g.service_pending.extend(values[:10])
-    assert g._latency.count == 0
-    g.settle()
-    assert not (g.latency_pending or g.ttfb_pending or g.service_pending)
-    assert g.latency.to_state() == reference(values, EXACT_LIMIT)[0]
-    assert g.ttfb.to_state() == reference(values[::-1], EXACT_LIMIT)[0]
-    assert g.service.to_state() == reference(values[:10], EXACT_LIMIT)[0]
-    # whatever reads the figures settles first
-    for read in (lambda: g.latency, lambda: g.ttfb, lambda: g.service, g.result, g.to_state):
-        n = g._latency.count
-        g.latency_pending.append(1.0)
-        g.ttfb_pending.append(1.0)
-        g.service_pending.append(1.0)
-        read()
-        assert not (g.latency_pending or g.ttfb_pending or g.service_pending)
-        assert g._latency.count == g._ttfb.count == n + 1
+def test_quantiles_switch_exactly_at_limit() -> None:
+    q = Quantiles(limit=10)
+    for v in range(1, 11):
+        q.add(float(v))
+    assert q.exact and q.quantile(0.5) == 5.0
+    q.add(11.0)
+    assert not q.exact
+    assert q.quantile(0.5) == pytest.approx(6.0, rel=RELATIVE_ACCURACY)
+    assert q.quantile(1.0) == 11.0 and q.quantile(0.0) == 1.0
+
+
+def test_quantiles_zero_and_negative_values_in_sketch() -> None:
+    q = Quantiles(limit=2)
+    vals = [-4.0, 0.0, 0.0, 2.0, 8.0]
+    for v in vals:
+        q.add(v)
+    assert not q.exact
+    assert q.quantile(0.2) == -4.0          # clamped to the exact min
+    assert q.quantile(0.4) == 0 and q.quantile(0.6) == 0
+    assert q.quantile(0.8) == pytest.approx(2.0, rel=RELATIVE_ACCURACY)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -223,6 +224,57 @@ def test_connection_numbers_match_one_process(tmp_path: Path) -> None:
     assert _stats(*args, "-j", "4", str(path)) == one
 
 
+def _table_rows(db: Any) -> dict[str, list[dict[str, Any]]]:
+    """Every row of the exchanges, partitions and connections tables of an engine connection."""
+    out = {}
+    for t in ("exchanges", "partitions", "connections"):
+        cur = db.execute(f"SELECT * FROM {t}")
+        cols = [d[0] for d in cur.description]
+        out[t] = sorted((dict(zip(cols, r, strict=True)) for r in cur.fetchall()), key=repr)
+    return out
+
+
+RENAMING = [(SAMPLES / "produce_fetch_rdkafka_zstd_ipv6.pcap", 2, {"01a2007f-b616-73f0-ba86-8f75d55bfef2": "v6"}),
+            (SAMPLES / "produce_fetch_rdkafka_none.pcap", 3, {"01a2007f-7d3b-7881-82b4-3180686d9c73": "plain"}),
+            (SHARED_CAPTURES / "comp_all_rdkafka_mock3.pcap", 3,
+             {"44c08efe-c51f-4c6f-b861-d64d91cb0616": "mock-gzip", "2ead55a5-b97c-4e6e-b982-d5696c79b457": "mock-lz4"})]
+
+
+@pytest.mark.parametrize(("path", "jobs", "ids"), RENAMING, ids=lambda v: v.name if isinstance(v, Path) else None)
+def test_worker_tables_are_one_process_tables(path: Path, jobs: int, ids: dict[str, str], tmp_path: Path) -> None:
+    """The tables the workers of ``stats -j N`` write, as the parent's engine reads them (its
+    views over the parts), are those one process writes (``export``): every row, with the
+    connections numbered as one process numbers them and the topic ids a worker met before
+    it learnt them (Fetch v13+; learnt on another worker's connections) named, in the
+    exchanges' partitions and topic_partitions and in the partitions table."""
+    import dataclasses
+
+    from analyzer import engine
+    from analyzer.pipeline import Options
+    from analyzer.runs import Decode
+    from analyzer.shards import run_stats_sharded
+    from dissectors.context import DecodeContext
+
+    if not path.exists():
+        pytest.skip(f"{path.name} is not present")
+    res = CliRunner().invoke(main, ["export", str(path), "--out", str(tmp_path / "one")])
+    assert res.exit_code == 0, res.output
+    want = _table_rows(engine.connect([str(tmp_path / "one")], str(tmp_path / "spill")))
+    sharded = run_stats_sharded(str(path), Options(decode=Decode.LITE_TOPICS), DecodeContext(),
+                                str(tmp_path / "workers"), jobs)
+    assert sharded.exact and len(sharded.parts) == jobs
+    # (the ids some worker could not name itself: what this capture tests)
+    assert {k: v for part in sharded.parts for k, v in part.rename.items()} == ids
+    assert _table_rows(engine.connect([], str(tmp_path / "spill"), sharded.parts)) == want
+    named = {p["topic"] for r in want["exchanges"] for p in r["partitions"] + r["topic_partitions"]}
+    assert set(ids.values()) <= named and not set(ids) & named
+    # the workers' rows as they wrote them: the ids stay ids where the names were not known
+    bare = _table_rows(engine.connect([], str(tmp_path / "spill"),
+                                      [dataclasses.replace(part, rename={}) for part in sharded.parts]))
+    assert bare["exchanges"] != want["exchanges"] and bare["partitions"] != want["partitions"]
+    assert bare["connections"] == want["connections"]
+
+
 def _learn(events: list[tuple[int, str, str]], shares: int = 1) -> list[TopicNames]:
     """TopicNames per share after learning ``events`` (packet, topic id, name), each event
     going to the share its packet number falls to."""
@@ -328,7 +380,7 @@ def test_interleaved_names_are_not_exact() -> None:
 
 
 def test_spark_counts_the_ids_it_cannot_replay() -> None:
-    from analyzer.sinks.stats import StatsAccumulator
+    from analyzer.sinks.stats import Stories
     from analyzer.spark.gather import JobResult, inexact_ids, learnt_table
 
     beta = _learn([(10, "id", "beta"), (12, "id", "beta"), (14, "id", "beta")])[0]
@@ -336,7 +388,7 @@ def test_spark_counts_the_ids_it_cannot_replay() -> None:
     ok = _learn([(5, "id2", "delta"), (9, "id2", "delta")])[0]
     table = learnt_table([(0, {"learnt": beta.learnt}), (0, {"learnt": gamma.learnt}), (1, {"learnt": ok.learnt})])
     assert inexact_ids(table) == 1
-    res = JobResult([], StatsAccumulator(("api",)), [], {}, {})
+    res = JobResult([], Stories(), [], {}, {})
     res.set_inexact(0)
     assert "topic_ids_inexact" not in res.summary
     res.set_inexact(inexact_ids(table))

@@ -1,11 +1,17 @@
 """The Spark job: same figures as `stats` and `check`, split or not, local or on a standalone cluster.
 
+The reference is one machine's: `kafkawire-sniff stats -f json` (its figures, DuckDB's queries
+over the captures' tables, and its stories), what `check` finds, and the exchange rows of one
+process. The job's figures are the same queries, run by Spark SQL over its own exchanges
+table (``run_local``, the job's steps in this process: by DuckDB over its rows).
+
 One SparkSession (local[2]) is shared by the module. The standalone master and worker
 are started (from pyspark's spark-class, bound to 127.0.0.1) at the start of the module
 so their start overlaps the local tests, and stopped by PID at the end.
 """
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import os
@@ -28,65 +34,98 @@ from analyzer.pipeline import Run  # noqa: E402
 from analyzer.runs import fresh_context  # noqa: E402
 from analyzer.sinks.check import Checker  # noqa: E402
 from analyzer.sinks.output import exchange_to_json  # noqa: E402
-from analyzer.sinks.stats import StatsAccumulator, keep_top_for  # noqa: E402
 from analyzer.spark.inputs import JobConfig  # noqa: E402
 from analyzer.spark.job import run_local, run_spark  # noqa: E402
 from analyzer.spark.session import make_session, stop_session  # noqa: E402
-from analyzer.tables import EXCHANGES  # noqa: E402
+from analyzer.tables import EXCHANGES, PARTITION, TOPIC_PARTITION, exchange_rows  # noqa: E402
 from dissectors.context import DecodeContext, Limits  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = sorted(glob.glob(str(ROOT / "samples" / "*.pcap*")))
-# a column of the exchanges table -> its place in a row
-_EX_COL = {name: i for i, name in enumerate(EXCHANGES.names)}
 pytestmark = pytest.mark.slow
 
 if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
     pytest.skip("Java is not installed", allow_module_level=True)
 
 
-# -- the reference: `stats` and `check` in one process ---------------------------------------
+# -- the reference: `stats` and `check` on one machine -----------------------------------------
+
+def stats_json(paths: list[str], *args: str) -> dict[str, Any]:
+    """What `kafkawire-sniff stats -f json ARGS... PATHS...` prints."""
+    r = subprocess.run([sys.executable, "-m", "analyzer", "stats", "-f", "json", *args, *paths],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return dict(json.loads(r.stdout))
+
+
+@functools.lru_cache(maxsize=8)
+def committed_lag(paths: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The committed-offset lag, a story `stats` computes only when its section is asked (it
+    does not depend on --by), and the job always."""
+    return list(stats_json(list(paths), "--section", "committed_lag")["committed_lag"])
+
+
+@functools.lru_cache(maxsize=8)
+def in_flight(paths: tuple[str, ...]) -> dict[str, Any]:
+    """The requests in flight, likewise."""
+    return dict(stats_json(list(paths), "--section", "in_flight")["in_flight"])
+
 
 def reference(paths: list[str], by: tuple[str, ...], top: int = 0
               ) -> tuple[dict[str, Any], list[str], list[tuple[Any, ...]]]:
-    """What `stats` (merged as the stats command merges, with ``--top top``) and `check` (per file)
-    give, and the exchange rows."""
+    """What one machine gives: `stats -f json --by BY --top TOP` over the captures (but its
+    ``connections``, why connections were taken as Kafka: the job's connections table holds
+    it), with the stories the job always keeps and `stats` only when asked: the committed lag
+    (``--section committed_lag``) and the requests in flight (of each capture in one process,
+    merged: see below); what `check` finds in each file; and the exchange rows of one process
+    (``row_key``).
+
+    (`stats --section in_flight` over several captures names a connection still open at the
+    end of its capture after the next capture, ``next.pcap#n``: one ``Stories`` follows every
+    capture there, and the connection is settled once the source has changed.)"""
+    ref = stats_json(paths, "--by", ",".join(by), "--top", str(top))
+    assert "detection" in ref.pop("connections")
+    assert ref["groups"] and ref["throughput"]["exchanges"] > 0
+    ref["committed_lag"] = committed_lag(tuple(paths))
     options, ctx = options_from_kwargs({})
-    total = StatsAccumulator(by, keep_top=keep_top_for(top))
     findings: list[str] = []
     rows: list[tuple[Any, ...]] = []
     many = len(paths) > 1
     for p in paths:
-        acc = StatsAccumulator(by, keep_top=total.keep_top)
-        if many:
-            acc.source = os.path.basename(p)
         checker = Checker()
         run = Run(p, options, fresh_context(ctx))
         for ex in run:
-            acc.add(ex)
             checker.add(ex)
-            d = exchange_to_json(ex, trees=False)
-            rows.append(_row_key(p, d))
-        total.merge(acc)
+            rows.append(row_key(exchange_rows(ex, p, ex.conn.id)[0]))
         for f in checker.finish(capture_end=run.summary.last_ts):
             if many:
                 f.capture = p
             findings.append(json.dumps(f.to_json(), sort_keys=True, default=str))
-    return total.result(top=top), sorted(findings), sorted(rows, key=repr)
+    ref["in_flight"] = in_flight(tuple(paths))
+    return ref, sorted(findings), sorted(rows, key=repr)
 
 
-def _row_key(capture: str, d: dict[str, Any]) -> tuple[Any, ...]:
-    parts = tuple((p["topic"], p["partition"], p["records"], p["bytes"], p["codec"], p["error"])
+def _fields(value: Any, columns: tuple[Any, ...], names: tuple[str, ...]) -> tuple[Any, ...]:
+    """The fields ``names`` of a struct (a dict, or a tuple of the ``columns``)."""
+    d = value if isinstance(value, dict) else dict(zip((c.name for c in columns), value, strict=True))
+    return tuple(d[n] for n in names)
+
+
+def row_key(row: tuple[Any, ...] | dict[str, Any]) -> tuple[Any, ...]:
+    """What is compared of an exchange's row of the exchanges table (a tuple of its columns,
+    the trees' columns after them, or a dict): its key, status, latency, error codes, its
+    partitions and the topic-partitions it names (topic ids named)."""
+    d = row if isinstance(row, dict) else dict(zip(EXCHANGES.names, row[:len(EXCHANGES.names)], strict=True))
+    parts = tuple(_fields(p, PARTITION, ("topic", "partition", "records", "bytes", "codec", "error"))
                   for p in d["partitions"])
-    return (capture, d["conn"], d["client"], d["broker"], d["api_name"], d["api_version"], d["correlation_id"],
-            d["request_frame"], d["response_frame"], d["status"], d["latency_ms"], tuple(d["error_codes"]), parts)
+    named = tuple(_fields(p, TOPIC_PARTITION, ("topic", "partition")) for p in d["topic_partitions"])
+    return (d["capture"], d["conn"], d["client"], d["broker"], d["api_name"], d["api_version"], d["correlation_id"],
+            d["request_frame"], d["response_frame"], d["status"], d["latency_ms"], tuple(d["error_codes"]), parts,
+            named)
 
 
 def parquet_rows(out: Path) -> list[tuple[Any, ...]]:
-    t = pq.read_table(str(out / "exchanges")).to_pylist()
-    for d in t:
-        d["partitions"] = [dict(p) for p in d["partitions"] or []]
-    return sorted((_row_key(d["capture"], d) for d in t), key=repr)
+    return sorted((row_key(d) for d in pq.read_table(str(out / "exchanges")).to_pylist()), key=repr)
 
 
 def _packets(paths: list[str]) -> int:
@@ -102,8 +141,24 @@ def findings_of(res: Any) -> list[str]:
     return sorted(json.dumps(f.to_json(), sort_keys=True, default=str) for f in res.findings)
 
 
+def differences(a: Any, b: Any, path: str = "") -> list[str]:
+    """Where two JSON values differ (paths; none: equal as JSON)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [d for k in sorted(set(a) | set(b), key=str)
+                for d in (differences(a.get(k), b.get(k), f"{path}.{k}") if k in a and k in b
+                          else [f"{path}.{k}: only in {'the first' if k in a else 'the second'}"])]
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        if len(a) != len(b):
+            return [f"{path}: {len(a)} items != {len(b)}"]
+        return [d for i, (x, y) in enumerate(zip(a, b, strict=True)) for d in differences(x, y, f"{path}[{i}]")]
+    same = json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
+    return [] if same else [f"{path}: {a!r} != {b!r}"]
+
+
 def same_json(a: Any, b: Any) -> bool:
-    return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
+    diffs = differences(a, b)
+    assert not diffs, "\n".join(diffs[:10])
+    return True
 
 
 # -- fixtures ---------------------------------------------------------------------------------
@@ -182,8 +237,9 @@ def spark(cluster: Cluster) -> Any:   # the cluster starts first, so its start o
 def test_steps_match_stats_and_check_with_tiny_splits(by: tuple[str, ...], split: int, batch: int) -> None:
     """Every sample cut into ranges of 700 bytes (or: the small ones read whole and processed with
     no shuffle, the bigger ones cut into ranges; or: all read whole, shuffled by connection),
-    connections shuffled in batches (some cut into many batches): the same figures, findings
-    and exchange rows."""
+    connections shuffled in batches (some cut into many batches): the same exchange rows, and
+    from them the same figures as `stats -f json` (the slowest 12 too, as `stats --top 12`),
+    the same stories and findings."""
     from analyzer.spark.inputs import resolve_inputs
     from analyzer.spark.plan import is_direct, plan_reads, plan_splits, scan_split
 
@@ -201,30 +257,22 @@ def test_steps_match_stats_and_check_with_tiny_splits(by: tuple[str, ...], split
         assert res.reads == len(SAMPLES)                # read whole, but through the shuffle
     else:
         assert 0 < direct < len(SAMPLES) < res.reads    # some whole, some split
-    assert same_json(res.stats.result(top=12), ref_stats)     # the slowest 12 too, as `stats --top 12`
+    assert same_json(res.stats, ref_stats)
     assert len(ref_stats["top"]) == 12 and len({r["capture"] for r in ref_stats["top"]}) > 2
+    assert ref_stats["consumer_lag"] and ref_stats["committed_lag"] and ref_stats["in_flight"]
     assert findings_of(res) == ref_findings
-    cols = ("capture", "conn", "client", "broker", "protocol", "api_key", "api_name", "api_version",
-            "correlation_id", "client_id", "request_frame", "response_frame")
-    got = []
-    for r in ex_rows:
-        d = dict(zip(cols, r[:12], strict=True))
-        c = _EX_COL
-        d.update(latency_ms=r[c["latency_ms"]], status=r[c["status"]], error_codes=r[c["error_codes"]],
-                 partitions=[dict(zip(("topic", "partition", "records", "bytes", "codec", "crc_ok", "error"),
-                                      p, strict=True)) for p in r[c["partitions"]]])
-        got.append(_row_key(d["capture"], d))
-    assert sorted(got, key=repr) == ref_rows
+    assert sorted((row_key(r) for r in ex_rows), key=repr) == ref_rows
     assert res.summary["packets"] == _packets(SAMPLES) > 1000
 
 
 @pytest.mark.parametrize("by", [("api", "version"), ("conn", "client_id"), ("api", "topic", "partition")])
 def test_stats_only_uses_lite_decoding_with_the_same_figures(by: tuple[str, ...]) -> None:
-    """No rule and no rows: the lean decoder, as `stats` uses it (with the requests' topics
-    when grouping by topic or partition), and the same figures. Rules add what check reads
-    (``-check``); rows of exchange fields read lean trees too, and so does a display filter
-    (it decodes full trees where it tests a tree field); field trees in the rows or a
-    lowered --max-depth keep the full decoder."""
+    """No rule and no tables written: the lean decoder, as `stats` uses it (with the requests'
+    topics when grouping by topic or partition), and the same figures, from the exchanges'
+    rows alone (no partitions or connections rows). Rules add what check reads (``-check``);
+    the tables (their topic_partitions) read the requests' topics, and a display filter
+    decodes full trees where it tests a tree field; field trees in the rows or a lowered
+    --max-depth keep the full decoder."""
     from analyzer.spark.plan import lite_if_enough
 
     lite = "lite-topics" if "topic" in by else "lite"
@@ -237,15 +285,17 @@ def test_stats_only_uses_lite_decoding_with_the_same_figures(by: tuple[str, ...]
     assert lite_if_enough(JobConfig(by=by, with_trees=True)).options.decode == "full"
     assert lite_if_enough(JobConfig(by=by, display_filter="api_key == 0")).options.decode == "lite-topics-check"
     assert lite_if_enough(JobConfig(by=by, ctx=DecodeContext(Limits(max_depth=3)))).options.decode == "full"
-    ref_stats, _findings, _rows = reference(SAMPLES, by)
-    res, ex_rows, _parts, _conns = run_local(SAMPLES, cfg)
-    assert same_json(res.stats.result(), ref_stats)
-    assert res.findings == [] and ex_rows == []
+    ref_stats, _findings, ref_rows = reference(SAMPLES, by)
+    res, ex_rows, parts, conns = run_local(SAMPLES, cfg)
+    assert same_json(res.stats, ref_stats)
+    assert res.findings == [] and parts == [] and conns == [] and len(ex_rows) == len(ref_rows)
 
 
 def test_trees_and_second_pass() -> None:
     """With --with-trees, connections whose Fetch names topic ids learnt on another connection are
-    decoded a second time with the file's topic ids: trees equal `read`'s, notes included."""
+    decoded a second time with the file's topic ids: trees equal `read`'s, notes included.
+    Without, those ids are named after the fact, in the rows (partitions and the topic-partitions
+    exchanges name) and so in the figures by topic, as `stats` names them."""
     files = [str(ROOT / "samples" / "produce_fetch_rdkafka_gzip.pcap"), str(ROOT / "samples" / "txn_rdkafka.pcap")]
     res, ex_rows, _parts, _conns = run_local(files, JobConfig(with_trees=True, split_size=900))
     assert res.redone > 0 and res.renamed == 0
@@ -261,9 +311,15 @@ def test_trees_and_second_pass() -> None:
     assert got == ref
     assert "topic quickstart" in json.dumps(list(got.values()))
     # without trees the same connections are named after the fact instead
-    res2, _rows, parts, _conns = run_local(files, JobConfig(split_size=900))
+    by = ("topic", "api")
+    res2, rows2, parts, _conns = run_local(files, JobConfig(split_size=900, by=by))
     assert res2.redone == 0 and res2.renamed > 0
     assert {p[10] for p in parts} == {"quickstart", "txn"}
+    ref_stats, _findings, ref_rows = reference(files, by)
+    assert sorted((row_key(r) for r in rows2), key=repr) == ref_rows
+    assert {tp[0] for r in ref_rows for tp in r[-1]} == {"quickstart", "txn"}
+    assert same_json(res2.stats, ref_stats)
+    assert {g["topic"] for g in ref_stats["groups"]} == {"quickstart", "txn", None}
 
 
 def test_split_boundaries_agree_with_the_reader(tmp_path: Path) -> None:
@@ -314,23 +370,30 @@ def test_local_mode_matches_stats_and_check(spark: Any, tmp_path: Path) -> None:
     by = ("api", "version")
     ref_stats, ref_findings, ref_rows = reference(SAMPLES, by)
     out = tmp_path / "out"
-    res = run_spark(spark, SAMPLES, str(out), JobConfig(by=by))
-    assert same_json(res.stats.result(), ref_stats)
+    # (the figures' queries run with ANSI mode off, as figures.spark_sql asks: the job sets it
+    # for them, and gives the session its own back after)
+    spark.conf.set("spark.sql.ansi.enabled", "true")
+    try:
+        res = run_spark(spark, SAMPLES, str(out), JobConfig(by=by))
+        assert spark.conf.get("spark.sql.ansi.enabled") == "true"
+    finally:
+        spark.conf.unset("spark.sql.ansi.enabled")
+    assert same_json(res.stats, ref_stats)
     assert findings_of(res) == ref_findings
     assert parquet_rows(out) == ref_rows
     # the tables on disk
     stats_tab = pq.read_table(str(out / "stats")).to_pylist()
-    assert len(stats_tab) == len(ref_stats["groups"])
+    assert len(stats_tab) == len(ref_stats["groups"]) and "exact" not in stats_tab[0]
     for row, g in zip(sorted(stats_tab, key=lambda r: (r["api"], r["version"] or -1)),
                       sorted(ref_stats["groups"], key=lambda r: (r["api"], r["version"] or -1)), strict=True):
-        assert (row["count"], row["answered"], row["bytes_in"], row["latency_ms_p99"]) == \
-            (g["count"], g["answered"], g["bytes_in"], g["latency_ms"]["p99"])
+        assert (row["count"], row["answered"], row["bytes_in"], row["latency_ms_p99"], dict(row["errors"])) == \
+            (g["count"], g["answered"], g["bytes_in"], g["latency_ms"]["p99"], g["errors"])
     parts = pq.read_table(str(out / "partitions")).to_pylist()
-    ref_parts = sum(len(r[-1]) for r in ref_rows)
+    ref_parts = sum(len(r[-2]) for r in ref_rows)      # (the partitions: before the topic-partitions named)
     assert len(parts) == ref_parts and ref_parts > 0
     assert {p["topic"] for p in parts} >= {"quickstart", "txn"}      # topic ids resolved as in one process
     assert len(pq.read_table(str(out / "findings")).to_pylist()) == len(ref_findings)
-    assert json.loads((out / "stats.json").read_text())["groups"] == json.loads(json.dumps(ref_stats["groups"]))
+    assert same_json(json.loads((out / "stats.json").read_text()), ref_stats)
     # the stories: the same figures as stats -f json, one row each
     lag = pq.read_table(str(out / "consumer_lag")).to_pylist()
     assert lag == ref_stats["consumer_lag"] and len(lag) >= 3
@@ -354,9 +417,13 @@ def test_split_captures_equal_unsplit(spark: Any, tmp_path: Path) -> None:
     split = run_spark(spark, files, str(tmp_path / "o"), JobConfig(by=by, split_size=1500, partitions=3))
     assert split.reads > 20
     ref_stats, ref_findings, ref_rows = reference(files, by)
-    assert same_json(split.stats.result(), ref_stats)       # reference: one process, unsplit
+    assert same_json(split.stats, ref_stats)       # reference: one machine, unsplit
+    assert {"client", "broker"} < set(ref_stats["groups"][0])   # (a connection's groups name its endpoints)
     assert findings_of(split) == ref_findings
     assert parquet_rows(tmp_path / "o") == ref_rows
+    stats_tab = pq.read_table(str(tmp_path / "o" / "stats"))      # (its endpoints too, as stats -f csv has them)
+    assert stats_tab.column_names[:4] == ["conn", "client", "broker", "topic"]
+    assert stats_tab.num_rows == len(ref_stats["groups"])
 
 
 def test_hadoop_read_path(spark: Any, tmp_path: Path) -> None:
@@ -365,7 +432,7 @@ def test_hadoop_read_path(spark: Any, tmp_path: Path) -> None:
     ref_stats, ref_findings, _rows = reference(files, ("api", "version"))
     for direct_max in (-1, 0):      # processed where read / shuffled by connection
         res = run_spark(spark, files, None, JobConfig(force_hadoop=True, direct_max=direct_max))
-        assert same_json(res.stats.result(), ref_stats)
+        assert same_json(res.stats, ref_stats)
         assert findings_of(res) == ref_findings
 
 
@@ -453,7 +520,7 @@ def test_standalone_cluster(spark: Any, cluster: Cluster, tmp_path: Path) -> Non
     finally:
         stop_session(remote)
     ref_stats, ref_findings, ref_rows = reference(files, ("conn", "api"))
-    assert same_json(res.stats.result(), ref_stats)
+    assert same_json(res.stats, ref_stats)
     assert findings_of(res) == ref_findings
     assert same_json(json.loads((out / "stats.json").read_text()), ref_stats)
     assert parquet_rows(out) == ref_rows

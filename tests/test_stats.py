@@ -1,29 +1,23 @@
-"""Statistics: exact figures from exchanges with chosen timestamps, merging, sketch accuracy,
-waits and throttling, and the same figures through JSON and CSV."""
+"""Statistics: the figures ``stats`` reports (``analyzer.figures``' queries over the exchange
+tables, with the stories of ``analyzer.sinks.stats.Stories``) from exchanges with chosen
+timestamps: nearest-rank percentiles (exact at any count), errors and statuses, waits and
+throttling, grouping, throughput, the slowest exchanges, histograms; the same figures
+through JSON, CSV, text and plots; the stories' merging; the command on real captures."""
 from __future__ import annotations
 
 import csv
 import io
 import json
-import math
 import random
 from typing import Any
 
 import pytest
 
+from analyzer import engine, figures
+from analyzer._core import Quantiles
+from analyzer.figures import PERCENTILES, bucket_lower, groups_query
 from analyzer.model import Conn, Endpoint, Exchange, Frame
-from analyzer.sinks.stats import (
-    EXACT_LIMIT,
-    RELATIVE_ACCURACY,
-    PointSample,
-    Quantiles,
-    StatsAccumulator,
-    hist_bucket,
-    hist_bucket_lower,
-    parse_by,
-    topic_partitions,
-    wait_kind,
-)
+from analyzer.sinks.stats import COSTLY_VIEWS, Stories, named_topic_partitions, parse_by, wait_kind
 from analyzer.sinks.stats_render import (
     bar,
     csv_rows,
@@ -35,6 +29,7 @@ from analyzer.sinks.stats_render import (
     write_json,
 )
 from dissectors.field import Field
+from tests.conftest import figures_db, stats_of
 from tests.test_quantiles import nearest_rank_index
 
 T0 = 1_700_000_000.0
@@ -104,24 +99,45 @@ def lat_exchanges(values: list[float], **kw: Any) -> list[Exchange]:
     return [mk(lat=v, t=i * 0.01, cid=i, frame=3 * i + 1, **kw) for i, v in enumerate(values)]
 
 
+def query_of(exchanges: list[Exchange]) -> figures.Query:
+    """The figures' queries over the tables of ``exchanges`` (histograms, series, points)."""
+    return engine.query_of(figures_db(exchanges))
+
+
+def lat_of(ex: Exchange) -> float:
+    """An answered exchange's latency (ms)."""
+    assert ex.latency_ms is not None
+    return ex.latency_ms
+
+
+def ns(ex: Exchange) -> int:
+    """An exchange's latency in whole nanoseconds, as stats sums them for the mean."""
+    assert ex.request is not None and ex.response is not None
+    return round((ex.response.last_ts - ex.request.last_ts) * 1000.0 * 1e6)
+
+
 # -- percentiles ---------------------------------------------------------------------------
 
 
 def test_nearest_rank_definition() -> None:
-    # the core's exact quantiles of 1..n: the value at 1-based rank ceil(q * n)
+    """pX is the value at 1-based rank ceil(X/100 * n): in the report, and in the core's exact
+    quantiles (what ``live --stats`` reads)."""
+    name_of = {p: name for name, p in PERCENTILES}
     for q, n, rank in ((0.5, 100, 50), (0.99, 100, 99), (0.999, 100, 100), (0.99, 10, 10), (0.5, 1, 1),
                        (0.9, 10, 9), (0.5, 3, 2)):
         assert nearest_rank_index(q, n) == rank - 1
+        values = [float(v) for v in range(n, 0, -1)]
         exact = Quantiles()
-        exact.extend([float(v) for v in range(n, 0, -1)])
+        exact.extend(values)
         assert exact.quantile(q) == rank, (q, n)
+        g = stats_of(lat_exchanges(values))["groups"][0]
+        assert g["latency_ms"][name_of[q]] == rank, (q, n)
 
 
 def test_exact_figures_1_to_100_ms() -> None:
     values = [float(v) for v in range(1, 101)]
     random.Random(7).shuffle(values)
-    acc = StatsAccumulator().add_all(lat_exchanges(values, ttfb=0.5))
-    res = acc.result()
+    res = stats_of(lat_exchanges(values, ttfb=0.5))
     assert res["by"] == ["api", "version"]
     g = group(res, api="Produce", version=9)
     assert g["count"] == 100 and g["answered"] == 100
@@ -129,100 +145,89 @@ def test_exact_figures_1_to_100_ms() -> None:
                                "max": 100.0, "mean": 50.5}
     assert g["ttfb_ms"]["p50"] == 0.5 and g["ttfb_ms"]["max"] == 0.5
     assert g["bytes_in"] == 100 * (96 + 4) and g["bytes_out"] == 100 * (46 + 4)
-    assert g["exact"] is True
-    assert res["accuracy"]["exact_groups"] == 1 and res["accuracy"]["sketch_groups"] == 0
+    assert "exact" not in g
+    assert res["accuracy"] == {"percentile_definition": figures.PERCENTILE_DEFINITION}
+    assert res["accuracy"]["percentile_definition"].startswith("nearest-rank")
 
 
 def test_exact_small_group_p99_is_max() -> None:
-    res = StatsAccumulator().add_all(lat_exchanges([3.0, 1.0, 2.0, 10.0, 4.0])).result()
+    res = stats_of(lat_exchanges([3.0, 1.0, 2.0, 10.0, 4.0]))
     lat = res["groups"][0]["latency_ms"]
     assert lat["p50"] == 3.0 and lat["p90"] == 10.0 and lat["p99"] == 10.0 and lat["mean"] == 4.0
 
 
-def test_sketch_beyond_exact_limit_within_stated_error() -> None:
+def test_percentiles_exact_beyond_a_thousand_values() -> None:
+    """4,999 latencies in one group: every percentile is the exact nearest-rank value (it was
+    a DDSketch's, within 1 %, beyond 1,000 values per group; stats keeps no sketch now)."""
     rng = random.Random(3)
-    values = [rng.lognormvariate(1.0, 1.5) for _ in range(5 * EXACT_LIMIT)]
-    acc = StatsAccumulator().add_all(lat_exchanges(values))
-    res = acc.result()
-    g = res["groups"][0]
-    assert g["exact"] is False and res["accuracy"]["sketch_groups"] == 1
-    s = sorted(values)
-    for name, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p999", 0.999)):
-        true = s[nearest_rank_index(q, len(s))]
-        assert abs(g["latency_ms"][name] - true) <= RELATIVE_ACCURACY * true + 0.0006, name
+    exs = lat_exchanges([rng.lognormvariate(1.0, 1.5) for _ in range(4999)])
+    g = stats_of(exs)["groups"][0]
+    s = sorted(lat_of(ex) for ex in exs)
+    for name, q in PERCENTILES:
+        assert g["latency_ms"][name] == round(s[nearest_rank_index(q, len(s))], 3), name
     assert g["latency_ms"]["min"] == round(s[0], 3) and g["latency_ms"]["max"] == round(s[-1], 3)
-    assert g["latency_ms"]["mean"] == pytest.approx(sum(values) / len(values), abs=0.001)
+    assert g["latency_ms"]["mean"] == round(sum(ns(ex) for ex in exs) / len(exs) / 1e6, 3)
+    assert g["answered"] == g["service"] == 4999
 
 
-def test_quantiles_switch_exactly_at_limit() -> None:
-    q = Quantiles(limit=10)
-    for v in range(1, 11):
-        q.add(float(v))
-    assert q.exact and q.quantile(0.5) == 5.0
-    q.add(11.0)
-    assert not q.exact
-    assert q.quantile(0.5) == pytest.approx(6.0, rel=RELATIVE_ACCURACY)
-    assert q.quantile(1.0) == 11.0 and q.quantile(0.0) == 1.0
+def test_the_summary_rounds_to_the_microsecond() -> None:
+    """min, the percentiles and max are the latencies rounded to the microsecond; the mean is
+    that of the latencies in whole nanoseconds, rounded once."""
+    exs = lat_exchanges([1.00049, 2.0005, 3.5, 10.0, 0.0006, 0.0006, 0.0])
+    lats = sorted(lat_of(ex) for ex in exs)
+    mean = round(sum(ns(ex) for ex in exs) / len(exs) / 1e6, 3)
+    # (the mean of the rounded latencies would differ: rounding once is what is tested)
+    assert mean != round(sum(round(v, 3) for v in lats) / len(lats), 3)
+    g = stats_of(exs)["groups"][0]
+    assert g["latency_ms"] == {"min": round(lats[0], 3), "p50": round(lats[3], 3), "p90": 10.0, "p99": 10.0,
+                               "p999": 10.0, "max": 10.0, "mean": mean}
+    assert [name for name, _p in PERCENTILES] == ["p50", "p90", "p99", "p999"]
 
 
-def test_quantiles_zero_and_negative_values_in_sketch() -> None:
-    q = Quantiles(limit=2)
-    vals = [-4.0, 0.0, 0.0, 2.0, 8.0]
-    for v in vals:
-        q.add(v)
-    assert not q.exact
-    assert q.quantile(0.2) == -4.0          # clamped to the exact min
-    assert q.quantile(0.4) == 0 and q.quantile(0.6) == 0
-    assert q.quantile(0.8) == pytest.approx(2.0, rel=RELATIVE_ACCURACY)
+# -- the stories: merging --------------------------------------------------------------------
 
 
-# -- merging -------------------------------------------------------------------------------
+def _state_trip(s: Stories) -> Stories:
+    return Stories.from_state(json.loads(json.dumps(s.to_state())))
 
 
-def _split_merge(exchanges: list[Exchange], by: tuple[str, ...], parts: int, via_state: bool) -> dict[str, Any]:
-    accs = [StatsAccumulator(by) for _ in range(parts)]
-    for i, ex in enumerate(exchanges):
-        accs[i % parts].add(ex)
-    if via_state:
-        accs = [StatsAccumulator.from_state(json.loads(json.dumps(a.to_state()))) for a in accs]
-    total = accs[0]
-    for a in accs[1:]:
-        total.merge(a)
-    return _whole_conns(total.result(top=5))
+def _sample_exchanges(name: str) -> list[Exchange]:
+    from analyzer.pipeline import Options, Run
+
+    return list(Run(str(_sample(name)), Options(decode="lite")))
 
 
-def _whole_conns(result: dict[str, Any]) -> dict[str, Any]:
-    """The figures but in_flight, which follows each connection whole (workers and the Spark
-    job never split one; these tests deal a connection's exchanges out to several)."""
-    return {k: v for k, v in result.items() if k != "in_flight"}
+@pytest.mark.parametrize("name", ["consumer_lag_kafkapython.pcap", "group_rdkafka.pcap", "txn_rdkafka.pcap"])
+@pytest.mark.parametrize("parts", [2, 3])
+def test_stories_merged_from_shares_of_the_connections(name: str, parts: int) -> None:
+    """The stories of shares of a capture's connections (as the worker processes and the Spark
+    tasks make them), shipped as JSON state and merged in either order, are those of one pass
+    over the whole capture."""
+    exs = _sample_exchanges(name)
+    one = Stories(COSTLY_VIEWS).add_all(exs).result()
+    assert one["consumer_lag"] and one["producers"] and one["in_flight"]["clients"]
+    shares = [Stories(COSTLY_VIEWS).add_all([ex for ex in exs if ex.conn.id % parts == i]) for i in range(parts)]
+    assert all(s.result() != one for s in shares)
+    for order in (shares, shares[::-1]):
+        merged = _state_trip(order[0])
+        for s in order[1:]:
+            merged.merge(_state_trip(s))
+        assert merged.result() == one
 
 
-@pytest.mark.parametrize(("n", "by"), [(40, ("api", "conn")), (4000, ("api",)), (5000, ("conn", "topic"))])
-@pytest.mark.parametrize("via_state", [False, True])
-def test_merge_equals_one_accumulator(n: int, by: tuple[str, ...], via_state: bool) -> None:
-    rng = random.Random(n)
-    exchanges = []
-    for i in range(n):
-        api = rng.choice(["Produce", "Fetch", "Metadata"])
-        exchanges.append(mk(api=api, lat=rng.expovariate(0.1), t=i * 0.003, cid=i, frame=3 * i + 1,
-                            conn=rng.randrange(3), errors=["NOT_LEADER_OR_FOLLOWER"] if i % 17 == 0 else [],
-                            partitions=[{"topic": "t", "partition": i % 3, "records": 2, "bytes": 70}]
-                            if api in ("Produce", "Fetch") else []))
-    one = _whole_conns(StatsAccumulator(by).add_all(exchanges).result(top=5))
-    assert _split_merge(exchanges, by, 3, via_state) == one
-    if n > EXACT_LIMIT:
-        assert any(not g["exact"] for g in one["groups"])   # the sketch path was exercised
-
-
-def test_merge_of_two_small_exact_partials_stays_exact() -> None:
-    a = StatsAccumulator().add_all(lat_exchanges([1.0] * 300))
-    b = StatsAccumulator().add_all(lat_exchanges([2.0] * 300))
-    assert a.merge(b).result()["groups"][0]["exact"] is True
-
-
-def test_merge_rejects_other_grouping() -> None:
-    with pytest.raises(ValueError):
-        StatsAccumulator(("api",)).merge(StatsAccumulator(("conn",)))
+def test_stories_state_keeps_the_views_asked_for() -> None:
+    exs = _sample_exchanges("group_rdkafka.pcap")
+    lean = Stories(()).add_all(exs)
+    assert set(lean.result()) == {"consumer_lag", "producers", "consumer_groups"}
+    back = _state_trip(lean)
+    assert back.views == frozenset() and back.result() == lean.result()
+    full = Stories(COSTLY_VIEWS).add_all(exs)
+    assert _state_trip(full).result() == full.result()
+    assert set(full.result()) == {"consumer_lag", "producers", "consumer_groups", "committed_lag", "in_flight"}
+    st = full.to_state()
+    st["v"] = -1
+    with pytest.raises(ValueError, match="version"):
+        Stories.from_state(st)
 
 
 # -- grouping ------------------------------------------------------------------------------
@@ -239,7 +244,7 @@ def _mixed() -> list[Exchange]:
         mk("Metadata", 12, lat=1.0, conn=0, client_id="p1", cid=4,
            req_body={"topics": topics_array(("a", []), ("c", []))}),
         mk("Fetch", 11, lat=6.0, conn=2, client_id="c1", cid=5,
-           partitions=[{"topic": "a", "partition": 1, "records": 3, "bytes": 300, "error": "NONE"},
+           partitions=[{"topic": "a", "partition": 1, "records": 3, "bytes": 300, "error": None},
                        {"topic": "b", "partition": 0, "records": 0, "bytes": 0,
                         "error": "OFFSET_OUT_OF_RANGE"}],
            errors=["OFFSET_OUT_OF_RANGE"]),
@@ -247,25 +252,24 @@ def _mixed() -> list[Exchange]:
 
 
 def test_group_by_api_only_and_client_id() -> None:
-    acc = StatsAccumulator(parse_by("api")).add_all(_mixed())
-    res = acc.result()
+    res = stats_of(_mixed(), by=parse_by("api"))
     assert [g["api"] for g in res["groups"]] == ["Fetch", "Metadata", "Produce"]
     prod = group(res, api="Produce")
     assert prod["count"] == 3 and prod["latency_ms"]["p50"] == 4.0 and prod["records"] == 15
-    res2 = StatsAccumulator(parse_by("client_id,api")).add_all(_mixed()).result()
+    res2 = stats_of(_mixed(), by=parse_by("client_id,api"))
     assert group(res2, client_id="p2", api="Produce")["count"] == 2
     assert group(res2, client_id="p1", api="Metadata")["count"] == 1
 
 
 def test_group_by_client_broker_conn() -> None:
-    res = StatsAccumulator(("client", "broker", "conn")).add_all(_mixed()).result()
+    res = stats_of(_mixed(), by=("client", "broker", "conn"))
     g = group(res, conn=1)
     assert g["client"] == "127.0.0.1:50001" and g["broker"] == "127.0.0.1:9092"
     assert g["count"] == 2 and g["latency_ms"]["max"] == 8.0
 
 
 def test_group_by_topic_partition_expands() -> None:
-    res = StatsAccumulator(("api", "topic", "partition")).add_all(_mixed()).result()
+    res = stats_of(_mixed(), by=("api", "topic", "partition"))
     a0 = group(res, api="Produce", topic="a", partition=0)
     assert a0["count"] == 2 and a0["records"] == 10 and a0["record_bytes"] == 1000
     assert a0["latency_ms"]["min"] == 4.0 and a0["latency_ms"]["max"] == 8.0
@@ -279,7 +283,7 @@ def test_group_by_topic_partition_expands() -> None:
 
 
 def test_group_by_topic_counts_an_exchange_once_per_topic() -> None:
-    res = StatsAccumulator(("topic",)).add_all(_mixed()).result()
+    res = stats_of(_mixed(), by=("topic",))
     a = group(res, topic="a")
     assert a["count"] == 4          # two Produce, the Metadata, the Fetch
     assert a["records"] == 5 + 3 + 5 + 3
@@ -288,8 +292,13 @@ def test_group_by_topic_counts_an_exchange_once_per_topic() -> None:
 
 def test_topic_partitions_from_request_tree() -> None:
     ex = mk("Metadata", 12, req_body={"topics": topics_array(("x", [0, 2]))})
-    assert [(t, p) for t, p, _ in topic_partitions(ex)] == [("x", 0), ("x", 2)]
-    assert topic_partitions(mk("ApiVersions", 3)) == [(None, None, None)]
+    assert [(t, p) for t, p, _ in named_topic_partitions(ex)] == [("x", 0), ("x", 2)]
+    none = mk("ApiVersions", 3, cid=2, frame=10)
+    assert named_topic_partitions(none) == []
+    # grouped by topic, an exchange that names none counts under null
+    res = stats_of([ex, none], by=("topic", "partition"))
+    assert [(g["topic"], g["partition"], g["count"]) for g in res["groups"]] == \
+        [("x", 0, 1), ("x", 2, 1), (None, None, 1)]
 
 
 def test_parse_by_rejects_unknown() -> None:
@@ -297,7 +306,7 @@ def test_parse_by_rejects_unknown() -> None:
     with pytest.raises(ValueError):
         parse_by("api,nope")
     with pytest.raises(ValueError):
-        StatsAccumulator(("bogus",))
+        groups_query(("bogus",))
 
 
 # -- errors, statuses, waits, throttling ---------------------------------------------------
@@ -311,7 +320,7 @@ def test_errors_and_statuses() -> None:
         mk(lat=None, cid=4, status="no_response_expected"),   # acks=0
         mk(lat=3.0, cid=5, status="malformed"),
     ]
-    res = StatsAccumulator().add_all(exs).result()
+    res = stats_of(exs)
     g = res["groups"][0]
     assert g["count"] == 5 and g["answered"] == 3
     assert g["unanswered"] == 1 and g["no_response"] == 1 and g["malformed"] == 1
@@ -319,11 +328,9 @@ def test_errors_and_statuses() -> None:
     assert g["latency_ms"]["min"] == 3.0 and g["latency_ms"]["max"] == 7.0
     assert g["bytes_out"] == 3 * 50 and g["bytes_in"] == 5 * 100
     orphan = mk(api="Unknown", version=None, lat=2.0, status="orphan_response")  # type: ignore[arg-type]
-    res2 = StatsAccumulator().add_all([orphan]).result()
+    res2 = stats_of([orphan])
     assert res2["groups"][0]["orphans"] == 1 and res2["groups"][0]["bytes_in"] == 0
     assert res2["groups"][0]["version"] is None
-
-
 def test_wait_classification() -> None:
     fetch_idle = mk("Fetch", 11, lat=501.0, cid=1, req_body={"max_wait_ms": 500, "min_bytes": 1})
     fetch_near = mk("Fetch", 11, lat=455.0, cid=2, req_body={"max_wait_ms": 500, "min_bytes": 1})
@@ -349,8 +356,8 @@ def test_wait_classification() -> None:
     assert wait_kind(mk("SyncGroup", 3, lat=1000.0, req_body={"assignments": Field("x", "array", 0)})) \
         == "sync_group_follower"
     assert wait_kind(mk("SyncGroup", 3, lat=1.0, req_body={"assignments": leader})) is None
-    res = StatsAccumulator(("api",)).add_all(
-        [fetch_idle, fetch_near, fetch_fast, fetch_data, fetch_short, join, join_mid, prod_all, prod_one]).result()
+    res = stats_of(
+        [fetch_idle, fetch_near, fetch_fast, fetch_data, fetch_short, join, join_mid, prod_all, prod_one], by=("api",))
     f = group(res, api="Fetch")
     assert f["waits"] == {"fetch_max_wait": 3} and f["service"] == 2
     assert f["latency_ms"]["max"] == 501.0
@@ -361,9 +368,10 @@ def test_wait_classification() -> None:
     assert p["waits"] == {} and p["service"] == 2 and p["latency_ms_excl_waits"]["max"] == 12.0
 
 
+
 def test_throttling() -> None:
     exs = [mk(lat=1.0, cid=i, resp_body={"throttle_time_ms": t}) for i, t in enumerate([0, 100, 250, 0])]
-    g = StatsAccumulator().add_all(exs).result()["groups"][0]
+    g = stats_of(exs)["groups"][0]
     assert g["throttled"] == 2 and g["throttle_time_ms"] == {"total": 350, "max": 250}
 
 
@@ -377,7 +385,7 @@ def test_throughput_and_request_rate() -> None:
         mk("Fetch", lat=3.0, t=1.2, cid=3, partitions=[{"topic": "a", "partition": 0, "records": 20, "bytes": 1900}]),
         mk("Metadata", lat=1.0, t=3.999, cid=4),
     ]
-    thr = StatsAccumulator().add_all(exs).result()["throughput"]
+    thr = stats_of(exs)["throughput"]
     assert thr["duration_s"] == pytest.approx(4.0, abs=1e-6)
     assert thr["exchanges"] == 4 and thr["requests_per_s"] == 1.0
     (tp,) = thr["topic_partitions"]
@@ -390,49 +398,68 @@ def test_throughput_and_request_rate() -> None:
 
 def test_top_slowest() -> None:
     values = [5.0, 50.0, 1.0, 50.0, 20.0]
-    acc = StatsAccumulator(keep_top=3).add_all(lat_exchanges(values))
-    top = acc.result(top=2)["top"]
+    exs = lat_exchanges(values)
+    top = stats_of(exs, top=2)["top"]
     assert [r["latency_ms"] for r in top] == [50.0, 50.0]
     assert [r["correlation_id"] for r in top] == [1, 3]      # ties: by connection, then request frame
     assert top[0]["request_frame"] == 4 and top[0]["response_frame"] == 6
     assert top[0]["conn"] == 0 and top[0]["client"] == "127.0.0.1:50000" and top[0]["api"] == "Produce"
-    assert [r["latency_ms"] for r in acc.top(10)] == [50.0, 50.0, 20.0]   # keep_top bounds memory
-    assert acc.result()["top"] == []
+    assert [r["latency_ms"] for r in stats_of(exs, top=10)["top"]] == [50.0, 50.0, 20.0, 5.0, 1.0]
+    assert stats_of(exs)["top"] == []
 
 
 def test_histogram_buckets_1_2_5() -> None:
-    assert [hist_bucket(v) for v in (1.0, 1.99, 2.0, 4.99, 5.0, 9.99, 10.0)] == [0, 0, 1, 1, 2, 2, 3]
-    assert hist_bucket(0.5) == -1 and hist_bucket_lower(-1) == pytest.approx(0.5)
-    assert hist_bucket(0.0) == hist_bucket(0.001) == -9
-    assert hist_bucket_lower(7) == pytest.approx(200.0)
-    acc = StatsAccumulator().add_all(lat_exchanges([1.0, 1.5, 3.0, 30.0]))
-    h = acc.histograms()["Produce"]
-    assert h == [(1.0, 2), (2.0, 1), (5.0, 0), (10.0, 0), (20.0, 1)]
-    lines = histogram_lines(acc.histograms(), width=8)
+    """Buckets of a 1-2-5 log scale (ms), of the latencies rounded to the microsecond (1 us
+    and under in the lowest), from an API's lowest bucket to its highest, the empty ones as
+    zeros."""
+    def buckets(values: list[float]) -> list[tuple[float, int]]:
+        return figures.histograms(query_of(lat_exchanges(values)))["Produce"]
+
+    assert buckets([1.0, 1.99, 2.0, 4.99, 5.0, 9.99, 10.0]) == [(1.0, 2), (2.0, 2), (5.0, 2), (10.0, 1)]
+    assert buckets([0.5]) == [(pytest.approx(0.5), 1)] and bucket_lower(-1) == pytest.approx(0.5)
+    assert buckets([0.0, 0.0004, 0.001]) == [(pytest.approx(0.001), 3)] and bucket_lower(-9) == pytest.approx(0.001)
+    assert bucket_lower(7) == pytest.approx(200.0)
+    hists = figures.histograms(query_of(lat_exchanges([1.0, 1.5, 3.0, 30.0])))
+    assert hists["Produce"] == [(1.0, 2), (2.0, 1), (5.0, 0), (10.0, 0), (20.0, 1)]
+    lines = histogram_lines(hists, width=8)
     assert lines[1].endswith("|████████| 2") and ">=     1ms" in lines[1]
     assert lines[3].endswith("|        | 0")
     assert bar(1, 8, 1) == "▏" and bar(0, 8, 4) == ""
 
 
-def test_point_sample_is_bounded() -> None:
-    ps = PointSample(cap=100)
-    for ex in lat_exchanges([1.0] * 1000):
-        ps.add(ex)
-    pts = ps.by_api()["Produce"]
-    assert 50 <= len(pts) <= 100 and ps.stride == 16
+def test_latency_series_per_api_and_second() -> None:
+    exs = [mk(api="Metadata", lat=1.5, t=0.2, cid=1, frame=1), mk(api="Metadata", lat=2.5, t=0.7, cid=2, frame=10),
+           mk(api="Metadata", lat=4.0, t=2.1, cid=3, frame=20), mk(api="Fetch", lat=9.0, t=0.4, cid=4, frame=30)]
+    series = figures.latency_series(query_of(exs))
+    assert {api: [(s - int(T0), n, round(mean, 3), round(mx, 3)) for s, n, mean, mx in rows]
+            for api, rows in series.items()} == {"Fetch": [(0, 1, 9.0, 9.0)],
+                                                 "Metadata": [(0, 2, 2.0, 2.5), (2, 1, 4.0, 4.0)]}
+
+
+def test_points_are_every_kth_in_time_within_the_cap() -> None:
+    """The plots' scatter: every k-th answered exchange in time order, k the smallest that
+    keeps at most ``cap`` points."""
+    exs = lat_exchanges([1.0 + i % 7 for i in range(1000)]) + [mk(lat=None, t=20.0, cid=5000, frame=90_000)]
+    q = query_of(exs)
+    for cap, k in ((100, 10), (300, 4), (1000, 1), (5000, 1)):
+        pts = figures.points(q, cap)["Produce"]
+        assert len(pts) == len(range(0, 1000, k)) <= cap, cap
+        assert pts == [(exs[i].request_time, round(lat_of(exs[i]), 3)) for i in range(0, 1000, k)], cap
 
 
 # -- output formats -------------------------------------------------------------------------
 
 
-def _report() -> tuple[StatsAccumulator, dict[str, Any]]:
-    exs = _mixed() + lat_exchanges([float(v) for v in range(1, 21)], conn=3)
-    acc = StatsAccumulator(("api", "version")).add_all(exs)
-    return acc, acc.result(top=3)
+def _report_exchanges() -> list[Exchange]:
+    return _mixed() + lat_exchanges([float(v) for v in range(1, 21)], conn=3)
+
+
+def _report() -> dict[str, Any]:
+    return stats_of(_report_exchanges(), top=3, views=COSTLY_VIEWS)
 
 
 def test_json_output_has_issue_shape() -> None:
-    _acc, res = _report()
+    res = _report()
     buf = io.StringIO()
     write_json(res, buf)
     doc = json.loads(buf.getvalue())
@@ -449,7 +476,7 @@ def test_json_output_has_issue_shape() -> None:
 
 
 def test_csv_output_matches_json() -> None:
-    _acc, res = _report()
+    res = _report()
     buf = io.StringIO()
     write_csv(res, buf)
     rows = list(csv.DictReader(io.StringIO(buf.getvalue())))
@@ -470,11 +497,11 @@ def test_csv_output_matches_json() -> None:
 def test_plain_text_and_rich_tables() -> None:
     from rich.console import Console
 
-    acc, res = _report()
+    res = _report()
     ts = tables(res)
     assert [t.title.split(" ")[0] for t in ts] == ["Latency", "Errors", "Time", "Slowest", "Throughput", "Requests"]
     plain = Console(file=io.StringIO(), width=200, force_terminal=False)
-    render_text(res, plain, acc.histograms())
+    render_text(res, plain, figures.histograms(query_of(_report_exchanges())))
     text = plain.file.getvalue()  # type: ignore[attr-defined]
     line = next(ln for ln in text.splitlines() if ln.startswith("Produce") and " 9 " in ln)
     cols = line.split()
@@ -491,16 +518,15 @@ def test_plot_png_and_html(tmp_path: Any) -> None:
     pytest.importorskip("matplotlib")
     from analyzer.sinks.stats_render import write_plot
 
-    acc, res = _report()
-    ps = PointSample()
-    for ex in _mixed():
-        ps.add(ex)
+    res = _report()
+    q = query_of(_report_exchanges())
+    hists, series = figures.histograms(q), figures.latency_series(q)
     png = tmp_path / "s.png"
-    write_plot(str(png), res, acc.histograms(), acc.latency_series(), ps.by_api(), "test")
+    write_plot(str(png), res, hists, series, figures.points(q), "test")
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
     page = tmp_path / "s.html"
-    write_plot(str(page), res, acc.histograms(), acc.latency_series(), None, "test")
+    write_plot(str(page), res, hists, series, None, "test")
     text = page.read_text()
     assert "data:image/png;base64," in text and "<td>Produce</td>" in text
     assert html_page(b"x", res, "<t>").count("&lt;t&gt;") == 2
@@ -508,13 +534,16 @@ def test_plot_png_and_html(tmp_path: Any) -> None:
         write_plot(str(tmp_path / "s.svg"), res, {}, {}, None)
 
 
-def test_empty_accumulator() -> None:
-    res = StatsAccumulator().result(top=5)
+def test_empty_report() -> None:
+    res = stats_of([], top=5)
     assert res["groups"] == [] and res["top"] == [] and res["throughput"]["requests_per_s"] is None
+    assert res["throughput"]["duration_s"] == 0.0 and res["throughput"]["exchanges"] == 0
+    assert res["throughput"]["per_second"] == [] and res["throughput"]["topic_partitions"] == []
     buf = io.StringIO()
     write_csv(res, buf)
     assert buf.getvalue().strip() == "api,version,count"
-    assert math.isclose(StatsAccumulator().duration_s, 0.0)
+    q = query_of([])
+    assert figures.histograms(q) == {} and figures.latency_series(q) == {} and figures.points(q) == {}
 
 
 # -- the command on real captures -------------------------------------------------------------
@@ -672,24 +701,6 @@ def test_cli_plot_and_usage_errors(tmp_path: Any) -> None:
     assert r.exit_code == 1
 
 
-def test_top_floor_keeps_what_a_full_sort_keeps() -> None:
-    # latencies crowding around the microsecond rounding of the heap's smallest entry: the
-    # early turn-away (StatsAccumulator._top_floor) must not drop one that belongs in the top
-    rng = random.Random(11)
-    values = [round(rng.choice([2.0, 2.001, 1.9995, 2.0004, 2.0005, 1.999]) + rng.choice([0, 1e-7, -1e-7]), 9)
-              for _ in range(400)]
-    exs = lat_exchanges(values)
-    acc = StatsAccumulator(keep_top=7).add_all(exs)
-    every = StatsAccumulator(keep_top=len(values)).add_all(exs)
-    assert acc.top(7) == every.top(7)
-    # merging into a larger keep_top opens the top again
-    small = StatsAccumulator(keep_top=5).add_all(exs[:200])
-    big = StatsAccumulator(keep_top=2).merge(small)
-    assert big.keep_top == 5 and len(big.top(20)) == 5
-    big.add_all(exs[200:])
-    rest = StatsAccumulator(keep_top=400).add_all(exs[200:])
-    expected = sorted([r["latency_ms"] for r in small.top(5) + rest.top(400)], reverse=True)[:5]
-    assert [r["latency_ms"] for r in big.top(20)] == expected
 
 
 def test_cli_request_rates_can_be_compared() -> None:
@@ -706,6 +717,7 @@ def test_cli_request_rates_can_be_compared() -> None:
     assert sum(per_second) == 64 and max(per_second) == 26
 
 
+
 def test_plot_always_draws_the_slowest_and_the_erring_apis() -> None:
     """Ten APIs, the 8 busiest each seen 5+ times; the slowest (JoinGroup, once) and one with
     an error (Metadata, once) are drawn all the same, in place of the least busy."""
@@ -719,12 +731,10 @@ def test_plot_always_draws_the_slowest_and_the_erring_apis() -> None:
             exchanges.append(mk(api=api, lat=1.0 + k, t=i * 0.01, cid=i, frame=3 * i))
     exchanges.append(mk(api="JoinGroup", lat=3000.0, t=1.0, cid=900, frame=2700))
     exchanges.append(mk(api="Metadata", lat=0.5, t=1.1, cid=901, frame=2703, errors=["LEADER_NOT_AVAILABLE"]))
-    acc = StatsAccumulator(("api", "version"))
-    for ex in exchanges:
-        acc.add(ex)
-    res = acc.result()
-    counts = {api: sum(n for _e, n in b) for api, b in acc.histograms().items()}
-    slowest, erring = plot_highlights(res, acc.latency_series())
+    res = stats_of(exchanges)
+    q = query_of(exchanges)
+    counts = {api: sum(n for _e, n in b) for api, b in figures.histograms(q).items()}
+    slowest, erring = plot_highlights(res, figures.latency_series(q))
     assert slowest == "JoinGroup" and erring == {"Metadata": 1}
     assert plot_apis(counts, slowest, erring) == ["A8", "A7", "A6", "A5", "A4", "A3", "JoinGroup", "Metadata"]
 
@@ -734,15 +744,13 @@ def test_plot_of_a_real_capture_keeps_its_slowest_api() -> None:
     """group_rdkafka_tansu: JoinGroup (2 exchanges, the slowest: held for the rebalance) is not
     among the 8 busiest of its 14 APIs."""
     pytest.importorskip("matplotlib")
+    from analyzer.pipeline import Options, Run
     from analyzer.sinks.stats_render import plot_apis, plot_highlights, plot_png
 
-    cap = _shared("group_rdkafka_tansu.pcap")
-    acc = StatsAccumulator(("api", "version"))
-    from analyzer.pipeline import Options, Run
-
-    for ex in Run(str(cap), Options(decode="lite")):
-        acc.add(ex)
-    res, hists, series = acc.result(), acc.histograms(), acc.latency_series()
+    exs = list(Run(str(_shared("group_rdkafka_tansu.pcap")), Options(decode="lite")))
+    res = stats_of(exs)
+    q = query_of(exs)
+    hists, series = figures.histograms(q), figures.latency_series(q)
     counts = {api: sum(n for _e, n in b) for api, b in hists.items()}
     assert len(counts) == 14 and "JoinGroup" not in sorted(counts, key=lambda a: -counts[a])[:8]
     slowest, erring = plot_highlights(res, series)

@@ -15,7 +15,6 @@ from analyzer.commands.options import (
     capture_options,
     check_files,
     make_folders,
-    need_arrow,
     prepare_out,
     write_tables,
 )
@@ -35,7 +34,6 @@ def export_command(captures: tuple[str, ...], out: str, overwrite: bool, trees: 
     The same tables as the spark job's, for DuckDB, pandas, polars, Spark or `sql`:
     one row per exchange, per topic-partition of a Produce or Fetch, per TCP connection.
     """
-    need_arrow("export")
     check_files(captures)
     prepare_out(out, overwrite)
     make_folders(out, "--out ")

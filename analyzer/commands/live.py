@@ -53,7 +53,7 @@ class _Address(click.ParamType):
               help="How each exchange is printed [default: summary; nothing with --stats unless given].")
 @click.option("--stats", "show_stats", is_flag=True,
               help="Show a dashboard refreshed every second (rates, latency p50/p99 per API, errors, "
-                   "top clients) and the full statistics at the end.")
+                   "top clients) and, at the end, its figures per API since the start.")
 @click.option("-w", "--write", "write_path", type=click.Path(dir_okay=False), metavar="FILE.pcap",
               help="Also save the captured packets (pcap, nanosecond timestamps, the interface's link type).")
 @click.option("-c", "--count", type=click.IntRange(min=1), help="Stop after N exchanges (that -Y selects).")
@@ -85,7 +85,7 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
     """Capture Kafka traffic live and print each exchange as soon as its response arrives.
 
     Stops on Ctrl-C, SIGTERM, --count, --duration or when the reader of its output goes
-    away, then prints the closing summary (and the statistics with --stats). With
+    away, then prints the closing summary (after the dashboard's figures with --stats). With
     --metrics it is a monitor: Prometheus scrapes its figures while it runs. Exit status:
     130 after Ctrl-C, 143 after SIGTERM, 0 otherwise. Requests still waiting at the end are
     reported as unanswered, as `read` reports them at the end of the file --write saved.
@@ -214,10 +214,14 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
     # the reader of stdout went away
     to_err = fmt == "ndjson" or result.reason == "output closed"
     if dash is not None:
-        from analyzer.sinks import stats_render as sr
+        from analyzer.sinks.stats_render import PLAIN_WIDTH
 
+        # the dashboard's figures as they stood at the stop (the packets and the kernel's
+        # drops are in the summary below)
         console = stdout_console(stderr=to_err, highlight=False)
-        sr.render_text(dash.accumulator.result(), console, width=None if console.is_terminal else sr.PLAIN_WIDTH)
+        if not console.is_terminal:
+            console.width = PLAIN_WIDTH
+        console.print(dash.report())
     if not no_summary:
         from analyzer.commands.options import summary_text
 

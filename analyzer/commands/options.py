@@ -184,10 +184,11 @@ def filter_option(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def iter_captures(paths: tuple[str, ...], kw: dict[str, Any], progress: bool = True,
-                  decode: Decode = Decode.FULL, tables: bool = False) -> Iterator[tuple[str, Any]]:
+                  decode: Decode = Decode.FULL, tables: bool = False,
+                  hand: frozenset[int] = frozenset()) -> Iterator[tuple[str, Any]]:
     """(path, Run) for each capture, with the shared options and a decode mode applied;
     ``tables``: the core builds the exchange tables' rows (``Options.tables``, the path the
-    capture's name in them), a lean ``decode``.
+    capture's name in them), a lean ``decode``, and hands those of the API keys ``hand`` on.
     Every path is checked before the first is read (``check_captures``): a missing file or
     one that is not a capture stops the command before it prints anything."""
     from analyzer.pipeline import Run
@@ -196,7 +197,7 @@ def iter_captures(paths: tuple[str, ...], kw: dict[str, Any], progress: bool = T
     options, ctx = options_from_kwargs(kw, decode=decode)
     for path in paths:
         update, close = _progress(progress)
-        run = Run(path, replace(options, tables=path) if tables else options, fresh_context(ctx),
+        run = Run(path, replace(options, tables=path, hand=hand) if tables else options, fresh_context(ctx),
                   progress=update)
         try:
             yield path, run
@@ -301,14 +302,6 @@ def rule_list(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
 
 # -- the tables of captures as Parquet: export, sql, and spark's --out ---------------------
 
-def need_arrow(command: str) -> None:
-    """pyarrow, or one line naming the extra that brings it."""
-    try:
-        import pyarrow  # noqa: F401
-    except ImportError:
-        raise UserError(f"{command} needs pyarrow (pip install 'kafkawire-sniff[tables]')") from None
-
-
 def check_files(captures: tuple[str, ...]) -> None:
     """Every capture named is a readable file, before any is read or an output folder made
     (one line for the first that is not)."""
@@ -362,10 +355,10 @@ def make_folders(out: str, what: str = "") -> None:
 def write_tables(captures: tuple[str, ...], out: str, kw: dict[str, Any], trees: bool = False) -> dict[str, int]:
     """The tables of ``captures`` (read with the shared options ``kw``) as Parquet in
     ``out``'s table folders, made already: each table's rows written."""
-    from analyzer.tables import EXCHANGES, TABLES, ParquetTable, Table, with_trees, write_rows
+    from analyzer.tables import EXCHANGES, TABLES, Table, open_writers, with_trees, write_rows
 
     tables: list[Table] = [with_trees(EXCHANGES) if trees else EXCHANGES, *TABLES[1:]]
-    writers = {t.name: ParquetTable(t, os.path.join(out, t.name, "part-00000.parquet")) for t in tables}
+    writers = open_writers(out, tables)
     # (lite with the requests' topics: the topic_partitions column reads them)
     decode = Decode.FULL if trees else lean_decode(kw["max_depth"], Decode.LITE_TOPICS)
     runs = iter_captures(captures, kw, progress=True, decode=decode, tables=decode.lean)

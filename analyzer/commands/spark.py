@@ -87,7 +87,7 @@ def spark_command(captures: tuple[str, ...], out_dir: str, master: str, by: tupl
     """
     t0 = time.monotonic()
     from analyzer.sinks.check import RULES
-    from analyzer.spark.inputs import JobConfig, SparkJobError, capture_names, resolve_inputs
+    from analyzer.spark.inputs import JobConfig, SparkJobError, resolve_inputs
     from analyzer.spark.job import run_spark
     from analyzer.spark.outputs import OUTPUTS
     from analyzer.spark.session import (
@@ -150,10 +150,9 @@ def spark_command(captures: tuple[str, ...], out_dir: str, master: str, by: tupl
     if not quiet:
         _print_summary(result, out_dir, time.monotonic() - t0, OUTPUTS if "://" not in out_dir else OUTPUTS[:-2])
     if top:
-        from analyzer.sinks.stats_render import add_show, top_table
+        from analyzer.sinks.stats_render import top_table
 
-        slowest = result.stats.top(top)
-        add_show(slowest, capture_names(result.sources))
+        slowest = result.stats["top"]       # (each with the `read` command that shows it)
         if slowest:
             click.echo(top_table(slowest).plain())
     return 0

@@ -8,7 +8,6 @@ spills to that folder when a query needs more.
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import os
 import sys
@@ -17,50 +16,15 @@ from typing import Any
 
 import click
 
-from analyzer import figures
-from analyzer.commands.options import capture_options, check_files, make_folders, need_arrow, write_tables
+from analyzer import engine
+from analyzer.commands.options import capture_options, check_files, make_folders, write_tables
 from analyzer.errors import UserError, stdout_console
-from analyzer.tables import EXCHANGES, TABLES
-
-# DuckDB's memory for a query: what it needs beyond this it spills to disk (with the
-# process's own, ~100 MB of Python, pyarrow and DuckDB, the whole stays under 200 MB)
-MEMORY_LIMIT = "96MB"
-
-
-def _give_back_memory() -> None:
-    """Hand the memory the tables' writing freed back to the system before DuckDB runs
-    (glibc keeps freed blocks for the process otherwise), so the two do not add up."""
-    import ctypes
-    import gc
-
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):     # (not glibc: nothing to trim)
-        pass
+from analyzer.tables import TABLES
 
 
 def _is_tables(path: str) -> bool:
     """A folder ``export`` or ``spark`` wrote: one sub-folder of Parquet per table."""
     return os.path.isdir(path) and any(os.path.isdir(os.path.join(path, t.name)) for t in TABLES)
-
-
-def connect(folders: list[str], spill: str) -> Any:
-    """A DuckDB connection with a view per table over the Parquet of ``folders``, and the
-    figures of ``stats`` as views over them (``analyzer.figures.views``)."""
-    import duckdb
-
-    db = duckdb.connect(config={"memory_limit": MEMORY_LIMIT, "temp_directory": spill})
-    for t in TABLES:
-        globs = [os.path.join(f, t.name, "*.parquet") for f in folders
-                 if os.path.isdir(os.path.join(f, t.name))]
-        if globs:
-            files = ", ".join("'" + g.replace("'", "''") + "'" for g in globs)
-            db.execute(f"CREATE VIEW {t.name} AS SELECT * FROM read_parquet([{files}], union_by_name = true)")
-    if any(os.path.isdir(os.path.join(f, EXCHANGES.name)) for f in folders):
-        for name, query in figures.views().items():
-            db.execute(f"CREATE VIEW {name} AS {query}")
-    return db
 
 
 def _cell(v: Any, exact: bool = False) -> str:
@@ -111,11 +75,8 @@ def sql_command(sources_and_query: tuple[str, ...], fmt: str, **kw: Any) -> None
     if len(sources_and_query) < 2:
         raise click.UsageError("give the captures (or table folders), then the query")
     *sources, query = sources_and_query
-    need_arrow("sql")
-    # (imported once the captures are written: the tables' writing and DuckDB do not hold
-    # memory at the same time)
-    if importlib.util.find_spec("duckdb") is None:
-        raise UserError("sql needs duckdb (pip install 'kafkawire-sniff[tables]')")
+    # (DuckDB is imported once the captures are written: the tables' writing and DuckDB do
+    # not hold memory at the same time)
     folders = [s for s in sources if _is_tables(s)]
     captures = tuple(s for s in sources if s not in folders)
     check_files(captures)
@@ -125,10 +86,10 @@ def sql_command(sources_and_query: tuple[str, ...], fmt: str, **kw: Any) -> None
             make_folders(own)
             write_tables(captures, own, kw)
             folders.append(own)
-            _give_back_memory()
+            engine.give_back_memory()
         import duckdb
 
-        db = connect(folders, os.path.join(tmp, "spill"))
+        db = engine.connect(folders, os.path.join(tmp, "spill"))
         try:
             cur = db.execute(query)
             cols = [d[0] for d in cur.description] if cur.description else []

@@ -1,38 +1,28 @@
 """``kafkawire-sniff stats``: latency, errors and throughput per group of exchanges.
 
-Only wiring: the figures come from ``analyzer.sinks.stats``, the drawing from
-``analyzer.sinks.stats_render``.
+Only wiring: the captures become the exchange tables (``analyzer.tables``, written as Parquet
+in a temporary folder: by the core, or by the worker processes of ``analyzer.shards``), the
+figures are queries over them (``analyzer.figures``, run by ``analyzer.engine``), the stories
+come from ``analyzer.sinks.stats.Stories``, the drawing from ``analyzer.sinks.stats_render``.
 """
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from typing import Any
 
 import click
 
+from analyzer import figures
 from analyzer.commands.options import by_param, capture_options, filter_option, iter_captures, jobs_option
 from analyzer.errors import UserError, stdout_console, warn_damaged
 from analyzer.pipeline import merge_connections
 from analyzer.runs import Decode, lean_decode
 from analyzer.sinks.insights import LagTimeline
-from analyzer.sinks.stats import (
-    COSTLY_VIEWS,
-    GROUP_KEYS,
-    PointSample,
-    StatsAccumulator,
-    keep_top_for,
-)
+from analyzer.sinks.stats import COSTLY_VIEWS, GROUP_KEYS, Stories
 from analyzer.sinks.stats_render import SECTIONS
-
-
-def with_endpoints(by: tuple[str, ...]) -> tuple[str, ...]:
-    """The group keys of ``--by``, with ``client`` and ``broker`` after ``conn`` when ``conn``
-    is one of them and they are not."""
-    if "conn" not in by:
-        return by
-    i = by.index("conn") + 1
-    return by[:i] + tuple(k for k in ("client", "broker") if k not in by) + by[i:]
 
 
 def _tagged(connections: dict[str, Any], source: str | None) -> dict[str, Any]:
@@ -75,15 +65,14 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
 
     Latency runs from the packet that completed the request to the packet that
     completed the response (ttfb: to the response's first byte). Percentiles are
-    nearest-rank, exact up to 1000 values per group, then from a DDSketch within 1 %.
+    nearest-rank and exact: every figure is a query over the capture's exchange tables.
 
     \b
     The groups' figures as a query over the tables, to run and change with `sql`:
     kafkawire-sniff sql capture.pcap "$(kafkawire-sniff stats --query capture.pcap)"
     """
     if show_query:
-        from analyzer.figures import groups_query, top_query
-        click.echo(top_query(top) if top else groups_query(with_endpoints(by)), nl=False)
+        click.echo(figures.top_query(top) if top else figures.groups_query(figures.with_endpoints(by)), nl=False)
         return
 
     if plot_path is not None:
@@ -97,58 +86,87 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
 
     # grouped by connection, the groups carry its client and broker too (one each per
     # connection: the same groups), so that a connection is shown with its endpoints
-    acc_by = with_endpoints(by)
+    acc_by = figures.with_endpoints(by)
     # the costly views (committed lag, in-flight depth) are computed when their section is asked
     # (and the committed lag for a plot, which draws it)
     views = tuple(v for v in COSTLY_VIEWS if v == section or (plot_path and v == "committed_lag"))
-    total = StatsAccumulator(acc_by, keep_top=keep_top_for(top), views=views)
+    stories = Stories(views)
     connections: dict[str, Any] | None = None     # why connections were taken as Kafka, or not
-    points = PointSample() if plot_path else None
     many = len(captures) > 1
-    # every figure comes from lean trees (the core's figures walk, core/src/figures/): the
-    # same numbers as full trees; grouping by topic or partition keeps each request's topics
-    decode = lean_decode(kw["max_depth"], Decode.lite(topics="topic" in by or "partition" in by))
-    from analyzer.shards import auto_jobs, run_stats_sharded
+    labels = {c: os.path.basename(c) for c in captures} if many else None
+    # the tables the figures read: the core builds the rows of the exchanges its lean walk
+    # reads (with each request's topics, for topic_partitions) and hands the stories' APIs on
+    decode = lean_decode(kw["max_depth"], Decode.LITE_TOPICS)
+    from analyzer import engine
+    from analyzer.shards import HAND, MIN_SHARDED_BYTES, TEMPORARY, auto_jobs, run_stats_sharded
     from analyzer.sinks import stats_render as sr
+    from analyzer.tables import open_writers, table_run
 
-    # the worker processes count every exchange: a filtered run reads each capture in one;
-    # so does a plot, which draws each consumer-lag figure at the time it was taken
-    # (LagTimeline, kept in this process)
-    workers = 1 if display_filter is not None or plot_path else (jobs or auto_jobs(captures))
+    # a capture file of some size is read in forked worker processes (``analyzer.shards``),
+    # which write its tables: this process holds no more than their stories, and then the
+    # engine. A filtered run reads each capture in one worker (the filter reads every
+    # exchange); a plot reads them here, drawing each consumer-lag figure at the time it was
+    # taken (LagTimeline); so are small captures and what is not a file (a pipe)
+    workers = 1 if display_filter is not None else (jobs or auto_jobs(captures))
     timeline = LagTimeline() if plot_path else None
     if timeline is not None:
-        total.lag = timeline
-    for path, run in iter_captures(captures, kw, progress=True, decode=decode):
-        source = os.path.basename(path) if many else None
-        if workers > 1 and os.path.isfile(path):
-            res = run_stats_sharded(path, run.pipeline.options, run.ctx, acc_by, total.keep_top, workers,
-                                    source=source, views=views, progress=run.progress)
-            if res.exact:
-                total.merge(res.acc)
-                if res.connections is not None:
-                    connections = merge_connections(connections, _tagged(res.connections, source))
-                warn_damaged(path, res.capture_warning)
-                continue
-            # a topic id learnt between two lookups on other connections: only one
-            # process gives the figures one process gives
-        acc = StatsAccumulator(acc_by, keep_top=total.keep_top, views=views)
-        acc.source = source
-        if plot_path:
-            acc.lag = LagTimeline()
-        keep = display_filter.matcher(run.ctx) if display_filter is not None else None
-        for ex in run:
-            if keep is not None and not keep(ex):
-                continue
-            acc.add(ex)
-            if points is not None:
-                points.add(ex)
-        total.merge(acc)
-        connections = merge_connections(connections, _tagged(run.summary.connections_json(), source))
-        warn_damaged(path, run.summary.capture_warning)
-
-    result = total.result(top=top)
-    result["by"] = list(by)         # (the keys asked for; conn groups carry client and broker besides)
-    result["connections"] = connections
+        stories.lag = timeline
+    # (a filter reads each exchange; the in-flight view, every request: no table is the core's)
+    tabled = decode.lean and display_filter is None and not stories.every_exchange
+    with tempfile.TemporaryDirectory(prefix="kafkawire-sniff-stats-") as tmp:
+        whole = os.path.join(tmp, "tables")
+        writers: dict[str, Any] = {}        # (opened for the first capture read here)
+        parts: list[engine.Part] = []
+        try:
+            for path, run in iter_captures(captures, kw, progress=True, decode=decode, tables=tabled, hand=HAND):
+                source = os.path.basename(path) if many else None
+                if not plot_path and os.path.isfile(path) and (workers > 1 or os.path.getsize(path) >= MIN_SHARDED_BYTES):
+                    res = run_stats_sharded(path, run.pipeline.options, run.ctx, os.path.join(tmp, f"c{len(parts)}"),
+                                            workers, source=source, views=views, progress=run.progress,
+                                            display_filter=display_filter)
+                    if res.exact:
+                        stories.merge(res.stories)
+                        res.stories = Stories(())       # (merged: its memory goes with the run's)
+                        parts += res.parts
+                        if res.connections is not None:
+                            connections = merge_connections(connections, _tagged(res.connections, source))
+                        warn_damaged(path, res.capture_warning)
+                        continue
+                    # a topic id learnt between two lookups on other connections: only one
+                    # process gives the figures one process gives
+                    for part in res.parts:
+                        shutil.rmtree(part.folder, ignore_errors=True)
+                # (a capture's own stories: the in-flight view settles its connections as its own)
+                own = Stories(views)
+                own.source = source
+                if timeline is not None:
+                    own.lag = LagTimeline()
+                keep = display_filter.matcher(run.ctx) if display_filter is not None else None
+                writers = writers or open_writers(whole, compression=TEMPORARY)
+                table_run(path, run, writers, stories=own.add, keep=keep)
+                stories.merge(own)
+                connections = merge_connections(connections, _tagged(run.summary.connections_json(), source))
+                warn_damaged(path, run.summary.capture_warning)
+        finally:
+            for w in writers.values():
+                w.close()
+        # the stories told (and their memory handed back) before the engine runs
+        told = stories.result()
+        lag_series = timeline.series() if timeline is not None else None
+        del stories, timeline
+        engine.give_back_memory()
+        db = engine.connect([whole], os.path.join(tmp, "spill"), parts, ordered=False)
+        try:
+            query = engine.query_of(db)
+            result = figures.report(query, acc_by, top, labels)
+            hists = figures.histograms(query) if histogram or plot_path else None
+            series = figures.latency_series(query) if plot_path else None
+            points = figures.points(query) if plot_path else None
+        finally:
+            db.close()
+    result = {"by": list(by), "groups": result["groups"], "top": result["top"], "throughput": result["throughput"],
+              **told, "accuracy": result["accuracy"], "connections": connections}
+    # (the keys asked for; conn groups carry client and broker besides)
 
     sr.add_show(result["top"], {(os.path.basename(c) if many else None): c for c in captures})
 
@@ -158,18 +176,17 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
         sr.write_csv(result, sys.stdout, section or "groups")
     else:
         console = stdout_console(highlight=False)
-        sr.render_text(result, console, total.histograms() if histogram else None, section=section,
+        sr.render_text(result, console, hists if histogram else None, section=section,
                        width=None if console.is_terminal else sr.PLAIN_WIDTH)
     if histogram and fmt != "table":
         # machine output stays parseable: the histogram goes to stderr
-        for line in sr.histogram_lines(total.histograms()):
+        for line in sr.histogram_lines(hists or {}):
             click.echo(line, err=True)
     if plot_path is not None:
         title = os.path.basename(captures[0]) + (f" (+{len(captures) - 1})" if many else "")
         try:
-            sr.write_plot(plot_path, result, total.histograms(), total.latency_series(),
-                          points.by_api() if points is not None else None, title,
-                          timeline.series() if timeline is not None else None)
+            sr.write_plot(plot_path, result, hists or {}, series or {}, points, title,
+                          lag_series)
         except OSError as e:
             raise UserError(f"cannot write {plot_path}: {e.strerror or e}") from None
         click.echo(f"wrote {plot_path}", err=True)

@@ -585,11 +585,6 @@ def histogram_lines(hists: dict[str, list[tuple[float, int]]], width: int = 40) 
 
 
 def accuracy_line(result: dict[str, Any]) -> str:
-    acc = result["accuracy"]
-    if acc["sketch_groups"]:
-        return (f"Percentiles: nearest-rank; exact up to {acc['exact_limit']} values per group, "
-                f"DDSketch beyond (relative error <= {acc['relative_accuracy']:.0%}) "
-                f"for {acc['sketch_groups']} group(s).")
     return "Percentiles: nearest-rank, exact."
 
 

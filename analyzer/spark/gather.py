@@ -1,13 +1,14 @@
 """The driver's side of a Spark job's results: the tasks' partial states merged file by file
-into the figures of `stats` and `check` (``gather``), the connections renumbered in order
-of first packet per file as one process numbers them, and topic ids settled.
+into the stories of `stats` and the findings of `check` (``gather``), the connections
+renumbered in order of first packet per file as one process numbers them, and topic ids
+settled; `stats`' figures as queries over the job's exchanges table (``stats_result``).
 
 Topic ids. A Fetch (v13+) names topics by id; one process resolves an id with the name
 learnt from a Metadata (or CreateTopics, DescribeTopicPartitions) response seen earlier on
 *any* connection. Each connection group of a task decodes with its own DecodeContext, whose
 ``topic_names`` (``TopicNames``) records what it learns and the ids it could not resolve;
 such groups are kept apart ("held"). Knowing every learning of the file, ``plan_redo``
-renames an id learnt before the group's first lookup in the held figures and rows (what one
+renames an id learnt before the group's first lookup in the held stories and rows (what one
 process gives); an id learnt between lookups (or any id with --with-trees, whose notes name
 topics) sends the held groups through a second pass that decodes them again with the
 file's learnings in packet order. The learnings travel as runs (``TopicNames.learnt``: an
@@ -20,13 +21,14 @@ import bisect
 import functools
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from analyzer.shards import LearntTable, learnt_ids, rename_topics, resolve_misses
+from analyzer import figures
+from analyzer.shards import LearntTable, learnt_ids, resolve_misses
 from analyzer.sinks.check import Finding
-from analyzer.sinks.stats import StatsAccumulator
-from analyzer.spark.inputs import JobConfig, Source, capture_label
+from analyzer.sinks.stats import Stories
+from analyzer.spark.inputs import JobConfig, Source, capture_label, capture_labels, capture_names
 from analyzer.spark.tasks import COUNTERS, DECODE_COUNTERS, SUM_FIELDS
 from analyzer.tables import EXCHANGES, PARTITIONS
 
@@ -63,7 +65,7 @@ def plan_redo(states: list[State], cfg: JobConfig) -> Redo:
     For each topic id a held group failed to resolve: if no connection of the file had
     learnt it before the group's last lookup, one process would not have resolved it
     either (keep). If one name was learnt before the group's first lookup, one process
-    resolves every lookup to that name: renaming the id in the held figures and rows
+    resolves every lookup to that name: renaming the id in the held stories and rows
     gives exactly that. Otherwise (learnt between lookups), and whenever the trees' notes
     or a display filter's choice by topic need the names (--with-trees, -Y), the groups
     are decoded again with the file's topic ids known at each packet."""
@@ -91,10 +93,13 @@ def plan_redo(states: list[State], cfg: JobConfig) -> Redo:
 @dataclass
 class JobResult:
     sources: list[Source]
-    stats: StatsAccumulator
+    stories: Stories
     findings: list[Finding]
     summary: dict[str, Any]
     conn_ids: dict[int, list[int]]        # file -> sorted first packet numbers (index = conn id)
+    # the figures of `stats -f json` (but its ``connections``), from the exchanges table's
+    # queries and the stories (``stats_result``): set once the job has queried its table
+    stats: dict[str, Any] = field(default_factory=dict)
     tasks: int = 0
     reads: int = 0
     redone: int = 0                       # connection groups decoded a second time (topic ids)
@@ -113,12 +118,13 @@ def remap_conn(conn_ids: dict[int, list[int]], fid: int, first_index: int) -> in
 
 
 def gather(states: Iterable[State], sources: list[Source], cfg: JobConfig, redo: Redo) -> JobResult:
-    """Merge the per-task states into the figures of `stats` and `check`, file by file."""
+    """Merge the per-task states into the stories of `stats` and the findings of `check`,
+    file by file (the figures are the exchanges table's: ``stats_result``)."""
     per_file: dict[int, list[dict[str, Any]]] = {}
     for fid, st in states:
         per_file.setdefault(fid, []).append(st)
     many = len(sources) > 1
-    total = cfg.new_stats()
+    total = cfg.new_stories()
     findings: list[Finding] = []
     conn_ids: dict[int, list[int]] = {}
     files: list[dict[str, Any]] = []
@@ -127,11 +133,11 @@ def gather(states: Iterable[State], sources: list[Source], cfg: JobConfig, redo:
         sts = per_file.get(src.file_id, [])
         conns = sorted(i for st in sts for i in st["conns"])
         conn_ids[src.file_id] = conns
-        acc = cfg.new_stats()
+        told = cfg.new_stories()
         for st in sts:
-            acc.merge(rename_topics(StatsAccumulator.from_state(st["stats"]), st.get("rename") or {}))
-        acc.renumber_conns(functools.partial(remap_conn, conn_ids, src.file_id), capture_label(src, many))
-        total.merge(acc)
+            told.merge(Stories.from_state(st["stories"]).renamed(st.get("rename") or {}))
+        told.renumber_conns(functools.partial(remap_conn, conn_ids, src.file_id), capture_label(src, many))
+        total.merge(told)
         checker = cfg.new_checker()
         for st in sts:
             checker.merge(st["checker"])
@@ -171,12 +177,26 @@ def gather(states: Iterable[State], sources: list[Source], cfg: JobConfig, redo:
     return result
 
 
+def stats_result(query: figures.Query, cfg: JobConfig, result: JobResult) -> dict[str, Any]:
+    """What `stats -f json` gives for the job's captures (but its ``connections``): the figures,
+    ``query`` run over the job's exchanges table (its ``capture`` column the input as named,
+    its connections numbered as `read` numbers them), and the gathered stories; the slowest
+    exchanges with the `read` command that shows each."""
+    rep = figures.report(query, figures.with_endpoints(cfg.by), cfg.top, capture_labels(result.sources))
+    out = {"by": list(cfg.by), "groups": rep["groups"], "top": rep["top"], "throughput": rep["throughput"],
+           **result.stories.result(), "accuracy": rep["accuracy"]}
+    from analyzer.sinks.stats_render import add_show
+    add_show(out["top"], capture_names(result.sources))
+    return out
+
+
 def finalize_rows(rows: Iterable[tuple[str, Any, tuple[Any, ...]]], conn_ids: dict[int, list[int]],
                   rename: dict[int, dict[str, str]] | None = None) -> Iterator[tuple[Any, ...]]:
     """Rows with their connection renumbered as `read` numbers it, and topic ids named
-    where ``plan_redo`` decided so."""
+    where ``plan_redo`` decided so (in the exchanges' partitions and topic_partitions, and
+    the partitions' topic)."""
     ti = PARTITIONS.names.index("topic")
-    pi = EXCHANGES.names.index("partitions")
+    lists = (EXCHANGES.names.index("partitions"), EXCHANGES.names.index("topic_partitions"))
     for tag, gkey, row in rows:
         row = row[:1] + (remap_conn(conn_ids, gkey[0], row[1]),) + row[2:]
         names = rename.get(gkey[0]) if rename else None
@@ -185,7 +205,9 @@ def finalize_rows(rows: Iterable[tuple[str, Any, tuple[Any, ...]]], conn_ids: di
                 t = row[ti]
                 if t in names:
                     row = row[:ti] + (names[t],) + row[ti + 1:]
-            elif tag == "x" and any(p[0] in names for p in row[pi]):
-                parts = [((names.get(p[0], p[0]),) + p[1:]) for p in row[pi]]
-                row = row[:pi] + (parts,) + row[pi + 1:]
+            elif tag == "x":
+                for i in lists:
+                    if any(p[0] in names for p in row[i]):
+                        parts = [(names.get(p[0], p[0]), *p[1:]) for p in row[i]]
+                        row = row[:i] + (parts,) + row[i + 1:]
         yield row

@@ -11,7 +11,7 @@ from typing import Any
 from analyzer._core import CaptureError, open_capture
 from analyzer.pipeline import Options
 from analyzer.sinks.check import Checker
-from analyzer.sinks.stats import DEFAULT_BY, StatsAccumulator, keep_top_for
+from analyzer.sinks.stats import COSTLY_VIEWS, DEFAULT_BY, Stories
 from dissectors.context import DecodeContext
 
 DEFAULT_SPLIT_SIZE = 64 * 1024 * 1024
@@ -38,13 +38,22 @@ class JobConfig:
     pack_size: int = DEFAULT_PACK_SIZE
     partitions: int = 0                   # shuffle partitions; 0: chosen from the input size
     force_hadoop: bool = False            # read local files through binaryFiles too (tests)
-    rows: bool = True                     # make the exchanges/partitions rows (False: figures only)
+    # the tables are written (--out): every column of every table as ``export`` makes it (False:
+    # the exchanges' rows only, the figures' source, their topic_partitions read only when
+    # grouping by topic or partition)
+    rows: bool = True
     direct_max: int = -1                  # whole files up to this size skip the shuffle (-1: from input, cores)
     top: int = 0                          # the slowest exchanges listed (stats.json "top"), as `stats --top`
     display_filter: str | None = None     # -Y: only the exchanges it selects make rows, figures, findings
+    views: tuple[str, ...] = COSTLY_VIEWS  # the costly stories kept (committed lag, in-flight depth)
 
-    def new_stats(self) -> StatsAccumulator:
-        return StatsAccumulator(self.by, keep_top=keep_top_for(self.top))
+    def new_stories(self) -> Stories:
+        return Stories(self.views)
+
+    @property
+    def tree_rows(self) -> bool:
+        """The exchanges' rows carry the field trees (written with --with-trees)."""
+        return self.with_trees and self.rows
 
     def new_checker(self) -> Checker:
         return Checker(set(self.rules) if self.rules is not None else None, slow_ms=self.slow_ms,
@@ -144,3 +153,11 @@ def capture_label(src: Source, many: bool) -> str | None:
 def capture_names(sources: list[Source]) -> dict[str | None, str]:
     """What the slowest exchanges' ``capture`` (a base name, or None for a lone capture) stands for."""
     return {capture_label(s, len(sources) > 1): s.name for s in sources}
+
+
+def capture_labels(sources: list[Source]) -> dict[str, str] | None:
+    """The figures' ``labels`` (``analyzer.figures.report``): the tables' ``capture`` column (the
+    input as named) -> its label, for several captures; None for a lone one."""
+    if len(sources) < 2:
+        return None
+    return {s.name: os.path.basename(s.name.rstrip("/")) for s in sources}

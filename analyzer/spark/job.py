@@ -1,19 +1,22 @@
 """A Spark job from start to end: ``run_spark`` on a SparkSession, ``run_local`` the same
 steps in this process (tests and debugging). Resolve the inputs, plan the reads, run the
 tasks (a first pass; a second one for the connections whose topic ids other connections
-named), gather their results, write the tables."""
+named), gather their results, make the tables, query the exchanges table for `stats`'
+figures (``analyzer.figures``: Spark SQL on Spark, DuckDB in ``run_local``), write them."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import pickle
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from analyzer import figures
 from analyzer.spark import plan, tasks
-from analyzer.spark.gather import JobResult, State, finalize_rows, gather, plan_redo
+from analyzer.spark.gather import JobResult, State, finalize_rows, gather, plan_redo, stats_result
 from analyzer.spark.inputs import JobConfig, Source, resolve_inputs
-from analyzer.spark.outputs import write_tables
+from analyzer.spark.outputs import table_frames, write_figures, write_tables
 from analyzer.spark.plan import ReadSplit
 from analyzer.spark.session import StatusLine, hadoop_glob
 
@@ -23,7 +26,9 @@ Rows = list[tuple[Any, ...]]
 def run_spark(spark: Any, patterns: Iterable[str], out_dir: str | None, cfg: JobConfig,
               status: StatusLine | None = None) -> JobResult:
     """The whole job on ``spark``; writes the tables under ``out_dir`` (None: compute only).
-    Returns the JobResult (merged stats, findings, summary)."""
+    Returns the JobResult (the figures of `stats`, the findings of `check`, the summary)."""
+    from pyspark import StorageLevel
+
     t0 = time.monotonic()
     sc = spark.sparkContext
     if out_dir is None and cfg.rows:
@@ -60,14 +65,59 @@ def run_spark(spark: Any, patterns: Iterable[str], out_dir: str | None, cfg: Job
         states = redo.kept + states2
     result = gather(states, sources, cfg, redo)
     result.reads, result.tasks = len(reads), ntasks
-    if out_dir is not None:
-        phase("writing Parquet")
-        write_tables(spark, out_dir, cfg, result, res1, res2, redo)
-    for rdd in (res1, res2):
-        if rdd is not None:
-            rdd.unpersist()
+    frames = table_frames(spark, cfg, result, res1, res2, redo)
+    # the figures' source, queried several times (and written): made once
+    exchanges = frames["exchanges"].persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        if out_dir is not None:
+            phase("writing Parquet")
+            write_tables(out_dir, frames)
+        phase("figures")
+        with spark_query(spark, exchanges) as query:
+            result.stats = stats_result(query, cfg, result)
+        if out_dir is not None:
+            write_figures(spark, out_dir, result)
+    finally:
+        exchanges.unpersist()
+        for rdd in (res1, res2):
+            if rdd is not None:
+                rdd.unpersist()
     result.elapsed = time.monotonic() - t0
     return result
+
+
+@contextlib.contextmanager
+def spark_query(spark: Any, exchanges: Any) -> Iterator[figures.Query]:
+    """``figures.Query`` on Spark over the DataFrame ``exchanges`` (a temporary view of that
+    name while it lasts): each figure's SQL in Spark's dialect (``figures.spark_sql``), run with
+    ANSI mode off as they need (a list's missing element is null, as in DuckDB), collected as
+    tuples of plain Python values."""
+    from pyspark.sql import Row
+
+    def plain(v: Any) -> Any:
+        """A value as plain Python: a struct (Row) as a dict, a list's items so too."""
+        if isinstance(v, Row):
+            return {k: plain(x) for k, x in v.asDict().items()}
+        if isinstance(v, list):
+            return [plain(x) for x in v]
+        return v
+
+    def run(sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+        df = spark.sql(figures.spark_sql(sql))
+        return list(df.columns), [tuple(plain(v) for v in row) for row in df.collect()]
+
+    ansi = "spark.sql.ansi.enabled"
+    was = spark.conf.get(ansi, None)
+    spark.conf.set(ansi, "false")
+    exchanges.createOrReplaceTempView("exchanges")
+    try:
+        yield run
+    finally:
+        spark.catalog.dropTempView("exchanges")
+        if was is None:
+            spark.conf.unset(ansi)
+        else:
+            spark.conf.set(ansi, was)
 
 
 def _spark_pass(sc: Any, sources: list[Source], direct: list[ReadSplit], shuffled: list[ReadSplit], cfg: JobConfig,
@@ -120,8 +170,9 @@ def _spark_pass(sc: Any, sources: list[Source], direct: list[ReadSplit], shuffle
 def run_local(patterns: Iterable[str], cfg: JobConfig, partitions: int = 3, batch_bytes: int = tasks.BATCH_BYTES
               ) -> tuple[JobResult, Rows, Rows, Rows]:
     """Plan, scan, read, shuffle (in memory, through pickle as Spark's would), process and
-    gather in this process. Returns the result and the rows of the exchanges, partitions and
-    connections tables (``analyzer.tables``)."""
+    gather in this process, and query the exchanges' rows with DuckDB for the figures. Returns
+    the result and the rows of the exchanges, partitions and connections tables
+    (``analyzer.tables``; partitions and connections: none when ``cfg.rows`` is False)."""
     t0 = time.monotonic()
     cfg = plan.lite_if_enough(cfg)
     sources = resolve_inputs(patterns)
@@ -154,7 +205,23 @@ def run_local(patterns: Iterable[str], cfg: JobConfig, partitions: int = 3, batc
         rows = [r for r in rows if r[1] not in redo.keys] + rows2
     res = gather(states, sources, cfg, redo)
     res.reads = res.tasks = len(reads)
-    res.elapsed = time.monotonic() - t0
     ex_rows, part_rows, conn_rows = (list(finalize_rows((r for r in rows if r[0] == tag), res.conn_ids, redo.rename))
                                      for tag in ("x", "p", "c"))
+    with duckdb_query(ex_rows, cfg.tree_rows) as query:
+        res.stats = stats_result(query, cfg, res)
+    res.elapsed = time.monotonic() - t0
     return res, ex_rows, part_rows, conn_rows
+
+
+@contextlib.contextmanager
+def duckdb_query(rows: Rows, trees: bool = False) -> Iterator[figures.Query]:
+    """``figures.Query`` on DuckDB over ``rows`` of the exchanges table (with the trees' columns
+    when ``trees``), as the view ``exchanges``."""
+    from analyzer.engine import query_of, rows_db
+    from analyzer.tables import EXCHANGES, with_trees
+
+    db = rows_db([(with_trees(EXCHANGES) if trees else EXCHANGES, rows)])
+    try:
+        yield query_of(db)
+    finally:
+        db.close()

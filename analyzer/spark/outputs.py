@@ -1,7 +1,8 @@
 """What a Spark job writes under --out (``OUTPUTS``): the exchanges, partitions and
-connections tables from the tasks' rows, and the driver's small tables of figures (stats,
+connections tables from the tasks' rows (``table_frames``, ``write_tables``; the exchanges'
+DataFrame is also what the figures query), and the driver's small tables of figures (stats,
 findings, lags, producers, consumer groups) as Parquet, plus stats.json and summary.json in
-a local folder."""
+a local folder (``write_figures``)."""
 from __future__ import annotations
 
 import json
@@ -10,9 +11,10 @@ import shutil
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from analyzer.figures import with_endpoints
 from analyzer.sinks.check import Finding
 from analyzer.spark.gather import JobResult, Redo, finalize_rows
-from analyzer.spark.inputs import JobConfig, Source, capture_names
+from analyzer.spark.inputs import JobConfig, Source
 from analyzer.tables import CONNECTIONS, EXCHANGES, PARTITIONS, spark_schema, with_trees
 
 OUTPUTS = ("exchanges", "partitions", "connections", "stats", "findings", "consumer_lag", "committed_lag",
@@ -36,16 +38,17 @@ def _pick(records: Iterable[dict[str, Any]], schema: Any) -> list[tuple[Any, ...
 
 
 def stats_rows(result: dict[str, Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """The `stats` groups as flat rows: the --by keys, the counts, the latency figures (ms)."""
-    by = list(result["by"])
-    cols = by + list(STAT_FIGURES) + ["exact", "throttle_time_ms_total", "throttle_time_ms_max", "errors", "waits"]
+    """The `stats` groups as flat rows: the --by keys (a connection's with its endpoints, as
+    `stats -f csv` has them), the counts, the latency figures (ms)."""
+    by = list(with_endpoints(tuple(result["by"])))
+    cols = by + list(STAT_FIGURES) + ["throttle_time_ms_total", "throttle_time_ms_max", "errors", "waits"]
     for q in ("latency_ms", "ttfb_ms", "latency_ms_excl_waits"):
         cols += [f"{q}_{f}" for f in QUANTILE_FIELDS]
     rows = []
     for g in result["groups"]:
         r: list[Any] = [None if g[b] is None else (str(g[b]) if b in ("conn", "topic") else g[b]) for b in by]
         r += [int(g[f]) for f in STAT_FIGURES]
-        r += [bool(g["exact"]), int(g["throttle_time_ms"]["total"]), int(g["throttle_time_ms"]["max"]),
+        r += [int(g["throttle_time_ms"]["total"]), int(g["throttle_time_ms"]["max"]),
               {str(k): int(v) for k, v in g["errors"].items()}, {str(k): int(v) for k, v in g["waits"].items()}]
         for q in ("latency_ms", "ttfb_ms", "latency_ms_excl_waits"):
             r += [None if g[q][f] is None else float(g[q][f]) for f in QUANTILE_FIELDS]
@@ -61,8 +64,6 @@ def _stats_schema(cols: list[str]) -> Any:
             return T.IntegerType()
         if c in ("api", "client_id", "client", "broker", "topic", "conn"):
             return T.StringType()
-        if c == "exact":
-            return T.BooleanType()
         if c in ("errors", "waits"):
             return T.MapType(T.StringType(), T.LongType())
         if c.startswith(("latency_ms_", "ttfb_ms_")):
@@ -107,7 +108,7 @@ def _figure_tables(sres: dict[str, Any], result: JobResult) -> list[tuple[str, l
     return [("stats", srows, _stats_schema(cols)),
             ("findings", finding_rows(result.findings, result.sources), f_schema),
             ("consumer_lag", _pick(sres["consumer_lag"], lag), lag),
-            ("committed_lag", _pick(sres["committed_lag"], clag), clag),
+            ("committed_lag", _pick(sres.get("committed_lag") or [], clag), clag),
             ("producers", _pick(producers, prod), prod),
             ("consumer_groups", _pick(generations, gens), gens)]
 
@@ -144,10 +145,11 @@ def _write_small_parquet(path: str, rows: list[tuple[Any, ...]], schema: Any) ->
     return True
 
 
-def write_tables(spark: Any, out_dir: str, cfg: JobConfig, result: JobResult, res1: Any, res2: Any,
-                 redo: Redo) -> None:
-    """Write ``OUTPUTS`` under ``out_dir``: the rows of the first pass (``res1``) but those of
-    the groups decoded again, the rows of the second (``res2``, or None), and the figures."""
+def table_frames(spark: Any, cfg: JobConfig, result: JobResult, res1: Any, res2: Any, redo: Redo) -> dict[str, Any]:
+    """The DataFrames of the exchanges, partitions and connections tables (by name): the rows
+    of the first pass (``res1``) but those of the groups decoded again, the rows of the second
+    (``res2``, or None), their connections numbered and topic ids named (``finalize_rows``).
+    Partitions and connections are empty when ``cfg.rows`` is False."""
     sc = spark.sparkContext
     conn_b = sc.broadcast(result.conn_ids)
     rename_b = sc.broadcast(redo.rename)
@@ -162,14 +164,22 @@ def write_tables(spark: Any, out_dir: str, cfg: JobConfig, result: JobResult, re
             return finalize_rows(it, conn_b.value, rename_b.value)
         return rdd.mapPartitions(fin)
 
-    ex_schema = spark_schema(with_trees(EXCHANGES) if cfg.with_trees else EXCHANGES)
-    for tag, name, schema in (("x", "exchanges", ex_schema), ("p", "partitions", spark_schema(PARTITIONS)),
-                              ("c", "connections", spark_schema(CONNECTIONS))):
-        spark.createDataFrame(rows_of(tag), schema, verifySchema=False) \
-            .write.mode("overwrite").parquet(_out_path(out_dir, name))
-    sres = result.stats.result(top=cfg.top)
-    from analyzer.sinks.stats_render import add_show
-    add_show(sres["top"], capture_names(result.sources))
+    ex_schema = spark_schema(with_trees(EXCHANGES) if cfg.tree_rows else EXCHANGES)
+    return {name: spark.createDataFrame(rows_of(tag), schema, verifySchema=False)
+            for tag, name, schema in (("x", EXCHANGES.name, ex_schema), ("p", PARTITIONS.name, spark_schema(PARTITIONS)),
+                                      ("c", CONNECTIONS.name, spark_schema(CONNECTIONS)))}
+
+
+def write_tables(out_dir: str, frames: dict[str, Any]) -> None:
+    """Write the tables' DataFrames (``table_frames``) under ``out_dir``, a folder each."""
+    for name, df in frames.items():
+        df.write.mode("overwrite").parquet(_out_path(out_dir, name))
+
+
+def write_figures(spark: Any, out_dir: str, result: JobResult) -> None:
+    """Write the figures' tables of ``OUTPUTS`` under ``out_dir`` (the job's figures:
+    ``result.stats``), and in a local folder stats.json and summary.json."""
+    sres = result.stats
     for name, rows, schema in _figure_tables(sres, result):
         if "://" not in out_dir and _write_small_parquet(os.path.join(out_dir, name), rows, schema):
             continue

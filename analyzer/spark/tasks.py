@@ -1,8 +1,10 @@
 """What runs inside a Spark task (and in ``run_local``): a whole small file through one
 Pipeline where it is read; the other reads turned into per-connection columnar batches
 for the shuffle; each connection's batches, in packet order, through one Pipeline. Every
-exchange makes rows of the tables and goes to the task's StatsAccumulator and Checker (one
-of each per file); a task ends with each file's partial state for ``gather``.
+exchange makes a row of the exchanges table (the source of the figures, which the driver
+queries: ``analyzer.figures``) and, when the tables are written, its rows of partitions; it
+goes to the task's Stories and Checker (one of each per file); a task ends with each file's
+partial state for ``gather``.
 
 Task output records: ("x", group key, exchange row), ("p", group key, partition row) and
 ("c", group key, connection row), with the connection as its first packet number
@@ -140,7 +142,7 @@ class FileAcc:
     """What one task gathers for one file (held: groups whose topic ids another connection may name)."""
 
     def __init__(self, cfg: JobConfig) -> None:
-        self.stats = cfg.new_stats()
+        self.stories = cfg.new_stories()
         self.checker = cfg.new_checker()
         self.conns: list[int] = []           # first packet number of every connection
         self.counts: dict[str, Counter[str]] = {k: Counter() for k in COUNTERS}
@@ -150,7 +152,7 @@ class FileAcc:
         self.misses: list[dict[str, list[int]]] = []     # held: per group, topic id -> [first, last] miss
 
     def absorb(self, g: FileAcc) -> None:
-        self.stats.merge(g.stats)
+        self.stories.merge(g.stories)
         self.checker.merge(g.checker)
         self.conns.extend(g.conns)
         for k, c in g.counts.items():
@@ -158,7 +160,7 @@ class FileAcc:
         self.learnt.extend(g.learnt)
 
     def state(self, held: bool) -> dict[str, Any]:
-        return {"stats": self.stats.to_state(), "checker": self.checker, "conns": self.conns,
+        return {"stories": self.stories.to_state(), "checker": self.checker, "conns": self.conns,
                 "counts": {k: dict(c) for k, c in self.counts.items()}, "meta": self.meta,
                 "learnt": self.learnt, "groups": self.groups, "misses": self.misses, "held": held}
 
@@ -173,7 +175,8 @@ def _compiled(text: str) -> Any:
 def process_group(gkey: tuple[Any, ...], name: str, feed: Callable[[Pipeline], Iterable[Exchange]],
                   g: FileAcc, cfg: JobConfig, known: LearntTable | None) -> Iterator[tuple[Any, ...]]:
     """Run one Pipeline, fed by ``feed`` (the batches of a 4-tuple in order, or a whole
-    file), into ``g``; yield its rows ("x"/"p"/"c", ``gkey``, row)."""
+    file), into ``g``; yield its rows ("x"/"p"/"c", ``gkey``, row): the exchanges' always (the
+    figures' source), those of partitions and connections when the tables are written."""
     ctx = fresh_context(cfg.ctx)
     names = TopicNames(known)
     ctx.topic_names = names
@@ -181,6 +184,7 @@ def process_group(gkey: tuple[Any, ...], name: str, feed: Callable[[Pipeline], I
     pipe = Pipeline(dataclasses.replace(cfg.options, conn_ids_from_index=True), ctx)
     names.source = pipe
     keep = _compiled(cfg.display_filter).matcher(ctx) if cfg.display_filter else None
+    trees = cfg.tree_rows
 
     closed: list[Conn] = []     # the connections ended since the last row
 
@@ -194,14 +198,13 @@ def process_group(gkey: tuple[Any, ...], name: str, feed: Callable[[Pipeline], I
             yield from ended()
             if keep is not None and not keep(ex):
                 continue
-            g.stats.add(ex)
+            g.stories.add(ex)
             g.checker.add(ex)
-            if not cfg.rows:
-                continue
-            row, parts = exchange_rows(ex, name, ex.conn.id, cfg.with_trees)
+            row, parts = exchange_rows(ex, name, ex.conn.id, trees)
             yield ("x", gkey, row)
-            for p in parts:
-                yield ("p", gkey, p)
+            if cfg.rows:
+                for p in parts:
+                    yield ("p", gkey, p)
         yield from ended()
 
     if cfg.rows:

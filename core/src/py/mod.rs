@@ -29,7 +29,8 @@
 //!
 //! A `Stream` told to `keep_tables` builds the exchange tables' rows (`table/`) of the
 //! exchanges its walk reads to their end, taken as Arrow record batches (`take_tables`,
-//! `py/table.rs`), and hands only the other exchanges as records; an ended connection's
+//! `py/table.rs`), and hands only the other exchanges as records (and those of the API keys
+//! it was asked to hand too, as kind 7: an exchange record the tables have); an ended connection's
 //! `last_ts` is then its last time as the latest exchange taken told it (None when a record
 //! handed on since told it).
 //!
@@ -261,12 +262,15 @@ fn records<'py>(
     out: Vec<Out>,
     figures: Option<&Py<Figures>>,
     mut table: Option<&mut TableBuilder>,
+    hand: &[i16],
 ) -> PyResult<Bound<'py, PyList>> {
     let mut v: Vec<Bound<'py, PyAny>> = Vec::with_capacity(out.len());
     for o in out {
         // (a stream that keeps tables takes the rows of the exchanges its walk reads; the
         // connection's last time such an exchange told goes with its end)
         let mut last_ts = None;
+        // (an exchange tabled and handed too: kind 7, not 5)
+        let mut tabled = false;
         if let Some(tb) = table.as_deref_mut() {
             match &o {
                 Out::Open(c) => tb.open(c),
@@ -274,7 +278,11 @@ fn records<'py>(
                 Out::Exchange(r) => {
                     if let Some(fig) = figures {
                         if tb.exchange(&mut fig.borrow_mut(py).inner, r) {
-                            continue;
+                            let key = r.header.as_ref().map(|h| h.api_key);
+                            if !key.is_some_and(|k| hand.contains(&k)) {
+                                continue;
+                            }
+                            tabled = true;
                         }
                     }
                     tb.told(r.conn);
@@ -369,7 +377,9 @@ fn records<'py>(
                 };
                 // (sixteen items: one tuple made from them, not two joined)
                 let items: [Bound<'py, PyAny>; 16] = [
-                    5u8.into_pyobject(py)?.into_any(),
+                    (if tabled { 7u8 } else { 5u8 })
+                        .into_pyobject(py)?
+                        .into_any(),
                     r.conn.into_pyobject(py)?.into_any(),
                     r.now.into_pyobject(py)?.into_any(),
                     PyString::intern(py, kind_name(r.kind)).into_any(),
@@ -452,6 +462,8 @@ pub struct Stream {
     s: Session,
     figures: Option<Py<Figures>>,
     table: Option<TableBuilder>,
+    /// the API keys whose tabled exchanges are handed as records too (`keep_tables`' `hand`)
+    hand: Vec<i16>,
 }
 
 impl Stream {
@@ -461,6 +473,7 @@ impl Stream {
             self.s.take(),
             self.figures.as_ref(),
             self.table.as_mut(),
+            &self.hand,
         )
     }
 }
@@ -523,6 +536,7 @@ impl Stream {
             s,
             figures,
             table: None,
+            hand: Vec::new(),
         })
     }
 
@@ -702,8 +716,10 @@ impl Stream {
 
     /// From now on, build the exchange tables (`table/`) of the exchanges the walk reads
     /// to their end, in the capture named `capture`, and hand only the others as records
-    /// (a stream made with `figures=`).
-    fn keep_tables(&mut self, py: Python<'_>, capture: &str) -> PyResult<()> {
+    /// (a stream made with `figures=`); the tabled exchanges of the API keys `hand` are
+    /// handed too, as records of kind 7 (the front reads them, the tables have them).
+    #[pyo3(signature = (capture, hand = vec![]))]
+    fn keep_tables(&mut self, py: Python<'_>, capture: &str, hand: Vec<i16>) -> PyResult<()> {
         let Some(fig) = &self.figures else {
             return Err(pyo3::exceptions::PyValueError::new_err(
                 "a stream keeps tables when made with figures=",
@@ -711,6 +727,7 @@ impl Stream {
         };
         let names = fig.borrow(py).error_table().clone();
         self.table = Some(TableBuilder::new(capture, names));
+        self.hand = hand;
         Ok(())
     }
 
