@@ -758,3 +758,17 @@ def test_plot_of_a_real_capture_keeps_its_slowest_api() -> None:
     drawn = plot_apis(counts, slowest, erring)
     assert len(drawn) == 8 and "JoinGroup" in drawn
     assert plot_png(res, hists, series)[:4] == b"\x89PNG"
+
+
+def test_cli_engine_failure_is_one_line(monkeypatch: Any) -> None:
+    """When the engine fails (here: a memory limit too small for any query), stats says so
+    in one line and exits 1, no traceback."""
+    from click.testing import CliRunner
+
+    from analyzer import engine
+    from analyzer.cli import main
+
+    monkeypatch.setattr(engine, "MEMORY_LIMIT", "1KB")
+    r = CliRunner().invoke(main, ["stats", str(SAMPLES / "group_rdkafka.pcap")])
+    assert r.exit_code == 1, r.output
+    assert r.stderr.count("\n") == 1 and "error: the figures' queries failed:" in r.stderr, r.stderr

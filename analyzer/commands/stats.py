@@ -155,15 +155,21 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
         lag_series = timeline.series() if timeline is not None else None
         del stories, timeline
         engine.give_back_memory()
-        db = engine.connect([whole], os.path.join(tmp, "spill"), parts, ordered=False)
+        import duckdb
+
         try:
-            query = engine.query_of(db)
-            result = figures.report(query, acc_by, top, labels)
-            hists = figures.histograms(query) if histogram or plot_path else None
-            series = figures.latency_series(query) if plot_path else None
-            points = figures.points(query) if plot_path else None
-        finally:
-            db.close()
+            db = engine.connect([whole], os.path.join(tmp, "spill"), parts, ordered=False)
+            try:
+                query = engine.query_of(db)
+                result = figures.report(query, acc_by, top, labels)
+                hists = figures.histograms(query) if histogram or plot_path else None
+                series = figures.latency_series(query) if plot_path else None
+                points = figures.points(query) if plot_path else None
+            finally:
+                db.close()
+        except duckdb.Error as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise UserError(f"the figures' queries failed: {first} (their temporary folder: {tmp})") from None
     result = {"by": list(by), "groups": result["groups"], "top": result["top"], "throughput": result["throughput"],
               **told, "accuracy": result["accuracy"], "connections": connections}
     # (the keys asked for; conn groups carry client and broker besides)
