@@ -195,6 +195,12 @@ def test_sql_bad_input_is_one_line(exported: Path, tmp_path: Path) -> None:
     assert r.returncode == 1 and "no such capture" in r.stderr
     r = cli("sql", "SELECT 1")
     assert r.returncode == 2 and "give the captures" in r.stderr
+    # a table folder whose Parquet is not Parquet
+    (tmp_path / "bad" / "exchanges").mkdir(parents=True)
+    (tmp_path / "bad" / "exchanges" / "part-00000.parquet").write_bytes(b"not parquet at all")
+    r = cli("sql", str(tmp_path / "bad"), "SELECT count(*) FROM exchanges")
+    assert r.returncode == 1 and r.stderr.startswith("kafkawire-sniff: error: cannot read the tables:"), r.stderr
+    assert r.stderr.count("\n") == 1
 
 
 def test_the_readme_examples_run(exported: Path) -> None:

@@ -89,7 +89,11 @@ def sql_command(sources_and_query: tuple[str, ...], fmt: str, **kw: Any) -> None
             engine.give_back_memory()
         import duckdb
 
-        db = engine.connect(folders, os.path.join(tmp, "spill"))
+        try:
+            db = engine.connect(folders, os.path.join(tmp, "spill"))
+        except duckdb.Error as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise UserError(f"cannot read the tables: {first}") from None
         try:
             cur = db.execute(query)
             cols = [d[0] for d in cur.description] if cur.description else []
