@@ -56,7 +56,7 @@ _obj_new = object.__new__
 _API_NAMES: dict[int, str] = {}    # api_key (an int16) -> api_name(api_key), asked once per exchange
 SASL_HANDSHAKE = 17
 # Metadata, CreateTopics, DescribeTopicPartitions: their answers teach topic ids
-TEACHES_TOPIC_IDS = frozenset({3, 19, 75})
+_TEACHES_TOPIC_IDS = frozenset({3, 19, 75})
 
 
 class Decoder:
@@ -311,7 +311,7 @@ def take_lean_response(ctx: DecodeContext, api_key: int, tree: Field,
     Metadata-like answer teaches learnt (from its body: a tree whose header could not be
     read has none)."""
     add_counts(ctx, counts)
-    if api_key in TEACHES_TOPIC_IDS and isinstance(tree, ErrorsRoot) and tree.children:
+    if api_key in _TEACHES_TOPIC_IDS and isinstance(tree, ErrorsRoot) and tree.children:
         learn_topic_ids(tree.children[0], ctx, annotate=False)
 
 

@@ -66,7 +66,8 @@ class Options:
     share: tuple[int, int] | None = None  # (k, n): only the connections of share k of n (analyzer.shards)
     # the capture's name in the exchange tables: the core builds the rows of the exchanges its
     # walk reads (a lean decode), handed to Pipeline.on_tables, and yields only the others;
-    # the exchanges it tables of the API keys ``hand`` go to Pipeline.on_tabled too
+    # the exchanges it tables of the API keys ``hand`` go to Pipeline.on_tabled too, and the
+    # topic ids the tabled answers name are learnt as they come
     tables: str | None = None
     hand: frozenset[int] = frozenset()
 
@@ -208,7 +209,8 @@ class Pipeline:
         if self.options.tables is not None:
             if self.decoder.figures is None:
                 raise ValueError("the core builds tables with a lean decode")
-            self.stream.keep_tables(self.options.tables, sorted(self.options.hand))
+            # (the exchanges handed on read topic names: the ids the tables' answers name are told)
+            self.stream.keep_tables(self.options.tables, sorted(self.options.hand), bool(self.options.hand))
         self._conn_objs: dict[int, Conn] = {}      # the connections the core has open, by id
         self.handover = Handover(self.summary, lambda cid, client_dir: self.stream.ignore(cid, client_dir),
                                  self.options.tls_keylog)
@@ -367,6 +369,10 @@ class Pipeline:
                 ex = self.decoder.exchange(conn, r)
                 self.summary.exchanges[ex.status] += 1
                 out.append(ex)
+            elif kind == 8:         # a topic id an answer the tables have named
+                self.packet_now = r[3]
+                self.ctx.topic_names[r[1]] = r[2]
+                continue
             elif kind == 7:         # an exchange the tables have, handed too (Options.hand)
                 conn = conns[r[1]]
                 self.packet_now = r[2]

@@ -40,7 +40,6 @@ from multiprocessing.connection import wait as wait_for
 from typing import Any, NamedTuple
 
 from analyzer._core import END_OF_CAPTURE, CaptureError, open_capture
-from analyzer.decoding import TEACHES_TOPIC_IDS
 from analyzer.engine import Part, write_firsts
 from analyzer.pipeline import AUTO_LISTED, Options, Run, merge_connections
 from analyzer.runs import fresh_context
@@ -216,8 +215,8 @@ def auto_jobs(paths: Iterable[str]) -> int:
 # -- running ---------------------------------------------------------------------------------------
 
 # the API keys whose exchanges a run that tables them hands to the front too: those the stories
-# read, and the answers that teach topic ids (the front's names for the stories' topics)
-HAND = STORY_KEYS | TEACHES_TOPIC_IDS
+# read (the topic ids the others name are told: Options.hand)
+HAND = STORY_KEYS
 
 
 @dataclass

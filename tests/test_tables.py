@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -304,3 +305,35 @@ def test_a_batch_of_another_schema_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="does not have its schema"):
         w.add_batch(pa.record_batch({"capture": ["a"]}))
     w.close()
+
+
+def test_the_exchanges_handed_on_are_the_decoders() -> None:
+    """A run that tables its exchanges and hands those of the stories' APIs on (Options.hand)
+    gives them as a run that decodes every exchange in Python does: the same exchanges, the
+    same topic names on their partitions (the ids the tabled Metadata answers name are told
+    by the core, records of kind 8, not learnt from Python trees), and so the same stories,
+    on every capture of the corpus; some of them name topics by id (Fetch v13+)."""
+    from analyzer.pipeline import Options, Run
+    from analyzer.runs import Decode
+    from analyzer.shards import HAND
+    from analyzer.sinks.stats import Stories
+
+    by_id = 0
+    for path in capture_paths():
+        p = str(path)
+        handed: list[Any] = []
+        run = Run(p, Options(decode=Decode.LITE_TOPICS, tables=p, hand=HAND))
+        run.pipeline.on_tabled = handed.append
+        handed += list(run)
+        whole = [ex for ex in Run(p, Options(decode=Decode.LITE_TOPICS)) if ex.api_key in HAND]
+
+        def key(ex: Any) -> tuple[Any, ...]:
+            return (ex.conn.id, ex.request_frame or 0, ex.response_frame or 0, ex.correlation_id or 0)
+
+        got = sorted((ex for ex in handed if ex.api_key in HAND), key=key)
+        want = sorted(whole, key=key)
+        assert [(key(ex), ex.api_name, ex.status, ex.partitions) for ex in got] == \
+            [(key(ex), ex.api_name, ex.status, ex.partitions) for ex in want], p
+        assert Stories().add_all(got).result() == Stories().add_all(want).result(), p
+        by_id += sum(1 for ex in want if ex.api_key == 1 and (ex.api_version or 0) >= 13)
+    assert by_id > 20

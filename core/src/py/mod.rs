@@ -11,6 +11,7 @@
 //!                                                                 an exchange
 //! (6, conn, protocol, client_dir, responses_only, any_data, handed, detection, last_ts)
 //!                                                                 it ended, after its last exchanges
+//! (8, topic_id, name, now)                                        a tabled answer named a topic id
 //! (0, conn, dir, offset, data, ts, index, now, now_ts)           stream bytes          } of a connection
 //! (1, conn, dir, offset, length, ts, index, reason, now, now_ts)  bytes never captured  } handed to the
 //! (2, conn, dir | None, reason, ts, index, now)                   a direction / it ended} front
@@ -277,7 +278,14 @@ fn records<'py>(
                 Out::Update(c) => tb.told(c.id),
                 Out::Exchange(r) => {
                     if let Some(fig) = figures {
-                        if tb.exchange(&mut fig.borrow_mut(py).inner, r) {
+                        let took = tb.exchange(&mut fig.borrow_mut(py).inner, r);
+                        // (the topic ids its answer named, told as it read them)
+                        if let Some(told) = tb.learnt.as_mut() {
+                            for (id, name) in told.drain(..) {
+                                v.push((8u8, id, name, r.now).into_pyobject(py)?.into_any());
+                            }
+                        }
+                        if took {
                             let key = r.header.as_ref().map(|h| h.api_key);
                             if !key.is_some_and(|k| hand.contains(&k)) {
                                 continue;
@@ -717,16 +725,27 @@ impl Stream {
     /// From now on, build the exchange tables (`table/`) of the exchanges the walk reads
     /// to their end, in the capture named `capture`, and hand only the others as records
     /// (a stream made with `figures=`); the tabled exchanges of the API keys `hand` are
-    /// handed too, as records of kind 7 (the front reads them, the tables have them).
-    #[pyo3(signature = (capture, hand = vec![]))]
-    fn keep_tables(&mut self, py: Python<'_>, capture: &str, hand: Vec<i16>) -> PyResult<()> {
+    /// handed too, as records of kind 7 (the front reads them, the tables have them); with
+    /// `tell_topic_ids`, each topic id a tabled answer names comes as a record of kind 8.
+    #[pyo3(signature = (capture, hand = vec![], tell_topic_ids = false))]
+    fn keep_tables(
+        &mut self,
+        py: Python<'_>,
+        capture: &str,
+        hand: Vec<i16>,
+        tell_topic_ids: bool,
+    ) -> PyResult<()> {
         let Some(fig) = &self.figures else {
             return Err(pyo3::exceptions::PyValueError::new_err(
                 "a stream keeps tables when made with figures=",
             ));
         };
         let names = fig.borrow(py).error_table().clone();
-        self.table = Some(TableBuilder::new(capture, names));
+        let mut tb = TableBuilder::new(capture, names);
+        if tell_topic_ids {
+            tb.learnt = Some(Vec::new());
+        }
+        self.table = Some(tb);
         self.hand = hand;
         Ok(())
     }

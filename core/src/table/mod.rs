@@ -127,6 +127,9 @@ pub struct TableBuilder {
     topic_names: HashMap<[u8; 16], String>,
     /// the error names by code (`dissectors.errors.ERRORS`)
     error_names: HashMap<i64, String>,
+    /// with `tell`: each naming of a topic id (its id as text, the name) since the last take,
+    /// repeats too, in the order the answers gave them
+    pub learnt: Option<Vec<(String, String)>>,
 }
 
 impl TableBuilder {
@@ -138,6 +141,7 @@ impl TableBuilder {
             last_ts: FxHashMap::default(),
             topic_names: HashMap::new(),
             error_names,
+            learnt: None,
         }
     }
 
@@ -309,6 +313,9 @@ impl TableBuilder {
             }
             if let (Some(name), Some(id)) = (name, id) {
                 if id != [0; 16] {
+                    if let Some(told) = self.learnt.as_mut() {
+                        told.push((crate::figures::uuid_text(&id), name.clone()));
+                    }
                     self.topic_names.insert(id, name);
                 }
             }
