@@ -43,7 +43,7 @@ from analyzer._core import END_OF_CAPTURE, CaptureError, open_capture
 from analyzer.engine import Part, write_firsts
 from analyzer.pipeline import AUTO_LISTED, Options, Run, merge_connections
 from analyzer.runs import fresh_context
-from analyzer.sinks.stats import COSTLY_VIEWS, STORY_KEYS, Stories
+from analyzer.sinks.stats import COSTLY_VIEWS, Stories
 from analyzer.tables import open_writers, table_run
 from dissectors.context import DecodeContext
 
@@ -214,11 +214,6 @@ def auto_jobs(paths: Iterable[str]) -> int:
 
 # -- running ---------------------------------------------------------------------------------------
 
-# the API keys whose exchanges a run that tables them hands to the front too: those the stories
-# read (the topic ids the others name are told: Options.hand)
-HAND = STORY_KEYS
-
-
 @dataclass
 class ShardedResult:
     stories: Stories
@@ -252,7 +247,7 @@ def _worker(path: str, options: Options, ctx: DecodeContext, k: int, n: int, pro
             folder: str, views: tuple[str, ...], display_filter: Any) -> dict[str, Any]:
     stories = Stories(views)
     tabled = options.decode.lean and not stories.every_exchange and display_filter is None
-    options = dataclasses.replace(options, tables=path if tabled else None, hand=HAND if tabled else frozenset())
+    options = dataclasses.replace(options, tables=path if tabled else None, hand=stories.keys if tabled else frozenset())
     run, names = _share(path, options, ctx, k, n, progress)
     writers = open_writers(folder, compression=TEMPORARY)
     keep = display_filter.matcher(run.ctx) if display_filter is not None else None

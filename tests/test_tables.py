@@ -315,7 +315,7 @@ def test_the_exchanges_handed_on_are_the_decoders() -> None:
     on every capture of the corpus; some of them name topics by id (Fetch v13+)."""
     from analyzer.pipeline import Options, Run
     from analyzer.runs import Decode
-    from analyzer.shards import HAND
+    from analyzer.sinks.stats import STORY_KEYS as HAND
     from analyzer.sinks.stats import Stories
 
     by_id = 0

@@ -98,7 +98,7 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
     # reads (with each request's topics, for topic_partitions) and hands the stories' APIs on
     decode = lean_decode(kw["max_depth"], Decode.LITE_TOPICS)
     from analyzer import engine
-    from analyzer.shards import HAND, MIN_SHARDED_BYTES, TEMPORARY, auto_jobs, run_stats_sharded
+    from analyzer.shards import MIN_SHARDED_BYTES, TEMPORARY, auto_jobs, run_stats_sharded
     from analyzer.sinks import stats_render as sr
     from analyzer.tables import open_writers, table_run
 
@@ -118,7 +118,7 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
         writers: dict[str, Any] = {}        # (opened for the first capture read here)
         parts: list[engine.Part] = []
         try:
-            for path, run in iter_captures(captures, kw, progress=True, decode=decode, tables=tabled, hand=HAND):
+            for path, run in iter_captures(captures, kw, progress=True, decode=decode, tables=tabled, hand=stories.keys):
                 source = os.path.basename(path) if many else None
                 if not plot_path and os.path.isfile(path) and (workers > 1 or os.path.getsize(path) >= MIN_SHARDED_BYTES):
                     res = run_stats_sharded(path, run.pipeline.options, run.ctx, os.path.join(tmp, f"c{len(parts)}"),

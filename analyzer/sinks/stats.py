@@ -171,6 +171,11 @@ class Stories:
         self.in_flight: InFlight | None = InFlight() if "in_flight" in views else None
 
     @property
+    def keys(self) -> frozenset[int]:
+        """The API keys whose exchanges ``add`` reads (the committed lag's only when kept)."""
+        return STORY_KEYS if self.committed is not None else frozenset({0, 1}) | GROUP_MEMBER_APIS
+
+    @property
     def every_exchange(self) -> bool:
         """Whether ``add`` reads every exchange (the in-flight view), not only STORY_KEYS'."""
         return self.in_flight is not None
