@@ -44,7 +44,7 @@ from analyzer.engine import Part, write_firsts
 from analyzer.pipeline import AUTO_LISTED, Options, Run, merge_connections
 from analyzer.runs import fresh_context
 from analyzer.sinks.stats import COSTLY_VIEWS, Stories
-from analyzer.tables import open_writers, table_run
+from analyzer.tables import EXCHANGES, PARTITIONS, open_writers, table_run
 from dissectors.context import DecodeContext
 
 __all__ = ["END_OF_CAPTURE", "TopicNames", "Learnt", "LearntTable", "auto_jobs", "run_stats_sharded", "ShardedResult",
@@ -56,6 +56,8 @@ MIN_SHARDED_BYTES = 8 * 1024 * 1024
 MAX_AUTO_JOBS = 8
 # the Parquet compression of the tables a run writes for its own queries (read once, soon)
 TEMPORARY = "lz4"
+# the tables stats' figures read
+FIGURES_TABLES = (EXCHANGES, PARTITIONS)
 class Learnt(NamedTuple):
     """What a file's connections learnt of one topic id (``learnt_ids``)."""
     at: list[int]           # the packets of its learnings, sorted
@@ -249,7 +251,7 @@ def _worker(path: str, options: Options, ctx: DecodeContext, k: int, n: int, pro
     tabled = options.decode.lean and not stories.every_exchange and display_filter is None
     options = dataclasses.replace(options, tables=path if tabled else None, hand=stories.keys if tabled else frozenset())
     run, names = _share(path, options, ctx, k, n, progress)
-    writers = open_writers(folder, compression=TEMPORARY)
+    writers = open_writers(folder, FIGURES_TABLES, compression=TEMPORARY)
     keep = display_filter.matcher(run.ctx) if display_filter is not None else None
     try:
         table_run(path, run, writers, stories=stories.add, keep=keep)

@@ -317,22 +317,24 @@ def write_rows(runs: Iterator[tuple[str, Any]], writers: dict[str, ParquetTable]
 def table_run(capture: str, run: Any, writers: dict[str, ParquetTable], trees: bool = False,
               stories: Callable[[Exchange], None] | None = None,
               keep: Callable[[Exchange], bool] | None = None) -> None:
-    """The rows of one Run's exchanges, partitions and connections to the table ``writers``.
+    """The rows of one Run's exchanges, partitions and connections to the table ``writers`` (by
+    table name; without one for connections, none are written).
     A run made with ``Options.tables`` hands the rows the core built as record batches; the
     exchanges it yields (those the core leaves to the front's decoder) become rows here.
     ``stories``: called with every exchange kept, those the core tabled and handed on too
     (``Options.hand``); ``keep``: the exchanges that count (a display filter; the others
     make no row)."""
-    exchanges, partitions, connections = (writers[t.name] for t in TABLES)
+    exchanges, partitions = writers[EXCHANGES.name], writers[PARTITIONS.name]
+    connections = writers.get(CONNECTIONS.name)     # (stats' figures do not read it)
 
     def batches(ex_batch: Any, part_batch: Any) -> None:
         exchanges.add_batch(ex_batch)
         partitions.add_batch(part_batch)
 
-    def closed(c: Conn) -> None:
-        connections.add(connection_row(c, capture, c.id))
-
-    run.pipeline.on_closed = closed
+    if connections is not None:
+        def closed(c: Conn) -> None:
+            connections.add(connection_row(c, capture, c.id))
+        run.pipeline.on_closed = closed
     run.pipeline.on_tables = batches
     run.pipeline.on_tabled = stories
     for ex in run:

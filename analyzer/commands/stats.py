@@ -98,7 +98,7 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
     # reads (with each request's topics, for topic_partitions) and hands the stories' APIs on
     decode = lean_decode(kw["max_depth"], Decode.LITE_TOPICS)
     from analyzer import engine
-    from analyzer.shards import MIN_SHARDED_BYTES, TEMPORARY, auto_jobs, run_stats_sharded
+    from analyzer.shards import FIGURES_TABLES, MIN_SHARDED_BYTES, TEMPORARY, auto_jobs, run_stats_sharded
     from analyzer.sinks import stats_render as sr
     from analyzer.tables import open_writers, table_run
 
@@ -142,7 +142,7 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
                 if timeline is not None:
                     own.lag = LagTimeline()
                 keep = display_filter.matcher(run.ctx) if display_filter is not None else None
-                writers = writers or open_writers(whole, compression=TEMPORARY)
+                writers = writers or open_writers(whole, FIGURES_TABLES, compression=TEMPORARY)
                 table_run(path, run, writers, stories=own.add, keep=keep)
                 stories.merge(own)
                 connections = merge_connections(connections, _tagged(run.summary.connections_json(), source))
