@@ -25,7 +25,7 @@ fi
 
 # This replaces any kafkawire-sniff installed in this Python with an editable install of
 # this checkout (the README says so too): say it before doing it.
-echo "installing this checkout ($(pwd)) in editable mode (the native core built by maturin) with its test, spark, plot, tls and tables extras" \
+echo "installing this checkout ($(pwd)) in editable mode (the native core built by maturin) with its test, spark, plot and tls extras" \
      "(pip install -e; it replaces any kafkawire-sniff installed in $(command -v python3))"
 # (the core with its test probes, analyzer._core.probe_*: the cargo feature `probe`)
 MATURIN_PEP517_ARGS="--features probe" \
