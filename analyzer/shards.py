@@ -42,7 +42,7 @@ from typing import Any, NamedTuple
 from analyzer._core import END_OF_CAPTURE, CaptureError, open_capture
 from analyzer.engine import Part, write_firsts
 from analyzer.pipeline import AUTO_LISTED, Options, Run, merge_connections
-from analyzer.runs import fresh_context
+from analyzer.runs import Decode, fresh_context
 from analyzer.sinks.stats import COSTLY_VIEWS, Stories
 from analyzer.tables import EXCHANGES, PARTITIONS, open_writers, table_run
 from dissectors.context import DecodeContext
@@ -245,10 +245,17 @@ def _share(path: str, options: Options, ctx: DecodeContext, k: int, n: int,
     return run, names
 
 
+def core_tables(decode: Decode, stories: Stories, display_filter: Any) -> bool:
+    """Whether the core builds the tables of a run of ``stats`` (``Options.tables``): a lean
+    walk's, unless a display filter reads each exchange or the stories read every one (the
+    in-flight view); the exchanges then make their rows in Python."""
+    return decode.lean and display_filter is None and not stories.every_exchange
+
+
 def _worker(path: str, options: Options, ctx: DecodeContext, k: int, n: int, progress: Any,
             folder: str, views: tuple[str, ...], display_filter: Any) -> dict[str, Any]:
     stories = Stories(views)
-    tabled = options.decode.lean and not stories.every_exchange and display_filter is None
+    tabled = core_tables(options.decode, stories, display_filter)
     options = dataclasses.replace(options, tables=path if tabled else None, hand=stories.keys if tabled else frozenset())
     run, names = _share(path, options, ctx, k, n, progress)
     writers = open_writers(folder, FIGURES_TABLES, compression=TEMPORARY)

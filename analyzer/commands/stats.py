@@ -98,7 +98,14 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
     # reads (with each request's topics, for topic_partitions) and hands the stories' APIs on
     decode = lean_decode(kw["max_depth"], Decode.LITE_TOPICS)
     from analyzer import engine
-    from analyzer.shards import FIGURES_TABLES, MIN_SHARDED_BYTES, TEMPORARY, auto_jobs, run_stats_sharded
+    from analyzer.shards import (
+        FIGURES_TABLES,
+        MIN_SHARDED_BYTES,
+        TEMPORARY,
+        auto_jobs,
+        core_tables,
+        run_stats_sharded,
+    )
     from analyzer.sinks import stats_render as sr
     from analyzer.tables import open_writers, table_run
 
@@ -111,8 +118,7 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
     timeline = LagTimeline() if plot_path else None
     if timeline is not None:
         stories.lag = timeline
-    # (a filter reads each exchange; the in-flight view, every request: no table is the core's)
-    tabled = decode.lean and display_filter is None and not stories.every_exchange
+    tabled = core_tables(decode, stories, display_filter)
     with tempfile.TemporaryDirectory(prefix="kafkawire-sniff-stats-") as tmp:
         whole = os.path.join(tmp, "tables")
         writers: dict[str, Any] = {}        # (opened for the first capture read here)
@@ -126,11 +132,11 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
                                             display_filter=display_filter)
                     if res.exact:
                         stories.merge(res.stories)
-                        res.stories = Stories(())       # (merged: its memory goes with the run's)
                         parts += res.parts
                         if res.connections is not None:
                             connections = merge_connections(connections, _tagged(res.connections, source))
                         warn_damaged(path, res.capture_warning)
+                        del res         # (merged: its stories' memory goes before the engine runs)
                         continue
                     # a topic id learnt between two lookups on other connections: only one
                     # process gives the figures one process gives

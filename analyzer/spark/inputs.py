@@ -160,4 +160,4 @@ def capture_labels(sources: list[Source]) -> dict[str, str] | None:
     input as named) -> its label, for several captures; None for a lone one."""
     if len(sources) < 2:
         return None
-    return {s.name: os.path.basename(s.name.rstrip("/")) for s in sources}
+    return {s.name: str(capture_label(s, True)) for s in sources}
