@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from analyzer import figures
-from analyzer.tables import EXCHANGES, PARTITION, PARTITIONS, TABLES, TOPIC_PARTITION
+from analyzer.tables import BATCHES, EXCHANGES, PARTITION, PARTITIONS, TABLES, TOPIC_PARTITION
 
 # DuckDB's memory for a query: what it needs beyond this it spills to disk (with the
 # process's own, ~100 MB of Python, pyarrow and DuckDB, the whole stays under 200 MB)
@@ -87,18 +87,20 @@ def _struct(var: str, cols: Sequence[Any], names: Mapping[str, str]) -> str:
                            for c in cols) + "}"
 
 
-def _part_view(table: str, part: Part) -> str:
-    """SQL of one worker's rows of ``table``, its connections numbered (``conn_numbers``) and
-    its topic ids named."""
-    src = f"read_parquet({_text(os.path.join(part.folder, table, '*.parquet'))})"
+def _part_view(table: str, parts: Sequence[Part], rename: Mapping[str, str]) -> str | None:
+    """SQL of the workers' rows of ``table`` in ``parts``, their connections numbered
+    (``conn_numbers``) and the topic ids of ``rename`` named (one scan of them all)."""
+    src = _files([p.folder for p in parts], table)
+    if src is None:
+        return None
     repl = ["c.n AS conn"]
-    if part.rename:
+    if rename:
         if table == EXCHANGES.name:
-            repl.append(f"list_transform(t.partitions, lambda p: {_struct('p', PARTITION, part.rename)}) AS partitions")
+            repl.append(f"list_transform(t.partitions, lambda p: {_struct('p', PARTITION, rename)}) AS partitions")
             repl.append("list_transform(t.topic_partitions, lambda p: "
-                        f"{_struct('p', TOPIC_PARTITION, part.rename)}) AS topic_partitions")
-        elif table == PARTITIONS.name:
-            repl.append(f"{_renamed('t.topic', part.rename)} AS topic")
+                        f"{_struct('p', TOPIC_PARTITION, rename)}) AS topic_partitions")
+        elif table in (PARTITIONS.name, BATCHES.name):
+            repl.append(f"{_renamed('t.topic', rename)} AS topic")
     return (f"SELECT t.* REPLACE ({', '.join(repl)}) FROM {src} t "
             "JOIN conn_numbers c ON c.capture = t.capture AND c.first = t.conn")
 
@@ -122,8 +124,11 @@ def connect(folders: Sequence[str], spill: str, parts: Sequence[Part] = (), orde
         whole = _files(folders, t.name)
         if whole is not None:
             selects.append(f"SELECT * FROM {whole}")
-        selects += [_part_view(t.name, p) for p in parts
-                    if os.path.isdir(os.path.join(p.folder, t.name))]
+        # (the parts that name no topic after the fact in one scan: a view of many parts, as
+        # many captures read by workers make, stays within the memory limit)
+        views = [_part_view(t.name, [p for p in parts if not p.rename], {})]
+        views += [_part_view(t.name, [p], p.rename) for p in parts if p.rename]
+        selects += [v for v in views if v is not None]
         if selects:
             db.execute(f"CREATE VIEW {t.name} AS " + "\nUNION ALL BY NAME\n".join(selects))
             have_exchanges = have_exchanges or t is EXCHANGES

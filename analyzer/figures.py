@@ -171,13 +171,13 @@ ORDER BY {', '.join(f'g.{n} NULLS LAST' for n in names)}
 
 def top_query(n: int) -> str:
     """The SQL of stats' N slowest exchanges (``--top N``): the answered exchanges by latency,
-    slowest first (ties: by connection, request frame, correlation id), with the fields of
+    slowest first (ties: by connection, request frame, correlation id, capture), with the fields of
     stats' ``top`` records, and the capture."""
     return f"""SELECT api_name AS api, api_version AS version, correlation_id, conn, client, broker, client_id,
        request_frame, response_frame, request_time, latency_ms, ttfb_ms, wait, status, error_codes, capture
 FROM exchanges
 WHERE latency_ms IS NOT NULL
-ORDER BY round(latency_ms, 3) DESC, coalesce(conn, -1), coalesce(request_frame, 0), coalesce(correlation_id, -1)
+ORDER BY round(latency_ms, 3) DESC, coalesce(conn, -1), coalesce(request_frame, 0), coalesce(correlation_id, -1), capture
 LIMIT {int(n)}
 """
 
@@ -315,6 +315,113 @@ SELECT api, t, latency_ms FROM p WHERE (i - 1) % CAST(greatest(1, ceil(n / {int(
 """
 
 
+# -- the producers: one per client id and producer id, from the batches table ------------------
+
+# a Produce's batches the producer stories count: not control batches (transaction markers)
+_SENT = "SELECT * FROM batches WHERE NOT control"
+
+
+def producer_codecs_query() -> str:
+    """The SQL of the producers' figures per (client id, producer id, codec): batches,
+    records (and the most in a batch), bytes (and of the batches sized before compression:
+    how many, their bytes, their bytes before), transactional batches, the transactional id,
+    and linger (a batch's max_timestamp - base_timestamp, of those where max >= base >= 0)."""
+    linger = "max_timestamp - base_timestamp"
+    ok = "max_timestamp >= base_timestamp AND base_timestamp >= 0"
+    return f"""SELECT client_id, producer_id, codec, count(*) AS batches, sum(records) AS records,
+       max(records) AS max_records, sum(bytes) AS bytes, count(bytes_before) AS sized,
+       coalesce(sum(bytes) FILTER (WHERE bytes_before IS NOT NULL), 0) AS sized_bytes,
+       coalesce(sum(bytes_before), 0) AS bytes_before,
+       count(*) FILTER (WHERE transactional) AS transactional_batches, min(transactional_id) AS transactional_id,
+       count(*) FILTER (WHERE {ok}) AS linger_n, coalesce(sum({linger}) FILTER (WHERE {ok}), 0) AS linger_total,
+       max({linger}) FILTER (WHERE {ok}) AS linger_max
+FROM ({_SENT}) b
+GROUP BY client_id, producer_id, codec
+"""
+
+
+def producer_requests_query() -> str:
+    """The SQL of each producer's requests by acks (a request counts once per producer id
+    its batches carry)."""
+    return f"""SELECT client_id, producer_id, acks, count(*) AS requests
+FROM (SELECT DISTINCT client_id, producer_id, capture, conn, request_frame, correlation_id, acks FROM ({_SENT}) b) r
+GROUP BY client_id, producer_id, acks
+"""
+
+
+def producer_epochs_query() -> str:
+    """The SQL of the epochs and retries of each idempotent producer: a retry is a batch sent
+    again with the same epoch, topic-partition and base_sequence."""
+    return f"""SELECT client_id, producer_id, producer_epoch, sum(greatest(n - 1, 0)) AS retries
+FROM (SELECT client_id, producer_id, producer_epoch, topic, partition, base_sequence,
+             count(*) FILTER (WHERE base_sequence >= 0) AS n
+      FROM ({_SENT}) b WHERE producer_id >= 0
+      GROUP BY client_id, producer_id, producer_epoch, topic, partition, base_sequence) s
+GROUP BY client_id, producer_id, producer_epoch
+"""
+
+
+ACKS = {-1: "all", 0: "0", 1: "1"}
+
+
+def producers(query: Query) -> list[dict[str, Any]]:
+    """stats' producers: one object per (client id, producer id), by client id and producer id:
+    requests by acks, batches, records, bytes per batch before and after compression and the
+    ratio per codec, linger, transactions, the epochs and retries of an idempotent producer."""
+    per: dict[tuple[Any, Any], dict[str, Any]] = {}
+
+    def of(cid: Any, pid: Any) -> dict[str, Any]:
+        return per.setdefault((cid, int(pid)), {"codecs": {}, "acks": {}, "requests": 0, "epochs": set(),
+                                                "retries": 0})
+
+    for r in _dicts(query, producer_codecs_query()):
+        of(r["client_id"], r["producer_id"])["codecs"][r["codec"]] = r
+    for cid, pid, acks, n in query(producer_requests_query())[1]:
+        p = of(cid, pid)
+        p["requests"] += int(n)
+        if acks is not None:
+            name = ACKS.get(int(acks), str(acks))
+            p["acks"][name] = p["acks"].get(name, 0) + int(n)
+    for cid, pid, epoch, retries in query(producer_epochs_query())[1]:
+        p = of(cid, pid)
+        p["epochs"].add(int(epoch))
+        p["retries"] += int(retries or 0)
+    out = []
+    for (cid, pid), p in sorted(per.items(), key=lambda kv: (kv[0][0] is None, kv[0][0] or "", kv[0][1])):
+        rows = p["codecs"].values()
+        batches = sum(int(r["batches"]) for r in rows)
+        records = sum(int(r["records"]) for r in rows)
+        nbytes = sum(int(r["bytes"]) for r in rows)
+        sized = sum(int(r["sized"]) for r in rows)
+        before = sum(int(r["bytes_before"]) for r in rows)
+        linger_n = sum(int(r["linger_n"]) for r in rows)
+        lingers = [int(r["linger_max"]) for r in rows if r["linger_max"] is not None]
+        txn_ids = [r["transactional_id"] for r in rows if r["transactional_id"] is not None]
+        comp = {}
+        for c in sorted(p["codecs"]):
+            r = p["codecs"][c]
+            nb, kb, ku = int(r["batches"]), int(r["sized_bytes"]), int(r["bytes_before"])
+            comp[c] = {"batches": nb, "bytes": int(r["bytes"]), "bytes_before": ku if int(r["sized"]) == nb else None,
+                       "ratio": round(ku / kb, 3) if kb else None}
+        out.append({
+            "client_id": cid, "producer_id": pid, "idempotent": pid >= 0,
+            "producer_epochs": sorted(p["epochs"]),
+            "transactional_id": min(txn_ids) if txn_ids else None,
+            "transactional_batches": sum(int(r["transactional_batches"]) for r in rows),
+            "acks": dict(sorted(p["acks"].items())), "requests": p["requests"],
+            "batches": batches, "records": records,
+            "records_per_batch": round(records / batches, 3),
+            "max_records_per_batch": max(int(r["max_records"]) for r in rows),
+            "bytes_per_batch": round(nbytes / batches, 1),
+            "bytes_before_per_batch": round(before / sized, 1) if sized == batches else None,
+            "compression": comp,
+            "linger_ms": {"mean": round(sum(int(r["linger_total"]) for r in rows) / linger_n, 3) if linger_n else None,
+                          "max": max(lingers) if lingers else None},
+            "retries": p["retries"] if pid >= 0 else None,
+        })
+    return out
+
+
 # -- the report: what stats prints, from the queries ---------------------------------------------
 
 # a query run by an engine: the SQL (DuckDB's) -> (column names, rows)
@@ -450,6 +557,7 @@ def points(query: Query, cap: int = 50_000) -> dict[str, list[tuple[float, float
 def report(query: Query, by: Sequence[str], top_n: int = 0,
            labels: Mapping[str, str] | None = None) -> dict[str, Any]:
     """stats' figures but the stories (``analyzer.sinks.insights``), as ``stats -f json``
-    gives them: ``by``, ``groups``, ``top``, ``throughput``, ``accuracy``."""
+    gives them: ``by``, ``groups``, ``top``, ``throughput``, ``producers``, ``accuracy``."""
     return {"by": list(by), "groups": groups(query, by, labels), "top": top(query, top_n, labels),
-            "throughput": throughput(query), "accuracy": {"percentile_definition": PERCENTILE_DEFINITION}}
+            "throughput": throughput(query), "producers": producers(query),
+            "accuracy": {"percentile_definition": PERCENTILE_DEFINITION}}

@@ -221,10 +221,10 @@ class Pipeline:
         self.packet_now = 0
         # called with each connection as it ends, after its last exchange (the connections table)
         self.on_closed: Callable[[Conn], None] | None = None
-        # with Options.tables: called with the record batches of ``exchanges`` and
-        # ``partitions`` the core built (``analyzer._core.ArrowBatch``, read through the Arrow
+        # with Options.tables: called with the record batches of ``exchanges``, ``partitions``
+        # and ``batches`` the core built (``analyzer._core.ArrowBatch``, read through the Arrow
         # PyCapsule interface), every _TABLE_ROWS exchanges and at the end
-        self.on_tables: Callable[[Any, Any], None] | None = None
+        self.on_tables: Callable[[Any, Any, Any], None] | None = None
         # with Options.tables and hand: called with each exchange of those API keys whose rows the
         # core built (it is not yielded: its rows are in the tables already)
         self.on_tabled: Callable[[Exchange], None] | None = None

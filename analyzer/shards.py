@@ -44,7 +44,7 @@ from analyzer.engine import Part, write_firsts
 from analyzer.pipeline import AUTO_LISTED, Options, Run, merge_connections
 from analyzer.runs import Decode, fresh_context
 from analyzer.sinks.stats import COSTLY_VIEWS, Stories
-from analyzer.tables import EXCHANGES, PARTITIONS, open_writers, table_run
+from analyzer.tables import BATCHES, EXCHANGES, PARTITIONS, open_writers, table_run
 from dissectors.context import DecodeContext
 
 __all__ = ["END_OF_CAPTURE", "TopicNames", "Learnt", "LearntTable", "auto_jobs", "run_stats_sharded", "ShardedResult",
@@ -57,7 +57,7 @@ MAX_AUTO_JOBS = 8
 # the Parquet compression of the tables a run writes for its own queries (read once, soon)
 TEMPORARY = "lz4"
 # the tables stats' figures read
-FIGURES_TABLES = (EXCHANGES, PARTITIONS)
+FIGURES_TABLES = (EXCHANGES, PARTITIONS, BATCHES)
 class Learnt(NamedTuple):
     """What a file's connections learnt of one topic id (``learnt_ids``)."""
     at: list[int]           # the packets of its learnings, sorted

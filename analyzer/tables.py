@@ -1,10 +1,11 @@
 """The data model: the tables a capture becomes, defined once.
 
-Three tables, typed (Arrow's types; Parquet on disk), the same for ``export`` on one
+Four tables, typed (Arrow's types; Parquet on disk), the same for ``export`` on one
 machine and for the ``spark`` job on a cluster, and the tables ``sql`` queries:
 
 - ``exchanges``: one row per exchange (a request and its response, or either alone);
 - ``partitions``: one row per topic-partition of a Produce or Fetch request or response;
+- ``batches``: one row per record batch (v2) of a Produce request (the producer stories);
 - ``connections``: one row per TCP connection, Kafka or not.
 
 Each table is a tuple of ``Column``: its name, type, whether it may be null, and what it
@@ -21,11 +22,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from analyzer._core import batch_summaries
 from analyzer.model import Conn, Exchange
 from analyzer.sinks.output import exchange_to_json
 from analyzer.sinks.stats import named_topic_partitions, throttle_ms, wait_kind
 from dissectors.field import body_of
-from dissectors.summary import fetch_table
+from dissectors.summary import fetch_table, produce_table
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,32 @@ PARTITIONS = Table("partitions", "one row per topic-partition of a Produce or Fe
     _c("last_stable_offset", "int64", "Fetch: its last stable offset (read_committed consumers read up to it)"),
 ))
 
+BATCHES = Table("batches", "one row per record batch (v2) of a Produce request: what its producer sent", (
+    *_EXCHANGE_KEY,
+    _c("client_id", "string", "client id"),
+    _c("api_version", "int32", "Produce version"),
+    _c("correlation_id", "int32", "correlation id"),
+    _c("request_frame", "int64", "packet that completed the request frame"),
+    _c("request_time", "float64", "request time, seconds since the epoch"),
+    _c("acks", "int32", "the request's acks: -1 (all), 0, 1"),
+    _c("transactional_id", "string", "the request's transactional id"),
+    _c("topic", "string", "topic name (a topic id as text when the capture never named it)"),
+    _c("partition", "int32", "partition index"),
+    _c("producer_id", "int64", "producer id (-1: not idempotent)", False),
+    _c("producer_epoch", "int32", "producer epoch", False),
+    _c("base_sequence", "int32", "sequence number of the batch's first record (-1: none)", False),
+    _c("records", "int64", "records_count", False),
+    _c("bytes", "int64", "the batch's bytes on the wire (its 12-byte log header included)", False),
+    _c("bytes_before", "int64", "the same with its records decompressed (null: they could not be, or "
+                                "the request's batches decompress to more than 64 MiB)"),
+    _c("codec", "string", "compression codec: none, gzip, snappy, lz4, zstd", False),
+    _c("base_timestamp", "int64", "base_timestamp (ms since the epoch)", False),
+    _c("max_timestamp", "int64", "max_timestamp: minus base_timestamp, how long the producer gathered it "
+                                 "(CreateTime)", False),
+    _c("transactional", "bool", "a transactional batch", False),
+    _c("control", "bool", "a control batch (transaction marker)", False),
+))
+
 CONNECTIONS = Table("connections", "one row per TCP connection, Kafka or not", (
     *_EXCHANGE_KEY,
     _c("client", "string", "client address:port (the SYN sender, or the side that sends requests)", False),
@@ -144,7 +172,7 @@ CONNECTIONS = Table("connections", "one row per TCP connection, Kafka or not", (
     _c("lost", "bool", "bytes of it were never captured (lost segments)", False),
 ))
 
-TABLES = (EXCHANGES, PARTITIONS, CONNECTIONS)
+TABLES = (EXCHANGES, PARTITIONS, BATCHES, CONNECTIONS)
 
 
 def with_trees(t: Table) -> Table:
@@ -167,10 +195,12 @@ def partition_tuple(p: dict[str, Any]) -> tuple[Any, ...]:
             None if p.get("error") is None else str(p.get("error")))
 
 
-def exchange_rows(ex: Exchange, capture: str, conn: int, trees: bool = False
-                  ) -> tuple[tuple[Any, ...], list[tuple[Any, ...]]]:
-    """An exchange's row of ``exchanges`` (with the trees when ``trees``) and its rows of
-    ``partitions``; ``conn`` is the connection's number in the tables."""
+Rows = tuple[tuple[Any, ...], list[tuple[Any, ...]], list[tuple[Any, ...]]]
+
+
+def exchange_rows(ex: Exchange, capture: str, conn: int, trees: bool = False) -> Rows:
+    """An exchange's row of ``exchanges`` (with the trees when ``trees``), its rows of
+    ``partitions`` and of ``batches``; ``conn`` is the connection's number in the tables."""
     d = exchange_to_json(ex, trees=trees)
     parts = [partition_tuple(p) for p in d["partitions"]]
     row: tuple[Any, ...] = (capture, conn, d["client"], d["broker"], d["protocol"], d["api_key"], d["api_name"], d["api_version"],
@@ -185,7 +215,35 @@ def exchange_rows(ex: Exchange, capture: str, conn: int, trees: bool = False
     key = (capture, conn, d["api_name"], d["api_version"], d["correlation_id"], d["client_id"], d["request_frame"],
            d["response_frame"], _float(d["request_time"]), d["status"])
     offsets = _fetch_offsets(ex) if ex.api_key == 1 and ex.protocol == "kafka" else []
-    return row, [key + p + (offsets[i] if i < len(offsets) else _NO_OFFSETS) for i, p in enumerate(parts)]
+    batches = _batches(ex, d, capture, conn, parts) if ex.api_key == 0 and ex.protocol == "kafka" else []
+    return (row, [key + p + (offsets[i] if i < len(offsets) else _NO_OFFSETS) for i, p in enumerate(parts)],
+            batches)
+
+
+def _batches(ex: Exchange, d: dict[str, Any], capture: str, conn: int,
+             parts: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """A Produce request's rows of ``batches``: each partition's record batches, read from
+    the request's bytes by the core (``_core.batch_summaries``, as its own rows read them);
+    ``parts`` its partitions' rows (their topics named as the capture named them), in the
+    order of its body's rows."""
+    body = body_of(ex.request_tree)
+    if ex.request is None or body is None:
+        return []
+    rows = produce_table(body)
+    spans = [(r[7], r[8]) for r in rows if r[7] is not None and r[8]]
+    which = [i for i, r in enumerate(rows) if r[7] is not None and r[8]]
+    acks = body.get("acks")
+    txn = body.get("transactional_id")
+    key = (capture, conn, d["client_id"], d["api_version"], d["correlation_id"], d["request_frame"],
+           _float(d["request_time"]), acks if isinstance(acks, int) and not isinstance(acks, bool) else None,
+           txn if isinstance(txn, str) else None)
+    out = []
+    for span, *batch in batch_summaries(ex.request.data, spans):
+        i = which[span]
+        name, tid, idx = rows[i][:3]
+        topic = parts[i][0] if len(parts) == len(rows) else (name if name is not None else tid)
+        out.append(key + (topic, idx, *batch))
+    return out
 
 
 _NO_OFFSETS = (None, None, None)
@@ -307,7 +365,7 @@ class ParquetTable:
 
 
 def write_rows(runs: Iterator[tuple[str, Any]], writers: dict[str, ParquetTable], trees: bool = False) -> None:
-    """Every exchange, partition and connection of the ``(capture name, Run)`` pairs to the
+    """Every exchange, partition, batch and connection of the ``(capture name, Run)`` pairs to the
     table ``writers`` (by table name), each capture's connections numbered as ``read``
     numbers them (``table_run``)."""
     for capture, run in runs:
@@ -317,33 +375,36 @@ def write_rows(runs: Iterator[tuple[str, Any]], writers: dict[str, ParquetTable]
 def table_run(capture: str, run: Any, writers: dict[str, ParquetTable], trees: bool = False,
               stories: Callable[[Exchange], None] | None = None,
               keep: Callable[[Exchange], bool] | None = None) -> None:
-    """The rows of one Run's exchanges, partitions and connections to the table ``writers`` (by
+    """The rows of one Run's exchanges, partitions, batches and connections to the table ``writers`` (by
     table name; without one for connections, none are written).
     A run made with ``Options.tables`` hands the rows the core built as record batches; the
     exchanges it yields (those the core leaves to the front's decoder) become rows here.
     ``stories``: called with every exchange kept, those the core tabled and handed on too
     (``Options.hand``); ``keep``: the exchanges that count (a display filter; the others
     make no row)."""
-    exchanges, partitions = writers[EXCHANGES.name], writers[PARTITIONS.name]
+    exchanges, partitions, batches = writers[EXCHANGES.name], writers[PARTITIONS.name], writers[BATCHES.name]
     connections = writers.get(CONNECTIONS.name)     # (stats' figures do not read it)
 
-    def batches(ex_batch: Any, part_batch: Any) -> None:
+    def core_rows(ex_batch: Any, part_batch: Any, batch_batch: Any) -> None:
         exchanges.add_batch(ex_batch)
         partitions.add_batch(part_batch)
+        batches.add_batch(batch_batch)
 
     if connections is not None:
         def closed(c: Conn) -> None:
             connections.add(connection_row(c, capture, c.id))
         run.pipeline.on_closed = closed
-    run.pipeline.on_tables = batches
+    run.pipeline.on_tables = core_rows
     run.pipeline.on_tabled = stories
     for ex in run:
         if keep is not None and not keep(ex):
             continue
-        row, parts = exchange_rows(ex, capture, ex.conn.id, trees)
+        row, parts, bs = exchange_rows(ex, capture, ex.conn.id, trees)
         exchanges.add(row)
         for p in parts:
             partitions.add(p)
+        for b in bs:
+            batches.add(b)
         if stories is not None:
             stories(ex)
 

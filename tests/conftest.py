@@ -27,18 +27,21 @@ def capture_paths() -> list[Path]:
 
 
 def figures_db(exchanges: Any, capture: str = "test.pcap") -> Any:
-    """A DuckDB connection whose ``exchanges`` and ``partitions`` tables hold the rows of
-    ``exchanges`` (Exchange objects; analyzer.tables.exchange_rows), for the figures' queries."""
+    """A DuckDB connection whose ``exchanges``, ``partitions`` and ``batches`` tables hold the
+    rows of ``exchanges`` (Exchange objects; analyzer.tables.exchange_rows), for the figures'
+    queries."""
     from analyzer.engine import rows_db
-    from analyzer.tables import EXCHANGES, PARTITIONS, exchange_rows
+    from analyzer.tables import BATCHES, EXCHANGES, PARTITIONS, exchange_rows
 
     rows: list[tuple[Any, ...]] = []
     parts: list[tuple[Any, ...]] = []
+    batches: list[tuple[Any, ...]] = []
     for ex in exchanges:
-        row, prows = exchange_rows(ex, capture, ex.conn.id if ex.conn is not None else 0)
+        row, prows, brows = exchange_rows(ex, capture, ex.conn.id if ex.conn is not None else 0)
         rows.append(row)
         parts += prows
-    return rows_db([(EXCHANGES, rows), (PARTITIONS, parts)])
+        batches += brows
+    return rows_db([(EXCHANGES, rows), (PARTITIONS, parts), (BATCHES, batches)])
 
 
 def stats_of(exchanges: Any, by: tuple[str, ...] = ("api", "version"), top: int = 0,
@@ -50,5 +53,6 @@ def stats_of(exchanges: Any, by: tuple[str, ...] = ("api", "version"), top: int 
 
     exs = list(exchanges)
     res = figures.report(engine.query_of(figures_db(exs)), by, top)
-    res.update(Stories(views).add_all(exs).result())
-    return res
+    told = Stories(views).add_all(exs).result()
+    return {**{k: res[k] for k in ("by", "groups", "top", "throughput")}, "consumer_lag": told.pop("consumer_lag"),
+            "producers": res["producers"], **told, "accuracy": res["accuracy"]}

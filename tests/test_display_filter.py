@@ -557,12 +557,12 @@ def test_spark_job_keeps_what_the_filter_keeps() -> None:
     from analyzer.spark.inputs import JobConfig
     from analyzer.spark.job import run_local
 
-    res, rows, _parts, _conns = run_local([FETCH], JobConfig(display_filter="api_name == Fetch && topic == plain",
-                                                     split_size=900))
+    res, tables = run_local([FETCH], JobConfig(display_filter="api_name == Fetch && topic == plain",
+                                               split_size=900))
     want = sorted((o["api_name"], o["request_frame"], o["response_frame"]) for o in _ndjson(FETCH)
                   if o["api_name"] == "Fetch" and _topics_by_value(o, "plain"))
     assert len(want) == 2 and len(want) < len(_ndjson(FETCH))
-    assert sorted((r[6], r[10], r[11]) for r in rows) == want
+    assert sorted((r[6], r[10], r[11]) for r in tables["exchanges"]) == want
     assert res.stats["groups"][0]["api"] == "Fetch" and len(res.stats["groups"]) == 1
 
 

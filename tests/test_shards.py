@@ -66,6 +66,19 @@ def test_several_captures_keep_their_labels() -> None:
     assert _stats(*args, "-j", "2", *files) == one
 
 
+def test_many_captures_with_workers(tmp_path: Path) -> None:
+    """Sixty captures read by two workers each: the engine reads the 120 parts' tables in
+    one scan, within its memory limit (a view per part ran out of it), and gives what one
+    process gives."""
+    files = []
+    for i in range(60):
+        f = tmp_path / f"c{i:02d}.pcap"
+        f.write_bytes(SAMPLE_FILES[i % len(SAMPLE_FILES)].read_bytes())
+        files.append(str(f))
+    args = ("--by", "api,conn", "--top", "5")
+    assert _stats(*args, "-j", "2", *files) == _stats(*args, "-j", "1", *files)
+
+
 def _flows(n: int, tmp: Path) -> tuple[Path, list]:
     pkts = []
     for i in range(n):

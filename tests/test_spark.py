@@ -2,8 +2,9 @@
 
 The reference is one machine's: `kafkawire-sniff stats -f json` (its figures, DuckDB's queries
 over the captures' tables, and its stories), what `check` finds, and the exchange rows of one
-process. The job's figures are the same queries, run by Spark SQL over its own exchanges
-table (``run_local``, the job's steps in this process: by DuckDB over its rows).
+process; the tables `export` writes. The job's figures are the same queries, run by Spark
+SQL over its own exchanges and batches tables (``run_local``, the job's steps in this
+process: by DuckDB over its rows).
 
 One SparkSession (local[2]) is shared by the module. The standalone master and worker
 are started (from pyspark's spark-class, bound to 127.0.0.1) at the start of the module
@@ -37,7 +38,15 @@ from analyzer.sinks.output import exchange_to_json  # noqa: E402
 from analyzer.spark.inputs import JobConfig  # noqa: E402
 from analyzer.spark.job import run_local, run_spark  # noqa: E402
 from analyzer.spark.session import make_session, stop_session  # noqa: E402
-from analyzer.tables import EXCHANGES, PARTITION, TOPIC_PARTITION, exchange_rows  # noqa: E402
+from analyzer.tables import (  # noqa: E402
+    BATCHES,
+    EXCHANGES,
+    PARTITION,
+    PARTITIONS,
+    TOPIC_PARTITION,
+    arrow_schema,
+    exchange_rows,
+)
 from dissectors.context import DecodeContext, Limits  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,9 +84,10 @@ def reference(paths: list[str], by: tuple[str, ...], top: int = 0
               ) -> tuple[dict[str, Any], list[str], list[tuple[Any, ...]]]:
     """What one machine gives: `stats -f json --by BY --top TOP` over the captures (but its
     ``connections``, why connections were taken as Kafka: the job's connections table holds
-    it), with the stories the job always keeps and `stats` only when asked: the committed lag
-    (``--section committed_lag``) and the requests in flight (of each capture in one process,
-    merged: see below); what `check` finds in each file; and the exchange rows of one process
+    it), with the stories the job always keeps and `stats` only when asked, placed where
+    `stats` places them (before ``accuracy``): the committed lag (``--section
+    committed_lag``) and the requests in flight (of each capture in one process, merged: see
+    below); what `check` finds in each file; and the exchange rows of one process
     (``row_key``).
 
     (`stats --section in_flight` over several captures names a connection still open at the
@@ -86,7 +96,10 @@ def reference(paths: list[str], by: tuple[str, ...], top: int = 0
     ref = stats_json(paths, "--by", ",".join(by), "--top", str(top))
     assert "detection" in ref.pop("connections")
     assert ref["groups"] and ref["throughput"]["exchanges"] > 0
+    accuracy = ref.pop("accuracy")
     ref["committed_lag"] = committed_lag(tuple(paths))
+    ref["in_flight"] = in_flight(tuple(paths))
+    ref["accuracy"] = accuracy
     options, ctx = options_from_kwargs({})
     findings: list[str] = []
     rows: list[tuple[Any, ...]] = []
@@ -101,7 +114,6 @@ def reference(paths: list[str], by: tuple[str, ...], top: int = 0
             if many:
                 f.capture = p
             findings.append(json.dumps(f.to_json(), sort_keys=True, default=str))
-    ref["in_flight"] = in_flight(tuple(paths))
     return ref, sorted(findings), sorted(rows, key=repr)
 
 
@@ -159,6 +171,39 @@ def same_json(a: Any, b: Any) -> bool:
     diffs = differences(a, b)
     assert not diffs, "\n".join(diffs[:10])
     return True
+
+
+def same_stats(got: dict[str, Any], ref: dict[str, Any]) -> bool:
+    """The job's figures are the reference's, their keys in its order (``reference``)."""
+    assert list(got) == list(ref)
+    return same_json(got, ref)
+
+
+def exported(paths: list[str], out: Path, table: str) -> Any:
+    """The ``table`` (a ``pyarrow.Table``) that `kafkawire-sniff export PATHS --out OUT` writes."""
+    if not out.exists():
+        r = subprocess.run([sys.executable, "-m", "analyzer", "export", *paths, "--out", str(out)],
+                           capture_output=True, text=True, timeout=300, cwd=ROOT)
+        assert r.returncode == 0, r.stderr[-2000:]
+    return pq.read_table(str(out / table))
+
+
+def same_table(written: Path, ref: Any, schema: Any) -> int:
+    """The Parquet folder ``written`` holds the rows of ``ref`` (a ``pyarrow.Table``; in any
+    order), both of ``schema``; how many."""
+    got = pq.read_table(str(written))
+    assert got.schema.remove_metadata() == schema and ref.schema.remove_metadata() == schema
+    rows = sorted((tuple(r.values()) for r in got.to_pylist()), key=repr)
+    assert rows == sorted((tuple(r.values()) for r in ref.to_pylist()), key=repr)
+    return len(rows)
+
+
+def written_producers(out: Path) -> list[dict[str, Any]]:
+    """The job's ``producers`` table as `stats -f json` has them: acks a map, compression
+    JSON text, linger flattened."""
+    return [dict(r, acks=dict(r["acks"]), compression=json.loads(r["compression"]),
+                 linger_ms={"mean": r.pop("linger_ms_mean"), "max": r.pop("linger_ms_max")})
+            for r in pq.read_table(str(out / "producers")).to_pylist()]
 
 
 # -- fixtures ---------------------------------------------------------------------------------
@@ -245,8 +290,8 @@ def test_steps_match_stats_and_check_with_tiny_splits(by: tuple[str, ...], split
 
     ref_stats, ref_findings, ref_rows = reference(SAMPLES, by, top=12)
     direct_max = 0 if split == 1 << 20 else -1
-    res, ex_rows, _parts, _conns = run_local(SAMPLES, JobConfig(by=by, split_size=split, direct_max=direct_max, top=12),
-                                     batch_bytes=batch)
+    res, rows = run_local(SAMPLES, JobConfig(by=by, split_size=split, direct_max=direct_max, top=12),
+                          batch_bytes=batch)
     sources = resolve_inputs(SAMPLES)
     splits = plan_splits(sources, split)
     reads = plan_reads(sources, splits, [scan_split(sources[sp.file_id], sp) for sp in splits])
@@ -257,22 +302,23 @@ def test_steps_match_stats_and_check_with_tiny_splits(by: tuple[str, ...], split
         assert res.reads == len(SAMPLES)                # read whole, but through the shuffle
     else:
         assert 0 < direct < len(SAMPLES) < res.reads    # some whole, some split
-    assert same_json(res.stats, ref_stats)
+    assert same_stats(res.stats, ref_stats)
     assert len(ref_stats["top"]) == 12 and len({r["capture"] for r in ref_stats["top"]}) > 2
     assert ref_stats["consumer_lag"] and ref_stats["committed_lag"] and ref_stats["in_flight"]
+    assert len(ref_stats["producers"]) > 5 and {p["idempotent"] for p in ref_stats["producers"]} == {True, False}
     assert findings_of(res) == ref_findings
-    assert sorted((row_key(r) for r in ex_rows), key=repr) == ref_rows
+    assert sorted((row_key(r) for r in rows["exchanges"]), key=repr) == ref_rows
     assert res.summary["packets"] == _packets(SAMPLES) > 1000
 
 
 @pytest.mark.parametrize("by", [("api", "version"), ("conn", "client_id"), ("api", "topic", "partition")])
 def test_stats_only_uses_lite_decoding_with_the_same_figures(by: tuple[str, ...]) -> None:
     """No rule and no tables written: the lean decoder, as `stats` uses it (with the requests'
-    topics when grouping by topic or partition), and the same figures, from the exchanges'
-    rows alone (no partitions or connections rows). Rules add what check reads (``-check``);
-    the tables (their topic_partitions) read the requests' topics, and a display filter
-    decodes full trees where it tests a tree field; field trees in the rows or a lowered
-    --max-depth keep the full decoder."""
+    topics when grouping by topic or partition), and the same figures (the producers too),
+    from the rows of exchanges and batches alone (no partitions or connections rows). Rules
+    add what check reads (``-check``); the tables (their topic_partitions) read the requests'
+    topics, and a display filter decodes full trees where it tests a tree field; field trees
+    in the rows or a lowered --max-depth keep the full decoder."""
     from analyzer.spark.plan import lite_if_enough
 
     lite = "lite-topics" if "topic" in by else "lite"
@@ -286,8 +332,9 @@ def test_stats_only_uses_lite_decoding_with_the_same_figures(by: tuple[str, ...]
     assert lite_if_enough(JobConfig(by=by, display_filter="api_key == 0")).options.decode == "lite-topics-check"
     assert lite_if_enough(JobConfig(by=by, ctx=DecodeContext(Limits(max_depth=3)))).options.decode == "full"
     ref_stats, _findings, ref_rows = reference(SAMPLES, by)
-    res, ex_rows, parts, conns = run_local(SAMPLES, cfg)
-    assert same_json(res.stats, ref_stats)
+    res, rows = run_local(SAMPLES, cfg)
+    ex_rows, parts, conns = rows["exchanges"], rows["partitions"], rows["connections"]
+    assert same_stats(res.stats, ref_stats) and ref_stats["producers"]
     assert res.findings == [] and parts == [] and conns == [] and len(ex_rows) == len(ref_rows)
 
 
@@ -297,7 +344,8 @@ def test_trees_and_second_pass() -> None:
     Without, those ids are named after the fact, in the rows (partitions and the topic-partitions
     exchanges name) and so in the figures by topic, as `stats` names them."""
     files = [str(ROOT / "samples" / "produce_fetch_rdkafka_gzip.pcap"), str(ROOT / "samples" / "txn_rdkafka.pcap")]
-    res, ex_rows, _parts, _conns = run_local(files, JobConfig(with_trees=True, split_size=900))
+    res, rows = run_local(files, JobConfig(with_trees=True, split_size=900))
+    ex_rows = rows["exchanges"]
     assert res.redone > 0 and res.renamed == 0
     ref: dict[tuple[Any, ...], Any] = {}
     options, ctx = options_from_kwargs({})
@@ -312,14 +360,44 @@ def test_trees_and_second_pass() -> None:
     assert "topic quickstart" in json.dumps(list(got.values()))
     # without trees the same connections are named after the fact instead
     by = ("topic", "api")
-    res2, rows2, parts, _conns = run_local(files, JobConfig(split_size=900, by=by))
+    res2, tables2 = run_local(files, JobConfig(split_size=900, by=by))
+    rows2, parts = tables2["exchanges"], tables2["partitions"]
     assert res2.redone == 0 and res2.renamed > 0
     assert {p[10] for p in parts} == {"quickstart", "txn"}
     ref_stats, _findings, ref_rows = reference(files, by)
     assert sorted((row_key(r) for r in rows2), key=repr) == ref_rows
     assert {tp[0] for r in ref_rows for tp in r[-1]} == {"quickstart", "txn"}
-    assert same_json(res2.stats, ref_stats)
+    assert same_stats(res2.stats, ref_stats)
     assert {g["topic"] for g in ref_stats["groups"]} == {"quickstart", "txn", None}
+
+
+def test_rows_are_numbered_and_named_after_the_fact() -> None:
+    """``finalize_rows``: a row's connection numbered as `read` numbers it (the rank of its
+    first packet in the file), and the topic ids ``plan_redo`` names (per file) named in every
+    table that holds a topic: the exchanges' partitions and topic-partitions, the topic of
+    partitions and of batches; another file's rows keep their ids."""
+    from analyzer.spark.gather import finalize_rows
+    from analyzer.tables import CONNECTIONS
+
+    def row(table: Any, **values: Any) -> tuple[Any, ...]:
+        return tuple(values.get(n) for n in table.names)
+
+    def part(topic: str) -> tuple[Any, ...]:
+        return (topic, 0) + (None,) * (len(PARTITION) - 2)
+
+    rows = [("x", (0,), row(EXCHANGES, capture="a", conn=70, partitions=[part("id1"), part("id2")],
+                            topic_partitions=[("id1", 0)])),
+            ("p", (0,), row(PARTITIONS, capture="a", conn=30, topic="id1", partition=0)),
+            ("b", (0,), row(BATCHES, capture="a", conn=70, topic="id1", partition=0, producer_id=9)),
+            ("b", (1,), row(BATCHES, capture="b", conn=50, topic="id1", partition=0, producer_id=9)),
+            ("c", (1,), row(CONNECTIONS, capture="b", conn=50))]
+    x, p, b, b2, c = finalize_rows(rows, {0: [30, 70], 1: [50]}, {0: {"id1": "one"}})
+    assert x == row(EXCHANGES, capture="a", conn=1, partitions=[part("one"), part("id2")],
+                    topic_partitions=[("one", 0)])
+    assert p == row(PARTITIONS, capture="a", conn=0, topic="one", partition=0)
+    assert b == row(BATCHES, capture="a", conn=1, topic="one", partition=0, producer_id=9)
+    assert b2 == row(BATCHES, capture="b", conn=0, topic="id1", partition=0, producer_id=9)
+    assert c == row(CONNECTIONS, capture="b", conn=0)
 
 
 def test_split_boundaries_agree_with_the_reader(tmp_path: Path) -> None:
@@ -378,7 +456,7 @@ def test_local_mode_matches_stats_and_check(spark: Any, tmp_path: Path) -> None:
         assert spark.conf.get("spark.sql.ansi.enabled") == "true"
     finally:
         spark.conf.unset("spark.sql.ansi.enabled")
-    assert same_json(res.stats, ref_stats)
+    assert same_stats(res.stats, ref_stats)
     assert findings_of(res) == ref_findings
     assert parquet_rows(out) == ref_rows
     # the tables on disk
@@ -393,15 +471,17 @@ def test_local_mode_matches_stats_and_check(spark: Any, tmp_path: Path) -> None:
     assert len(parts) == ref_parts and ref_parts > 0
     assert {p["topic"] for p in parts} >= {"quickstart", "txn"}      # topic ids resolved as in one process
     assert len(pq.read_table(str(out / "findings")).to_pylist()) == len(ref_findings)
-    assert same_json(json.loads((out / "stats.json").read_text()), ref_stats)
+    assert same_stats(json.loads((out / "stats.json").read_text()), ref_stats)
     # the stories: the same figures as stats -f json, one row each
     lag = pq.read_table(str(out / "consumer_lag")).to_pylist()
     assert lag == ref_stats["consumer_lag"] and len(lag) >= 3
     clag = pq.read_table(str(out / "committed_lag")).to_pylist()
     assert clag == ref_stats["committed_lag"] and len(clag) >= 3
-    prods = pq.read_table(str(out / "producers")).to_pylist()
-    assert [(r["client_id"], r["producer_id"], r["batches"], json.loads(r["compression"])) for r in prods] == \
-        [(r["client_id"], r["producer_id"], r["batches"], r["compression"]) for r in ref_stats["producers"]]
+    prods = written_producers(out)      # (every field of every producer)
+    assert prods == ref_stats["producers"] and len(prods) > 5
+    # their source, the batches table: as `export` writes it
+    assert same_table(out / "batches", exported(SAMPLES, tmp_path / "export", "batches"), arrow_schema(BATCHES)) \
+        >= sum(p["batches"] for p in prods) > 0
     gens = pq.read_table(str(out / "consumer_groups")).to_pylist()
     assert [(r["group_id"], r["generation"], r["rebalance_ms"], r["triggers"]) for r in gens] == \
         [(g["group_id"], x["generation"], x["rebalance_ms"], x["triggers"])
@@ -417,10 +497,13 @@ def test_split_captures_equal_unsplit(spark: Any, tmp_path: Path) -> None:
     split = run_spark(spark, files, str(tmp_path / "o"), JobConfig(by=by, split_size=1500, partitions=3))
     assert split.reads > 20
     ref_stats, ref_findings, ref_rows = reference(files, by)
-    assert same_json(split.stats, ref_stats)       # reference: one machine, unsplit
+    assert same_stats(split.stats, ref_stats)       # reference: one machine, unsplit
     assert {"client", "broker"} < set(ref_stats["groups"][0])   # (a connection's groups name its endpoints)
+    assert ref_stats["producers"] and written_producers(tmp_path / "o") == ref_stats["producers"]
     assert findings_of(split) == ref_findings
     assert parquet_rows(tmp_path / "o") == ref_rows
+    assert same_table(tmp_path / "o" / "batches", exported(files, tmp_path / "export", "batches"),
+                      arrow_schema(BATCHES)) > 0
     stats_tab = pq.read_table(str(tmp_path / "o" / "stats"))      # (its endpoints too, as stats -f csv has them)
     assert stats_tab.column_names[:4] == ["conn", "client", "broker", "topic"]
     assert stats_tab.num_rows == len(ref_stats["groups"])
@@ -432,7 +515,7 @@ def test_hadoop_read_path(spark: Any, tmp_path: Path) -> None:
     ref_stats, ref_findings, _rows = reference(files, ("api", "version"))
     for direct_max in (-1, 0):      # processed where read / shuffled by connection
         res = run_spark(spark, files, None, JobConfig(force_hadoop=True, direct_max=direct_max))
-        assert same_json(res.stats, ref_stats)
+        assert same_stats(res.stats, ref_stats)
         assert findings_of(res) == ref_findings
 
 
@@ -520,9 +603,9 @@ def test_standalone_cluster(spark: Any, cluster: Cluster, tmp_path: Path) -> Non
     finally:
         stop_session(remote)
     ref_stats, ref_findings, ref_rows = reference(files, ("conn", "api"))
-    assert same_json(res.stats, ref_stats)
+    assert same_stats(res.stats, ref_stats)
     assert findings_of(res) == ref_findings
-    assert same_json(json.loads((out / "stats.json").read_text()), ref_stats)
+    assert same_stats(json.loads((out / "stats.json").read_text()), ref_stats)
     assert parquet_rows(out) == ref_rows
 
 
@@ -544,9 +627,9 @@ def test_from_a_source_checkout_into_an_out_folder(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr[-2000:]
     summary = dict(line.strip().split(": ", 1) for line in r.stderr.splitlines() if ": " in line)
     assert summary["wrote"] == ", ".join(str(out / t) for t in (
-        "exchanges", "partitions", "connections", "stats", "findings", "consumer_lag", "committed_lag",
+        "exchanges", "partitions", "batches", "connections", "stats", "findings", "consumer_lag", "committed_lag",
         "producers", "consumer_groups", "stats.json", "summary.json"))
-    assert all((out / t).exists() for t in ("connections", "consumer_groups", "summary.json"))
+    assert all((out / t).exists() for t in ("batches", "connections", "consumer_groups", "summary.json"))
     elapsed = float(summary["elapsed"].split()[0])
     assert took - 3 < elapsed <= took     # from the command's start, not the job's
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=checkout)

@@ -16,7 +16,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 from analyzer.spark.inputs import JobConfig  # noqa: E402
 from analyzer.spark.job import run_local  # noqa: E402
-from analyzer.tables import CONNECTIONS, EXCHANGES, PARTITIONS, TABLES, arrow_schema  # noqa: E402
+from analyzer.tables import EXCHANGES, TABLES, arrow_schema  # noqa: E402
 from tests.conftest import REPO, SAMPLES, capture_paths  # noqa: E402
 from tests.pcapgen import TcpFlow, write_pcap  # noqa: E402
 
@@ -46,6 +46,11 @@ def test_the_tables_schema_is_what_the_readme_documents() -> None:
                       "status string!, topic string, partition int32, records int64!, bytes int64!, "
                       "codec string, crc_ok bool, error string, fetch_offset int64, high_watermark int64, "
                       "last_stable_offset int64",
+        "batches": "capture string!, conn int64!, client_id string, api_version int32, correlation_id int32, "
+                   "request_frame int64, request_time double, acks int32, transactional_id string, topic string, "
+                   "partition int32, producer_id int64!, producer_epoch int32!, base_sequence int32!, "
+                   "records int64!, bytes int64!, bytes_before int64, codec string!, base_timestamp int64!, "
+                   "max_timestamp int64!, transactional bool!, control bool!",
         "connections": "capture string!, conn int64!, client string!, broker string!, protocol string, "
                        "detection string, first_time double!, last_time double!, syn_seen bool!, closed string, "
                        "lost bool!",
@@ -87,18 +92,16 @@ def _sorted(rows: list) -> list:
 
 def _rows(out: Path, name: str) -> list:
     t = pq.read_table(out / name / "part-00000.parquet")
-    assert t.schema.equals(arrow_schema({"exchanges": EXCHANGES, "partitions": PARTITIONS,
-                                         "connections": CONNECTIONS}[name]))
+    assert t.schema.equals(arrow_schema({t.name: t for t in TABLES}[name]))
     return _sorted([tuple(r.values()) for r in t.to_pylist()])
 
 
 def test_export_is_the_spark_jobs_tables(exported: Path) -> None:
     """The Spark job's steps (split, shuffled by connection, gathered) make the same rows."""
-    _res, ex_rows, part_rows, conn_rows = run_local(CAPTURES, JobConfig(split_size=64 * 1024))
-    assert len(ex_rows) > 200 and len(part_rows) > 100 and len(conn_rows) > 50
-    assert _rows(exported, "exchanges") == _sorted(ex_rows)
-    assert _rows(exported, "partitions") == _sorted(part_rows)
-    assert _rows(exported, "connections") == _sorted(conn_rows)
+    _res, rows = run_local(CAPTURES, JobConfig(split_size=64 * 1024))
+    assert [len(rows[t.name]) > n for t, n in zip(TABLES, (200, 100, 20, 50), strict=True)] == [True] * 4
+    for t in TABLES:
+        assert _rows(exported, t.name) == _sorted(rows[t.name]), t.name
 
 
 def test_export_rows_are_what_read_shows(exported: Path) -> None:
@@ -219,7 +222,7 @@ def test_the_readme_examples_run(exported: Path) -> None:
     block = block[:block.index("```")]
     queries = [q.strip() for q in "\n".join(line for line in block.splitlines()
                                            if not line.startswith("--")).split(";") if q.strip()]
-    assert len(queries) == 7
+    assert len(queries) == 8
     for q in queries:
         r = cli("sql", str(exported), q, "-f", "json")
         assert r.returncode == 0, (q, r.stderr)

@@ -177,7 +177,8 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise UserError(f"the figures' queries failed: {first} (their temporary folder: {tmp})") from None
     result = {"by": list(by), "groups": result["groups"], "top": result["top"], "throughput": result["throughput"],
-              **told, "accuracy": result["accuracy"], "connections": connections}
+              "consumer_lag": told.pop("consumer_lag"), "producers": result["producers"], **told,
+              "accuracy": result["accuracy"], "connections": connections}
     # (the keys asked for; conn groups carry client and broker besides)
 
     sr.add_show(result["top"], {(os.path.basename(c) if many else None): c for c in captures})

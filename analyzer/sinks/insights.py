@@ -1,5 +1,5 @@
-"""What Kafka clients are living through, told from their exchanges: consumer lag and
-producer stories.
+"""What Kafka clients are living through, told from their exchanges in order: consumer lag,
+consumer-group generations, committed-offset lag and requests in flight.
 
 ``ConsumerLag`` follows each connection's Fetch traffic and measures, per client id and
 topic-partition, how far the consumer is behind the log:
@@ -21,7 +21,7 @@ topic-partition, how far the consumer is behind the log:
 Figures per (client id, topic, partition): samples, last (at the latest answer), max and
 the time of its first occurrence, mean, and the per-second maximum for plots (seconds are
 folded two by two past ``MAX_SERIES`` buckets, so memory stays bounded). The state is
-plain, JSON-safe and mergeable in any order (``StatsAccumulator`` ships it with its own);
+plain, JSON-safe and mergeable in any order (``analyzer.sinks.stats.Stories`` ships it);
 the fetch sessions are per connection and a connection is never split between workers,
 so they are not shipped.
 
@@ -30,16 +30,8 @@ core/src/figures/, keeps the fields above, a request's forgotten topics whole, a
 Fetch message's partitions as its body's rows: ``dissectors.summary.fetch_table``) and from
 full trees alike.
 
-``ProducerStories`` follows Produce requests per client id and producer id (-1: a producer
-that is not idempotent): batches (record batches v2, read by
-``analyzer._core.batch_summaries`` (core/src/records.rs) from the request's bytes: header fields, size on the
-wire and, decompressed, before compression), records per batch, bytes per batch before and
-after compression and the ratio per codec, linger (a batch's max_timestamp minus its
-base_timestamp: how long the producer gathered it, CreateTime), acks, idempotence,
-transactions (transactional_id, transactional batches) and retries (a batch of an
-idempotent producer sent again with the same epoch, partition and base_sequence; exact
-while at most ``MAX_TRACKED_BATCHES`` batches are followed, ``retries_exact`` says).
-Legacy MessageSet v0/v1 entries are not batches and are not counted.
+The producers per client id and producer id are a query over the ``batches`` table
+(``analyzer.figures.producers``).
 
 ``CommittedLag`` (committed-offset lag per group and topic-partition, as
 ``kafka-consumer-groups --describe``) and ``InFlight`` (requests outstanding at once per
@@ -52,23 +44,19 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
-from analyzer._core import batch_summaries
 from analyzer.model import Conn, Exchange
 from dissectors.context import DecodeContext, Presentation
 from dissectors.errors import error_name
 from dissectors.field import Field
 from dissectors.field import body_of as _body
 from dissectors.field import int_value as _int
-from dissectors.summary import fetch_table, produce_table
+from dissectors.summary import fetch_table
 
 # API keys whose requests tie a client id to a consumer group
 GROUP_MEMBER_APIS = frozenset({8, 11, 12, 13, 14, 68})
 MAX_SERIES = 2048           # per-key buckets of the lag series before seconds are folded
 MAX_SESSION_PARTITIONS = 100_000    # partitions followed per connection
 MAX_SESSIONS = 65_536               # connections whose fetch session is followed
-MAX_TRACKED_BATCHES = 200_000       # idempotent batches remembered for retries
-MAX_DECOMPRESSED = 64 * 1024 * 1024     # per Produce request, to size batches before compression
-ACKS = {-1: "all", 0: "0", 1: "1"}
 
 
 def elements(f: Field | None) -> list[Field]:
@@ -418,200 +406,6 @@ class ConsumerLag:
         for (cid, t, p), g in named.lags.items():
             who = self.group_of(cid) or cid or "-"
             out[f"{who} {t}-{p}"] = sorted(g.series.items())
-        return out
-
-
-# -- producers -----------------------------------------------------------------------------
-
-class _Producer:
-    """The figures of one (client id, producer id)."""
-    __slots__ = ("requests", "batches", "records", "bytes", "codecs", "linger_n", "linger_total",
-                 "linger_max", "acks", "transactional_id", "txn_batches", "epochs", "seqs", "max_records")
-
-    def __init__(self) -> None:
-        self.requests = 0
-        self.batches = 0
-        self.records = 0
-        self.max_records = 0
-        self.bytes = 0
-        # codec -> [batches, bytes, batches sized before compression, their bytes, their bytes before]
-        self.codecs: dict[str, list[int]] = {}
-        self.linger_n = 0
-        self.linger_total = 0
-        self.linger_max = 0
-        self.acks: dict[str, int] = {}
-        self.transactional_id: str | None = None
-        self.txn_batches = 0
-        self.epochs: set[int] = set()
-        # (epoch, topic, partition, base_sequence) -> times sent (idempotent producers)
-        self.seqs: dict[tuple[int, str, int, int], int] = {}
-
-    def merge(self, o: _Producer) -> None:
-        for a in ("requests", "batches", "records", "bytes", "linger_n", "linger_total", "txn_batches"):
-            setattr(self, a, getattr(self, a) + getattr(o, a))
-        self.linger_max = max(self.linger_max, o.linger_max)
-        self.max_records = max(self.max_records, o.max_records)
-        for c, row in o.codecs.items():
-            mine = self.codecs.setdefault(c, [0, 0, 0, 0, 0])
-            for i in range(5):
-                mine[i] += row[i]
-        for k, n in o.acks.items():
-            self.acks[k] = self.acks.get(k, 0) + n
-        if o.transactional_id is not None and (self.transactional_id is None
-                                               or o.transactional_id < self.transactional_id):
-            self.transactional_id = o.transactional_id
-        self.epochs |= o.epochs
-        for seq, n in o.seqs.items():
-            self.seqs[seq] = self.seqs.get(seq, 0) + n
-
-    def to_state(self) -> dict[str, Any]:
-        return {"requests": self.requests, "batches": self.batches, "records": self.records,
-                "max_records": self.max_records, "bytes": self.bytes, "codecs": self.codecs,
-                "linger": [self.linger_n, self.linger_total, self.linger_max], "acks": self.acks,
-                "transactional_id": self.transactional_id, "txn_batches": self.txn_batches,
-                "epochs": sorted(self.epochs), "seqs": [[*k, n] for k, n in self.seqs.items()]}
-
-    @classmethod
-    def from_state(cls, st: dict[str, Any]) -> _Producer:
-        g = cls()
-        for a in ("requests", "batches", "records", "max_records", "bytes", "transactional_id", "txn_batches"):
-            setattr(g, a, st[a])
-        g.codecs = {c: list(row) for c, row in st["codecs"].items()}
-        g.linger_n, g.linger_total, g.linger_max = st["linger"]
-        g.acks = dict(st["acks"])
-        g.epochs = set(st["epochs"])
-        g.seqs = {(e, t, p, q): n for e, t, p, q, n in st["seqs"]}
-        return g
-
-
-class ProducerStories:
-    """Feed Produce exchanges to ``add``; ``merge``, ``to_state``/``from_state``, ``result``."""
-
-    def __init__(self) -> None:
-        self.producers: dict[tuple[str | None, int], _Producer] = {}
-        self.tracked = 0                # batches in the producers' seqs
-        self.untracked = 0              # idempotent batches not followed (over MAX_TRACKED_BATCHES)
-
-    def add(self, ex: Exchange) -> None:
-        if ex.api_key != 0 or ex.protocol != "kafka" or ex.request is None:
-            return
-        body = _body(ex.request_tree)
-        if body is None:
-            return
-        data = ex.request.data
-        acks = _int(body.get("acks"))
-        ack = ACKS.get(acks, str(acks)) if acks is not None else None
-        txn = body.get("transactional_id")
-        budget = MAX_DECOMPRESSED
-        seen: set[int] = set()
-        # (its body's rows, dissectors.summary: where each partition's records field is)
-        for name, tid, idx, _r, _b, _c, _k, at, length in produce_table(body):
-            if at is None or not length:
-                continue
-            topic = name if name is not None else (str(tid) if tid is not None else "?")
-            part = idx if idx is not None else -1
-            for (pid, epoch, seq, count, size, uncompressed, codec, base_ts, max_ts, txn_batch,
-                 control) in batch_summaries(data, at, at + length, budget):
-                if control:
-                    continue
-                if uncompressed is not None and codec != "none":
-                    budget = max(0, budget - uncompressed)
-                g = self._producer(ex.client_id, pid)
-                if pid not in seen:
-                    seen.add(pid)
-                    g.requests += 1
-                    if ack is not None:
-                        g.acks[ack] = g.acks.get(ack, 0) + 1
-                    if isinstance(txn, str) and (g.transactional_id is None or txn < g.transactional_id):
-                        g.transactional_id = txn
-                g.batches += 1
-                g.records += count
-                g.max_records = max(g.max_records, count)
-                g.bytes += size
-                row = g.codecs.setdefault(codec, [0, 0, 0, 0, 0])
-                row[0] += 1
-                row[1] += size
-                if uncompressed is not None:
-                    row[2] += 1
-                    row[3] += size
-                    row[4] += uncompressed
-                if max_ts >= base_ts >= 0:
-                    linger = max_ts - base_ts
-                    g.linger_n += 1
-                    g.linger_total += linger
-                    g.linger_max = max(g.linger_max, linger)
-                if txn_batch:
-                    g.txn_batches += 1
-                if pid >= 0:
-                    g.epochs.add(epoch)
-                    if seq >= 0:
-                        k = (epoch, topic, part, seq)
-                        n = g.seqs.get(k)
-                        if n is not None:
-                            g.seqs[k] = n + 1
-                        elif self.tracked < MAX_TRACKED_BATCHES:
-                            g.seqs[k] = 1
-                            self.tracked += 1
-                        else:
-                            self.untracked += 1
-
-    def _producer(self, client_id: str | None, pid: int) -> _Producer:
-        k = (client_id, pid)
-        g = self.producers.get(k)
-        if g is None:
-            g = self.producers[k] = _Producer()
-        return g
-
-    def merge(self, other: ProducerStories) -> ProducerStories:
-        for k, g in other.producers.items():
-            mine = self.producers.get(k)
-            if mine is None:
-                mine = self.producers[k] = _Producer()
-            mine.merge(g)
-        self.untracked += other.untracked
-        self.tracked = sum(len(g.seqs) for g in self.producers.values())
-        return self
-
-    def to_state(self) -> dict[str, Any]:
-        return {"producers": [[c, pid, g.to_state()] for (c, pid), g in self.producers.items()],
-                "untracked": self.untracked}
-
-    @classmethod
-    def from_state(cls, st: dict[str, Any]) -> ProducerStories:
-        out = cls()
-        out.producers = {(c, pid): _Producer.from_state(g) for c, pid, g in st["producers"]}
-        out.untracked = st["untracked"]
-        out.tracked = sum(len(g.seqs) for g in out.producers.values())
-        return out
-
-    def result(self) -> list[dict[str, Any]]:
-        """One object per (client_id, producer_id), by client id and producer id."""
-        out = []
-        for (cid, pid), g in sorted(self.producers.items(), key=lambda kv: (kv[0][0] is None, kv[0][0] or "",
-                                                                            kv[0][1])):
-            if not g.batches:
-                continue
-            comp = {}
-            for c, (nb, by, nk, kb, ku) in sorted(g.codecs.items()):
-                comp[c] = {"batches": nb, "bytes": by, "bytes_before": ku if nk == nb else None,
-                           "ratio": round(ku / kb, 3) if kb else None}
-            sized = sum(row[2] for row in g.codecs.values())
-            before = sum(row[4] for row in g.codecs.values())
-            out.append({
-                "client_id": cid, "producer_id": pid, "idempotent": pid >= 0,
-                "producer_epochs": sorted(g.epochs),
-                "transactional_id": g.transactional_id, "transactional_batches": g.txn_batches,
-                "acks": dict(sorted(g.acks.items())), "requests": g.requests,
-                "batches": g.batches, "records": g.records,
-                "records_per_batch": round(g.records / g.batches, 3), "max_records_per_batch": g.max_records,
-                "bytes_per_batch": round(g.bytes / g.batches, 1),
-                "bytes_before_per_batch": round(before / sized, 1) if sized == g.batches else None,
-                "compression": comp,
-                "linger_ms": {"mean": round(g.linger_total / g.linger_n, 3) if g.linger_n else None,
-                              "max": g.linger_max if g.linger_n else None},
-                "retries": sum(n - 1 for n in g.seqs.values()) if pid >= 0 else None,
-                "retries_exact": self.untracked == 0 if pid >= 0 else None,
-            })
         return out
 
 

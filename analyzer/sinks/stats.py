@@ -1,11 +1,11 @@
 """What ``stats`` computes in Python, and the readings of an exchange its tables share.
 
-``stats``' figures (groups, slowest exchanges, throughput, histograms) are queries over the
-exchange tables (``analyzer.figures``, run by ``analyzer.engine``); what stays here is what
-follows exchanges in order, the stories (``analyzer.sinks.insights``: consumer lag per
-client id and topic-partition, producers, consumer-group generations, and when asked the
-committed-offset lag and the requests in flight), held by ``Stories``: mergeable, shipped by
-the worker processes and the Spark tasks as plain JSON-safe state.
+``stats``' figures (groups, slowest exchanges, throughput, histograms, producers) are queries
+over the exchange tables (``analyzer.figures``, run by ``analyzer.engine``); what stays here is
+what follows exchanges in order, the stories (``analyzer.sinks.insights``: consumer lag per
+client id and topic-partition, consumer-group generations, and when asked the committed-offset
+lag and the requests in flight), held by ``Stories``: mergeable, shipped by the worker
+processes and the Spark tasks as plain JSON-safe state.
 
 Readings shared with the tables' rows (``analyzer.tables``) and the metrics:
 
@@ -34,7 +34,6 @@ from analyzer.sinks.insights import (
     ConsumerLag,
     GroupStories,
     InFlight,
-    ProducerStories,
 )
 from dissectors.field import body_of as _body
 from dissectors.field import int_value as _int
@@ -42,9 +41,10 @@ from dissectors.field import int_value as _int
 WAIT_FETCH_FRACTION = 0.9
 GROUP_KEYS = tuple(KEY_COLUMNS)
 DEFAULT_BY = ("api", "version")
-STATE_VERSION = 4
-# API keys the stories read: Produce, Fetch, the requests that name a group
-STORY_KEYS = frozenset({0, 1}) | GROUP_MEMBER_APIS | COMMITTED_APIS
+STATE_VERSION = 5
+# API keys the stories read: Fetch, the requests that name a group (the committed lag's too)
+LAG_KEYS = frozenset({1}) | GROUP_MEMBER_APIS
+STORY_KEYS = LAG_KEYS | COMMITTED_APIS
 # views that cost much of stats' time (the committed lag decodes its APIs in full, the
 # in-flight depth follows every request): kept only when asked for (``views``)
 COSTLY_VIEWS = ("committed_lag", "in_flight")
@@ -161,7 +161,6 @@ class Stories:
         # "<source>#<id>", since connection numbers restart per file
         self.source: str | None = None
         self.lag = ConsumerLag()
-        self.producers = ProducerStories()
         self.group_stories = GroupStories()
         # the views of COSTLY_VIEWS that are kept (None: not asked for, not computed)
         self.views = views = frozenset(views)
@@ -173,7 +172,7 @@ class Stories:
     @property
     def keys(self) -> frozenset[int]:
         """The API keys whose exchanges ``add`` reads (the committed lag's only when kept)."""
-        return STORY_KEYS if self.committed is not None else frozenset({0, 1}) | GROUP_MEMBER_APIS
+        return STORY_KEYS if self.committed is not None else LAG_KEYS
 
     @property
     def every_exchange(self) -> bool:
@@ -191,14 +190,11 @@ class Stories:
             inf.capture = self.source
             inf.add(ex)
         if ex.api_key in STORY_KEYS:
-            if ex.api_key == 0:
-                self.producers.add(ex)
-            else:
-                self.lag.add(ex)
-                if self.committed is not None:
-                    self.committed.add(ex)
-                if ex.api_key != 1:
-                    self.group_stories.add(ex)
+            self.lag.add(ex)
+            if self.committed is not None:
+                self.committed.add(ex)
+            if ex.api_key != 1:
+                self.group_stories.add(ex)
 
     def renumber_conns(self, number: Callable[[int], int], source: str | None) -> Stories:
         """Connection keys given as first-packet numbers (a shard of a capture, see
@@ -217,7 +213,6 @@ class Stories:
     def merge(self, other: Stories) -> Stories:
         """Fold ``other`` into these stories (in place) and return self."""
         self.lag.merge(other.lag)
-        self.producers.merge(other.producers)
         self.group_stories.merge(other.group_stories)
         if self.committed is not None and other.committed is not None:
             self.committed.merge(other.committed)
@@ -231,7 +226,6 @@ class Stories:
             "v": STATE_VERSION,
             "views": sorted(self.views),
             "consumer_lag": self.lag.to_state(),
-            "producers": self.producers.to_state(),
             "group_stories": self.group_stories.to_state(),
             "committed_lag": self.committed.to_state() if self.committed is not None else None,
             "in_flight": self.in_flight.to_state() if self.in_flight is not None else None,
@@ -243,7 +237,6 @@ class Stories:
             raise ValueError(f"stats state version {st.get('v')!r} is not {STATE_VERSION}")
         out = cls(views=st["views"])
         out.lag = ConsumerLag.from_state(st["consumer_lag"])
-        out.producers = ProducerStories.from_state(st["producers"])
         out.group_stories = GroupStories.from_state(st["group_stories"])
         if out.committed is not None:
             out.committed = CommittedLag.from_state(st["committed_lag"])
@@ -254,7 +247,6 @@ class Stories:
     def result(self) -> dict[str, Any]:
         return {
             "consumer_lag": self.lag.result(),
-            "producers": self.producers.result(),
             "consumer_groups": self.group_stories.result(),
             **({"committed_lag": self.committed.result()} if self.committed is not None else {}),
             **({"in_flight": self.in_flight.result()} if self.in_flight is not None else {}),

@@ -1,7 +1,8 @@
 """The driver's side of a Spark job's results: the tasks' partial states merged file by file
 into the stories of `stats` and the findings of `check` (``gather``), the connections
 renumbered in order of first packet per file as one process numbers them, and topic ids
-settled; `stats`' figures as queries over the job's exchanges table (``stats_result``).
+settled; `stats`' figures as queries over the job's exchanges and batches tables
+(``stats_result``).
 
 Topic ids. A Fetch (v13+) names topics by id; one process resolves an id with the name
 learnt from a Metadata (or CreateTopics, DescribeTopicPartitions) response seen earlier on
@@ -30,7 +31,7 @@ from analyzer.sinks.check import Finding
 from analyzer.sinks.stats import Stories
 from analyzer.spark.inputs import JobConfig, Source, capture_label, capture_labels, capture_names
 from analyzer.spark.tasks import COUNTERS, DECODE_COUNTERS, SUM_FIELDS
-from analyzer.tables import EXCHANGES, PARTITIONS
+from analyzer.tables import BATCHES, EXCHANGES, PARTITIONS
 
 State = tuple[int, dict[str, Any]]          # (file, a task's state of it)
 
@@ -97,8 +98,8 @@ class JobResult:
     findings: list[Finding]
     summary: dict[str, Any]
     conn_ids: dict[int, list[int]]        # file -> sorted first packet numbers (index = conn id)
-    # the figures of `stats -f json` (but its ``connections``), from the exchanges table's
-    # queries and the stories (``stats_result``): set once the job has queried its table
+    # the figures of `stats -f json` (but its ``connections``), from the tables' queries and
+    # the stories (``stats_result``): set once the job has queried its tables
     stats: dict[str, Any] = field(default_factory=dict)
     tasks: int = 0
     reads: int = 0
@@ -119,7 +120,7 @@ def remap_conn(conn_ids: dict[int, list[int]], fid: int, first_index: int) -> in
 
 def gather(states: Iterable[State], sources: list[Source], cfg: JobConfig, redo: Redo) -> JobResult:
     """Merge the per-task states into the stories of `stats` and the findings of `check`,
-    file by file (the figures are the exchanges table's: ``stats_result``)."""
+    file by file (the figures are the tables': ``stats_result``)."""
     per_file: dict[int, list[dict[str, Any]]] = {}
     for fid, st in states:
         per_file.setdefault(fid, []).append(st)
@@ -178,13 +179,16 @@ def gather(states: Iterable[State], sources: list[Source], cfg: JobConfig, redo:
 
 
 def stats_result(query: figures.Query, cfg: JobConfig, result: JobResult) -> dict[str, Any]:
-    """What `stats -f json` gives for the job's captures (but its ``connections``): the figures,
-    ``query`` run over the job's exchanges table (its ``capture`` column the input as named,
-    its connections numbered as `read` numbers them), and the gathered stories; the slowest
-    exchanges with the `read` command that shows each."""
+    """What `stats -f json` gives for the job's captures (but its ``connections``), its keys in
+    that order: the figures (the producers among them), ``query`` run over the job's exchanges
+    and batches tables (their ``capture`` column the input as named, their connections
+    numbered as `read` numbers them), and the gathered stories; the slowest exchanges with
+    the `read` command that shows each."""
     rep = figures.report(query, figures.with_endpoints(cfg.by), cfg.top, capture_labels(result.sources))
+    told = result.stories.result()
     out = {"by": list(cfg.by), "groups": rep["groups"], "top": rep["top"], "throughput": rep["throughput"],
-           **result.stories.result(), "accuracy": rep["accuracy"]}
+           "consumer_lag": told.pop("consumer_lag"), "producers": rep["producers"], **told,
+           "accuracy": rep["accuracy"]}
     from analyzer.sinks.stats_render import add_show
     add_show(out["top"], capture_names(result.sources))
     return out
@@ -194,17 +198,17 @@ def finalize_rows(rows: Iterable[tuple[str, Any, tuple[Any, ...]]], conn_ids: di
                   rename: dict[int, dict[str, str]] | None = None) -> Iterator[tuple[Any, ...]]:
     """Rows with their connection renumbered as `read` numbers it, and topic ids named
     where ``plan_redo`` decided so (in the exchanges' partitions and topic_partitions, and
-    the partitions' topic)."""
-    ti = PARTITIONS.names.index("topic")
+    the topic of partitions and batches)."""
+    topic = {"p": PARTITIONS.names.index("topic"), "b": BATCHES.names.index("topic")}
     lists = (EXCHANGES.names.index("partitions"), EXCHANGES.names.index("topic_partitions"))
     for tag, gkey, row in rows:
         row = row[:1] + (remap_conn(conn_ids, gkey[0], row[1]),) + row[2:]
         names = rename.get(gkey[0]) if rename else None
         if names:
-            if tag == "p":
-                t = row[ti]
-                if t in names:
-                    row = row[:ti] + (names[t],) + row[ti + 1:]
+            if tag in topic:
+                ti = topic[tag]
+                if row[ti] in names:
+                    row = row[:ti] + (names[row[ti]],) + row[ti + 1:]
             elif tag == "x":
                 for i in lists:
                     if any(p[0] in names for p in row[i]):

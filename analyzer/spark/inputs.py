@@ -39,8 +39,8 @@ class JobConfig:
     partitions: int = 0                   # shuffle partitions; 0: chosen from the input size
     force_hadoop: bool = False            # read local files through binaryFiles too (tests)
     # the tables are written (--out): every column of every table as ``export`` makes it (False:
-    # the exchanges' rows only, the figures' source, their topic_partitions read only when
-    # grouping by topic or partition)
+    # the rows of exchanges and batches only, the figures' source, the exchanges'
+    # topic_partitions read only when grouping by topic or partition)
     rows: bool = True
     direct_max: int = -1                  # whole files up to this size skip the shuffle (-1: from input, cores)
     top: int = 0                          # the slowest exchanges listed (stats.json "top"), as `stats --top`

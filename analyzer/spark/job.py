@@ -1,8 +1,9 @@
 """A Spark job from start to end: ``run_spark`` on a SparkSession, ``run_local`` the same
 steps in this process (tests and debugging). Resolve the inputs, plan the reads, run the
 tasks (a first pass; a second one for the connections whose topic ids other connections
-named), gather their results, make the tables, query the exchanges table for `stats`'
-figures (``analyzer.figures``: Spark SQL on Spark, DuckDB in ``run_local``), write them."""
+named), gather their results, make the tables, query the exchanges and batches tables for
+`stats`' figures (``analyzer.figures``: Spark SQL on Spark, DuckDB in ``run_local``), write
+them."""
 from __future__ import annotations
 
 import contextlib
@@ -19,8 +20,11 @@ from analyzer.spark.inputs import JobConfig, Source, resolve_inputs
 from analyzer.spark.outputs import table_frames, write_figures, write_tables
 from analyzer.spark.plan import ReadSplit
 from analyzer.spark.session import StatusLine, hadoop_glob
+from analyzer.tables import BATCHES, EXCHANGES
 
 Rows = list[tuple[Any, ...]]
+# the tables the figures' queries read (``analyzer.figures``)
+QUERIED = (EXCHANGES, BATCHES)
 
 
 def run_spark(spark: Any, patterns: Iterable[str], out_dir: str | None, cfg: JobConfig,
@@ -66,19 +70,20 @@ def run_spark(spark: Any, patterns: Iterable[str], out_dir: str | None, cfg: Job
     result = gather(states, sources, cfg, redo)
     result.reads, result.tasks = len(reads), ntasks
     frames = table_frames(spark, cfg, result, res1, res2, redo)
-    # the figures' source, queried several times (and written): made once
-    exchanges = frames["exchanges"].persist(StorageLevel.MEMORY_AND_DISK)
+    # the figures' sources, each queried several times (and written): made once
+    queried = {t.name: frames[t.name].persist(StorageLevel.MEMORY_AND_DISK) for t in QUERIED}
     try:
         if out_dir is not None:
             phase("writing Parquet")
             write_tables(out_dir, frames)
         phase("figures")
-        with spark_query(spark, exchanges) as query:
+        with spark_query(spark, queried) as query:
             result.stats = stats_result(query, cfg, result)
         if out_dir is not None:
             write_figures(spark, out_dir, result)
     finally:
-        exchanges.unpersist()
+        for df in queried.values():
+            df.unpersist()
         for rdd in (res1, res2):
             if rdd is not None:
                 rdd.unpersist()
@@ -87,11 +92,11 @@ def run_spark(spark: Any, patterns: Iterable[str], out_dir: str | None, cfg: Job
 
 
 @contextlib.contextmanager
-def spark_query(spark: Any, exchanges: Any) -> Iterator[figures.Query]:
-    """``figures.Query`` on Spark over the DataFrame ``exchanges`` (a temporary view of that
-    name while it lasts): each figure's SQL in Spark's dialect (``figures.spark_sql``), run with
-    ANSI mode off as they need (a list's missing element is null, as in DuckDB), collected as
-    tuples of plain Python values."""
+def spark_query(spark: Any, tables: dict[str, Any]) -> Iterator[figures.Query]:
+    """``figures.Query`` on Spark over the DataFrames ``tables`` (by table name: a temporary
+    view of that name each while it lasts): each figure's SQL in Spark's dialect
+    (``figures.spark_sql``), run with ANSI mode off as they need (a list's missing element is
+    null, as in DuckDB), collected as tuples of plain Python values."""
     from pyspark.sql import Row
 
     def plain(v: Any) -> Any:
@@ -109,11 +114,13 @@ def spark_query(spark: Any, exchanges: Any) -> Iterator[figures.Query]:
     ansi = "spark.sql.ansi.enabled"
     was = spark.conf.get(ansi, None)
     spark.conf.set(ansi, "false")
-    exchanges.createOrReplaceTempView("exchanges")
+    for name, df in tables.items():
+        df.createOrReplaceTempView(name)
     try:
         yield run
     finally:
-        spark.catalog.dropTempView("exchanges")
+        for name in tables:
+            spark.catalog.dropTempView(name)
         if was is None:
             spark.conf.unset(ansi)
         else:
@@ -168,11 +175,11 @@ def _spark_pass(sc: Any, sources: list[Source], direct: list[ReadSplit], shuffle
 
 
 def run_local(patterns: Iterable[str], cfg: JobConfig, partitions: int = 3, batch_bytes: int = tasks.BATCH_BYTES
-              ) -> tuple[JobResult, Rows, Rows, Rows]:
+              ) -> tuple[JobResult, dict[str, Rows]]:
     """Plan, scan, read, shuffle (in memory, through pickle as Spark's would), process and
-    gather in this process, and query the exchanges' rows with DuckDB for the figures. Returns
-    the result and the rows of the exchanges, partitions and connections tables
-    (``analyzer.tables``; partitions and connections: none when ``cfg.rows`` is False)."""
+    gather in this process, and query the rows of exchanges and batches with DuckDB for the
+    figures. Returns the result and the rows of each table by name (``analyzer.tables``;
+    partitions and connections: none when ``cfg.rows`` is False)."""
     t0 = time.monotonic()
     cfg = plan.lite_if_enough(cfg)
     sources = resolve_inputs(patterns)
@@ -205,22 +212,22 @@ def run_local(patterns: Iterable[str], cfg: JobConfig, partitions: int = 3, batc
         rows = [r for r in rows if r[1] not in redo.keys] + rows2
     res = gather(states, sources, cfg, redo)
     res.reads = res.tasks = len(reads)
-    ex_rows, part_rows, conn_rows = (list(finalize_rows((r for r in rows if r[0] == tag), res.conn_ids, redo.rename))
-                                     for tag in ("x", "p", "c"))
-    with duckdb_query(ex_rows, cfg.tree_rows) as query:
+    ex_rows, part_rows, batch_rows, conn_rows = (
+        list(finalize_rows((r for r in rows if r[0] == tag), res.conn_ids, redo.rename)) for tag in ("x", "p", "b", "c"))
+    with duckdb_query(ex_rows, batch_rows, cfg.tree_rows) as query:
         res.stats = stats_result(query, cfg, res)
     res.elapsed = time.monotonic() - t0
-    return res, ex_rows, part_rows, conn_rows
+    return res, {"exchanges": ex_rows, "partitions": part_rows, "batches": batch_rows, "connections": conn_rows}
 
 
 @contextlib.contextmanager
-def duckdb_query(rows: Rows, trees: bool = False) -> Iterator[figures.Query]:
+def duckdb_query(rows: Rows, batches: Rows, trees: bool = False) -> Iterator[figures.Query]:
     """``figures.Query`` on DuckDB over ``rows`` of the exchanges table (with the trees' columns
-    when ``trees``), as the view ``exchanges``."""
+    when ``trees``) and ``batches`` of the batches table, as the views of those names."""
     from analyzer.engine import query_of, rows_db
-    from analyzer.tables import EXCHANGES, with_trees
+    from analyzer.tables import with_trees
 
-    db = rows_db([(with_trees(EXCHANGES) if trees else EXCHANGES, rows)])
+    db = rows_db([(with_trees(EXCHANGES) if trees else EXCHANGES, rows), (BATCHES, batches)])
     try:
         yield query_of(db)
     finally:

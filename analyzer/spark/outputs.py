@@ -1,8 +1,8 @@
-"""What a Spark job writes under --out (``OUTPUTS``): the exchanges, partitions and
+"""What a Spark job writes under --out (``OUTPUTS``): the exchanges, partitions, batches and
 connections tables from the tasks' rows (``table_frames``, ``write_tables``; the exchanges'
-DataFrame is also what the figures query), and the driver's small tables of figures (stats,
-findings, lags, producers, consumer groups) as Parquet, plus stats.json and summary.json in
-a local folder (``write_figures``)."""
+and batches' DataFrames are also what the figures query), and the driver's small tables of
+figures (stats, findings, lags, producers, consumer groups) as Parquet, plus stats.json and
+summary.json in a local folder (``write_figures``)."""
 from __future__ import annotations
 
 import json
@@ -15,9 +15,9 @@ from analyzer.figures import with_endpoints
 from analyzer.sinks.check import Finding
 from analyzer.spark.gather import JobResult, Redo, finalize_rows
 from analyzer.spark.inputs import JobConfig, Source
-from analyzer.tables import CONNECTIONS, EXCHANGES, PARTITIONS, spark_schema, with_trees
+from analyzer.tables import BATCHES, CONNECTIONS, EXCHANGES, PARTITIONS, spark_schema, with_trees
 
-OUTPUTS = ("exchanges", "partitions", "connections", "stats", "findings", "consumer_lag", "committed_lag",
+OUTPUTS = ("exchanges", "partitions", "batches", "connections", "stats", "findings", "consumer_lag", "committed_lag",
            "producers", "consumer_groups", "stats.json", "summary.json")
 
 STAT_FIGURES = ("count", "answered", "unanswered", "orphans", "no_response", "malformed", "error_exchanges",
@@ -97,8 +97,7 @@ def _figure_tables(sres: dict[str, Any], result: JobResult) -> list[tuple[str, l
                     ("transactional_id", S), ("transactional_batches", L), ("acks", T.MapType(S, L)),
                     ("requests", L), ("batches", L), ("records", L), ("records_per_batch", D),
                     ("max_records_per_batch", L), ("bytes_per_batch", D), ("bytes_before_per_batch", D),
-                    ("compression", S), ("linger_ms_mean", D), ("linger_ms_max", L), ("retries", L),
-                    ("retries_exact", B)))
+                    ("compression", S), ("linger_ms_mean", D), ("linger_ms_max", L), ("retries", L)))
     producers = (dict(r, compression=json.dumps(r["compression"], sort_keys=True),
                       linger_ms_mean=r["linger_ms"]["mean"], linger_ms_max=r["linger_ms"]["max"])
                  for r in sres["producers"])
@@ -146,10 +145,10 @@ def _write_small_parquet(path: str, rows: list[tuple[Any, ...]], schema: Any) ->
 
 
 def table_frames(spark: Any, cfg: JobConfig, result: JobResult, res1: Any, res2: Any, redo: Redo) -> dict[str, Any]:
-    """The DataFrames of the exchanges, partitions and connections tables (by name): the rows
-    of the first pass (``res1``) but those of the groups decoded again, the rows of the second
-    (``res2``, or None), their connections numbered and topic ids named (``finalize_rows``).
-    Partitions and connections are empty when ``cfg.rows`` is False."""
+    """The DataFrames of the exchanges, partitions, batches and connections tables (by name):
+    the rows of the first pass (``res1``) but those of the groups decoded again, the rows of
+    the second (``res2``, or None), their connections numbered and topic ids named
+    (``finalize_rows``). Partitions and connections are empty when ``cfg.rows`` is False."""
     sc = spark.sparkContext
     conn_b = sc.broadcast(result.conn_ids)
     rename_b = sc.broadcast(redo.rename)
@@ -167,6 +166,7 @@ def table_frames(spark: Any, cfg: JobConfig, result: JobResult, res1: Any, res2:
     ex_schema = spark_schema(with_trees(EXCHANGES) if cfg.tree_rows else EXCHANGES)
     return {name: spark.createDataFrame(rows_of(tag), schema, verifySchema=False)
             for tag, name, schema in (("x", EXCHANGES.name, ex_schema), ("p", PARTITIONS.name, spark_schema(PARTITIONS)),
+                                      ("b", BATCHES.name, spark_schema(BATCHES)),
                                       ("c", CONNECTIONS.name, spark_schema(CONNECTIONS)))}
 
 

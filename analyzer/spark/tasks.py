@@ -2,13 +2,14 @@
 Pipeline where it is read; the other reads turned into per-connection columnar batches
 for the shuffle; each connection's batches, in packet order, through one Pipeline. Every
 exchange makes a row of the exchanges table (the source of the figures, which the driver
-queries: ``analyzer.figures``) and, when the tables are written, its rows of partitions; it
-goes to the task's Stories and Checker (one of each per file); a task ends with each file's
-partial state for ``gather``.
+queries: ``analyzer.figures``) and, a Produce, its rows of batches (the producers' figures
+read them); when the tables are written, its rows of partitions too; it goes to the task's
+Stories and Checker (one of each per file); a task ends with each file's partial state for
+``gather``.
 
-Task output records: ("x", group key, exchange row), ("p", group key, partition row) and
-("c", group key, connection row), with the connection as its first packet number
-(renumbered by ``gather.finalize_rows``); then ("s", file, state) per file.
+Task output records: ("x", group key, exchange row), ("p", group key, partition row), ("b",
+group key, batch row) and ("c", group key, connection row), with the connection as its first
+packet number (renumbered by ``gather.finalize_rows``); then ("s", file, state) per file.
 """
 from __future__ import annotations
 
@@ -175,8 +176,9 @@ def _compiled(text: str) -> Any:
 def process_group(gkey: tuple[Any, ...], name: str, feed: Callable[[Pipeline], Iterable[Exchange]],
                   g: FileAcc, cfg: JobConfig, known: LearntTable | None) -> Iterator[tuple[Any, ...]]:
     """Run one Pipeline, fed by ``feed`` (the batches of a 4-tuple in order, or a whole
-    file), into ``g``; yield its rows ("x"/"p"/"c", ``gkey``, row): the exchanges' always (the
-    figures' source), those of partitions and connections when the tables are written."""
+    file), into ``g``; yield its rows ("x"/"p"/"b"/"c", ``gkey``, row): the exchanges' and
+    the batches' always (the figures' source), those of partitions and connections when the
+    tables are written."""
     ctx = fresh_context(cfg.ctx)
     names = TopicNames(known)
     ctx.topic_names = names
@@ -200,8 +202,10 @@ def process_group(gkey: tuple[Any, ...], name: str, feed: Callable[[Pipeline], I
                 continue
             g.stories.add(ex)
             g.checker.add(ex)
-            row, parts = exchange_rows(ex, name, ex.conn.id, trees)
+            row, parts, batches = exchange_rows(ex, name, ex.conn.id, trees)
             yield ("x", gkey, row)
+            for b in batches:
+                yield ("b", gkey, b)
             if cfg.rows:
                 for p in parts:
                     yield ("p", gkey, p)
@@ -231,7 +235,7 @@ def process_group(gkey: tuple[Any, ...], name: str, feed: Callable[[Pipeline], I
 def process_partition(items: Iterable[Keyed], cfg: JobConfig, names: dict[int, str],
                       known: dict[int, LearntTable] | None = None
                       ) -> Iterator[tuple[Any, ...]]:
-    """A shuffled, sorted partition -> rows ("x"/"p"/"c", group key, row), then ("s", file, state) per file.
+    """A shuffled, sorted partition -> rows ("x"/"p"/"b"/"c", group key, row), then ("s", file, state) per file.
 
     First pass (``known`` None): a group that looked up a topic id it had not learnt
     itself goes to the file's *held* state (with its key and misses), so the driver can

@@ -577,18 +577,22 @@ pub struct BatchSummary {
     pub control: bool,
 }
 
+/// What a Produce request's batches may decompress in all to tell their sizes before
+/// compression (the `batches` table's `bytes_before`; beyond it, null).
+pub const BATCHES_DECOMPRESSED: i64 = 64 << 20;
+
 /// The v2 batches of the records bytes `buf[start..end]`: their header fields and sizes,
-/// the records of each compressed batch decompressed (at most `max_decompressed` bytes in
-/// all) to tell their size before compression. Stops at the first entry that is not a
-/// whole v2 batch (magic 0/1 messages, a batch cut short): those are not summarised.
+/// the records of each compressed batch decompressed (what it decompresses taken from
+/// `budget`: beyond it, its size before compression is unknown) to tell their size before
+/// compression. Stops at the first entry that is not a whole v2 batch (magic 0/1 messages,
+/// a batch cut short): those are not summarised.
 pub fn batch_summaries(
     buf: &[u8],
     start: usize,
     end: usize,
-    max_decompressed: i64,
+    budget: &mut i64,
 ) -> Vec<BatchSummary> {
     let end = end.min(buf.len());
-    let mut budget = max_decompressed;
     let mut out = Vec::new();
     let mut pos = start;
     while pos <= end && end - pos >= V2_HEADER {
@@ -606,8 +610,8 @@ pub fn batch_summaries(
         let mut uncompressed = Some(size);
         if codec_id != 0 {
             let (data, verdict) =
-                decompress::decompress(codec_id, &buf[pos + V2_HEADER..pos + size], budget);
-            budget = (budget - data.len() as i64).max(0);
+                decompress::decompress(codec_id, &buf[pos + V2_HEADER..pos + size], *budget);
+            *budget = (*budget - data.len() as i64).max(0);
             uncompressed = match verdict {
                 decompress::Verdict::Done => Some(V2_HEADER + data.len()),
                 _ => None,

@@ -756,15 +756,22 @@ impl Stream {
         self.table.as_ref().map_or(0, |t| t.tables.len())
     }
 
-    /// The rows built since the last call, as two record batches: `exchanges`, `partitions`.
-    fn take_tables(&mut self) -> PyResult<(table::ArrowBatch, table::ArrowBatch)> {
+    /// The rows built since the last call, as three record batches: `exchanges`,
+    /// `partitions`, `batches`.
+    fn take_tables(
+        &mut self,
+    ) -> PyResult<(table::ArrowBatch, table::ArrowBatch, table::ArrowBatch)> {
         let Some(t) = self.table.as_mut() else {
             return Err(pyo3::exceptions::PyValueError::new_err(
                 "keep_tables was not called",
             ));
         };
-        let (e, p) = t.tables.take();
-        Ok((table::ArrowBatch(e), table::ArrowBatch(p)))
+        let (e, p, b) = t.tables.take();
+        Ok((
+            table::ArrowBatch(e),
+            table::ArrowBatch(p),
+            table::ArrowBatch(b),
+        ))
     }
 
     /// What the tables took so far, for the run's summary: `statuses` (status -> exchanges),
@@ -1138,10 +1145,11 @@ fn parse_packet(py: Python<'_>, linktype: i32, data: &[u8], orig_len: u32) -> Py
     })
 }
 
-/// A batch summary as `analyzer.sinks.insights` reads it: (producer_id, producer_epoch,
-/// base_sequence, records, bytes, uncompressed or None, codec, base_timestamp,
-/// max_timestamp, transactional, control).
+/// A record batch as the `batches` table's rows read it: (the index of its span,
+/// producer_id, producer_epoch, base_sequence, records, bytes, bytes before compression or
+/// None, codec, base_timestamp, max_timestamp, transactional, control).
 type BatchTuple = (
+    usize,
     i64,
     i16,
     i32,
@@ -1155,35 +1163,34 @@ type BatchTuple = (
     bool,
 );
 
-/// The v2 batches of the records bytes `data[start:end]` (`records::batch_summaries`): what
-/// a producer story reads of each, compressed batches decompressed (at most
-/// `max_decompressed` bytes in all) for their size before compression.
+/// The v2 batches of a Produce request's records, `spans` the `(offset, length)` in `data`
+/// of each partition's (`records::batch_summaries`, as the core's `batches` rows read them:
+/// what they decompress to tell sizes before compression bounded per request).
 #[pyfunction]
-fn batch_summaries(
-    py: Python<'_>,
-    data: &[u8],
-    start: usize,
-    end: usize,
-    max_decompressed: i64,
-) -> Vec<BatchTuple> {
-    py.allow_threads(|| crate::records::batch_summaries(data, start, end, max_decompressed))
-        .into_iter()
-        .map(|b| {
-            (
-                b.producer_id,
-                b.producer_epoch,
-                b.base_sequence,
-                b.records,
-                b.bytes,
-                b.uncompressed,
-                b.codec,
-                b.base_timestamp,
-                b.max_timestamp,
-                b.transactional,
-                b.control,
-            )
-        })
-        .collect()
+fn batch_summaries(py: Python<'_>, data: &[u8], spans: Vec<(usize, usize)>) -> Vec<BatchTuple> {
+    py.allow_threads(|| {
+        let mut budget = crate::records::BATCHES_DECOMPRESSED;
+        let mut out = Vec::new();
+        for (i, (at, n)) in spans.into_iter().enumerate() {
+            for b in crate::records::batch_summaries(data, at, at.saturating_add(n), &mut budget) {
+                out.push((
+                    i,
+                    b.producer_id,
+                    b.producer_epoch,
+                    b.base_sequence,
+                    b.records,
+                    b.bytes,
+                    b.uncompressed,
+                    b.codec,
+                    b.base_timestamp,
+                    b.max_timestamp,
+                    b.transactional,
+                    b.control,
+                ));
+            }
+        }
+        out
+    })
 }
 
 /// Whether `data` starts with a TLS record header (`crate::pair::looks_like_tls`: what

@@ -13,6 +13,7 @@ use arrow_buffer::OffsetBuffer;
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
 
 use crate::frame::Frame;
+use crate::records::BatchSummary;
 
 /// One topic-partition of a Produce or Fetch exchange (`PARTITION` in `analyzer/tables.py`,
 /// and the Fetch offsets the `partitions` table adds).
@@ -28,6 +29,14 @@ pub struct Part {
     pub fetch_offset: Option<i64>,
     pub high_watermark: Option<i64>,
     pub last_stable_offset: Option<i64>,
+}
+
+/// One record batch (v2) of a Produce request's partition (`analyzer.tables.BATCHES`):
+/// `part` is the index of its partition in the exchange's [`Part`]s.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Batch {
+    pub part: usize,
+    pub summary: BatchSummary,
 }
 
 fn field(name: &str, ty: DataType, nullable: bool) -> Field {
@@ -122,6 +131,126 @@ pub fn partitions_schema() -> SchemaRef {
         field("last_stable_offset", Int64, true),
     ]);
     Arc::new(Schema::new(fields))
+}
+
+/// The `batches` table's schema (`analyzer.tables.BATCHES`).
+pub fn batches_schema() -> SchemaRef {
+    use DataType::*;
+    Arc::new(Schema::new(vec![
+        field("capture", Utf8, false),
+        field("conn", Int64, false),
+        field("client_id", Utf8, true),
+        field("api_version", Int32, true),
+        field("correlation_id", Int32, true),
+        field("request_frame", Int64, true),
+        field("request_time", Float64, true),
+        field("acks", Int32, true),
+        field("transactional_id", Utf8, true),
+        field("topic", Utf8, true),
+        field("partition", Int32, true),
+        field("producer_id", Int64, false),
+        field("producer_epoch", Int32, false),
+        field("base_sequence", Int32, false),
+        field("records", Int64, false),
+        field("bytes", Int64, false),
+        field("bytes_before", Int64, true),
+        field("codec", Utf8, false),
+        field("base_timestamp", Int64, false),
+        field("max_timestamp", Int64, false),
+        field("transactional", Boolean, false),
+        field("control", Boolean, false),
+    ]))
+}
+
+/// The `batches` table's columns but its capture.
+#[derive(Default)]
+struct BatchCols {
+    rows: usize,
+    conn: Int64Builder,
+    client_id: StringBuilder,
+    api_version: Int32Builder,
+    correlation_id: Int32Builder,
+    request_frame: Int64Builder,
+    request_time: Float64Builder,
+    acks: Int32Builder,
+    transactional_id: StringBuilder,
+    topic: StringBuilder,
+    partition: Int32Builder,
+    producer_id: Int64Builder,
+    producer_epoch: Int32Builder,
+    base_sequence: Int32Builder,
+    records: Int64Builder,
+    bytes: Int64Builder,
+    bytes_before: Int64Builder,
+    codec: StringBuilder,
+    base_timestamp: Int64Builder,
+    max_timestamp: Int64Builder,
+    transactional: BooleanBuilder,
+    control: BooleanBuilder,
+}
+
+impl BatchCols {
+    fn push(&mut self, r: &Row<'_>, b: &Batch) {
+        let s = &b.summary;
+        let part = r.parts.get(b.part);
+        self.rows += 1;
+        self.conn.append_value(r.conn as i64);
+        self.client_id.append_option(r.client_id);
+        self.api_version.append_option(r.api_version);
+        self.correlation_id.append_option(r.correlation_id);
+        self.request_frame
+            .append_option(r.request.map(|f| f.last_index as i64));
+        self.request_time
+            .append_option(r.request.map(|f| f.last_ts));
+        self.acks.append_option(r.acks);
+        self.transactional_id.append_option(r.transactional_id);
+        self.topic
+            .append_option(part.and_then(|p| p.topic.as_deref()));
+        self.partition.append_option(part.and_then(|p| p.partition));
+        self.producer_id.append_value(s.producer_id);
+        self.producer_epoch
+            .append_value(i32::from(s.producer_epoch));
+        self.base_sequence.append_value(s.base_sequence);
+        self.records.append_value(i64::from(s.records));
+        self.bytes.append_value(s.bytes as i64);
+        self.bytes_before
+            .append_option(s.uncompressed.map(|u| u as i64));
+        self.codec.append_value(s.codec);
+        self.base_timestamp.append_value(s.base_timestamp);
+        self.max_timestamp.append_value(s.max_timestamp);
+        self.transactional.append_value(s.transactional);
+        self.control.append_value(s.control);
+    }
+
+    fn finish(&mut self, capture: ArrayRef) -> RecordBatch {
+        self.rows = 0;
+        let columns: Vec<ArrayRef> = vec![
+            capture,
+            Arc::new(self.conn.finish()),
+            Arc::new(self.client_id.finish()),
+            Arc::new(self.api_version.finish()),
+            Arc::new(self.correlation_id.finish()),
+            Arc::new(self.request_frame.finish()),
+            Arc::new(self.request_time.finish()),
+            Arc::new(self.acks.finish()),
+            Arc::new(self.transactional_id.finish()),
+            Arc::new(self.topic.finish()),
+            Arc::new(self.partition.finish()),
+            Arc::new(self.producer_id.finish()),
+            Arc::new(self.producer_epoch.finish()),
+            Arc::new(self.base_sequence.finish()),
+            Arc::new(self.records.finish()),
+            Arc::new(self.bytes.finish()),
+            Arc::new(self.bytes_before.finish()),
+            Arc::new(self.codec.finish()),
+            Arc::new(self.base_timestamp.finish()),
+            Arc::new(self.max_timestamp.finish()),
+            Arc::new(self.transactional.finish()),
+            Arc::new(self.control.finish()),
+        ];
+        RecordBatch::try_new(batches_schema(), columns)
+            .expect("the batches columns match their schema")
+    }
 }
 
 /// The columns of partitions (a struct's children, or the `partitions` table's columns).
@@ -226,6 +355,10 @@ pub struct Row<'a> {
     /// the topic-partitions it names: its partitions', else those its request lists
     pub topics: &'a [(Option<String>, Option<i32>)],
     pub notes: &'a [String],
+    /// a Produce request's acks and transactional id, and its record batches
+    pub acks: Option<i32>,
+    pub transactional_id: Option<&'a str>,
+    pub batches: &'a [Batch],
 }
 
 /// `round(v, 3)` as Python rounds (the nearest of the decimals with three digits, read
@@ -269,6 +402,7 @@ pub struct Tables {
     fetch_offset: Int64Builder,
     high_watermark: Int64Builder,
     last_stable_offset: Int64Builder,
+    batches: BatchCols,
 }
 
 impl Tables {
@@ -306,6 +440,7 @@ impl Tables {
             fetch_offset: Int64Builder::new(),
             high_watermark: Int64Builder::new(),
             last_stable_offset: Int64Builder::new(),
+            batches: BatchCols::default(),
         }
     }
 
@@ -369,6 +504,9 @@ impl Tables {
         }
         let end = self.tp_offsets.last().copied().unwrap_or(0) + r.topics.len() as i32;
         self.tp_offsets.push(end);
+        for b in r.batches {
+            self.batches.push(r, b);
+        }
     }
 
     fn captures(&self, n: usize) -> ArrayRef {
@@ -378,10 +516,10 @@ impl Tables {
         )))
     }
 
-    /// The rows held as two record batches (`exchanges`, `partitions`), the builders
-    /// emptied.
-    pub fn take(&mut self) -> (RecordBatch, RecordBatch) {
-        let (n, np) = (self.rows, self.part_rows);
+    /// The rows held as three record batches (`exchanges`, `partitions`, `batches`), the
+    /// builders emptied.
+    pub fn take(&mut self) -> (RecordBatch, RecordBatch, RecordBatch) {
+        let (n, np, nb) = (self.rows, self.part_rows, self.batches.rows);
         self.rows = 0;
         self.part_rows = 0;
         let parts = StructArray::new(part_fields(), self.parts.finish(), None);
@@ -453,7 +591,8 @@ impl Tables {
         ]);
         let partitions = RecordBatch::try_new(partitions_schema(), columns)
             .expect("the partitions columns match their schema");
-        (exchanges, partitions)
+        let batches = self.batches.finish(self.captures(nb));
+        (exchanges, partitions, batches)
     }
 }
 
@@ -512,14 +651,18 @@ mod tests {
             parts,
             topics: &[],
             notes: &[],
+            acks: None,
+            transactional_id: None,
+            batches: &[],
         };
         let leaked: &'static [Part] = Box::leak(parts.into_boxed_slice());
         t.push(&row(leaked));
         t.push(&row(&[]));
         assert_eq!(t.len(), 2);
-        let (ex, parts) = t.take();
+        let (ex, parts, batches) = t.take();
         assert_eq!(ex.schema(), exchanges_schema());
         assert_eq!(parts.schema(), partitions_schema());
+        assert_eq!(batches.schema(), batches_schema());
         assert_eq!((ex.num_rows(), parts.num_rows()), (2, 1));
         assert!(t.is_empty());
         let lat = ex
@@ -530,7 +673,7 @@ mod tests {
             .unwrap()
             .value(0);
         assert_eq!(lat, 2.5);
-        let (ex2, _) = t.take();
+        let (ex2, _, _) = t.take();
         assert_eq!(ex2.num_rows(), 0);
     }
 

@@ -21,7 +21,7 @@ use std::collections::HashMap;
 
 use rustc_hash::FxHashMap;
 
-pub use columns::{exchanges_schema, partitions_schema, Part, Row, Tables};
+pub use columns::{batches_schema, exchanges_schema, partitions_schema, Batch, Part, Row, Tables};
 
 use crate::figures::{Counts, Figures, Node, Tree, Value};
 use crate::net::Endpoint;
@@ -226,10 +226,10 @@ impl TableBuilder {
             .as_ref()
             .map(|t| t.errors.iter().map(|&c| self.error_name(c)).collect())
             .unwrap_or_default();
-        let parts = match h.api_key {
-            0 => self.produce_parts(fig, &rq, rs.as_ref()),
-            1 => self.fetch_parts(fig, &rq, rs.as_ref()),
-            _ => Vec::new(),
+        let (parts, batches) = match h.api_key {
+            0 => self.produce_parts(fig, &rq, rs.as_ref(), &req.data),
+            1 => (self.fetch_parts(fig, &rq, rs.as_ref()), Vec::new()),
+            _ => (Vec::new(), Vec::new()),
         };
         let lat = r
             .response
@@ -244,10 +244,23 @@ impl TableBuilder {
                 _ => None,
             })
             .unwrap_or(0);
-        let group_id = body_field(fig, &rq, "group_id").and_then(|n| match &n.value {
-            Value::Str(s) => Some(s.clone()),
-            _ => None,
-        });
+        let text = |name: &str| {
+            body_field(fig, &rq, name).and_then(|n| match &n.value {
+                Value::Str(s) => Some(s.clone()),
+                _ => None,
+            })
+        };
+        let group_id = text("group_id");
+        let (acks, transactional_id) = match h.api_key {
+            0 => (
+                body_field(fig, &rq, "acks").and_then(|n| match n.value {
+                    Value::Int(v) => i32::try_from(v).ok(),
+                    _ => None,
+                }),
+                text("transactional_id"),
+            ),
+            _ => (None, None),
+        };
         let topics: Vec<(Option<String>, Option<i32>)> = if parts.is_empty() {
             fig.request_topics(&rq)
                 .into_iter()
@@ -290,6 +303,9 @@ impl TableBuilder {
             parts: &parts,
             topics: &topics,
             notes: &notes,
+            acks,
+            transactional_id: transactional_id.as_deref(),
+            batches: &batches,
         });
         true
     }
@@ -322,8 +338,15 @@ impl TableBuilder {
         }
     }
 
-    /// A Produce's partitions: the request's, each with its answer's error.
-    fn produce_parts(&self, fig: &Figures, rq: &Tree, rs: Option<&Tree>) -> Vec<Part> {
+    /// A Produce's partitions: the request's, each with its answer's error; and their
+    /// record batches (v2), read from the request's bytes `data`.
+    fn produce_parts(
+        &self,
+        fig: &Figures,
+        rq: &Tree,
+        rs: Option<&Tree>,
+        data: &[u8],
+    ) -> (Vec<Part>, Vec<Batch>) {
         let mut errors: HashMap<(Option<String>, Option<i64>), Option<String>> = HashMap::new();
         if let Some(t) = rs {
             if let Some((_, _, parts)) = fig.topic_partitions(t, "responses", "partition_responses")
@@ -343,9 +366,21 @@ impl TableBuilder {
             }
         }
         let Some((_, _, rows)) = fig.produce_request_rows(rq) else {
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         };
-        rows.into_iter()
+        let mut budget = crate::records::BATCHES_DECOMPRESSED;
+        let batches = rows
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| r.at.filter(|&(_, n)| n > 0).map(|at| (i, at)))
+            .flat_map(|(part, (at, n))| {
+                crate::records::batch_summaries(data, at, at + n, &mut budget)
+                    .into_iter()
+                    .map(move |summary| Batch { part, summary })
+            })
+            .collect();
+        let parts = rows
+            .into_iter()
             .map(|r| {
                 let topic = self.topic_name(r.topic, r.topic_id);
                 let error = errors.get(&(topic.clone(), r.partition)).cloned().flatten();
@@ -362,7 +397,8 @@ impl TableBuilder {
                     last_stable_offset: None,
                 }
             })
-            .collect()
+            .collect();
+        (parts, batches)
     }
 
     /// A Fetch's partitions: the answer's, each with the offset the request asked from.
