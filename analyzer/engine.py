@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from analyzer import figures
-from analyzer.tables import BATCHES, EXCHANGES, PARTITION, PARTITIONS, TABLES, TOPIC_PARTITION
+from analyzer.tables import EXCHANGES, STRUCTS, TABLES
 
 # DuckDB's memory for a query: what it needs beyond this it spills to disk (with the
 # process's own, ~100 MB of Python, pyarrow and DuckDB, the whole stays under 200 MB)
@@ -81,10 +81,24 @@ def _renamed(topic: str, names: Mapping[str, str]) -> str:
     return f"CASE {topic} {whens} ELSE {topic} END"
 
 
-def _struct(var: str, cols: Sequence[Any], names: Mapping[str, str]) -> str:
-    """SQL of the struct ``var`` (of the columns ``cols``) with its topic renamed."""
-    return "{" + ", ".join(f"'{c.name}': " + (_renamed(f"{var}.topic", names) if c.name == "topic" else f"{var}.{c.name}")
-                           for c in cols) + "}"
+def _names_topics(type_name: str) -> bool:
+    """Whether values of the column type ``type_name`` hold a topic (a struct with one, or a
+    list of them)."""
+    inner = type_name[5:-1] if type_name.startswith("list<") else type_name
+    return inner in STRUCTS and any(c.name == "topic" or _names_topics(c.type) for c in STRUCTS[inner])
+
+
+def _renamed_value(expr: str, type_name: str, names: Mapping[str, str], depth: int = 0) -> str:
+    """SQL of ``expr`` (of the column type ``type_name``) with the topics it holds renamed."""
+    if type_name.startswith("list<"):
+        var = f"x{depth}"
+        return f"list_transform({expr}, lambda {var}: {_renamed_value(var, type_name[5:-1], names, depth + 1)})"
+    if type_name not in STRUCTS:
+        return expr
+    fields = ", ".join(f"'{c.name}': " + (_renamed(f"{expr}.{c.name}", names) if c.name == "topic"
+                                          else _renamed_value(f"{expr}.{c.name}", c.type, names, depth))
+                       for c in STRUCTS[type_name])
+    return f"CASE WHEN {expr} IS NULL THEN NULL ELSE {{{fields}}} END"
 
 
 def _part_view(table: str, parts: Sequence[Part], rename: Mapping[str, str]) -> str | None:
@@ -95,12 +109,11 @@ def _part_view(table: str, parts: Sequence[Part], rename: Mapping[str, str]) -> 
         return None
     repl = ["c.n AS conn"]
     if rename:
-        if table == EXCHANGES.name:
-            repl.append(f"list_transform(t.partitions, lambda p: {_struct('p', PARTITION, rename)}) AS partitions")
-            repl.append("list_transform(t.topic_partitions, lambda p: "
-                        f"{_struct('p', TOPIC_PARTITION, rename)}) AS topic_partitions")
-        elif table in (PARTITIONS.name, BATCHES.name):
-            repl.append(f"{_renamed('t.topic', rename)} AS topic")
+        for c in {t.name: t for t in TABLES}[table].columns:
+            if c.name == "topic":
+                repl.append(f"{_renamed('t.topic', rename)} AS topic")
+            elif _names_topics(c.type):
+                repl.append(f"{_renamed_value('t.' + c.name, c.type, rename)} AS {c.name}")
     return (f"SELECT t.* REPLACE ({', '.join(repl)}) FROM {src} t "
             "JOIN conn_numbers c ON c.capture = t.capture AND c.first = t.conn")
 

@@ -315,6 +315,100 @@ SELECT api, t, latency_ms FROM p WHERE (i - 1) % CAST(greatest(1, ceil(n / {int(
 """
 
 
+# -- consumer lag: per client id and topic-partition, from the Fetches' sessions ----------------
+
+# the API keys whose requests tie a client id to a consumer group (OffsetCommit, JoinGroup,
+# Heartbeat, LeaveGroup, SyncGroup, ConsumerGroupHeartbeat)
+GROUP_MEMBER_APIS = (8, 11, 12, 13, 14, 68)
+# a CTE ``g``: each client id's groups (``group_id``), ``i`` = 1 the one its requests name most
+# often (on a tie, the first by name)
+_GROUP_OF = f"""g AS (
+  SELECT client_id, group_id, row_number() OVER (PARTITION BY client_id ORDER BY count(*) DESC, group_id) AS i
+  FROM exchanges WHERE api_key IN {GROUP_MEMBER_APIS} AND group_id <> '' GROUP BY client_id, group_id)"""
+
+
+def consumer_lag_query() -> str:
+    """The SQL of stats' consumer lag: per (client id, topic, partition) of the ``lag`` table
+    (one figure per partition of a fetch session at each Fetch answer), the figures (how many,
+    their sum, the largest and the first time of it, the last (at the latest answer), the
+    stable lag's last and largest), whether the client reads committed (an answered Fetch with
+    isolation_level 1), and its group: the one its JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+    OffsetCommit or ConsumerGroupHeartbeat requests name most often."""
+    return f"""WITH x AS (SELECT client_id, topic, partition, response_time AS t, lag, stable_lag AS stable FROM lag),
+a AS (
+  SELECT client_id, topic, partition, count(*) AS samples, sum(lag) AS total, max(lag) AS mx, max(t) AS last_time,
+         max(CASE WHEN stable IS NOT NULL THEN t END) AS stable_time, max(stable) AS stable_max
+  FROM x GROUP BY client_id, topic, partition),
+r AS (
+  SELECT a.client_id, a.topic, a.partition, samples, total, mx, last_time, stable_max,
+         min(x.t) FILTER (WHERE x.lag = a.mx) AS max_time,
+         max(x.lag) FILTER (WHERE x.t = a.last_time) AS last,
+         max(x.stable) FILTER (WHERE x.t = a.stable_time) AS stable_last
+  FROM a JOIN x ON x.client_id IS NOT DISTINCT FROM a.client_id AND x.topic = a.topic AND x.partition = a.partition
+  GROUP BY a.client_id, a.topic, a.partition, samples, total, mx, last_time, stable_max),
+committed AS (
+  SELECT DISTINCT client_id, true AS seen FROM exchanges
+  WHERE api_key = 1 AND protocol = 'kafka' AND fetch_session.isolation_level = 1 AND response_time IS NOT NULL),
+{_GROUP_OF}
+SELECT r.client_id, g.group_id AS "group", r.topic, r.partition, c.seen AS read_committed,
+       samples, last, mx AS "max", total, max_time, last_time, stable_last, stable_max
+FROM r LEFT JOIN g ON g.client_id IS NOT DISTINCT FROM r.client_id AND g.i = 1
+       LEFT JOIN committed c ON c.client_id IS NOT DISTINCT FROM r.client_id
+"""
+
+
+def consumer_lag(query: Query) -> list[dict[str, Any]]:
+    """stats' consumer lag: one object per (client id, topic, partition), by client id, topic
+    and partition."""
+    out = []
+    for d in _dicts(query, consumer_lag_query()):
+        committed = d["read_committed"] is True
+        n = int(d["samples"])
+        out.append({
+            "client_id": d["client_id"], "group": d["group"], "topic": d["topic"], "partition": d["partition"],
+            "isolation": "read_committed" if committed else "read_uncommitted",
+            "samples": n, "last": int(d["last"]), "max": int(d["max"]), "mean": round(int(d["total"]) / n, 3),
+            "max_time": d["max_time"], "last_time": d["last_time"],
+            "stable_last": None if not committed or d["stable_last"] is None else int(d["stable_last"]),
+            "stable_max": None if not committed or d["stable_max"] is None else int(d["stable_max"]),
+        })
+    out.sort(key=lambda r: sort_key((r["client_id"], r["topic"], r["partition"])))
+    return out
+
+
+def lag_points_query(cap: int = 4096) -> str:
+    """The SQL of the consumer-lag points stats' plot draws: per (client id, topic, partition),
+    its figures in time order, at most ``cap``: of each run of 2^m neighbours (m the
+    smallest that keeps ``cap``) the highest, at its own time (the earliest on a tie), so a
+    peak stays where it was seen; with the client's group as the lag view names it."""
+    return f"""WITH ids AS (
+  SELECT client_id, topic, partition, row_number() OVER () AS id
+  FROM (SELECT DISTINCT client_id, topic, partition FROM lag) d),
+n AS (
+  SELECT id, response_time AS t, lag, row_number() OVER (PARTITION BY id ORDER BY response_time, lag) - 1 AS i,
+         count(*) OVER (PARTITION BY id) AS n
+  FROM lag JOIN ids ON ids.client_id IS NOT DISTINCT FROM lag.client_id AND ids.topic = lag.topic
+                       AND ids.partition = lag.partition),
+b AS (
+  SELECT id, t, lag, row_number() OVER (PARTITION BY id, i // CAST(greatest(1, pow(2, ceil(log2(n / {int(cap)}.0))))
+                                                                    AS BIGINT)
+                                         ORDER BY lag DESC, t) AS r
+  FROM n),
+{_GROUP_OF}
+SELECT ids.client_id, g.group_id AS "group", ids.topic, ids.partition, t, lag
+FROM b JOIN ids ON ids.id = b.id LEFT JOIN g ON g.client_id IS NOT DISTINCT FROM ids.client_id AND g.i = 1
+WHERE r = 1 ORDER BY ids.client_id, ids.topic, ids.partition, t
+"""
+
+
+def lag_points(query: Query, cap: int = 4096) -> dict[str, list[tuple[float, int]]]:
+    """"group-or-client topic-partition" -> [(epoch seconds, lag)] in time order (the plot's)."""
+    out: dict[str, list[tuple[float, int]]] = {}
+    for cid, group, topic, partition, t, lag in query(lag_points_query(cap))[1]:
+        out.setdefault(f"{group or cid or '-'} {topic}-{partition}", []).append((float(t), int(lag)))
+    return out
+
+
 # -- the producers: one per client id and producer id, from the batches table ------------------
 
 # a Produce's batches the producer stories count: not control batches (transaction markers)
@@ -557,7 +651,8 @@ def points(query: Query, cap: int = 50_000) -> dict[str, list[tuple[float, float
 def report(query: Query, by: Sequence[str], top_n: int = 0,
            labels: Mapping[str, str] | None = None) -> dict[str, Any]:
     """stats' figures but the stories (``analyzer.sinks.insights``), as ``stats -f json``
-    gives them: ``by``, ``groups``, ``top``, ``throughput``, ``producers``, ``accuracy``."""
+    gives them: ``by``, ``groups``, ``top``, ``throughput``, ``consumer_lag``, ``producers``,
+    ``accuracy``."""
     return {"by": list(by), "groups": groups(query, by, labels), "top": top(query, top_n, labels),
-            "throughput": throughput(query), "producers": producers(query),
+            "throughput": throughput(query), "consumer_lag": consumer_lag(query), "producers": producers(query),
             "accuracy": {"percentile_definition": PERCENTILE_DEFINITION}}

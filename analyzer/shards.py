@@ -44,7 +44,7 @@ from analyzer.engine import Part, write_firsts
 from analyzer.pipeline import AUTO_LISTED, Options, Run, merge_connections
 from analyzer.runs import Decode, fresh_context
 from analyzer.sinks.stats import COSTLY_VIEWS, Stories
-from analyzer.tables import BATCHES, EXCHANGES, PARTITIONS, open_writers, table_run
+from analyzer.tables import CORE_TABLES, open_writers, table_run
 from dissectors.context import DecodeContext
 
 __all__ = ["END_OF_CAPTURE", "TopicNames", "Learnt", "LearntTable", "auto_jobs", "run_stats_sharded", "ShardedResult",
@@ -57,7 +57,7 @@ MAX_AUTO_JOBS = 8
 # the Parquet compression of the tables a run writes for its own queries (read once, soon)
 TEMPORARY = "lz4"
 # the tables stats' figures read
-FIGURES_TABLES = (EXCHANGES, PARTITIONS, BATCHES)
+FIGURES_TABLES = CORE_TABLES
 class Learnt(NamedTuple):
     """What a file's connections learnt of one topic id (``learnt_ids``)."""
     at: list[int]           # the packets of its learnings, sorted
@@ -266,6 +266,10 @@ def _worker(path: str, options: Options, ctx: DecodeContext, k: int, n: int, pro
         for w in writers.values():
             w.close()
     write_firsts(folder, path, run.pipeline.stream.first_indexes)
+    # (the ids the core's rows could not name, with the front's)
+    for tid, first, last in run.pipeline.stream.topic_misses():
+        m = names.misses.setdefault(tid, [first, last])
+        m[0], m[1] = min(m[0], first), max(m[1], last)
     # the connections this worker saw, by first packet (their ids, with conn_ids_from_index)
     return {"stories": stories.to_state(), "conns": run.pipeline.stream.first_indexes,
             "learnt": names.learnt, "misses": names.misses,
@@ -409,7 +413,7 @@ def _merge(path: str, states: list[dict[str, Any]], folders: list[str], source: 
     for st, folder in zip(states, folders, strict=True):
         names, ok = resolve_misses(st["misses"], table)
         exact = exact and ok
-        total.merge(Stories.from_state(st["stories"]).renumber_conns(number, source).renamed(names))
+        total.merge(Stories.from_state(st["stories"]).renumber_conns(number, source))
         parts.append(Part(folder, names))
     connections = None
     listed = []

@@ -1,11 +1,13 @@
 """The data model: the tables a capture becomes, defined once.
 
-Four tables, typed (Arrow's types; Parquet on disk), the same for ``export`` on one
+Five tables, typed (Arrow's types; Parquet on disk), the same for ``export`` on one
 machine and for the ``spark`` job on a cluster, and the tables ``sql`` queries:
 
 - ``exchanges``: one row per exchange (a request and its response, or either alone);
 - ``partitions``: one row per topic-partition of a Produce or Fetch request or response;
-- ``batches``: one row per record batch (v2) of a Produce request (the producer stories);
+- ``batches``: one row per record batch (v2) of a Produce request (the producers);
+- ``lag``: one row per partition of a consumer's fetch session at each Fetch answer (the
+  consumer lag, followed in order by ``_core.FetchSessions``: core/src/table/lag.rs);
 - ``connections``: one row per TCP connection, Kafka or not.
 
 Each table is a tuple of ``Column``: its name, type, whether it may be null, and what it
@@ -18,23 +20,23 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from analyzer._core import batch_summaries
+from analyzer._core import FetchSessions, batch_summaries
 from analyzer.model import Conn, Exchange
 from analyzer.sinks.output import exchange_to_json
 from analyzer.sinks.stats import named_topic_partitions, throttle_ms, wait_kind
-from dissectors.field import body_of
+from dissectors.field import Field, body_of
 from dissectors.summary import fetch_table, produce_table
 
 
 @dataclass(frozen=True)
 class Column:
     name: str
-    type: str           # string, int32, int64, float64, bool, list<string>, list<partition>,
-                        # list<topic_partition>
+    type: str           # string, int32, int64, float64, bool, a struct of STRUCTS (partition,
+                        # topic_partition, fetch_ask, fetch), or list<any of those>
     nullable: bool
     doc: str
 
@@ -71,6 +73,33 @@ TOPIC_PARTITION = (
     _c("topic", "string", "topic name"),
     _c("partition", "int32", "partition index"),
 )
+
+# a partition a Fetch request asks for (the ``asked`` list of ``fetch``)
+FETCH_ASK = (
+    _c("topic", "string", "topic name (a topic id as text when the capture never named it)"),
+    _c("partition", "int32", "partition index"),
+    _c("fetch_offset", "int64", "the offset asked from: the consumer's position"),
+)
+
+# a Fetch's session (the ``fetch_session`` column of ``exchanges``): what consumer lag follows
+FETCH = (
+    _c("isolation_level", "int32", "0: read_uncommitted, 1: read_committed"),
+    _c("session_id", "int32", "the request's fetch session id (KIP-227; 0: none)"),
+    _c("session_epoch", "int32", "the request's session epoch (0: a full fetch that opens a session, "
+                                 "> 0: incremental, -1: no session)"),
+    _c("error_code", "int32", "the answer's top-level error code (a session error ends the session; null: "
+                              "unanswered, or a version before 7 without one)"),
+    _c("response_session_id", "int32", "the session id the answer gives"),
+    _c("asked", "list<fetch_ask>", "the partitions the request asks for, with their offsets", False),
+    _c("forgotten", "list<topic_partition>", "the partitions an incremental request drops from its session",
+       False),
+)
+
+# the first Fetch version whose answer has a top-level error_code (and sessions)
+FETCH_ERROR_CODE_SINCE = 7
+
+# the struct types of columns, by name
+STRUCTS = {"partition": PARTITION, "topic_partition": TOPIC_PARTITION, "fetch_ask": FETCH_ASK, "fetch": FETCH}
 
 # what names an exchange in the tables built from it
 _EXCHANGE_KEY = (
@@ -109,6 +138,8 @@ EXCHANGES = Table("exchanges", "one row per exchange: a request and its response
                                                     "partitions, else those its request lists (partition null: "
                                                     "a topic listed without partitions); stats --by topic", False),
     _c("notes", "list<string>", "why a request is unanswered, frames cut by the capture...", False),
+    _c("fetch_session", "fetch", "Fetch: its session, its partitions' offsets asked (consumer lag); null for "
+                                 "other APIs and a Fetch whose request or answer could not be read"),
 ))
 
 # the field trees, as JSON text (``export --trees``, ``spark --trees``)
@@ -159,6 +190,22 @@ BATCHES = Table("batches", "one row per record batch (v2) of a Produce request: 
     _c("control", "bool", "a control batch (transaction marker)", False),
 ))
 
+LAG = Table("lag", "one row per partition of a consumer's fetch session at each Fetch answer: its lag", (
+    *_EXCHANGE_KEY,
+    _c("client_id", "string", "client id"),
+    _c("request_frame", "int64", "packet that completed the Fetch request frame"),
+    _c("response_time", "float64", "the answer's time, seconds since the epoch", False),
+    _c("isolation_level", "int32", "0: read_uncommitted, 1: read_committed"),
+    _c("topic", "string", "topic name (a topic id as text when the capture never named it)", False),
+    _c("partition", "int32", "partition index", False),
+    _c("position", "int64", "the offset the consumer fetched from: the offset last asked plus the records "
+                            "the answers returned since", False),
+    _c("high_watermark", "int64", "the partition's high watermark, as the last answer that gave it", False),
+    _c("last_stable_offset", "int64", "its last stable offset, as that answer gave it"),
+    _c("lag", "int64", "high_watermark - position (records; never below 0)", False),
+    _c("stable_lag", "int64", "last_stable_offset - position: what a read_committed consumer can read"),
+))
+
 CONNECTIONS = Table("connections", "one row per TCP connection, Kafka or not", (
     *_EXCHANGE_KEY,
     _c("client", "string", "client address:port (the SYN sender, or the side that sends requests)", False),
@@ -172,7 +219,9 @@ CONNECTIONS = Table("connections", "one row per TCP connection, Kafka or not", (
     _c("lost", "bool", "bytes of it were never captured (lost segments)", False),
 ))
 
-TABLES = (EXCHANGES, PARTITIONS, BATCHES, CONNECTIONS)
+TABLES = (EXCHANGES, PARTITIONS, BATCHES, LAG, CONNECTIONS)
+# the tables whose rows the core builds, in the order it hands them (``Stream.take_tables``)
+CORE_TABLES = (EXCHANGES, PARTITIONS, BATCHES, LAG)
 
 
 def with_trees(t: Table) -> Table:
@@ -195,29 +244,94 @@ def partition_tuple(p: dict[str, Any]) -> tuple[Any, ...]:
             None if p.get("error") is None else str(p.get("error")))
 
 
-Rows = tuple[tuple[Any, ...], list[tuple[Any, ...]], list[tuple[Any, ...]]]
+class Rows(NamedTuple):
+    """An exchange's rows: of ``exchanges``, and of the tables that hold its parts."""
+    exchange: tuple[Any, ...]
+    partitions: list[tuple[Any, ...]]
+    batches: list[tuple[Any, ...]]
+    lag: list[tuple[Any, ...]]
 
 
-def exchange_rows(ex: Exchange, capture: str, conn: int, trees: bool = False) -> Rows:
-    """An exchange's row of ``exchanges`` (with the trees when ``trees``), its rows of
-    ``partitions`` and of ``batches``; ``conn`` is the connection's number in the tables."""
+def exchange_rows(ex: Exchange, capture: str, conn: int, trees: bool = False,
+                  names: Mapping[str, str] | None = None, sessions: FetchSessions | None = None) -> Rows:
+    """An exchange's rows (``Rows``: of ``exchanges``, with the trees when ``trees``; its
+    partitions, batches and consumer-lag figures); ``conn`` is the connection's number in the
+    tables, ``names`` the topic ids named so far (``DecodeContext.topic_names``: a Fetch
+    request's asks), ``sessions`` the run's Fetch sessions (without, no lag rows)."""
     d = exchange_to_json(ex, trees=trees)
     parts = [partition_tuple(p) for p in d["partitions"]]
+    fetching = ex.api_key == 1 and ex.protocol == "kafka"
+    fetch = _fetch(ex, names or {}) if fetching else None
     row: tuple[Any, ...] = (capture, conn, d["client"], d["broker"], d["protocol"], d["api_key"], d["api_name"], d["api_version"],
            d["correlation_id"], d["client_id"], d["request_frame"], d["response_frame"],
            _float(d["request_time"]), _float(d["response_time"]), _float(d["response_first_time"]),
            _float(d["latency_ms"]), _float(d["ttfb_ms"]), wait_kind(ex),
            throttle_ms(ex), _group_id(ex), d["request_bytes"], d["response_bytes"], d["status"],
-           list(d["error_codes"]), parts, [(t, p) for t, p, _pd in named_topic_partitions(ex)], list(d["notes"]))
+           list(d["error_codes"]), parts, [(t, p) for t, p, _pd in named_topic_partitions(ex)], list(d["notes"]),
+           fetch)
     if trees:
         row += tuple(None if d[t] is None else json.dumps(d[t], separators=(",", ":"), ensure_ascii=False)
                      for t in ("request", "response"))
     key = (capture, conn, d["api_name"], d["api_version"], d["correlation_id"], d["client_id"], d["request_frame"],
            d["response_frame"], _float(d["request_time"]), d["status"])
-    offsets = _fetch_offsets(ex) if ex.api_key == 1 and ex.protocol == "kafka" else []
+    offsets = _fetch_offsets(ex) if fetching else []
+    part_rows = [key + p + (offsets[i] if i < len(offsets) else _NO_OFFSETS) for i, p in enumerate(parts)]
     batches = _batches(ex, d, capture, conn, parts) if ex.api_key == 0 and ex.protocol == "kafka" else []
-    return (row, [key + p + (offsets[i] if i < len(offsets) else _NO_OFFSETS) for i, p in enumerate(parts)],
-            batches)
+    lag = []
+    if fetch is not None and sessions is not None and ex.response is not None:
+        lag = [(capture, conn, d["client_id"], d["request_frame"], float(ex.response.last_ts), fetch[0], *x)
+               for x in fetch_lag(ex, conn, sessions, names, fetch, parts, offsets)]
+    return Rows(row, part_rows, batches, lag)
+
+
+def fetch_lag(ex: Exchange, conn: int, sessions: FetchSessions, names: Mapping[str, str] | None = None,
+              fetch: tuple[Any, ...] | None = None, parts: list[tuple[Any, ...]] | None = None,
+              offsets: list[tuple[Any, ...]] | None = None) -> list[tuple[Any, ...]]:
+    """The consumer-lag figures an answered Fetch gives, its connection's Fetches fed to
+    ``sessions`` in order: (topic, partition, position, high_watermark, last_stable_offset,
+    lag, stable_lag) each. ``fetch``, ``parts`` and ``offsets``: its ``fetch_session``, its
+    partitions (``partition_tuple``) and their offsets (``_fetch_offsets``) when made already."""
+    if fetch is None:
+        fetch = _fetch(ex, names or {}) if ex.api_key == 1 and ex.protocol == "kafka" else None
+    if fetch is None or ex.response is None:
+        return []
+    if parts is None:
+        parts = [partition_tuple(p) for p in ex.partitions]
+    if offsets is None:
+        offsets = _fetch_offsets(ex)
+    answers = [(p[0], p[1], p[2], p[6], *(offsets[i][1:] if i < len(offsets) else (None, None)))
+               for i, p in enumerate(parts)]
+    return sessions.fetch(conn, fetch, answers)
+
+
+def _fetch(ex: Exchange, names: Mapping[str, str]) -> tuple[Any, ...] | None:
+    """A Fetch's ``fetch`` struct (``FETCH``): its request's session and asks (topic ids named
+    by ``names``), its answer's error and session; None when either could not be read."""
+    q = body_of(ex.request_tree)
+    r = body_of(ex.response_tree) if ex.response is not None else None
+    if ex.request is None or ex.request.truncated or q is None or (ex.response is not None and r is None):
+        return None
+
+    def int_of(body: Field | None, name: str) -> int | None:
+        v = body.get(name) if body is not None else None
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+    def topic(name: str | None, tid: str | None) -> str | None:
+        return name if name is not None else (names.get(tid, tid) if tid is not None else None)
+
+    forgotten = []
+    for t in (f := q.child("forgotten_topics_data")) and f.children or ():
+        name = topic(t.get("topic", t.get("name")), t.get("topic_id"))
+        for p in (ps := t.child("partitions")) and ps.children or ():
+            if isinstance(p.value, int):
+                forgotten.append((name, p.value))
+    # (an answer of v7+ has a top-level error code: a lean tree leaves a 0 out)
+    error = int_of(r, "error_code")
+    if error is None and r is not None and (ex.api_version or 0) >= FETCH_ERROR_CODE_SINCE:
+        error = 0
+    return (int_of(q, "isolation_level"), int_of(q, "session_id"), int_of(q, "session_epoch"),
+            error, int_of(r, "session_id"),
+            [(topic(name, tid), idx, off) for name, tid, idx, off in fetch_table(q)], forgotten)
 
 
 def _batches(ex: Exchange, d: dict[str, Any], capture: str, conn: int,
@@ -282,32 +396,28 @@ def arrow_schema(t: Table) -> Any:
     """The table's ``pyarrow.Schema``."""
     import pyarrow as pa
 
-    def typ(c: Column) -> Any:
-        if c.type == "list<partition>":
-            return pa.list_(pa.struct([pa.field(p.name, typ(p), p.nullable) for p in PARTITION]))
-        if c.type == "list<topic_partition>":
-            return pa.list_(pa.struct([pa.field(p.name, typ(p), p.nullable) for p in TOPIC_PARTITION]))
-        if c.type == "list<string>":
-            return pa.list_(pa.string())
+    def typ(name: str) -> Any:
+        if name.startswith("list<"):
+            return pa.list_(typ(name[5:-1]))
+        if name in STRUCTS:
+            return pa.struct([pa.field(c.name, typ(c.type), c.nullable) for c in STRUCTS[name]])
         return {"string": pa.string(), "int32": pa.int32(), "int64": pa.int64(), "float64": pa.float64(),
-                "bool": pa.bool_()}[c.type]
-    return pa.schema([pa.field(c.name, typ(c), c.nullable) for c in t.columns])
+                "bool": pa.bool_()}[name]
+    return pa.schema([pa.field(c.name, typ(c.type), c.nullable) for c in t.columns])
 
 
 def spark_schema(t: Table) -> Any:
     """The table's Spark ``StructType``."""
     from pyspark.sql import types as T
 
-    def typ(c: Column) -> Any:
-        if c.type == "list<partition>":
-            return T.ArrayType(T.StructType([T.StructField(p.name, typ(p), p.nullable) for p in PARTITION]))
-        if c.type == "list<topic_partition>":
-            return T.ArrayType(T.StructType([T.StructField(p.name, typ(p), p.nullable) for p in TOPIC_PARTITION]))
-        if c.type == "list<string>":
-            return T.ArrayType(T.StringType())
+    def typ(name: str) -> Any:
+        if name.startswith("list<"):
+            return T.ArrayType(typ(name[5:-1]))
+        if name in STRUCTS:
+            return T.StructType([T.StructField(c.name, typ(c.type), c.nullable) for c in STRUCTS[name]])
         return {"string": T.StringType(), "int32": T.IntegerType(), "int64": T.LongType(),
-                "float64": T.DoubleType(), "bool": T.BooleanType()}[c.type]
-    return T.StructType([T.StructField(c.name, typ(c), c.nullable) for c in t.columns])
+                "float64": T.DoubleType(), "bool": T.BooleanType()}[name]
+    return T.StructType([T.StructField(c.name, typ(c.type), c.nullable) for c in t.columns])
 
 
 # -- writing -------------------------------------------------------------------------------------
@@ -382,13 +492,13 @@ def table_run(capture: str, run: Any, writers: dict[str, ParquetTable], trees: b
     ``stories``: called with every exchange kept, those the core tabled and handed on too
     (``Options.hand``); ``keep``: the exchanges that count (a display filter; the others
     make no row)."""
-    exchanges, partitions, batches = writers[EXCHANGES.name], writers[PARTITIONS.name], writers[BATCHES.name]
+    exchanges, partitions, batches, lag = (writers[t.name] for t in CORE_TABLES)
     connections = writers.get(CONNECTIONS.name)     # (stats' figures do not read it)
+    sessions = FetchSessions()      # (of the Fetches the front decodes; the core follows its own)
 
-    def core_rows(ex_batch: Any, part_batch: Any, batch_batch: Any) -> None:
-        exchanges.add_batch(ex_batch)
-        partitions.add_batch(part_batch)
-        batches.add_batch(batch_batch)
+    def core_rows(*taken: Any) -> None:
+        for t, b in zip(CORE_TABLES, taken, strict=True):
+            writers[t.name].add_batch(b)
 
     if connections is not None:
         def closed(c: Conn) -> None:
@@ -399,12 +509,11 @@ def table_run(capture: str, run: Any, writers: dict[str, ParquetTable], trees: b
     for ex in run:
         if keep is not None and not keep(ex):
             continue
-        row, parts, bs = exchange_rows(ex, capture, ex.conn.id, trees)
-        exchanges.add(row)
-        for p in parts:
-            partitions.add(p)
-        for b in bs:
-            batches.add(b)
+        rows = exchange_rows(ex, capture, ex.conn.id, trees, run.ctx.topic_names, sessions)
+        exchanges.add(rows.exchange)
+        for w, add in ((partitions, rows.partitions), (batches, rows.batches), (lag, rows.lag)):
+            for r in add:
+                w.add(r)
         if stories is not None:
             stories(ex)
 

@@ -26,33 +26,33 @@ def capture_paths() -> list[Path]:
     return paths
 
 
-def figures_db(exchanges: Any, capture: str = "test.pcap") -> Any:
-    """A DuckDB connection whose ``exchanges``, ``partitions`` and ``batches`` tables hold the
-    rows of ``exchanges`` (Exchange objects; analyzer.tables.exchange_rows), for the figures'
-    queries."""
+def figures_db(exchanges: Any, capture: str = "test.pcap", names: dict[str, str] | None = None) -> Any:
+    """A DuckDB connection whose tables (those the core builds: ``analyzer.tables.CORE_TABLES``)
+    hold the rows of ``exchanges`` (Exchange objects, in order; analyzer.tables.exchange_rows),
+    for the figures' queries; ``names``: the topic ids the run named (DecodeContext.topic_names)."""
+    from analyzer._core import FetchSessions
     from analyzer.engine import rows_db
-    from analyzer.tables import BATCHES, EXCHANGES, PARTITIONS, exchange_rows
+    from analyzer.tables import CORE_TABLES, exchange_rows
 
-    rows: list[tuple[Any, ...]] = []
-    parts: list[tuple[Any, ...]] = []
-    batches: list[tuple[Any, ...]] = []
+    tables: list[list[tuple[Any, ...]]] = [[] for _t in CORE_TABLES]
+    sessions = FetchSessions()
     for ex in exchanges:
-        row, prows, brows = exchange_rows(ex, capture, ex.conn.id if ex.conn is not None else 0)
-        rows.append(row)
-        parts += prows
-        batches += brows
-    return rows_db([(EXCHANGES, rows), (PARTITIONS, parts), (BATCHES, batches)])
+        rows = exchange_rows(ex, capture, ex.conn.id if ex.conn is not None else 0, names=names, sessions=sessions)
+        tables[0].append(rows.exchange)
+        for mine, theirs in zip(tables[1:], rows[1:], strict=True):
+            mine += theirs
+    return rows_db(list(zip(CORE_TABLES, tables, strict=True)))
 
 
 def stats_of(exchanges: Any, by: tuple[str, ...] = ("api", "version"), top: int = 0,
-             views: tuple[str, ...] = ()) -> dict[str, Any]:
+             views: tuple[str, ...] = (), names: dict[str, str] | None = None) -> dict[str, Any]:
     """What ``stats -f json`` reports of ``exchanges`` (Exchange objects): the figures'
     queries over their rows (analyzer.figures.report) and the stories (Stories)."""
     from analyzer import engine, figures
     from analyzer.sinks.stats import Stories
 
     exs = list(exchanges)
-    res = figures.report(engine.query_of(figures_db(exs)), by, top)
+    res = figures.report(engine.query_of(figures_db(exs, names=names)), by, top)
     told = Stories(views).add_all(exs).result()
-    return {**{k: res[k] for k in ("by", "groups", "top", "throughput")}, "consumer_lag": told.pop("consumer_lag"),
-            "producers": res["producers"], **told, "accuracy": res["accuracy"]}
+    return {**{k: res[k] for k in ("by", "groups", "top", "throughput", "consumer_lag", "producers")}, **told,
+            "accuracy": res["accuracy"]}

@@ -1,5 +1,7 @@
-"""Consumer lag (analyzer.sinks.insights): crafted fetch sessions with known lag, real captures,
-the lean and full trees alike, state round trips, and the stats outputs."""
+"""The stories: consumer lag (the lag table's rows, from the core's Fetch sessions, and the
+query over them), producers (the batches table) and consumer groups (analyzer.sinks.insights):
+crafted exchanges with known figures, real captures, the lean and full trees alike, and the
+stats outputs."""
 from __future__ import annotations
 
 import csv
@@ -10,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.sinks.insights import ConsumerLag
+from analyzer import engine, figures
 from analyzer.sinks.stats import Stories
 from analyzer.sinks.stats_render import csv_rows, lag_table
 from dissectors import kafka
@@ -58,12 +60,17 @@ def _session_story() -> tuple[Wire, list]:
     return w, exs
 
 
+def _lag(exchanges: list, names: dict | None = None) -> list:
+    """stats' consumer lag of ``exchanges`` (in order): the query over their rows of the lag
+    table (the core's Fetch sessions, fed the front's rows)."""
+    from tests.conftest import figures_db
+
+    return figures.consumer_lag(engine.query_of(figures_db(exchanges, names=names)))
+
+
 def test_incremental_session_lag_is_known_between_full_fetches() -> None:
     _w, exs = _session_story()
-    lag = ConsumerLag()
-    for ex in exs:
-        lag.add(ex)
-    rows = {(r["topic"], r["partition"]): r for r in lag.result()}
+    rows = {(r["topic"], r["partition"]): r for r in _lag(exs)}
     p0, p1 = rows[("t", 0)], rows[("t", 1)]
     t1, t2 = exs[0].response_time, exs[1].response_time
     # p0: 130-100, 140-110, 140-115 (left out), 140-115 (left out); committed: 120-100, 140-110, 25, 25
@@ -79,48 +86,52 @@ def test_incremental_session_lag_is_known_between_full_fetches() -> None:
 
 def test_session_error_and_sessionless_fetches_start_afresh() -> None:
     w = Wire()
-    lag = ConsumerLag()
-    for ex in (_fetch(w, 0, 0, {0: 0, 1: 0}, [(0, 10, 10, 0), (1, 7, 7, 0)], resp_sid=5),
-               # the broker lost the session: no figure, the session is gone
-               _fetch(w, 5, 1, {0: 0}, [], error_code=70),
-               # an incremental request for a session the broker no longer has: only what it names
-               _fetch(w, 5, 2, {0: 4}, [(0, 12, 12, 0)]),
-               # sessionless (epoch -1), read_uncommitted
-               _fetch(w, 0, -1, {1: 3}, [(1, 9, 9, 0)], isolation=0)):
-        lag.add(ex)
-    rows = {(r["topic"], r["partition"]): r for r in lag.result()}
+    exs = [_fetch(w, 0, 0, {0: 0, 1: 0}, [(0, 10, 10, 0), (1, 7, 7, 0)], resp_sid=5),
+           # the broker lost the session: no figure, the session is gone
+           _fetch(w, 5, 1, {0: 0}, [], error_code=70),
+           # an incremental request for a session the broker no longer has: only what it names
+           _fetch(w, 5, 2, {0: 4}, [(0, 12, 12, 0)]),
+           # sessionless (epoch -1), read_uncommitted
+           _fetch(w, 0, -1, {1: 3}, [(1, 9, 9, 0)], isolation=0)]
+    rows = {(r["topic"], r["partition"]): r for r in _lag(exs)}
     assert (rows[("t", 0)]["samples"], rows[("t", 0)]["last"], rows[("t", 0)]["max"]) == (2, 8, 10)
     assert (rows[("t", 1)]["samples"], rows[("t", 1)]["last"], rows[("t", 1)]["max"]) == (2, 6, 7)
     assert rows[("t", 0)]["group"] is None
 
 
-def test_state_round_trip_and_merge_in_any_order() -> None:
+def test_two_connections_of_one_client_and_the_stories_state() -> None:
     _w, exs = _session_story()
     w2 = Wire(conn_id=1, t0=1_700_000_100.0)        # later than the first connection
     other = [_fetch(w2, 0, -1, {0: 10}, [(0, 50, 50, 3)]), _fetch(w2, 0, -1, {0: 13}, [(0, 51, 51, 0)])]
+    # each connection's session followed apart, in any order of the rows
+    want = _lag(exs + other)
+    assert _lag(other + exs) == want
+    p0 = [r for r in want if r["partition"] == 0][0]
+    # the same client id on two connections: one row, figures of both (30, 30, 25, 25, 40, 38)
+    assert (p0["samples"], p0["max"], p0["last"], p0["mean"]) == (6, 40, 38, 31.333)
+    # the other stories travel and merge alike (the group's generation, in every order)
     a, b = Stories().add_all(exs), Stories().add_all(other)
     one = Stories().add_all(exs + other)
     ab = Stories.from_state(json.loads(json.dumps(a.to_state()))).merge(
         Stories.from_state(json.loads(json.dumps(b.to_state()))))
     ba = Stories.from_state(b.to_state()).merge(Stories.from_state(a.to_state()))
-    want = one.result()["consumer_lag"]
-    assert ab.result()["consumer_lag"] == ba.result()["consumer_lag"] == want
-    # the other stories travel and merge alike (the group's generation, in every order)
     assert ab.result() == ba.result() == one.result()
     assert [g["group_id"] for g in one.result()["consumer_groups"]] == ["g1"]
-    p0 = [r for r in want if r["partition"] == 0][0]
-    # the same client id on two connections: one row, figures of both (30, 30, 25, 25, 40, 38)
-    assert (p0["samples"], p0["max"], p0["last"], p0["mean"]) == (6, 40, 38, 31.333)
 
 
-def test_series_fold_keeps_the_max_and_stays_bounded() -> None:
-    lag = ConsumerLag()
-    from analyzer.sinks.insights import MAX_SERIES, _Lag
-    g = lag.lags[("c", "t", 0)] = _Lag()
-    for s in range(3 * MAX_SERIES):
-        g.add(s % 7, None, 1_700_000_000.0 + s)
-    assert len(g.series) == 3 * MAX_SERIES // 4 and g.width == 4   # 6,144 s in 4-s buckets
-    assert max(g.series.values()) == 6 and g.max == 6 and g.n == 3 * MAX_SERIES
+def test_lag_points_keep_the_peaks_within_their_cap() -> None:
+    w = Wire()
+    # one sessionless partition whose lag goes 0..9 and back, 20 answers
+    lags = [*range(10), *range(9, -1, -1)]
+    exs = [_fetch(w, 0, -1, {0: 100}, [(0, 100 + n, 100 + n, 0)], isolation=0) for n in lags]
+    from tests.conftest import figures_db
+
+    query = engine.query_of(figures_db(exs))
+    (pts,) = figures.lag_points(query).values()
+    assert [v for _t, v in pts] == lags
+    # at most 6: runs of 4 neighbours, the highest of each at its own time
+    (few,) = figures.lag_points(query, cap=6).values()
+    assert [v for _t, v in few] == [3, 7, 9, 7, 3] and few[2][0] == min(t for t, v in pts if v == 9)
 
 
 def fetch_v7_request(forgotten: list[int]) -> tuple[bytes, int]:
@@ -149,7 +160,6 @@ def test_lean_tree_keeps_what_lag_reads_and_the_forgotten_partitions() -> None:
     forgotten = body.child("forgotten_topics_data")
     assert [(t.get("topic"), [e.value for e in t.child("partitions").children]) for t in forgotten.children] \
         == [("t", [1, 2])]
-    assert ConsumerLag._forgotten(body) == ConsumerLag._forgotten(full) == [("t", 1), ("t", 2)]
 
 
 def test_stats_outputs_carry_the_lag() -> None:
@@ -161,7 +171,9 @@ def test_stats_outputs_carry_the_lag() -> None:
     assert t is not None and t.rows[0][:6] == ["g1 / checkgen", "t", "0", "25", "30", "27.5"]
     header, rows = csv_rows(res, "consumer_lag")
     assert header[:4] == ["client_id", "group", "topic", "partition"] and len(rows) == 2
-    assert Stories().add_all(exs).lag.series()["g1 t-0"][0][1] == 30
+    from tests.conftest import figures_db
+
+    assert figures.lag_points(engine.query_of(figures_db(exs)))["g1 t-0"][0][1] == 30
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/captures not present")
@@ -194,10 +206,8 @@ def test_real_consumer_started_before_the_capture() -> None:
     # fetching sessionless (Fetch v16, epoch -1) three partitions read_committed: 104 answers
     rows = {}
     for mode in ("lite", "full"):
-        lag = ConsumerLag()
-        for ex in Run(str(SHARED / "midstream_rdkafka_tansu.pcap"), Options(decode=mode), DecodeContext()):
-            lag.add(ex)
-        rows[mode] = lag.result()
+        run = Run(str(SHARED / "midstream_rdkafka_tansu.pcap"), Options(decode=mode), DecodeContext())
+        rows[mode] = _lag(list(run), run.ctx.topic_names)
     assert rows["lite"] == rows["full"]
     assert [(r["group"], r["topic"][:8], r["partition"], r["samples"], r["max"], r["last"], r["isolation"])
             for r in rows["lite"]] == [
@@ -206,10 +216,8 @@ def test_real_consumer_started_before_the_capture() -> None:
         ("mid-grp", "01a2006b", 2, 104, 3, 0, "read_committed")]
     # a deepflow capture: one incremental Fetch v12 (session epoch 13344) asks zqy-test-0 from 36
     # and its answer has no news: no high watermark seen, so no figure (lag is never guessed)
-    lag = ConsumerLag()
-    for ex in Run(str(SHARED / "public" / "deepflow__01-fetch-v12-ok.pcap"), Options(decode="lite"), DecodeContext()):
-        lag.add(ex)
-    assert [(r["topic"], r["partition"], r["samples"]) for r in lag.result()] == []
+    exs = list(Run(str(SHARED / "public" / "deepflow__01-fetch-v12-ok.pcap"), Options(decode="lite"), DecodeContext()))
+    assert any(ex.api_key == 1 for ex in exs) and _lag(exs) == []
 
 
 # -- producers -------------------------------------------------------------------------------
@@ -445,14 +453,13 @@ def test_real_group_rebalances() -> None:
 def test_real_consumer_falling_behind_sample() -> None:
     """samples/consumer_lag_kafkapython.pcap: kafka-python reads 5 records per poll while 240
     records arrive in 4 bursts. Lag recomputed here by a plain walk of the full trees (each
-    answered Fetch names every partition: sessionless) equals ConsumerLag's."""
+    answered Fetch names every partition: sessionless) equals the lag table's."""
     from analyzer.pipeline import Options, Run
 
     path = str(ROOT / "samples" / "consumer_lag_kafkapython.pcap")
-    lag = ConsumerLag()
     truth: dict[int, list[int]] = {}
-    for ex in Run(path, Options(decode="full"), DecodeContext()):
-        lag.add(ex)
+    exs = list(Run(path, Options(decode="full"), DecodeContext()))
+    for ex in exs:
         if ex.api_key != 1 or ex.response is None:
             continue
         asked = {p.get("partition"): p.get("fetch_offset")
@@ -462,7 +469,7 @@ def test_real_consumer_falling_behind_sample() -> None:
             for p in t.child("partitions").children:
                 truth.setdefault(p.get("partition_index"), []).append(p.get("high_watermark")
                                                                       - asked[p.get("partition_index")])
-    rows = lag.result()
+    rows = _lag(exs)
     assert [(r["partition"], r["samples"], r["max"], r["last"], r["mean"]) for r in rows] == [
         (p, len(v), max(v), v[-1], round(sum(v) / len(v), 3)) for p, v in sorted(truth.items())]
     assert {(r["client_id"], r["group"], r["topic"], r["isolation"]) for r in rows} == {

@@ -38,10 +38,11 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.openmetrics.exposition import generate_latest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
+from analyzer import engine, figures
 from analyzer.model import Exchange
 from analyzer.pipeline import Options, Run
 from analyzer.sinks import metrics as m
-from tests.conftest import SAMPLES, stats_of
+from tests.conftest import SAMPLES, figures_db, stats_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import lab  # noqa: E402
@@ -52,9 +53,15 @@ PARITY = ["group_rdkafka.pcap", "consumer_lag_kafkapython.pcap", "produce_fetch_
           "txn_rdkafka.pcap"]
 
 
-def _exchanges(name: str) -> list[Exchange]:
+def _run(name: str) -> tuple[list[Exchange], dict[str, str]]:
+    """A sample's exchanges and the topic names by id its run learnt (DecodeContext.topic_names)."""
     port = MANIFEST[name.rsplit(".", 1)[0]]["broker_ports"][0]
-    return list(Run(str(SAMPLES / name), Options(ports=(port,), decode="lite")))
+    run = Run(str(SAMPLES / name), Options(ports=(port,), decode="lite"))
+    return list(run), run.ctx.topic_names
+
+
+def _exchanges(name: str) -> list[Exchange]:
+    return _run(name)[0]
 
 
 def _scrape(metrics: m.LiveMetrics) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
@@ -86,8 +93,8 @@ def _s(v: Any) -> str:
 
 @pytest.mark.parametrize("name", PARITY)
 def test_figures_are_stats_figures(name: str) -> None:
-    exchanges = _exchanges(name)
-    live = m.LiveMetrics(1000)
+    exchanges, names = _run(name)
+    live = m.LiveMetrics(1000, names=names)
     for ex in exchanges:
         live.add(ex)
     res = stats_of(exchanges, ("api", "version"), views=("committed_lag",))
@@ -151,8 +158,11 @@ def test_figures_are_stats_figures(name: str) -> None:
                 want[(api, _s(t["topic"]))] += t[col]
         have = _by(got.get("kafkawire_topic_records_total", {}), "api", "topic")
         assert Counter({k: v for k, v in have.items() if k[0] == api and v}) == want, api
-    # consumer lag: stats' latest figure per client id and topic-partition, with its group
-    lag = {(d["client_id"], d["group"], d["topic"], d["partition"]): d["last"] for d in res["consumer_lag"]}
+    # consumer lag: stats' latest figure per client id and topic-partition, with its group (the
+    # query over the lag table of the same run: topic ids named as the run named them)
+    lag = {(d["client_id"], d["group"], d["topic"], d["partition"]): d["last"]
+           for d in figures.consumer_lag(engine.query_of(figures_db(exchanges, names=names)))}
+    assert lag      # (group_rdkafka's Fetch v16 names topics by id)
     have_lag = {(d["client_id"], d["group"], d["topic"], d["partition"]): v
                 for d, v in ((dict(k), v) for k, v in got.get("kafkawire_consumer_lag_records", {}).items())}
     assert have_lag == {(_s(c), _s(g), _s(t), _s(p)): v for (c, g, t, p), v in lag.items()}
@@ -217,20 +227,43 @@ def test_api_and_version_from_the_wire_are_bounded_too() -> None:
     assert hist[("other", "other", "none")] == 7        # (the wait label is kept)
 
 
+class _Sessions:
+    """The lag's FetchSessions, with the connections it was told ended."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.ended: list[int] = []
+
+    def fetch(self, *args: Any) -> Any:
+        return self.inner.fetch(*args)
+
+    def closed(self, conn: int) -> None:
+        self.ended.append(conn)
+        self.inner.closed(conn)
+
+
 def test_quiet_series_and_lag_state_are_dropped() -> None:
     t = [1_000_000.0]
     live = m.LiveMetrics(2, clock=lambda: t[0])
+    sessions = live.lag.sessions = _Sessions(live.lag.sessions)
     exchanges = _exchanges("consumer_lag_kafkapython.pcap")
     for ex in exchanges:
         live.add(ex)
-    assert live.lag.lags and live.lag.members and live.committed.commits and live.lag._sessions
+    fetching = {ex.conn.id: ex.conn for ex in exchanges if ex.api_name == "Fetch"}
+    assert live.lag.lags and live.lag.members and live.committed.commits and live.lag.conns == fetching
     live.tick(t[0])
-    # the sample's connections all ended at the end of the capture: their fetch sessions go
+    # a connection still open keeps its fetch session; those that ended (at the end of the
+    # capture, all of them) are forgotten
+    open_one = next(iter(fetching.values()))
+    open_one.ended = False
     live.prune(t[0])
-    assert not live.lag._sessions
+    assert live.lag.conns == {open_one.id: open_one} and sorted(sessions.ended) == sorted(set(fetching) - {open_one.id})
+    open_one.ended = True
+    live.prune(t[0])
+    assert not live.lag.conns and sorted(sessions.ended) == sorted(fetching)
     t[0] = max(ex.response.last_ts for ex in exchanges if ex.response is not None) + m.SERIES_TTL + 10
     live.tick()
-    assert not live.lag.lags and not live.lag.members and not live.committed.commits
+    assert not live.lag.lags and not live.lag.members and not live.lag.member_seen and not live.committed.commits
     assert not live.committed.hws and not live.clients.values and not live.records.values
     got = _scrape(live)
     assert "kafkawire_consumer_lag_records" not in got and "kafkawire_client_requests_total" not in got
@@ -244,17 +277,26 @@ def test_quiet_series_and_lag_state_are_dropped() -> None:
 
 def test_lag_state_keeps_the_most_recent_entries_within_its_cap() -> None:
     live = m.LiveMetrics(1)
-    for ex in _exchanges("consumer_lag_kafkapython.pcap"):
+    exchanges = _exchanges("consumer_lag_kafkapython.pcap")
+    # up to its 4th Fetch answer, when one partition's latest answer is older than the others'
+    fourth = [i for i, ex in enumerate(exchanges) if ex.api_name == "Fetch"][3]
+    for ex in exchanges[:fourth + 1]:
         live.add(ex)
-    entries = sorted(live.lag.lags.items(), key=lambda kv: kv[1].last_time)
+    entries = sorted(live.lag.lags.items(), key=lambda kv: kv[1][0])      # (by the time of the latest answer)
     assert len(entries) == 3        # 3 partitions, one consumer
-    last = max(g.last_time for g in live.lag.lags.values())
+    assert entries[0][1][0] < entries[1][1][0] and max(v[1] for _k, v in entries) > 0
+    last = entries[-1][1][0]
+    # none quiet for LAG_TTL: all kept; then the oldest past the cap go
+    live.lag.prune(entries[0][1][0] + m.LAG_TTL - 1, 3)
+    assert live.lag.lags == dict(entries)
     live.lag.prune(last, 2)
-    assert sorted(live.lag.lags) == sorted(k for k, _g in entries[1:])
-    assert all(not g.series for g in live.lag.lags.values())       # (stats' plot series: not kept)
+    assert live.lag.lags == dict(entries[1:])
+    # latest(): each entry's lag at its latest answer, with the consumer's group
+    rows = live.lag.latest()
+    (group,) = {g for _c, g in live.lag.members}
+    assert sorted(rows) == sorted((group, *k, v[1]) for k, v in entries[1:])
     # with a budget of one: the first consumer-partition by name, the other folded into
     # "other", with its value (the largest of those folded)
-    rows = live.lag.latest()
     got = _scrape(live)["kafkawire_consumer_lag_records"]
     first = (("client_id", _s(rows[0][1])), ("group", _s(rows[0][0])), ("partition", _s(rows[0][3])),
              ("topic", _s(rows[0][2])))
@@ -262,6 +304,14 @@ def test_lag_state_keeps_the_most_recent_entries_within_its_cap() -> None:
     assert got == {first: rows[0][4], other: max(r[4] for r in rows[1:])}
     folded = _by(_scrape(live)["kafkawire_metrics_folded_series_total"], "metric")
     assert folded[("kafkawire_consumer_lag_records",)] == 1      # the same series folded at each scrape: once
+
+
+def test_a_client_s_group_is_the_one_its_requests_name_most_often() -> None:
+    lag = m._LiveLag()
+    lag.lags = {("c1", "t", 0): (1.0, 5), ("c2", "t", 0): (1.0, 7), (None, "t", 1): (2.0, 0)}
+    lag.members = {("c1", "b"): 3, ("c1", "a"): 3, ("c1", "z"): 1, ("c2", "g"): 1, ("c2", "h"): 2}
+    assert sorted(lag.latest(), key=lambda r: r[1] or "") == [
+        (None, None, "t", 1, 0), ("a", "c1", "t", 0, 5), ("h", "c2", "t", 0, 7)]
 
 
 def test_exposition_is_openmetrics_with_units() -> None:

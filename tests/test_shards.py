@@ -238,10 +238,10 @@ def test_connection_numbers_match_one_process(tmp_path: Path) -> None:
 
 
 def _table_rows(db: Any) -> dict[str, list[dict[str, Any]]]:
-    """Every row of the exchanges and partitions tables of an engine connection (what stats'
+    """Every row of the tables the core builds, of an engine connection (what stats'
     figures read, and all its workers write)."""
     out = {}
-    for t in ("exchanges", "partitions"):
+    for t in ("exchanges", "partitions", "batches", "lag"):
         cur = db.execute(f"SELECT * FROM {t}")
         cols = [d[0] for d in cur.description]
         out[t] = sorted((dict(zip(cols, r, strict=True)) for r in cur.fetchall()), key=repr)
@@ -256,12 +256,12 @@ RENAMING = [(SAMPLES / "produce_fetch_rdkafka_zstd_ipv6.pcap", 2, {"01a2007f-b61
 
 @pytest.mark.parametrize(("path", "jobs", "ids"), RENAMING, ids=lambda v: v.name if isinstance(v, Path) else None)
 def test_worker_tables_are_one_process_tables(path: Path, jobs: int, ids: dict[str, str], tmp_path: Path) -> None:
-    """The tables the workers of ``stats -j N`` write (exchanges and partitions, what the
+    """The tables the workers of ``stats -j N`` write (those the core builds, what the
     figures read), as the parent's engine reads them (its views over the parts), are those
-    one process writes (``export``): every row, with the
-    connections numbered as one process numbers them and the topic ids a worker met before
-    it learnt them (Fetch v13+; learnt on another worker's connections) named, in the
-    exchanges' partitions and topic_partitions and in the partitions table."""
+    one process writes (``export``): every row, with the connections numbered as one process
+    numbers them and the topic ids a worker met before it learnt them (Fetch v13+; learnt on
+    another worker's connections) named wherever a row holds a topic (the exchanges'
+    partitions, topic_partitions and fetch sessions' asks, the other tables' topic)."""
     import dataclasses
 
     from analyzer import engine

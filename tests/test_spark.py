@@ -3,7 +3,7 @@
 The reference is one machine's: `kafkawire-sniff stats -f json` (its figures, DuckDB's queries
 over the captures' tables, and its stories), what `check` finds, and the exchange rows of one
 process; the tables `export` writes. The job's figures are the same queries, run by Spark
-SQL over its own exchanges and batches tables (``run_local``, the job's steps in this
+SQL over its own exchanges, batches and lag tables (``run_local``, the job's steps in this
 process: by DuckDB over its rows).
 
 One SparkSession (local[2]) is shared by the module. The standalone master and worker
@@ -41,6 +41,8 @@ from analyzer.spark.session import make_session, stop_session  # noqa: E402
 from analyzer.tables import (  # noqa: E402
     BATCHES,
     EXCHANGES,
+    FETCH,
+    LAG,
     PARTITION,
     PARTITIONS,
     TOPIC_PARTITION,
@@ -109,7 +111,7 @@ def reference(paths: list[str], by: tuple[str, ...], top: int = 0
         run = Run(p, options, fresh_context(ctx))
         for ex in run:
             checker.add(ex)
-            rows.append(row_key(exchange_rows(ex, p, ex.conn.id)[0]))
+            rows.append(row_key(exchange_rows(ex, p, ex.conn.id, names=run.ctx.topic_names).exchange))
         for f in checker.finish(capture_end=run.summary.last_ts):
             if many:
                 f.capture = p
@@ -123,17 +125,28 @@ def _fields(value: Any, columns: tuple[Any, ...], names: tuple[str, ...]) -> tup
     return tuple(d[n] for n in names)
 
 
+def plain(v: Any) -> Any:
+    """A value of a table's row as tuples: a struct (a dict, or a tuple) as the tuple of its
+    fields' values, a list as a tuple."""
+    if isinstance(v, dict):
+        return tuple(plain(x) for x in v.values())
+    return tuple(plain(x) for x in v) if isinstance(v, list | tuple) else v
+
+
 def row_key(row: tuple[Any, ...] | dict[str, Any]) -> tuple[Any, ...]:
     """What is compared of an exchange's row of the exchanges table (a tuple of its columns,
     the trees' columns after them, or a dict): its key, status, latency, error codes, its
-    partitions and the topic-partitions it names (topic ids named)."""
+    partitions, the topic-partitions it names and its Fetch session (topic ids named; but its
+    answer's error code, which a lean tree holds only when not zero)."""
     d = row if isinstance(row, dict) else dict(zip(EXCHANGES.names, row[:len(EXCHANGES.names)], strict=True))
     parts = tuple(_fields(p, PARTITION, ("topic", "partition", "records", "bytes", "codec", "error"))
                   for p in d["partitions"])
     named = tuple(_fields(p, TOPIC_PARTITION, ("topic", "partition")) for p in d["topic_partitions"])
+    fetch = None if d["fetch_session"] is None else \
+        plain(_fields(d["fetch_session"], FETCH, tuple(c.name for c in FETCH if c.name != "error_code")))
     return (d["capture"], d["conn"], d["client"], d["broker"], d["api_name"], d["api_version"], d["correlation_id"],
             d["request_frame"], d["response_frame"], d["status"], d["latency_ms"], tuple(d["error_codes"]), parts,
-            named)
+            named, fetch)
 
 
 def parquet_rows(out: Path) -> list[tuple[Any, ...]]:
@@ -186,6 +199,15 @@ def exported(paths: list[str], out: Path, table: str) -> Any:
                            capture_output=True, text=True, timeout=300, cwd=ROOT)
         assert r.returncode == 0, r.stderr[-2000:]
     return pq.read_table(str(out / table))
+
+
+def same_rows(rows: list[tuple[Any, ...]], ref: Any, schema: Any) -> int:
+    """``rows`` (tuples of a table's columns, as the job's tasks make them) are those of
+    ``ref`` (a ``pyarrow.Table`` of ``schema``), in any order; how many."""
+    assert ref.schema.remove_metadata() == schema
+    got = sorted((plain(r) for r in rows), key=repr)
+    assert got == sorted((plain(r) for r in ref.to_pylist()), key=repr)
+    return len(got)
 
 
 def same_table(written: Path, ref: Any, schema: Any) -> int:
@@ -267,6 +289,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 @pytest.fixture(scope="module")
+def samples_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder `kafkawire-sniff export SAMPLES` writes (made when first read: ``exported``)."""
+    return tmp_path_factory.mktemp("samples") / "export"
+
+
+@pytest.fixture(scope="module")
 def spark(cluster: Cluster) -> Any:   # the cluster starts first, so its start overlaps these tests
     s = make_session("local[2]", shuffle_partitions=2)
     yield s
@@ -279,12 +307,13 @@ def spark(cluster: Cluster) -> Any:   # the cluster starts first, so its start o
     (("api", "version"), 700, 4 << 20), (("conn", "api"), 700, 4 << 20), (("topic", "partition"), 700, 300),
     (("client", "broker"), 700, 4 << 20), (("conn", "topic"), 11000, 1000), (("api", "version"), 11000, 4 << 20),
     (("conn", "api"), 1 << 20, 2000)])
-def test_steps_match_stats_and_check_with_tiny_splits(by: tuple[str, ...], split: int, batch: int) -> None:
+def test_steps_match_stats_and_check_with_tiny_splits(by: tuple[str, ...], split: int, batch: int,
+                                                      samples_export: Path) -> None:
     """Every sample cut into ranges of 700 bytes (or: the small ones read whole and processed with
     no shuffle, the bigger ones cut into ranges; or: all read whole, shuffled by connection),
-    connections shuffled in batches (some cut into many batches): the same exchange rows, and
-    from them the same figures as `stats -f json` (the slowest 12 too, as `stats --top 12`),
-    the same stories and findings."""
+    connections shuffled in batches (some cut into many batches): the same exchange and lag
+    rows as `export` writes, and from them the same figures as `stats -f json` (the slowest 12
+    too, as `stats --top 12`; the consumer lag), the same stories and findings."""
     from analyzer.spark.inputs import resolve_inputs
     from analyzer.spark.plan import is_direct, plan_reads, plan_splits, scan_split
 
@@ -305,9 +334,16 @@ def test_steps_match_stats_and_check_with_tiny_splits(by: tuple[str, ...], split
     assert same_stats(res.stats, ref_stats)
     assert len(ref_stats["top"]) == 12 and len({r["capture"] for r in ref_stats["top"]}) > 2
     assert ref_stats["consumer_lag"] and ref_stats["committed_lag"] and ref_stats["in_flight"]
+    assert {r["isolation"] for r in ref_stats["consumer_lag"]} == {"read_committed", "read_uncommitted"}
+    assert any(r["max"] > 0 for r in ref_stats["consumer_lag"])
     assert len(ref_stats["producers"]) > 5 and {p["idempotent"] for p in ref_stats["producers"]} == {True, False}
     assert findings_of(res) == ref_findings
     assert sorted((row_key(r) for r in rows["exchanges"]), key=repr) == ref_rows
+    assert any(r[-1] is not None for r in ref_rows)         # (the Fetches' sessions)
+    assert same_rows(rows["exchanges"], exported(SAMPLES, samples_export, "exchanges"), arrow_schema(EXCHANGES)) \
+        == len(ref_rows)
+    assert same_rows(rows["lag"], exported(SAMPLES, samples_export, "lag"), arrow_schema(LAG)) \
+        == sum(r["samples"] for r in ref_stats["consumer_lag"]) > 50
     assert res.summary["packets"] == _packets(SAMPLES) > 1000
 
 
@@ -334,15 +370,17 @@ def test_stats_only_uses_lite_decoding_with_the_same_figures(by: tuple[str, ...]
     ref_stats, _findings, ref_rows = reference(SAMPLES, by)
     res, rows = run_local(SAMPLES, cfg)
     ex_rows, parts, conns = rows["exchanges"], rows["partitions"], rows["connections"]
-    assert same_stats(res.stats, ref_stats) and ref_stats["producers"]
+    assert same_stats(res.stats, ref_stats) and ref_stats["producers"] and ref_stats["consumer_lag"]
     assert res.findings == [] and parts == [] and conns == [] and len(ex_rows) == len(ref_rows)
+    assert len(rows["lag"]) == sum(r["samples"] for r in ref_stats["consumer_lag"])      # (its source)
 
 
 def test_trees_and_second_pass() -> None:
     """With --with-trees, connections whose Fetch names topic ids learnt on another connection are
     decoded a second time with the file's topic ids: trees equal `read`'s, notes included.
-    Without, those ids are named after the fact, in the rows (partitions and the topic-partitions
-    exchanges name) and so in the figures by topic, as `stats` names them."""
+    Without, those ids are named after the fact, in the rows (partitions, the topic-partitions
+    and Fetch sessions exchanges name, lag) and so in the figures by topic and the consumer
+    lag, as `stats` names them."""
     files = [str(ROOT / "samples" / "produce_fetch_rdkafka_gzip.pcap"), str(ROOT / "samples" / "txn_rdkafka.pcap")]
     res, rows = run_local(files, JobConfig(with_trees=True, split_size=900))
     ex_rows = rows["exchanges"]
@@ -358,24 +396,29 @@ def test_trees_and_second_pass() -> None:
            for r in ex_rows}
     assert got == ref
     assert "topic quickstart" in json.dumps(list(got.values()))
+    topic = LAG.names.index("topic")
+    assert {r[topic] for r in rows["lag"]} == {"quickstart", "txn"}
     # without trees the same connections are named after the fact instead
     by = ("topic", "api")
     res2, tables2 = run_local(files, JobConfig(split_size=900, by=by))
     rows2, parts = tables2["exchanges"], tables2["partitions"]
     assert res2.redone == 0 and res2.renamed > 0
     assert {p[10] for p in parts} == {"quickstart", "txn"}
+    assert {r[topic] for r in tables2["lag"]} == {"quickstart", "txn"}
     ref_stats, _findings, ref_rows = reference(files, by)
     assert sorted((row_key(r) for r in rows2), key=repr) == ref_rows
-    assert {tp[0] for r in ref_rows for tp in r[-1]} == {"quickstart", "txn"}
-    assert same_stats(res2.stats, ref_stats)
+    assert {tp[0] for r in ref_rows for tp in r[-2]} == {"quickstart", "txn"}
+    assert {a[0] for r in ref_rows if r[-1] is not None for a in r[-1][4]} == {"quickstart", "txn"}
+    assert same_stats(res2.stats, ref_stats) and {r["topic"] for r in ref_stats["consumer_lag"]} == {"quickstart", "txn"}
     assert {g["topic"] for g in ref_stats["groups"]} == {"quickstart", "txn", None}
 
 
 def test_rows_are_numbered_and_named_after_the_fact() -> None:
     """``finalize_rows``: a row's connection numbered as `read` numbers it (the rank of its
     first packet in the file), and the topic ids ``plan_redo`` names (per file) named in every
-    table that holds a topic: the exchanges' partitions and topic-partitions, the topic of
-    partitions and of batches; another file's rows keep their ids."""
+    table that holds a topic: the exchanges' partitions, topic-partitions and Fetch session
+    (its asks and forgotten partitions), the topic of partitions, of batches and of lag;
+    another file's rows keep their ids."""
     from analyzer.spark.gather import finalize_rows
     from analyzer.tables import CONNECTIONS
 
@@ -385,18 +428,29 @@ def test_rows_are_numbered_and_named_after_the_fact() -> None:
     def part(topic: str) -> tuple[Any, ...]:
         return (topic, 0) + (None,) * (len(PARTITION) - 2)
 
+    def session(*topics: str) -> tuple[Any, ...]:
+        return (1, 7, 2, 0, 7, [(t, 0, 10) for t in topics], [(t, 1) for t in topics])
+
     rows = [("x", (0,), row(EXCHANGES, capture="a", conn=70, partitions=[part("id1"), part("id2")],
-                            topic_partitions=[("id1", 0)])),
+                            topic_partitions=[("id1", 0)], fetch_session=session("id1", "id2"))),
+            ("x", (0,), row(EXCHANGES, capture="a", conn=70, partitions=[], topic_partitions=[])),
             ("p", (0,), row(PARTITIONS, capture="a", conn=30, topic="id1", partition=0)),
             ("b", (0,), row(BATCHES, capture="a", conn=70, topic="id1", partition=0, producer_id=9)),
+            ("l", (0,), row(LAG, capture="a", conn=30, topic="id1", partition=0, lag=5)),
             ("b", (1,), row(BATCHES, capture="b", conn=50, topic="id1", partition=0, producer_id=9)),
+            ("l", (1,), row(LAG, capture="b", conn=50, topic="id1", partition=0, lag=5)),
+            ("x", (1,), row(EXCHANGES, capture="b", conn=50, fetch_session=session("id1"))),
             ("c", (1,), row(CONNECTIONS, capture="b", conn=50))]
-    x, p, b, b2, c = finalize_rows(rows, {0: [30, 70], 1: [50]}, {0: {"id1": "one"}})
+    x, x2, p, b, lag, b2, lag2, x3, c = finalize_rows(rows, {0: [30, 70], 1: [50]}, {0: {"id1": "one"}})
     assert x == row(EXCHANGES, capture="a", conn=1, partitions=[part("one"), part("id2")],
-                    topic_partitions=[("one", 0)])
+                    topic_partitions=[("one", 0)], fetch_session=session("one", "id2"))
+    assert x2 == row(EXCHANGES, capture="a", conn=1, partitions=[], topic_partitions=[])
     assert p == row(PARTITIONS, capture="a", conn=0, topic="one", partition=0)
     assert b == row(BATCHES, capture="a", conn=1, topic="one", partition=0, producer_id=9)
+    assert lag == row(LAG, capture="a", conn=0, topic="one", partition=0, lag=5)
     assert b2 == row(BATCHES, capture="b", conn=0, topic="id1", partition=0, producer_id=9)
+    assert lag2 == row(LAG, capture="b", conn=0, topic="id1", partition=0, lag=5)
+    assert x3 == row(EXCHANGES, capture="b", conn=0, fetch_session=session("id1"))
     assert c == row(CONNECTIONS, capture="b", conn=0)
 
 
@@ -444,7 +498,7 @@ def test_batch_columns_that_disagree_are_refused() -> None:
 
 # -- Spark, local mode ------------------------------------------------------------------------------
 
-def test_local_mode_matches_stats_and_check(spark: Any, tmp_path: Path) -> None:
+def test_local_mode_matches_stats_and_check(spark: Any, tmp_path: Path, samples_export: Path) -> None:
     by = ("api", "version")
     ref_stats, ref_findings, ref_rows = reference(SAMPLES, by)
     out = tmp_path / "out"
@@ -467,20 +521,25 @@ def test_local_mode_matches_stats_and_check(spark: Any, tmp_path: Path) -> None:
         assert (row["count"], row["answered"], row["bytes_in"], row["latency_ms_p99"], dict(row["errors"])) == \
             (g["count"], g["answered"], g["bytes_in"], g["latency_ms"]["p99"], g["errors"])
     parts = pq.read_table(str(out / "partitions")).to_pylist()
-    ref_parts = sum(len(r[-2]) for r in ref_rows)      # (the partitions: before the topic-partitions named)
+    ref_parts = sum(len(r[-3]) for r in ref_rows)      # (the partitions: before the topic-partitions named)
     assert len(parts) == ref_parts and ref_parts > 0
     assert {p["topic"] for p in parts} >= {"quickstart", "txn"}      # topic ids resolved as in one process
     assert len(pq.read_table(str(out / "findings")).to_pylist()) == len(ref_findings)
     assert same_stats(json.loads((out / "stats.json").read_text()), ref_stats)
-    # the stories: the same figures as stats -f json, one row each
+    # the figures of stats -f json, one row each: the consumer lag, from the lag table as
+    # `export` writes it (and the exchanges' Fetch sessions)
     lag = pq.read_table(str(out / "consumer_lag")).to_pylist()
     assert lag == ref_stats["consumer_lag"] and len(lag) >= 3
+    assert same_table(out / "lag", exported(SAMPLES, samples_export, "lag"), arrow_schema(LAG)) \
+        == sum(r["samples"] for r in lag)
+    assert same_table(out / "exchanges", exported(SAMPLES, samples_export, "exchanges"), arrow_schema(EXCHANGES)) \
+        == len(ref_rows)
     clag = pq.read_table(str(out / "committed_lag")).to_pylist()
     assert clag == ref_stats["committed_lag"] and len(clag) >= 3
     prods = written_producers(out)      # (every field of every producer)
     assert prods == ref_stats["producers"] and len(prods) > 5
     # their source, the batches table: as `export` writes it
-    assert same_table(out / "batches", exported(SAMPLES, tmp_path / "export", "batches"), arrow_schema(BATCHES)) \
+    assert same_table(out / "batches", exported(SAMPLES, samples_export, "batches"), arrow_schema(BATCHES)) \
         >= sum(p["batches"] for p in prods) > 0
     gens = pq.read_table(str(out / "consumer_groups")).to_pylist()
     assert [(r["group_id"], r["generation"], r["rebalance_ms"], r["triggers"]) for r in gens] == \
@@ -490,8 +549,10 @@ def test_local_mode_matches_stats_and_check(spark: Any, tmp_path: Path) -> None:
 
 
 def test_split_captures_equal_unsplit(spark: Any, tmp_path: Path) -> None:
-    """One pcap and one pcapng cut into many tasks give what one task gives, by connection and topic."""
-    files = [str(ROOT / "samples" / "group_rdkafka.pcap"),
+    """Two pcaps and one pcapng cut into many tasks give what one task gives, by connection and
+    topic; the consumer lag (a consumer behind, reading uncommitted; one reading committed)
+    and its lag table too."""
+    files = [str(ROOT / "samples" / "group_rdkafka.pcap"), str(ROOT / "samples" / "consumer_lag_kafkapython.pcap"),
              str(ROOT / "samples" / "produce_fetch_kafkapython_gzip_pcapng.pcapng")]
     by = ("conn", "topic")
     split = run_spark(spark, files, str(tmp_path / "o"), JobConfig(by=by, split_size=1500, partitions=3))
@@ -504,6 +565,11 @@ def test_split_captures_equal_unsplit(spark: Any, tmp_path: Path) -> None:
     assert parquet_rows(tmp_path / "o") == ref_rows
     assert same_table(tmp_path / "o" / "batches", exported(files, tmp_path / "export", "batches"),
                       arrow_schema(BATCHES)) > 0
+    assert any(r["max"] > 0 for r in ref_stats["consumer_lag"])
+    assert {r["isolation"] for r in ref_stats["consumer_lag"]} == {"read_committed", "read_uncommitted"}
+    assert pq.read_table(str(tmp_path / "o" / "consumer_lag")).to_pylist() == ref_stats["consumer_lag"]
+    assert same_table(tmp_path / "o" / "lag", exported(files, tmp_path / "export", "lag"), arrow_schema(LAG)) \
+        == sum(r["samples"] for r in ref_stats["consumer_lag"])
     stats_tab = pq.read_table(str(tmp_path / "o" / "stats"))      # (its endpoints too, as stats -f csv has them)
     assert stats_tab.column_names[:4] == ["conn", "client", "broker", "topic"]
     assert stats_tab.num_rows == len(ref_stats["groups"])
@@ -627,9 +693,9 @@ def test_from_a_source_checkout_into_an_out_folder(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr[-2000:]
     summary = dict(line.strip().split(": ", 1) for line in r.stderr.splitlines() if ": " in line)
     assert summary["wrote"] == ", ".join(str(out / t) for t in (
-        "exchanges", "partitions", "batches", "connections", "stats", "findings", "consumer_lag", "committed_lag",
-        "producers", "consumer_groups", "stats.json", "summary.json"))
-    assert all((out / t).exists() for t in ("batches", "connections", "consumer_groups", "summary.json"))
+        "exchanges", "partitions", "batches", "lag", "connections", "stats", "findings", "consumer_lag",
+        "committed_lag", "producers", "consumer_groups", "stats.json", "summary.json"))
+    assert all((out / t).exists() for t in ("batches", "lag", "connections", "consumer_groups", "summary.json"))
     elapsed = float(summary["elapsed"].split()[0])
     assert took - 3 < elapsed <= took     # from the command's start, not the job's
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=checkout)

@@ -40,7 +40,10 @@ def test_the_tables_schema_is_what_the_readme_documents() -> None:
                      "partitions list<item: struct<topic: string, partition: int32, records: int64 not null, "
                      "bytes: int64 not null, codec: string, crc_ok: bool, error: string>>!, "
                      "topic_partitions list<item: struct<topic: string, partition: int32>>!, "
-                     "notes list<item: string>!",
+                     "notes list<item: string>!, fetch_session struct<isolation_level: int32, session_id: int32, "
+                     "session_epoch: int32, error_code: int32, response_session_id: int32, asked: list<item: "
+                     "struct<topic: string, partition: int32, fetch_offset: int64>> not null, forgotten: list<item: "
+                     "struct<topic: string, partition: int32>> not null>",
         "partitions": "capture string!, conn int64!, api_name string!, api_version int32, correlation_id int32, "
                       "client_id string, request_frame int64, response_frame int64, request_time double, "
                       "status string!, topic string, partition int32, records int64!, bytes int64!, "
@@ -51,6 +54,9 @@ def test_the_tables_schema_is_what_the_readme_documents() -> None:
                    "partition int32, producer_id int64!, producer_epoch int32!, base_sequence int32!, "
                    "records int64!, bytes int64!, bytes_before int64, codec string!, base_timestamp int64!, "
                    "max_timestamp int64!, transactional bool!, control bool!",
+        "lag": "capture string!, conn int64!, client_id string, request_frame int64, response_time double!, "
+               "isolation_level int32, topic string!, partition int32!, position int64!, high_watermark int64!, "
+               "last_stable_offset int64, lag int64!, stable_lag int64",
         "connections": "capture string!, conn int64!, client string!, broker string!, protocol string, "
                        "detection string, first_time double!, last_time double!, syn_seen bool!, closed string, "
                        "lost bool!",
@@ -99,7 +105,7 @@ def _rows(out: Path, name: str) -> list:
 def test_export_is_the_spark_jobs_tables(exported: Path) -> None:
     """The Spark job's steps (split, shuffled by connection, gathered) make the same rows."""
     _res, rows = run_local(CAPTURES, JobConfig(split_size=64 * 1024))
-    assert [len(rows[t.name]) > n for t, n in zip(TABLES, (200, 100, 20, 50), strict=True)] == [True] * 4
+    assert [len(rows[t.name]) > n for t, n in zip(TABLES, (200, 100, 20, 50, 50), strict=True)] == [True] * 5
     for t in TABLES:
         assert _rows(exported, t.name) == _sorted(rows[t.name]), t.name
 
@@ -231,13 +237,10 @@ def test_the_readme_examples_run(exported: Path) -> None:
 
 
 def test_the_lag_query_gives_stats_consumer_lag(exported: Path) -> None:
-    """The README's consumer-lag query over the partitions table gives the max and last
-    position lag stats' stories compute, for every sample with a consumer."""
-    from analyzer.pipeline import Options, Run
-    from analyzer.sinks.stats import Stories
-
+    """The README's consumer-lag query over the lag table gives the max and last lag stats
+    reports, for every sample with a consumer."""
     readme = (Path(REPO) / "README.md").read_text()
-    q = readme[readme.index("SELECT client_id, topic, partition, count(*) AS fetches"):]
+    q = readme[readme.index("SELECT client_id, topic, partition, count(*) AS figures"):]
     q = q[:q.index(";")].replace("SELECT client_id,", "SELECT capture, client_id,")
     r = cli("sql", str(exported), q, "-f", "json")
     assert r.returncode == 0, r.stderr
@@ -245,7 +248,7 @@ def test_the_lag_query_gives_stats_consumer_lag(exported: Path) -> None:
            for x in json.loads(r.stdout)}
     want = {}
     for path in CAPTURES:
-        lag = Stories().add_all(Run(path, Options(decode="lite"))).result()["consumer_lag"]
+        lag = json.loads(cli("stats", "-f", "json", "--section", "consumer_lag", path).stdout)["consumer_lag"]
         want.update({(path, x["client_id"], x["topic"], x["partition"]): (x["max"], x["last"]) for x in lag})
     assert len(want) >= 20
     assert got == want

@@ -23,17 +23,17 @@ from analyzer.commands.options import (
 @click.command("export")
 @click.argument("captures", nargs=-1, required=True, type=click.Path())
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False),
-              help="Folder to write the tables into: exchanges/, partitions/, batches/, connections/ (Parquet).")
+              help="Folder to write the tables into: exchanges/, partitions/, batches/, lag/, connections/ (Parquet).")
 @click.option("--overwrite", is_flag=True, help="Replace the tables of an --out folder that has them.")
 @click.option("--trees", is_flag=True, help="Add each exchange's field trees as JSON text (request, response).")
 @capture_options
 def export_command(captures: tuple[str, ...], out: str, overwrite: bool, trees: bool, **kw: Any) -> None:
-    """Write the tables of captures as Parquet: exchanges, partitions, batches and
+    """Write the tables of captures as Parquet: exchanges, partitions, batches, lag and
     connections (see the README's "Data model"), on this machine.
 
     The same tables as the spark job's, for DuckDB, pandas, polars, Spark or `sql`: one row
     per exchange, per topic-partition of a Produce or Fetch, per record batch of a Produce,
-    per TCP connection.
+    per partition of a fetch session at each Fetch answer, per TCP connection.
     """
     check_files(captures)
     prepare_out(out, overwrite)

@@ -141,6 +141,9 @@ def live_command(iface: str | None, bpf: str | None, fmt: str | None, show_stats
             if fmt in ("none", "summary") else Decode.FULL
         options, ctx = options_from_kwargs(kw, decode=decode)
         options.unanswered_timeout = unanswered_timeout
+        if metrics is not None:
+            # (the Fetch asks' topic ids named as the run learns them: the same dict)
+            metrics.lag.names = ctx.topic_names
         from analyzer.pipeline import Pipeline
 
         pipeline = Pipeline(options, ctx)

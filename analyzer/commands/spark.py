@@ -42,7 +42,8 @@ def _conf(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) ->
 @click.argument("captures", nargs=-1, required=True)
 @click.option("--out", "out_dir", required=True, metavar="DIR",
               help="Output directory (local path or Hadoop URI) for the Parquet tables: exchanges, "
-                   "partitions, connections, stats, findings, consumer_lag, committed_lag, producers, consumer_groups. "
+                   "partitions, batches, lag, connections, stats, findings, consumer_lag, committed_lag, producers, "
+                   "consumer_groups. "
                    "A local one must be new or empty, or given with --overwrite.")
 @click.option("--master", default="local[*]", show_default=True,
               help="Spark master: local[N], or spark://HOST:PORT for a standalone cluster.")
@@ -80,10 +81,10 @@ def spark_command(captures: tuple[str, ...], out_dir: str, master: str, by: tupl
 
     Reads pcap/pcapng files (paths, globs, file:// or hdfs:// URIs), splits big files
     across tasks, reassembles each TCP connection in one task and writes under DIR:
-    exchanges (the ndjson fields of 'read' plus the capture file), partitions (one row
-    per topic-partition of each Produce/Fetch), stats (the figures of 'stats' for the
-    same --by) and findings (what 'check' finds), plus stats.json and summary.json
-    for a local DIR. Runs in-process (local[*]) unless --master names a cluster.
+    the tables of 'export' (exchanges, partitions, batches, lag, connections), stats (the
+    figures of 'stats' for the same --by, its consumer lag, producers and consumer groups)
+    and findings (what 'check' finds), plus stats.json and summary.json for a local DIR.
+    Runs in-process (local[*]) unless --master names a cluster.
     """
     t0 = time.monotonic()
     from analyzer.sinks.check import RULES

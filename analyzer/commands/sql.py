@@ -64,7 +64,7 @@ def print_result(cols: list[str], rows: list[tuple[Any, ...]], fmt: str) -> None
 @capture_options
 def sql_command(sources_and_query: tuple[str, ...], fmt: str, **kw: Any) -> None:
     """Run a SQL query over the tables of captures, or of folders `export` or `spark`
-    wrote: exchanges, partitions, batches, connections (see the README's "Data model").
+    wrote: exchanges, partitions, batches, lag, connections (see the README's "Data model").
 
     \b
     kafkawire-sniff sql capture.pcap "SELECT api_name, count(*) FROM exchanges GROUP BY 1"

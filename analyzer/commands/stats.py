@@ -20,7 +20,6 @@ from analyzer.commands.options import by_param, capture_options, filter_option, 
 from analyzer.errors import UserError, stdout_console, warn_damaged
 from analyzer.pipeline import merge_connections
 from analyzer.runs import Decode, lean_decode
-from analyzer.sinks.insights import LagTimeline
 from analyzer.sinks.stats import COSTLY_VIEWS, GROUP_KEYS, Stories
 from analyzer.sinks.stats_render import SECTIONS
 
@@ -112,12 +111,8 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
     # a capture file of some size is read in forked worker processes (``analyzer.shards``),
     # which write its tables: this process holds no more than their stories, and then the
     # engine. A filtered run reads each capture in one worker (the filter reads every
-    # exchange); a plot reads them here, drawing each consumer-lag figure at the time it was
-    # taken (LagTimeline); so are small captures and what is not a file (a pipe)
+    # exchange); small captures and what is not a file (a pipe) are read here
     workers = 1 if display_filter is not None else (jobs or auto_jobs(captures))
-    timeline = LagTimeline() if plot_path else None
-    if timeline is not None:
-        stories.lag = timeline
     tabled = core_tables(decode, stories, display_filter)
     with tempfile.TemporaryDirectory(prefix="kafkawire-sniff-stats-") as tmp:
         whole = os.path.join(tmp, "tables")
@@ -126,7 +121,7 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
         try:
             for path, run in iter_captures(captures, kw, progress=True, decode=decode, tables=tabled, hand=stories.keys):
                 source = os.path.basename(path) if many else None
-                if not plot_path and os.path.isfile(path) and (workers > 1 or os.path.getsize(path) >= MIN_SHARDED_BYTES):
+                if os.path.isfile(path) and (workers > 1 or os.path.getsize(path) >= MIN_SHARDED_BYTES):
                     res = run_stats_sharded(path, run.pipeline.options, run.ctx, os.path.join(tmp, f"c{len(parts)}"),
                                             workers, source=source, views=views, progress=run.progress,
                                             display_filter=display_filter)
@@ -145,8 +140,6 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
                 # (a capture's own stories: the in-flight view settles its connections as its own)
                 own = Stories(views)
                 own.source = source
-                if timeline is not None:
-                    own.lag = LagTimeline()
                 keep = display_filter.matcher(run.ctx) if display_filter is not None else None
                 writers = writers or open_writers(whole, FIGURES_TABLES, compression=TEMPORARY)
                 table_run(path, run, writers, stories=own.add, keep=keep)
@@ -158,8 +151,7 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
                 w.close()
         # the stories told (and their memory handed back) before the engine runs
         told = stories.result()
-        lag_series = timeline.series() if timeline is not None else None
-        del stories, timeline
+        del stories
         engine.give_back_memory()
         import duckdb
 
@@ -171,13 +163,14 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
                 hists = figures.histograms(query) if histogram or plot_path else None
                 series = figures.latency_series(query) if plot_path else None
                 points = figures.points(query) if plot_path else None
+                lag_series = figures.lag_points(query) if plot_path else None
             finally:
                 db.close()
         except duckdb.Error as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise UserError(f"the figures' queries failed: {first} (their temporary folder: {tmp})") from None
     result = {"by": list(by), "groups": result["groups"], "top": result["top"], "throughput": result["throughput"],
-              "consumer_lag": told.pop("consumer_lag"), "producers": result["producers"], **told,
+              "consumer_lag": result["consumer_lag"], "producers": result["producers"], **told,
               "accuracy": result["accuracy"], "connections": connections}
     # (the keys asked for; conn groups carry client and broker besides)
 

@@ -1,3 +1,4 @@
-"""Where exchanges go: `stats` (the latency and insights accumulator, rendered by
-`stats_render`), `check` (client and broker diagnostics), `insights` (consumer lag,
-producer and group stories), `output` (summary lines, trees, JSON) and `fastjson`."""
+"""Where exchanges go: `stats` (the stories `stats` follows in order beside its queries;
+`stats_render` renders its report), `check` (client and broker diagnostics), `insights`
+(group stories, committed-offset lag, requests in flight), `metrics` (`live --metrics`),
+`output` (summary lines, trees, JSON) and `fastjson`."""

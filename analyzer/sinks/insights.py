@@ -1,41 +1,18 @@
-"""What Kafka clients are living through, told from their exchanges in order: consumer lag,
-consumer-group generations, committed-offset lag and requests in flight.
+"""What Kafka clients are living through, told from their exchanges in order: consumer-group
+generations, committed-offset lag and requests in flight.
 
-``ConsumerLag`` follows each connection's Fetch traffic and measures, per client id and
-topic-partition, how far the consumer is behind the log:
+- ``GroupStories`` (``group_event``, ``group_stories``): each group's generations, rebalances
+  and their triggers, from its JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit and
+  ConsumerGroupHeartbeat exchanges;
+- ``CommittedLag``: committed-offset lag per group and topic-partition, as
+  ``kafka-consumer-groups --describe`` shows it;
+- ``InFlight``: requests outstanding at once per connection and client id;
+- the readers of Produce and Fetch bodies ``check`` uses (``elements``, ``topic_name``,
+  ``partition_number``, ``produce_partitions``, ``fetch_partitions``).
 
-- lag = the response's ``high_watermark`` minus the request's ``fetch_offset`` (records);
-  for a read_committed consumer (``isolation_level`` 1) the lag against the
-  ``last_stable_offset`` is kept too (``stable_last`` / ``stable_max``);
-- incremental fetch sessions (KIP-227, Fetch v7+): a request with ``session_epoch`` > 0
-  names only the partitions whose fetch offset changed, and its answer only those with
-  news. Each connection keeps its session's partitions with their fetch offsets (advanced
-  by the records each answer returned) and high watermarks, so every answered Fetch gives
-  a lag figure for every partition of the session. ``forgotten_topics_data`` drops
-  partitions from the session; a full fetch (epoch 0 or -1) starts it again from what it
-  names; a session error (FETCH_SESSION_ID_NOT_FOUND, ...) ends it;
-- the group of a client id is the ``group_id`` its JoinGroup, SyncGroup, Heartbeat,
-  LeaveGroup, OffsetCommit or ConsumerGroupHeartbeat requests name (the one named most
-  often when there are several); null when the capture shows none.
-
-Figures per (client id, topic, partition): samples, last (at the latest answer), max and
-the time of its first occurrence, mean, and the per-second maximum for plots (seconds are
-folded two by two past ``MAX_SERIES`` buckets, so memory stays bounded). The state is
-plain, JSON-safe and mergeable in any order (``analyzer.sinks.stats.Stories`` ships it);
-the fetch sessions are per connection and a connection is never split between workers,
-so they are not shipped.
-
-The figures are read from the lean trees of ``stats`` (the core's figures walk,
-core/src/figures/, keeps the fields above, a request's forgotten topics whole, and each
-Fetch message's partitions as its body's rows: ``dissectors.summary.fetch_table``) and from
-full trees alike.
-
-The producers per client id and producer id are a query over the ``batches`` table
-(``analyzer.figures.producers``).
-
-``CommittedLag`` (committed-offset lag per group and topic-partition, as
-``kafka-consumer-groups --describe``) and ``InFlight`` (requests outstanding at once per
-connection and client id) are described where they are defined.
+Each is described where it is defined. Consumer lag and the producers are queries over the
+tables (``analyzer.figures``: the ``lag`` table, followed by the core's Fetch sessions, and
+the ``batches`` table).
 """
 from __future__ import annotations
 
@@ -44,6 +21,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
+from analyzer import figures
 from analyzer.model import Conn, Exchange
 from dissectors.context import DecodeContext, Presentation
 from dissectors.errors import error_name
@@ -53,10 +31,7 @@ from dissectors.field import int_value as _int
 from dissectors.summary import fetch_table
 
 # API keys whose requests tie a client id to a consumer group
-GROUP_MEMBER_APIS = frozenset({8, 11, 12, 13, 14, 68})
-MAX_SERIES = 2048           # per-key buckets of the lag series before seconds are folded
-MAX_SESSION_PARTITIONS = 100_000    # partitions followed per connection
-MAX_SESSIONS = 65_536               # connections whose fetch session is followed
+GROUP_MEMBER_APIS = frozenset(figures.GROUP_MEMBER_APIS)
 
 
 def elements(f: Field | None) -> list[Field]:
@@ -105,308 +80,6 @@ def fetch_partitions(body: Field | None) -> Iterator[tuple[str, int, Field | Non
         topic = topic_name(t)
         for p in elements(t.child("partitions") or t.child("partition_responses")):
             yield topic, partition_number(p, _FETCH_INDEX), p.child("records")
-
-
-def _named(f: Field) -> dict[str, Field]:
-    """A struct's children by name, read in one pass (a Field.get per name scans them each)."""
-    return {c.name: c for c in f.children or ()}
-
-
-def _value(d: dict[str, Field], *names: str) -> Any:
-    """The value of the first of ``names`` present in ``d`` (None if none is)."""
-    for n in names:
-        c = d.get(n)
-        if c is not None:
-            return c.value
-    return None
-
-
-def _topic_key(t: dict[str, Field]) -> str | None:
-    name = _value(t, "topic", "name", "topic_id")
-    return str(name) if name is not None else None
-
-
-class _Session:
-    """One connection's fetch state: session id and, per (topic key, partition),
-    [fetch offset, high watermark, last stable offset] (None: not known yet)."""
-    __slots__ = ("sid", "parts")
-
-    def __init__(self) -> None:
-        self.sid = 0
-        self.parts: dict[tuple[str, int], list[int | None]] = {}
-
-
-class _Lag:
-    """The lag figures of one (client id, topic, partition)."""
-    __slots__ = ("n", "total", "max", "max_time", "last", "last_time", "stable_last", "stable_max",
-                 "width", "series")
-
-    def __init__(self) -> None:
-        self.n = 0
-        self.total = 0
-        self.max = 0
-        self.max_time = 0.0
-        self.last = 0
-        self.last_time = 0.0
-        self.stable_last: int | None = None
-        self.stable_max: int | None = None
-        self.width = 1                              # seconds per series bucket
-        self.series: dict[int, int] = {}            # bucket start (epoch s) -> max lag in it
-
-    def add(self, lag: int, stable: int | None, t: float) -> None:
-        if self.n == 0 or lag > self.max or (lag == self.max and t < self.max_time):
-            self.max, self.max_time = lag, t
-        self.n += 1
-        self.total += lag
-        if t >= self.last_time:
-            self.last, self.last_time = lag, t
-            if stable is not None:
-                self.stable_last = stable
-        if stable is not None and (self.stable_max is None or stable > self.stable_max):
-            self.stable_max = stable
-        b = int(t) // self.width * self.width
-        if self.series.get(b, -1) < lag:
-            self.series[b] = lag
-            if len(self.series) > MAX_SERIES:
-                self._fold(self.width * 2)
-
-    def _fold(self, width: int) -> None:
-        out: dict[int, int] = {}
-        for b, v in self.series.items():
-            k = b // width * width
-            if out.get(k, -1) < v:
-                out[k] = v
-        self.width, self.series = width, out
-
-    def merge(self, o: _Lag) -> None:
-        if o.n == 0:
-            return
-        if self.n == 0 or o.max > self.max or (o.max == self.max and o.max_time < self.max_time):
-            self.max, self.max_time = o.max, o.max_time
-        if o.last_time > self.last_time or (o.last_time == self.last_time and o.last > self.last):
-            self.last, self.last_time = o.last, o.last_time
-            if o.stable_last is not None:
-                self.stable_last = o.stable_last
-        if o.stable_max is not None and (self.stable_max is None or o.stable_max > self.stable_max):
-            self.stable_max = o.stable_max
-        self.n += o.n
-        self.total += o.total
-        theirs = o.series
-        if o.width < self.width:
-            tmp = _Lag()
-            tmp.width, tmp.series = o.width, dict(o.series)
-            tmp._fold(self.width)
-            theirs = tmp.series
-        elif o.width > self.width:
-            self._fold(o.width)
-        for b, v in theirs.items():
-            if self.series.get(b, -1) < v:
-                self.series[b] = v
-        while len(self.series) > MAX_SERIES:
-            self._fold(self.width * 2)
-
-    def to_state(self) -> list[Any]:
-        return [self.n, self.total, self.max, self.max_time, self.last, self.last_time, self.stable_last,
-                self.stable_max, self.width, [[b, v] for b, v in sorted(self.series.items())]]
-
-    @classmethod
-    def from_state(cls, st: list[Any]) -> _Lag:
-        g = cls()
-        (g.n, g.total, g.max, g.max_time, g.last, g.last_time, g.stable_last, g.stable_max, g.width,
-         series) = st
-        g.series = {int(b): int(v) for b, v in series}
-        return g
-
-
-LagKey = tuple[str | None, str | None, int | None]      # (client_id, topic, partition)
-
-
-class ConsumerLag:
-    """Feed every exchange to ``add`` (it looks at Fetch and the group APIs); ``merge``,
-    ``to_state``/``from_state`` and ``result`` as ``StatsAccumulator`` does."""
-
-    def __init__(self) -> None:
-        self.lags: dict[LagKey, _Lag] = {}
-        self.members: dict[tuple[str | None, str], int] = {}     # (client_id, group_id) -> requests
-        self.read_committed: set[str | None] = set()             # client ids fetching read_committed
-        self._sessions: dict[Conn, _Session] = {}
-        self._names: dict[str, str] = {}                         # topic id -> name, from the answers
-
-    # -- feeding -----------------------------------------------------------------------
-    def add(self, ex: Exchange) -> None:
-        key = ex.api_key
-        if key == 1 and ex.protocol == "kafka":
-            self._fetch(ex)
-        elif key in GROUP_MEMBER_APIS:
-            body = _body(ex.request_tree)
-            group = body.get("group_id") if body is not None else None
-            if isinstance(group, str) and group:
-                k = (ex.client_id, group)
-                self.members[k] = self.members.get(k, 0) + 1
-
-    def _fetch(self, ex: Exchange) -> None:
-        qf = _body(ex.request_tree)
-        rf = _body(ex.response_tree)
-        if qf is None or rf is None or ex.response is None or ex.request is None or ex.request.truncated:
-            return
-        q, r = _named(qf), _named(rf)
-        conn = ex.conn
-        s = self._sessions.get(conn)
-        if s is None:
-            if len(self._sessions) >= MAX_SESSIONS:
-                del self._sessions[next(iter(self._sessions))]     # the oldest: memory stays flat
-            s = self._sessions[conn] = _Session()
-        sid = _int(_value(q, "session_id")) or 0
-        epoch = _int(_value(q, "session_epoch"))
-        incremental = epoch is not None and epoch > 0 and sid != 0 and sid == s.sid
-        if not incremental:
-            s.parts = {}
-        if _value(q, "isolation_level") == 1:
-            self.read_committed.add(ex.client_id)
-        parts = s.parts
-        for topic, tid, idx, off in fetch_table(qf):     # (its body's rows, dissectors.summary)
-            tk = topic if topic is not None else tid
-            if tk is None or idx is None or off is None:
-                continue
-            st = parts.get((tk, idx))
-            if st is None:
-                if len(parts) >= MAX_SESSION_PARTITIONS:
-                    continue
-                parts[(tk, idx)] = [off, None, None]
-            else:
-                st[0] = off
-        if incremental:
-            for tk, idx in self._forgotten(qf):
-                parts.pop((tk, idx), None)
-        if _int(_value(r, "error_code")):       # a session error: the session is gone
-            s.sid, s.parts = 0, {}
-            return
-        new_sid = _int(_value(r, "session_id")) or 0
-        s.sid = new_sid if epoch is not None and epoch >= 0 else 0
-        # the answer's partitions, in wire order (its body's rows, dissectors.summary), as
-        # ex.partitions lists them (names resolved)
-        named = ex.partitions
-        t_resp = ex.response.last_ts
-        sampled: set[tuple[str, int]] = set()
-        for i, (topic, tid, idx, err, hw, lso, _r, _b, _c, _k) in enumerate(fetch_table(rf)):
-            pn = named[i] if i < len(named) else None
-            tk = topic if topic is not None else tid
-            if tk is None or idx is None:
-                continue
-            if pn is not None and pn.get("topic") is not None and pn["topic"] != tk:
-                self._names[tk] = str(pn["topic"])
-            st = parts.get((tk, idx))
-            if st is None or err:
-                continue
-            if hw is not None and hw >= 0:
-                st[1] = hw
-                st[2] = lso if lso is not None and lso >= 0 else None
-            # lag is taken before the offset moves on: hw - the offset this request asked from
-            if st[0] is not None and st[1] is not None:
-                self._sample(ex.client_id, tk, idx, st, t_resp)
-                sampled.add((tk, idx))
-            if pn is not None and st[0] is not None:
-                st[0] += int(pn.get("records") or 0)
-        # the partitions the answer left out: nothing new, their lag stands
-        for key, st in parts.items():
-            if key not in sampled and st[0] is not None and st[1] is not None:
-                self._sample(ex.client_id, key[0], key[1], st, t_resp)
-
-    def _sample(self, client_id: str | None, tk: str, idx: int, st: list[int | None], t: float) -> None:
-        off, hw, lso = st[0], st[1], st[2]
-        assert off is not None and hw is not None
-        key = (client_id, tk, idx)
-        g = self.lags.get(key)
-        if g is None:
-            g = self.lags[key] = _Lag()
-        g.add(max(0, hw - off), max(0, lso - off) if lso is not None else None, t)
-
-    @staticmethod
-    def _forgotten(q: Field) -> list[tuple[str, int]]:
-        """(topic key, partition) the request drops from its session (lean trees keep the
-        forgotten topics whole, as full trees have them)."""
-        out: list[tuple[str, int]] = []
-        for t in elements(q.child("forgotten_topics_data")):
-            tk = _topic_key(_named(t))
-            if tk is None:
-                continue
-            for p in elements(t.child("partitions")):
-                if _int(p.value) is not None:
-                    out.append((tk, p.value))
-        return out
-
-    # -- merging and state -----------------------------------------------------------
-    def merge(self, other: ConsumerLag) -> ConsumerLag:
-        for k, g in other.lags.items():
-            mine = self.lags.get(k)
-            if mine is None:
-                mine = self.lags[k] = _Lag()
-            mine.merge(g)
-        for member, n in other.members.items():
-            self.members[member] = self.members.get(member, 0) + n
-        self.read_committed |= other.read_committed
-        self._names.update(other._names)
-        return self
-
-    def renamed(self, names: dict[str, str]) -> ConsumerLag:
-        """The same figures with topic ids replaced by names (keys that meet are merged)."""
-        names = {**self._names, **names}
-        out = ConsumerLag()
-        out.members = dict(self.members)
-        out.read_committed = set(self.read_committed)
-        for (cid, t, p), g in self.lags.items():
-            one = ConsumerLag()
-            one.lags[(cid, names.get(t, t) if t is not None else t, p)] = g
-            out.merge(one)
-        return out
-
-    def to_state(self) -> dict[str, Any]:
-        named = self.renamed({}) if self._names else self
-        return {"lags": [[list(k), g.to_state()] for k, g in named.lags.items()],
-                "members": [[c, g, n] for (c, g), n in self.members.items()],
-                "read_committed": sorted(self.read_committed, key=lambda c: (c is None, c or ""))}
-
-    @classmethod
-    def from_state(cls, st: dict[str, Any]) -> ConsumerLag:
-        out = cls()
-        out.lags = {(k[0], k[1], k[2]): _Lag.from_state(g) for k, g in st["lags"]}
-        out.members = {(c, g): n for c, g, n in st["members"]}
-        out.read_committed = set(st["read_committed"])
-        return out
-
-    # -- reading ------------------------------------------------------------------------
-    def group_of(self, client_id: str | None) -> str | None:
-        best: tuple[int, str] | None = None
-        for (c, g), n in self.members.items():
-            if c == client_id and (best is None or (-n, g) < (-best[0], best[1])):
-                best = (n, g)
-        return best[1] if best else None
-
-    def result(self) -> list[dict[str, Any]]:
-        """One object per (client_id, topic, partition), by client id, topic and partition."""
-        named = self.renamed({}) if self._names else self
-        out = []
-        for (cid, t, p), g in sorted(named.lags.items(),
-                                     key=lambda kv: tuple((x is None, x if x is not None else 0) for x in kv[0])):
-            committed = cid in self.read_committed
-            out.append({
-                "client_id": cid, "group": self.group_of(cid), "topic": t, "partition": p,
-                "isolation": "read_committed" if committed else "read_uncommitted",
-                "samples": g.n, "last": g.last, "max": g.max, "mean": round(g.total / g.n, 3),
-                "max_time": g.max_time, "last_time": g.last_time,
-                "stable_last": g.stable_last if committed else None,
-                "stable_max": g.stable_max if committed else None,
-            })
-        return out
-
-    def series(self) -> dict[str, list[tuple[int, int]]]:
-        """"group-or-client topic-partition" -> [(bucket start epoch s, max lag in it)], for plots."""
-        named = self.renamed({}) if self._names else self
-        out: dict[str, list[tuple[int, int]]] = {}
-        for (cid, t, p), g in named.lags.items():
-            who = self.group_of(cid) or cid or "-"
-            out[f"{who} {t}-{p}"] = sorted(g.series.items())
-        return out
 
 
 # -- groups --------------------------------------------------------------------------------
@@ -679,52 +352,6 @@ class GroupStories:
         return group_stories(self.events)
 
 
-class LagTimeline(ConsumerLag):
-    """Consumer lag  that keeps each figure with the
-    time it was taken (the Fetch answer that gave it), for the plot: at most ``MAX_POINTS``
-    per (client id, topic, partition); past that, each two neighbours give way to the higher
-    one, at its own time, so a peak stays where it was seen."""
-
-    MAX_POINTS = 4096
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.points: dict[tuple[str | None, str | None, int | None], list[tuple[float, int]]] = {}
-
-    def _sample(self, client_id: str | None, tk: str, idx: int, st: list[int | None], t: float) -> None:
-        super()._sample(client_id, tk, idx, st, t)
-        off, hw = st[0], st[1]
-        assert off is not None and hw is not None
-        pts = self.points.setdefault((client_id, tk, idx), [])
-        pts.append((t, max(0, hw - off)))
-        if len(pts) > self.MAX_POINTS:
-            self.points[(client_id, tk, idx)] = _thinned(pts)
-
-    def merge(self, other: ConsumerLag) -> ConsumerLag:
-        super().merge(other)
-        for key, pts in getattr(other, "points", {}).items():
-            mine = sorted(self.points.get(key, []) + pts)
-            while len(mine) > self.MAX_POINTS:
-                mine = _thinned(mine)
-            self.points[key] = mine
-        return self
-
-    def series(self) -> dict[str, list[tuple[float, int]]]:  # type: ignore[override]
-        """"group-or-client topic-partition" -> [(epoch seconds, lag)] in time order (topic ids
-        named as the answers named them)."""
-        out: dict[str, list[tuple[float, int]]] = {}
-        for (cid, t, p), pts in self.points.items():
-            who = self.group_of(cid) or cid or "-"
-            topic = self._names.get(t, t) if t is not None else t
-            out.setdefault(f"{who} {topic}-{p}", []).extend(pts)
-        return {k: sorted(v) for k, v in out.items()}
-
-
-def _thinned(pts: list[tuple[float, int]]) -> list[tuple[float, int]]:
-    """Half the points: of each two neighbours the higher lag (the earlier on a tie)."""
-    return [max(pts[i:i + 2], key=lambda p: (p[1], -p[0])) for i in range(0, len(pts), 2)]
-
-
 # -- committed-offset lag ------------------------------------------------------------------
 
 OFFSET_FETCH, LIST_OFFSETS, TXN_OFFSET_COMMIT = 9, 2, 28
@@ -778,7 +405,7 @@ class CommittedLag:
         t = ex.response.last_ts
         if key == 1:
             rf = _body(ex.response_tree)
-            if rf is None or _int(_value(_named(rf), "error_code")):
+            if rf is None or _int(rf.get("error_code")):
                 return
             named = ex.partitions
             for i, (topic, tid, idx, err, hw, _lso, _r, _b, _c, _k) in enumerate(fetch_table(rf)):

@@ -7,8 +7,8 @@ quiet. ``MetricsServer`` serves ``LiveMetrics.collect`` from a thread of its own
 dedicated ``CollectorRegistry``), so a scrape never waits for the capture loop beyond the
 short lock that guards the figures.
 
-The figures are stats' (analyzer.sinks.stats, analyzer.sinks.insights), not a second
-version of them:
+The figures are stats' (analyzer.sinks.stats, analyzer.sinks.insights, analyzer.tables), not
+a second version of them:
 
 - latency: from the packet that completed the request to the packet that completed the
   response (``Exchange.latency_ms``), a histogram per API and version in seconds, with the
@@ -18,9 +18,12 @@ version of them:
 - bytes: Kafka frame bytes including the size prefix (``frame_bytes``); throttling:
   ``throttle_ms``; errors: the response's error code names, each occurrence counted, as
   ``stats`` counts them;
-- consumer lag: ``ConsumerLag`` (position: high watermark minus the fetch offset, the
-  latest figure per client id and topic-partition) and ``CommittedLag`` (high watermark
-  minus the last committed offset per group and topic-partition), fed the same exchanges.
+- consumer lag: the position lag (the high watermark minus the consumer's position) at the
+  latest Fetch answer per client id and topic-partition, the figures of stats' ``lag`` table
+  (``tables.fetch_lag``: each connection's Fetch sessions followed in order by the core's
+  ``FetchSessions``), with the client's group (the one its group requests name most often);
+  and ``CommittedLag`` (high watermark minus the last committed offset per group and
+  topic-partition), fed the same exchanges.
 
 Memory stays flat however long the capture runs and however many clients, topics and
 groups the broker has:
@@ -37,7 +40,7 @@ groups the broker has:
   starts again from 0: a counter reset to Prometheus);
 - the lag state behind the gauges keeps at most ``STATE_FACTOR * max_series`` entries
   (the least recently updated go first) and forgets the fetch sessions of connections
-  that ended; its per-second series (stats' plots) is not kept.
+  that ended.
 """
 from __future__ import annotations
 
@@ -61,9 +64,12 @@ from prometheus_client.exposition import ThreadingWSGIServer, choose_encoder, gz
 from prometheus_client.openmetrics import exposition as om
 from prometheus_client.registry import CollectorRegistry
 
-from analyzer.model import Exchange
-from analyzer.sinks.insights import COMMITTED_APIS, GROUP_MEMBER_APIS, CommittedLag, ConsumerLag
+from analyzer._core import FetchSessions
+from analyzer.model import Conn, Exchange
+from analyzer.sinks.insights import COMMITTED_APIS, GROUP_MEMBER_APIS, CommittedLag
 from analyzer.sinks.stats import frame_bytes, throttle_ms, wait_kind
+from analyzer.tables import fetch_lag
+from dissectors.field import body_of
 
 OTHER = "other"
 NO_WAIT = "none"
@@ -214,53 +220,63 @@ def _drop_oldest(d: dict[Any, Any], when: Callable[[Any], float], cutoff: float,
             del d[k]
 
 
-class _LiveLag(ConsumerLag):
-    """``ConsumerLag`` as a monitor keeps it: no per-second series, the fetch sessions of
-    ended connections and what went quiet forgotten (``prune``)."""
+class _LiveLag:
+    """Consumer lag as a monitor keeps it: per (client id, topic, partition) the lag at the
+    latest Fetch answer (``tables.fetch_lag``: the connections' Fetch sessions, in order, as
+    ``stats`` follows them), and per (client id, group) the requests of ``GROUP_MEMBER_APIS``
+    that name the group. ``names``: the run's topic names by id (``DecodeContext.topic_names``),
+    for the Fetches that name topics by id; ``prune`` keeps it all bounded."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.member_seen: dict[str | None, float] = {}     # client id -> its latest group request
+    def __init__(self, names: Mapping[str, str] | None = None) -> None:
+        self.names = names
+        self.sessions = FetchSessions()
+        self.lags: dict[tuple[str | None, str, int], tuple[float, int]] = {}   # -> (answer time, lag)
+        self.members: dict[tuple[str | None, str], int] = {}    # (client id, group) -> requests
+        self.member_seen: dict[str | None, float] = {}          # client id -> its latest group request
+        self.conns: dict[int, Conn] = {}                        # connections whose Fetches are followed
 
     def add(self, ex: Exchange) -> None:
-        super().add(ex)
-        if ex.api_key in GROUP_MEMBER_APIS:
+        if ex.api_key == 1:
+            if ex.response is None:
+                return
+            self.conns[ex.conn.id] = ex.conn
+            t, cid, lags = ex.response.last_ts, ex.client_id, self.lags
+            for topic, partition, _pos, _hw, _lso, lag, _stable in fetch_lag(ex, ex.conn.id, self.sessions,
+                                                                             self.names):
+                key = (cid, topic, partition)
+                old = lags.get(key)
+                if old is None or (t, lag) > old:      # (the latest answer; the largest lag of one instant)
+                    lags[key] = (t, lag)
+        elif ex.api_key in GROUP_MEMBER_APIS:
+            body = body_of(ex.request_tree)
+            group = body.get("group_id") if body is not None else None
             fr = ex.response or ex.request
-            if fr is not None:
+            if isinstance(group, str) and group and fr is not None:
+                k = (ex.client_id, group)
+                self.members[k] = self.members.get(k, 0) + 1
                 self.member_seen[ex.client_id] = fr.last_ts
 
-    def _sample(self, client_id: str | None, tk: str, idx: int, st: list[int | None], t: float) -> None:
-        super()._sample(client_id, tk, idx, st, t)
-        self.lags[(client_id, tk, idx)].series.clear()      # (stats' plots; a monitor has Prometheus)
-
     def prune(self, now: float, cap: int) -> None:
-        _drop_oldest(self.lags, lambda g: g.last_time, now - LAG_TTL, cap)
+        """Lags quiet for ``LAG_TTL`` go, then the oldest past ``cap``; the groups of clients
+        with neither a lag nor a group request for ``SERIES_TTL``; the sessions of the
+        connections that ended."""
+        _drop_oldest(self.lags, lambda v: v[0], now - LAG_TTL, cap)
         _drop_oldest(self.member_seen, float, now - SERIES_TTL, cap)
-        clients = {k[0] for k in self.lags}
-        self.members = {k: n for k, n in self.members.items() if k[0] in clients or k[0] in self.member_seen}
-        self.read_committed &= clients
-        topics = {k[1] for k in self.lags}
-        self._names = {t: name for t, name in self._names.items() if t in topics}
-        for conn in [c for c in self._sessions if c.ended]:
-            del self._sessions[conn]
+        clients = {k[0] for k in self.lags} | self.member_seen.keys()
+        self.members = {k: n for k, n in self.members.items() if k[0] in clients}
+        for conn_id in [i for i, c in self.conns.items() if c.ended]:
+            self.sessions.closed(conn_id)
+            del self.conns[conn_id]
 
-    def groups(self) -> dict[str | None, str | None]:
-        """client id -> its group (``group_of``), in one pass over the members."""
-        per: dict[str | None, dict[tuple[str | None, str], int]] = {}
+    def latest(self) -> list[tuple[str | None, str | None, str, int, int]]:
+        """(group, client id, topic, partition, lag at the latest answer) per entry; a client's
+        group is the one its requests name most often (on a tie, the first by name)."""
+        best: dict[str | None, tuple[int, str]] = {}
         for (cid, group), n in self.members.items():
-            per.setdefault(cid, {})[(cid, group)] = n
-        one = ConsumerLag()
-        out: dict[str | None, str | None] = {}
-        for cid, members in per.items():
-            one.members = members
-            out[cid] = one.group_of(cid)
-        return out
-
-    def latest(self) -> list[tuple[str | None, str | None, str | None, int | None, int]]:
-        """(group, client id, topic, partition, lag at the latest answer) per entry."""
-        named = self.renamed({}) if self._names else self
-        groups = self.groups()
-        return [(groups.get(cid), cid, t, p, g.last) for (cid, t, p), g in named.lags.items()]
+            b = best.get(cid)
+            if b is None or (-n, group) < b:
+                best[cid] = (-n, group)
+        return [(best[cid][1] if cid in best else None, cid, t, p, lag) for (cid, t, p), (_t, lag) in self.lags.items()]
 
 
 def _prune_committed(c: CommittedLag, now: float, cap: int) -> None:
@@ -272,9 +288,12 @@ def _prune_committed(c: CommittedLag, now: float, cap: int) -> None:
 
 
 class LiveMetrics:
-    """The figures of a live capture, fed by its exchanges; ``collect`` is the scrape."""
+    """The figures of a live capture, fed by its exchanges; ``collect`` is the scrape.
+    ``names``: the run's topic names by id (``DecodeContext.topic_names``, as it grows), which
+    the consumer lag of Fetches that name topics by id needs (``lag.names`` may be set later)."""
 
-    def __init__(self, max_series: int, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, max_series: int, clock: Callable[[], float] = time.time,
+                 names: Mapping[str, str] | None = None) -> None:
         if max_series < 1:
             raise ValueError("max_series must be at least 1")
         self.max_series = n = max_series
@@ -328,7 +347,7 @@ class LiveMetrics:
         self.orphans.values[()] = 0
         for status in _STATUSES:
             self.exchanges.values[(status,)] = 0
-        self.lag = _LiveLag()
+        self.lag = _LiveLag(names)
         self.committed = CommittedLag()
         # the capture's own health (``capture``)
         self.packets = 0

@@ -1,11 +1,11 @@
 """What ``stats`` computes in Python, and the readings of an exchange its tables share.
 
-``stats``' figures (groups, slowest exchanges, throughput, histograms, producers) are queries
+``stats``' figures (groups, slowest exchanges, throughput, histograms, consumer lag, producers) are queries
 over the exchange tables (``analyzer.figures``, run by ``analyzer.engine``); what stays here is
-what follows exchanges in order, the stories (``analyzer.sinks.insights``: consumer lag per
-client id and topic-partition, consumer-group generations, and when asked the committed-offset
-lag and the requests in flight), held by ``Stories``: mergeable, shipped by the worker
-processes and the Spark tasks as plain JSON-safe state.
+what follows exchanges in order, the stories (``analyzer.sinks.insights``: consumer-group
+generations, and when asked the committed-offset lag and the requests in flight), held by
+``Stories``: mergeable, shipped by the worker processes and the Spark tasks as plain JSON-safe
+state. (The consumer lag follows Fetch sessions in order too: the ``lag`` table's rows.)
 
 Readings shared with the tables' rows (``analyzer.tables``) and the metrics:
 
@@ -31,7 +31,6 @@ from analyzer.sinks.insights import (
     COMMITTED_APIS,
     GROUP_MEMBER_APIS,
     CommittedLag,
-    ConsumerLag,
     GroupStories,
     InFlight,
 )
@@ -41,10 +40,9 @@ from dissectors.field import int_value as _int
 WAIT_FETCH_FRACTION = 0.9
 GROUP_KEYS = tuple(KEY_COLUMNS)
 DEFAULT_BY = ("api", "version")
-STATE_VERSION = 5
-# API keys the stories read: Fetch, the requests that name a group (the committed lag's too)
-LAG_KEYS = frozenset({1}) | GROUP_MEMBER_APIS
-STORY_KEYS = LAG_KEYS | COMMITTED_APIS
+STATE_VERSION = 6
+# API keys the stories read: the group APIs (the committed lag's too: Fetch, ListOffsets...)
+STORY_KEYS = GROUP_MEMBER_APIS | COMMITTED_APIS | {1}
 # views that cost much of stats' time (the committed lag decodes its APIs in full, the
 # in-flight depth follows every request): kept only when asked for (``views``)
 COSTLY_VIEWS = ("committed_lag", "in_flight")
@@ -160,7 +158,6 @@ class Stories:
         # set when several captures are merged: the in-flight view's connections become
         # "<source>#<id>", since connection numbers restart per file
         self.source: str | None = None
-        self.lag = ConsumerLag()
         self.group_stories = GroupStories()
         # the views of COSTLY_VIEWS that are kept (None: not asked for, not computed)
         self.views = views = frozenset(views)
@@ -172,7 +169,7 @@ class Stories:
     @property
     def keys(self) -> frozenset[int]:
         """The API keys whose exchanges ``add`` reads (the committed lag's only when kept)."""
-        return STORY_KEYS if self.committed is not None else LAG_KEYS
+        return STORY_KEYS if self.committed is not None else GROUP_MEMBER_APIS
 
     @property
     def every_exchange(self) -> bool:
@@ -190,10 +187,9 @@ class Stories:
             inf.capture = self.source
             inf.add(ex)
         if ex.api_key in STORY_KEYS:
-            self.lag.add(ex)
             if self.committed is not None:
                 self.committed.add(ex)
-            if ex.api_key != 1:
+            if ex.api_key in GROUP_MEMBER_APIS:
                 self.group_stories.add(ex)
 
     def renumber_conns(self, number: Callable[[int], int], source: str | None) -> Stories:
@@ -204,15 +200,8 @@ class Stories:
             self.in_flight.renumber(number, source)
         return self
 
-    def renamed(self, names: dict[str, str]) -> Stories:
-        """The same stories with the topic ids of ``names`` named (the consumer lag's keys)."""
-        if names:
-            self.lag = self.lag.renamed(names)
-        return self
-
     def merge(self, other: Stories) -> Stories:
         """Fold ``other`` into these stories (in place) and return self."""
-        self.lag.merge(other.lag)
         self.group_stories.merge(other.group_stories)
         if self.committed is not None and other.committed is not None:
             self.committed.merge(other.committed)
@@ -225,7 +214,6 @@ class Stories:
         return {
             "v": STATE_VERSION,
             "views": sorted(self.views),
-            "consumer_lag": self.lag.to_state(),
             "group_stories": self.group_stories.to_state(),
             "committed_lag": self.committed.to_state() if self.committed is not None else None,
             "in_flight": self.in_flight.to_state() if self.in_flight is not None else None,
@@ -236,7 +224,6 @@ class Stories:
         if st.get("v") != STATE_VERSION:
             raise ValueError(f"stats state version {st.get('v')!r} is not {STATE_VERSION}")
         out = cls(views=st["views"])
-        out.lag = ConsumerLag.from_state(st["consumer_lag"])
         out.group_stories = GroupStories.from_state(st["group_stories"])
         if out.committed is not None:
             out.committed = CommittedLag.from_state(st["committed_lag"])
@@ -246,7 +233,6 @@ class Stories:
 
     def result(self) -> dict[str, Any]:
         return {
-            "consumer_lag": self.lag.result(),
             "consumer_groups": self.group_stories.result(),
             **({"committed_lag": self.committed.result()} if self.committed is not None else {}),
             **({"in_flight": self.in_flight.result()} if self.in_flight is not None else {}),

@@ -1,7 +1,7 @@
 """The driver's side of a Spark job's results: the tasks' partial states merged file by file
 into the stories of `stats` and the findings of `check` (``gather``), the connections
 renumbered in order of first packet per file as one process numbers them, and topic ids
-settled; `stats`' figures as queries over the job's exchanges and batches tables
+settled; `stats`' figures as queries over the job's exchanges, batches and lag tables
 (``stats_result``).
 
 Topic ids. A Fetch (v13+) names topics by id; one process resolves an id with the name
@@ -9,7 +9,7 @@ learnt from a Metadata (or CreateTopics, DescribeTopicPartitions) response seen 
 *any* connection. Each connection group of a task decodes with its own DecodeContext, whose
 ``topic_names`` (``TopicNames``) records what it learns and the ids it could not resolve;
 such groups are kept apart ("held"). Knowing every learning of the file, ``plan_redo``
-renames an id learnt before the group's first lookup in the held stories and rows (what one
+renames an id learnt before the group's first lookup in the held groups' rows (what one
 process gives); an id learnt between lookups (or any id with --with-trees, whose notes name
 topics) sends the held groups through a second pass that decodes them again with the
 file's learnings in packet order. The learnings travel as runs (``TopicNames.learnt``: an
@@ -30,8 +30,8 @@ from analyzer.shards import LearntTable, learnt_ids, resolve_misses
 from analyzer.sinks.check import Finding
 from analyzer.sinks.stats import Stories
 from analyzer.spark.inputs import JobConfig, Source, capture_label, capture_labels, capture_names
-from analyzer.spark.tasks import COUNTERS, DECODE_COUNTERS, SUM_FIELDS
-from analyzer.tables import BATCHES, EXCHANGES, PARTITIONS
+from analyzer.spark.tasks import COUNTERS, DECODE_COUNTERS, SUM_FIELDS, TAGS
+from analyzer.tables import BATCHES, EXCHANGES, FETCH, LAG, PARTITIONS
 
 State = tuple[int, dict[str, Any]]          # (file, a task's state of it)
 
@@ -86,7 +86,6 @@ def plan_redo(states: list[State], cfg: JobConfig) -> Redo:
                 continue
             if names:
                 redo.rename.setdefault(fid, {}).update(names)
-                st["rename"] = names
         redo.kept.append((fid, st))
     return redo
 
@@ -136,7 +135,7 @@ def gather(states: Iterable[State], sources: list[Source], cfg: JobConfig, redo:
         conn_ids[src.file_id] = conns
         told = cfg.new_stories()
         for st in sts:
-            told.merge(Stories.from_state(st["stories"]).renamed(st.get("rename") or {}))
+            told.merge(Stories.from_state(st["stories"]))
         told.renumber_conns(functools.partial(remap_conn, conn_ids, src.file_id), capture_label(src, many))
         total.merge(told)
         checker = cfg.new_checker()
@@ -180,14 +179,13 @@ def gather(states: Iterable[State], sources: list[Source], cfg: JobConfig, redo:
 
 def stats_result(query: figures.Query, cfg: JobConfig, result: JobResult) -> dict[str, Any]:
     """What `stats -f json` gives for the job's captures (but its ``connections``), its keys in
-    that order: the figures (the producers among them), ``query`` run over the job's exchanges
-    and batches tables (their ``capture`` column the input as named, their connections
-    numbered as `read` numbers them), and the gathered stories; the slowest exchanges with
-    the `read` command that shows each."""
+    that order: the figures (the consumer lag and the producers among them), ``query`` run
+    over the job's exchanges, batches and lag tables (their ``capture`` column the input as
+    named, their connections numbered as `read` numbers them), and the gathered stories; the
+    slowest exchanges with the `read` command that shows each."""
     rep = figures.report(query, figures.with_endpoints(cfg.by), cfg.top, capture_labels(result.sources))
-    told = result.stories.result()
     out = {"by": list(cfg.by), "groups": rep["groups"], "top": rep["top"], "throughput": rep["throughput"],
-           "consumer_lag": told.pop("consumer_lag"), "producers": rep["producers"], **told,
+           "consumer_lag": rep["consumer_lag"], "producers": rep["producers"], **result.stories.result(),
            "accuracy": rep["accuracy"]}
     from analyzer.sinks.stats_render import add_show
     add_show(out["top"], capture_names(result.sources))
@@ -197,10 +195,16 @@ def stats_result(query: figures.Query, cfg: JobConfig, result: JobResult) -> dic
 def finalize_rows(rows: Iterable[tuple[str, Any, tuple[Any, ...]]], conn_ids: dict[int, list[int]],
                   rename: dict[int, dict[str, str]] | None = None) -> Iterator[tuple[Any, ...]]:
     """Rows with their connection renumbered as `read` numbers it, and topic ids named
-    where ``plan_redo`` decided so (in the exchanges' partitions and topic_partitions, and
-    the topic of partitions and batches)."""
-    topic = {"p": PARTITIONS.names.index("topic"), "b": BATCHES.names.index("topic")}
+    where ``plan_redo`` decided so (in the exchanges' partitions, topic_partitions and
+    fetch_session's asked and forgotten, and the topic of partitions, batches and lag)."""
+    topic = {TAGS[t.name]: t.names.index("topic") for t in (PARTITIONS, BATCHES, LAG)}
     lists = (EXCHANGES.names.index("partitions"), EXCHANGES.names.index("topic_partitions"))
+    fi = EXCHANGES.names.index("fetch_session")
+    fetch_lists = tuple(i for i, c in enumerate(FETCH) if c.name in ("asked", "forgotten"))
+
+    def named(items: list[Any], names: dict[str, str]) -> list[Any]:
+        return [(names.get(p[0], p[0]), *p[1:]) for p in items]
+
     for tag, gkey, row in rows:
         row = row[:1] + (remap_conn(conn_ids, gkey[0], row[1]),) + row[2:]
         names = rename.get(gkey[0]) if rename else None
@@ -209,9 +213,11 @@ def finalize_rows(rows: Iterable[tuple[str, Any, tuple[Any, ...]]], conn_ids: di
                 ti = topic[tag]
                 if row[ti] in names:
                     row = row[:ti] + (names[row[ti]],) + row[ti + 1:]
-            elif tag == "x":
+            elif tag == TAGS[EXCHANGES.name]:
                 for i in lists:
                     if any(p[0] in names for p in row[i]):
-                        parts = [(names.get(p[0], p[0]), *p[1:]) for p in row[i]]
-                        row = row[:i] + (parts,) + row[i + 1:]
+                        row = row[:i] + (named(row[i], names),) + row[i + 1:]
+                if (fs := row[fi]) is not None and any(p[0] in names for j in fetch_lists for p in fs[j]):
+                    fs = tuple(named(v, names) if j in fetch_lists else v for j, v in enumerate(fs))
+                    row = row[:fi] + (fs,) + row[fi + 1:]
         yield row

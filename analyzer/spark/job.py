@@ -1,8 +1,8 @@
 """A Spark job from start to end: ``run_spark`` on a SparkSession, ``run_local`` the same
 steps in this process (tests and debugging). Resolve the inputs, plan the reads, run the
 tasks (a first pass; a second one for the connections whose topic ids other connections
-named), gather their results, make the tables, query the exchanges and batches tables for
-`stats`' figures (``analyzer.figures``: Spark SQL on Spark, DuckDB in ``run_local``), write
+named), gather their results, make the tables, query the exchanges, batches and lag tables
+for `stats`' figures (``analyzer.figures``: Spark SQL on Spark, DuckDB in ``run_local``), write
 them."""
 from __future__ import annotations
 
@@ -20,11 +20,11 @@ from analyzer.spark.inputs import JobConfig, Source, resolve_inputs
 from analyzer.spark.outputs import table_frames, write_figures, write_tables
 from analyzer.spark.plan import ReadSplit
 from analyzer.spark.session import StatusLine, hadoop_glob
-from analyzer.tables import BATCHES, EXCHANGES
+from analyzer.tables import BATCHES, EXCHANGES, LAG, TABLES
 
 Rows = list[tuple[Any, ...]]
 # the tables the figures' queries read (``analyzer.figures``)
-QUERIED = (EXCHANGES, BATCHES)
+QUERIED = (EXCHANGES, BATCHES, LAG)
 
 
 def run_spark(spark: Any, patterns: Iterable[str], out_dir: str | None, cfg: JobConfig,
@@ -177,8 +177,8 @@ def _spark_pass(sc: Any, sources: list[Source], direct: list[ReadSplit], shuffle
 def run_local(patterns: Iterable[str], cfg: JobConfig, partitions: int = 3, batch_bytes: int = tasks.BATCH_BYTES
               ) -> tuple[JobResult, dict[str, Rows]]:
     """Plan, scan, read, shuffle (in memory, through pickle as Spark's would), process and
-    gather in this process, and query the rows of exchanges and batches with DuckDB for the
-    figures. Returns the result and the rows of each table by name (``analyzer.tables``;
+    gather in this process, and query the rows of exchanges, batches and lag with DuckDB for
+    the figures. Returns the result and the rows of each table by name (``analyzer.tables``;
     partitions and connections: none when ``cfg.rows`` is False)."""
     t0 = time.monotonic()
     cfg = plan.lite_if_enough(cfg)
@@ -212,22 +212,22 @@ def run_local(patterns: Iterable[str], cfg: JobConfig, partitions: int = 3, batc
         rows = [r for r in rows if r[1] not in redo.keys] + rows2
     res = gather(states, sources, cfg, redo)
     res.reads = res.tasks = len(reads)
-    ex_rows, part_rows, batch_rows, conn_rows = (
-        list(finalize_rows((r for r in rows if r[0] == tag), res.conn_ids, redo.rename)) for tag in ("x", "p", "b", "c"))
-    with duckdb_query(ex_rows, batch_rows, cfg.tree_rows) as query:
+    tables = {t.name: list(finalize_rows((r for r in rows if r[0] == tasks.TAGS[t.name]), res.conn_ids, redo.rename))
+              for t in TABLES}
+    with duckdb_query(tables, cfg.tree_rows) as query:
         res.stats = stats_result(query, cfg, res)
     res.elapsed = time.monotonic() - t0
-    return res, {"exchanges": ex_rows, "partitions": part_rows, "batches": batch_rows, "connections": conn_rows}
+    return res, tables
 
 
 @contextlib.contextmanager
-def duckdb_query(rows: Rows, batches: Rows, trees: bool = False) -> Iterator[figures.Query]:
-    """``figures.Query`` on DuckDB over ``rows`` of the exchanges table (with the trees' columns
-    when ``trees``) and ``batches`` of the batches table, as the views of those names."""
+def duckdb_query(tables: dict[str, Rows], trees: bool = False) -> Iterator[figures.Query]:
+    """``figures.Query`` on DuckDB over the rows of the ``QUERIED`` tables (by table name; the
+    exchanges with the trees' columns when ``trees``), as the views of those names."""
     from analyzer.engine import query_of, rows_db
     from analyzer.tables import with_trees
 
-    db = rows_db([(with_trees(EXCHANGES) if trees else EXCHANGES, rows), (BATCHES, batches)])
+    db = rows_db([(with_trees(t) if trees and t is EXCHANGES else t, tables[t.name]) for t in QUERIED])
     try:
         yield query_of(db)
     finally:

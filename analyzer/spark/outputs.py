@@ -1,8 +1,8 @@
-"""What a Spark job writes under --out (``OUTPUTS``): the exchanges, partitions, batches and
-connections tables from the tasks' rows (``table_frames``, ``write_tables``; the exchanges'
-and batches' DataFrames are also what the figures query), and the driver's small tables of
-figures (stats, findings, lags, producers, consumer groups) as Parquet, plus stats.json and
-summary.json in a local folder (``write_figures``)."""
+"""What a Spark job writes under --out (``OUTPUTS``): the exchanges, partitions, batches, lag
+and connections tables from the tasks' rows (``table_frames``, ``write_tables``; the
+exchanges', batches' and lag's DataFrames are also what the figures query), and the driver's
+small tables of figures (stats, findings, lags, producers, consumer groups) as Parquet, plus
+stats.json and summary.json in a local folder (``write_figures``)."""
 from __future__ import annotations
 
 import json
@@ -15,10 +15,11 @@ from analyzer.figures import with_endpoints
 from analyzer.sinks.check import Finding
 from analyzer.spark.gather import JobResult, Redo, finalize_rows
 from analyzer.spark.inputs import JobConfig, Source
-from analyzer.tables import BATCHES, CONNECTIONS, EXCHANGES, PARTITIONS, spark_schema, with_trees
+from analyzer.spark.tasks import TAGS
+from analyzer.tables import EXCHANGES, TABLES, spark_schema, with_trees
 
-OUTPUTS = ("exchanges", "partitions", "batches", "connections", "stats", "findings", "consumer_lag", "committed_lag",
-           "producers", "consumer_groups", "stats.json", "summary.json")
+OUTPUTS = ("exchanges", "partitions", "batches", "lag", "connections", "stats", "findings", "consumer_lag",
+           "committed_lag", "producers", "consumer_groups", "stats.json", "summary.json")
 
 STAT_FIGURES = ("count", "answered", "unanswered", "orphans", "no_response", "malformed", "error_exchanges",
                 "service", "bytes_in", "bytes_out", "throttled", "records", "record_bytes")
@@ -145,10 +146,10 @@ def _write_small_parquet(path: str, rows: list[tuple[Any, ...]], schema: Any) ->
 
 
 def table_frames(spark: Any, cfg: JobConfig, result: JobResult, res1: Any, res2: Any, redo: Redo) -> dict[str, Any]:
-    """The DataFrames of the exchanges, partitions, batches and connections tables (by name):
-    the rows of the first pass (``res1``) but those of the groups decoded again, the rows of
-    the second (``res2``, or None), their connections numbered and topic ids named
-    (``finalize_rows``). Partitions and connections are empty when ``cfg.rows`` is False."""
+    """The DataFrames of the tables (``analyzer.tables.TABLES``, by name): the rows of the first
+    pass (``res1``) but those of the groups decoded again, the rows of the second (``res2``, or
+    None), their connections numbered and topic ids named (``finalize_rows``). Partitions and
+    connections are empty when ``cfg.rows`` is False."""
     sc = spark.sparkContext
     conn_b = sc.broadcast(result.conn_ids)
     rename_b = sc.broadcast(redo.rename)
@@ -163,11 +164,9 @@ def table_frames(spark: Any, cfg: JobConfig, result: JobResult, res1: Any, res2:
             return finalize_rows(it, conn_b.value, rename_b.value)
         return rdd.mapPartitions(fin)
 
-    ex_schema = spark_schema(with_trees(EXCHANGES) if cfg.tree_rows else EXCHANGES)
-    return {name: spark.createDataFrame(rows_of(tag), schema, verifySchema=False)
-            for tag, name, schema in (("x", EXCHANGES.name, ex_schema), ("p", PARTITIONS.name, spark_schema(PARTITIONS)),
-                                      ("b", BATCHES.name, spark_schema(BATCHES)),
-                                      ("c", CONNECTIONS.name, spark_schema(CONNECTIONS)))}
+    return {t.name: spark.createDataFrame(rows_of(TAGS[t.name]),
+                                          spark_schema(with_trees(t) if cfg.tree_rows and t is EXCHANGES else t),
+                                          verifySchema=False) for t in TABLES}
 
 
 def write_tables(out_dir: str, frames: dict[str, Any]) -> None:

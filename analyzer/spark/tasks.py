@@ -2,14 +2,16 @@
 Pipeline where it is read; the other reads turned into per-connection columnar batches
 for the shuffle; each connection's batches, in packet order, through one Pipeline. Every
 exchange makes a row of the exchanges table (the source of the figures, which the driver
-queries: ``analyzer.figures``) and, a Produce, its rows of batches (the producers' figures
-read them); when the tables are written, its rows of partitions too; it goes to the task's
-Stories and Checker (one of each per file); a task ends with each file's partial state for
-``gather``.
+queries: ``analyzer.figures``), a Produce its rows of batches (the producers' figures read
+them), an answered Fetch its rows of lag (the consumer lag's: each Pipeline follows its
+connections' Fetch sessions in order); when the tables are written, its rows of partitions
+too; it goes to the task's Stories and Checker (one of each per file); a task ends with each
+file's partial state for ``gather``.
 
 Task output records: ("x", group key, exchange row), ("p", group key, partition row), ("b",
-group key, batch row) and ("c", group key, connection row), with the connection as its first
-packet number (renumbered by ``gather.finalize_rows``); then ("s", file, state) per file.
+group key, batch row), ("l", group key, lag row) and ("c", group key, connection row), with
+the connection as its first packet number (renumbered by ``gather.finalize_rows``); then
+("s", file, state) per file.
 """
 from __future__ import annotations
 
@@ -24,14 +26,14 @@ from collections.abc import Callable, Iterable, Iterator
 from itertools import groupby
 from typing import Any
 
-from analyzer._core import Capture, CaptureError, ConnBatcher, open_capture
+from analyzer._core import Capture, CaptureError, ConnBatcher, FetchSessions, open_capture
 from analyzer.model import Conn, Exchange, pace_collector
 from analyzer.pipeline import Pipeline
 from analyzer.runs import fresh_context
 from analyzer.shards import LearntTable, TopicNames
 from analyzer.spark.inputs import JobConfig, Source
 from analyzer.spark.plan import ReadSplit
-from analyzer.tables import connection_row, exchange_rows
+from analyzer.tables import BATCHES, CONNECTIONS, EXCHANGES, LAG, PARTITIONS, connection_row, exchange_rows
 
 META = ""                   # key ip of the per-read bookkeeping records (sorts first)
 _READ_BATCH = 4096          # packets the core reads per call
@@ -40,6 +42,9 @@ BATCH_BYTES = 4 << 20       # a connection's batch is sent on once its packets h
 # a shuffle record: (file, 4-tuple, first packet) -> the core's columnar batch (numbers, times,
 # link types, orig_lens, ends, data), or the read's meta record
 Keyed = tuple[tuple[int, str, int, str, int, int], Any]
+
+# the tag of each table's rows in the task output records
+TAGS = {EXCHANGES.name: "x", PARTITIONS.name: "p", BATCHES.name: "b", LAG.name: "l", CONNECTIONS.name: "c"}
 
 DECODE_COUNTERS = ("malformed_fields", "cut_messages", "crc_valid", "crc_invalid")
 COUNTERS = ("summary", "skipped", "bytes_skipped", "exchanges", "notes", "limits", "counters", "detection")
@@ -176,9 +181,9 @@ def _compiled(text: str) -> Any:
 def process_group(gkey: tuple[Any, ...], name: str, feed: Callable[[Pipeline], Iterable[Exchange]],
                   g: FileAcc, cfg: JobConfig, known: LearntTable | None) -> Iterator[tuple[Any, ...]]:
     """Run one Pipeline, fed by ``feed`` (the batches of a 4-tuple in order, or a whole
-    file), into ``g``; yield its rows ("x"/"p"/"b"/"c", ``gkey``, row): the exchanges' and
-    the batches' always (the figures' source), those of partitions and connections when the
-    tables are written."""
+    file), into ``g``; yield its rows ("x"/"p"/"b"/"l"/"c", ``gkey``, row): the exchanges',
+    the batches' and the lag's always (the figures' source), those of partitions and
+    connections when the tables are written."""
     ctx = fresh_context(cfg.ctx)
     names = TopicNames(known)
     ctx.topic_names = names
@@ -187,6 +192,7 @@ def process_group(gkey: tuple[Any, ...], name: str, feed: Callable[[Pipeline], I
     names.source = pipe
     keep = _compiled(cfg.display_filter).matcher(ctx) if cfg.display_filter else None
     trees = cfg.tree_rows
+    sessions = FetchSessions()      # (the Pipeline hands each connection's exchanges in order)
 
     closed: list[Conn] = []     # the connections ended since the last row
 
@@ -202,13 +208,11 @@ def process_group(gkey: tuple[Any, ...], name: str, feed: Callable[[Pipeline], I
                 continue
             g.stories.add(ex)
             g.checker.add(ex)
-            row, parts, batches = exchange_rows(ex, name, ex.conn.id, trees)
-            yield ("x", gkey, row)
-            for b in batches:
-                yield ("b", gkey, b)
-            if cfg.rows:
-                for p in parts:
-                    yield ("p", gkey, p)
+            made = exchange_rows(ex, name, ex.conn.id, trees, names, sessions)
+            yield ("x", gkey, made.exchange)
+            for tag, more in (("b", made.batches), ("l", made.lag), ("p", made.partitions if cfg.rows else ())):
+                for r in more:
+                    yield (tag, gkey, r)
         yield from ended()
 
     if cfg.rows:
@@ -235,7 +239,7 @@ def process_group(gkey: tuple[Any, ...], name: str, feed: Callable[[Pipeline], I
 def process_partition(items: Iterable[Keyed], cfg: JobConfig, names: dict[int, str],
                       known: dict[int, LearntTable] | None = None
                       ) -> Iterator[tuple[Any, ...]]:
-    """A shuffled, sorted partition -> rows ("x"/"p"/"b"/"c", group key, row), then ("s", file, state) per file.
+    """A shuffled, sorted partition -> rows ("x"/"p"/"b"/"l"/"c", group key, row), then ("s", file, state) per file.
 
     First pass (``known`` None): a group that looked up a topic id it had not learnt
     itself goes to the file's *held* state (with its key and misses), so the driver can

@@ -756,22 +756,21 @@ impl Stream {
         self.table.as_ref().map_or(0, |t| t.tables.len())
     }
 
-    /// The rows built since the last call, as three record batches: `exchanges`,
-    /// `partitions`, `batches`.
-    fn take_tables(
-        &mut self,
-    ) -> PyResult<(table::ArrowBatch, table::ArrowBatch, table::ArrowBatch)> {
+    /// The rows built since the last call, as a record batch of each table the core
+    /// builds, in `analyzer.tables.CORE_TABLES`' order (exchanges, partitions, batches, lag).
+    fn take_tables(&mut self) -> PyResult<Vec<table::ArrowBatch>> {
         let Some(t) = self.table.as_mut() else {
             return Err(pyo3::exceptions::PyValueError::new_err(
                 "keep_tables was not called",
             ));
         };
-        let (e, p, b) = t.tables.take();
-        Ok((
-            table::ArrowBatch(e),
-            table::ArrowBatch(p),
-            table::ArrowBatch(b),
-        ))
+        Ok(t.tables.take().into_iter().map(table::ArrowBatch).collect())
+    }
+
+    /// The topic ids the tables' rows could not name (no answer read before named them):
+    /// (id as text, first packet, last packet) each.
+    fn topic_misses(&self) -> Vec<(String, u64, u64)> {
+        self.table.as_ref().map_or_else(Vec::new, |t| t.misses())
     }
 
     /// What the tables took so far, for the run's summary: `statuses` (status -> exchanges),
@@ -1235,6 +1234,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ConnBatcher>()?;
     m.add_class::<Figures>()?;
     m.add_class::<table::ArrowBatch>()?;
+    m.add_class::<table::FetchSessions>()?;
     m.add_class::<crate::py::quantiles::Quantiles>()?;
     m.add_function(wrap_pyfunction!(crate::py::quantiles::sum_ns, m)?)?;
     m.add("EXACT_LIMIT", crate::quantiles::EXACT_LIMIT)?;

@@ -51,3 +51,104 @@ impl ArrowBatch {
         Ok((s, a))
     }
 }
+
+/// A Fetch's `fetch_session` struct as the front's rows hold it: (isolation_level,
+/// session_id, session_epoch, error_code, response_session_id, asked, forgotten).
+type SessionRow = (
+    Option<i32>,
+    Option<i32>,
+    Option<i32>,
+    Option<i32>,
+    Option<i32>,
+    Vec<(Option<String>, Option<i32>, Option<i64>)>,
+    Vec<(Option<String>, Option<i32>)>,
+);
+
+/// A partition of a Fetch answer: (topic, partition, records, error, high_watermark,
+/// last_stable_offset).
+type AnswerRow = (
+    Option<String>,
+    Option<i32>,
+    i64,
+    Option<String>,
+    Option<i64>,
+    Option<i64>,
+);
+
+/// A `lag` figure: (topic, partition, position, high_watermark, last_stable_offset, lag,
+/// stable_lag).
+type SampleRow = (String, i32, i64, i64, Option<i64>, i64, Option<i64>);
+
+/// `analyzer._core.FetchSessions`: the connections' Fetch sessions (`table/lag.rs`) for the
+/// exchanges the front decodes, whose `lag` rows it makes (the core's table builder follows
+/// its own exchanges' alike).
+#[pyclass(module = "analyzer._core")]
+#[derive(Default)]
+pub struct FetchSessions(crate::table::lag::Sessions);
+
+#[pymethods]
+impl FetchSessions {
+    #[new]
+    fn new() -> Self {
+        Self::default()
+    }
+
+    /// An answered Fetch of connection `conn`, in its order: the figures it gives.
+    fn fetch(&mut self, conn: u64, session: SessionRow, answers: Vec<AnswerRow>) -> Vec<SampleRow> {
+        let (
+            isolation_level,
+            session_id,
+            session_epoch,
+            error_code,
+            response_session_id,
+            asked,
+            forgotten,
+        ) = session;
+        let f = crate::table::Fetch {
+            isolation_level,
+            session_id,
+            session_epoch,
+            error_code,
+            response_session_id,
+            asked,
+            forgotten,
+        };
+        let parts: Vec<crate::table::Part> = answers
+            .into_iter()
+            .map(
+                |(topic, partition, records, error, hw, lso)| crate::table::Part {
+                    topic,
+                    partition,
+                    records,
+                    bytes: 0,
+                    codec: None,
+                    crc_ok: true,
+                    error,
+                    fetch_offset: None,
+                    high_watermark: hw,
+                    last_stable_offset: lso,
+                },
+            )
+            .collect();
+        self.0
+            .fetch(conn, &f, &parts)
+            .into_iter()
+            .map(|s| {
+                (
+                    s.topic,
+                    s.partition,
+                    s.position,
+                    s.high_watermark,
+                    s.last_stable_offset,
+                    s.lag,
+                    s.stable_lag,
+                )
+            })
+            .collect()
+    }
+
+    /// A connection ended: its session goes.
+    fn closed(&mut self, conn: u64) {
+        self.0.closed(conn);
+    }
+}

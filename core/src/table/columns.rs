@@ -9,11 +9,13 @@ use arrow_array::builder::{
     BooleanBuilder, Float64Builder, Int32Builder, Int64Builder, ListBuilder, StringBuilder,
 };
 use arrow_array::{ArrayRef, ListArray, RecordBatch, StringArray, StructArray};
-use arrow_buffer::OffsetBuffer;
+use arrow_buffer::{NullBuffer, OffsetBuffer};
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
 
 use crate::frame::Frame;
 use crate::records::BatchSummary;
+
+use super::lag::Sample;
 
 /// One topic-partition of a Produce or Fetch exchange (`PARTITION` in `analyzer/tables.py`,
 /// and the Fetch offsets the `partitions` table adds).
@@ -39,6 +41,21 @@ pub struct Batch {
     pub summary: BatchSummary,
 }
 
+/// A Fetch's session and the partitions it asks for (`FETCH` in `analyzer/tables.py`: the
+/// `fetch_session` column of `exchanges`), its topics named.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Fetch {
+    pub isolation_level: Option<i32>,
+    pub session_id: Option<i32>,
+    pub session_epoch: Option<i32>,
+    pub error_code: Option<i32>,
+    pub response_session_id: Option<i32>,
+    /// (topic, partition, fetch_offset)
+    pub asked: Vec<(Option<String>, Option<i32>, Option<i64>)>,
+    /// (topic, partition)
+    pub forgotten: Vec<(Option<String>, Option<i32>)>,
+}
+
 fn field(name: &str, ty: DataType, nullable: bool) -> Field {
     Field::new(name, ty, nullable)
 }
@@ -62,6 +79,140 @@ fn topic_partition_fields() -> Fields {
         field("topic", DataType::Utf8, true),
         field("partition", DataType::Int32, true),
     ])
+}
+
+/// The struct of a partition a Fetch asks for (`FETCH_ASK`).
+fn fetch_ask_fields() -> Fields {
+    Fields::from(vec![
+        field("topic", DataType::Utf8, true),
+        field("partition", DataType::Int32, true),
+        field("fetch_offset", DataType::Int64, true),
+    ])
+}
+
+/// The struct of a Fetch's session (`FETCH`).
+fn fetch_fields() -> Fields {
+    use DataType::*;
+    Fields::from(vec![
+        field("isolation_level", Int32, true),
+        field("session_id", Int32, true),
+        field("session_epoch", Int32, true),
+        field("error_code", Int32, true),
+        field("response_session_id", Int32, true),
+        field("asked", list_of(Struct(fetch_ask_fields())), false),
+        field(
+            "forgotten",
+            list_of(Struct(topic_partition_fields())),
+            false,
+        ),
+    ])
+}
+
+/// A list array of `values` (a struct of `fields`) cut at `offsets`.
+fn list_array(fields: Fields, values: Vec<ArrayRef>, offsets: Vec<i32>) -> ListArray {
+    let DataType::List(item) = list_of(DataType::Struct(fields.clone())) else {
+        unreachable!("a list type")
+    };
+    let values = StructArray::new(fields, values, None);
+    ListArray::new(
+        item,
+        OffsetBuffer::new(offsets.into()),
+        Arc::new(values),
+        None,
+    )
+}
+
+/// The `fetch_session` column's builders: one struct per exchange, null but for a Fetch.
+struct FetchCols {
+    valid: Vec<bool>,
+    ints: [Int32Builder; 5],
+    ask_topic: StringBuilder,
+    ask_partition: Int32Builder,
+    ask_offset: Int64Builder,
+    ask_offsets: Vec<i32>,
+    gone_topic: StringBuilder,
+    gone_partition: Int32Builder,
+    gone_offsets: Vec<i32>,
+}
+
+impl Default for FetchCols {
+    fn default() -> Self {
+        FetchCols {
+            valid: Vec::new(),
+            ints: Default::default(),
+            ask_topic: StringBuilder::new(),
+            ask_partition: Int32Builder::new(),
+            ask_offset: Int64Builder::new(),
+            ask_offsets: vec![0],
+            gone_topic: StringBuilder::new(),
+            gone_partition: Int32Builder::new(),
+            gone_offsets: vec![0],
+        }
+    }
+}
+
+impl FetchCols {
+    fn push(&mut self, f: Option<&Fetch>) {
+        self.valid.push(f.is_some());
+        let d = Fetch::default();
+        let f = f.unwrap_or(&d);
+        let values = [
+            f.isolation_level,
+            f.session_id,
+            f.session_epoch,
+            f.error_code,
+            f.response_session_id,
+        ];
+        for (b, v) in self.ints.iter_mut().zip(values) {
+            b.append_option(v);
+        }
+        for (topic, partition, offset) in &f.asked {
+            self.ask_topic.append_option(topic.as_deref());
+            self.ask_partition.append_option(*partition);
+            self.ask_offset.append_option(*offset);
+        }
+        let end = self.ask_offsets.last().copied().unwrap_or(0) + f.asked.len() as i32;
+        self.ask_offsets.push(end);
+        for (topic, partition) in &f.forgotten {
+            self.gone_topic.append_option(topic.as_deref());
+            self.gone_partition.append_option(*partition);
+        }
+        let end = self.gone_offsets.last().copied().unwrap_or(0) + f.forgotten.len() as i32;
+        self.gone_offsets.push(end);
+    }
+
+    fn finish(&mut self) -> ArrayRef {
+        let valid = std::mem::take(&mut self.valid);
+        let asked = list_array(
+            fetch_ask_fields(),
+            vec![
+                Arc::new(self.ask_topic.finish()),
+                Arc::new(self.ask_partition.finish()),
+                Arc::new(self.ask_offset.finish()),
+            ],
+            std::mem::replace(&mut self.ask_offsets, vec![0]),
+        );
+        let forgotten = list_array(
+            topic_partition_fields(),
+            vec![
+                Arc::new(self.gone_topic.finish()),
+                Arc::new(self.gone_partition.finish()),
+            ],
+            std::mem::replace(&mut self.gone_offsets, vec![0]),
+        );
+        let mut children: Vec<ArrayRef> = self
+            .ints
+            .iter_mut()
+            .map(|b| Arc::new(b.finish()) as ArrayRef)
+            .collect();
+        children.push(Arc::new(asked));
+        children.push(Arc::new(forgotten));
+        Arc::new(StructArray::new(
+            fetch_fields(),
+            children,
+            Some(NullBuffer::from(valid)),
+        ))
+    }
 }
 
 fn list_of(ty: DataType) -> DataType {
@@ -114,6 +265,7 @@ pub fn exchanges_schema() -> SchemaRef {
             false,
         ),
         field("notes", list_of(Utf8), false),
+        field("fetch_session", Struct(fetch_fields()), true),
     ]);
     Arc::new(Schema::new(fields))
 }
@@ -160,6 +312,85 @@ pub fn batches_schema() -> SchemaRef {
         field("transactional", Boolean, false),
         field("control", Boolean, false),
     ]))
+}
+
+/// The `lag` table's schema (`analyzer.tables.LAG`).
+pub fn lag_schema() -> SchemaRef {
+    use DataType::*;
+    Arc::new(Schema::new(vec![
+        field("capture", Utf8, false),
+        field("conn", Int64, false),
+        field("client_id", Utf8, true),
+        field("request_frame", Int64, true),
+        field("response_time", Float64, false),
+        field("isolation_level", Int32, true),
+        field("topic", Utf8, false),
+        field("partition", Int32, false),
+        field("position", Int64, false),
+        field("high_watermark", Int64, false),
+        field("last_stable_offset", Int64, true),
+        field("lag", Int64, false),
+        field("stable_lag", Int64, true),
+    ]))
+}
+
+/// The `lag` table's columns but its capture.
+#[derive(Default)]
+struct LagCols {
+    rows: usize,
+    conn: Int64Builder,
+    client_id: StringBuilder,
+    request_frame: Int64Builder,
+    response_time: Float64Builder,
+    isolation_level: Int32Builder,
+    topic: StringBuilder,
+    partition: Int32Builder,
+    position: Int64Builder,
+    high_watermark: Int64Builder,
+    last_stable_offset: Int64Builder,
+    lag: Int64Builder,
+    stable_lag: Int64Builder,
+}
+
+impl LagCols {
+    fn push(&mut self, r: &Row<'_>, s: &Sample) {
+        self.rows += 1;
+        self.conn.append_value(r.conn as i64);
+        self.client_id.append_option(r.client_id);
+        self.request_frame
+            .append_option(r.request.map(|f| f.last_index as i64));
+        self.response_time
+            .append_value(r.response.map_or(0.0, |f| f.last_ts));
+        self.isolation_level
+            .append_option(r.fetch.and_then(|f| f.isolation_level));
+        self.topic.append_value(&s.topic);
+        self.partition.append_value(s.partition);
+        self.position.append_value(s.position);
+        self.high_watermark.append_value(s.high_watermark);
+        self.last_stable_offset.append_option(s.last_stable_offset);
+        self.lag.append_value(s.lag);
+        self.stable_lag.append_option(s.stable_lag);
+    }
+
+    fn finish(&mut self, capture: ArrayRef) -> RecordBatch {
+        self.rows = 0;
+        let columns: Vec<ArrayRef> = vec![
+            capture,
+            Arc::new(self.conn.finish()),
+            Arc::new(self.client_id.finish()),
+            Arc::new(self.request_frame.finish()),
+            Arc::new(self.response_time.finish()),
+            Arc::new(self.isolation_level.finish()),
+            Arc::new(self.topic.finish()),
+            Arc::new(self.partition.finish()),
+            Arc::new(self.position.finish()),
+            Arc::new(self.high_watermark.finish()),
+            Arc::new(self.last_stable_offset.finish()),
+            Arc::new(self.lag.finish()),
+            Arc::new(self.stable_lag.finish()),
+        ];
+        RecordBatch::try_new(lag_schema(), columns).expect("the lag columns match their schema")
+    }
 }
 
 /// The `batches` table's columns but its capture.
@@ -355,6 +586,9 @@ pub struct Row<'a> {
     /// the topic-partitions it names: its partitions', else those its request lists
     pub topics: &'a [(Option<String>, Option<i32>)],
     pub notes: &'a [String],
+    /// a Fetch's session and asks, and the consumer-lag figures its answer gives
+    pub fetch: Option<&'a Fetch>,
+    pub lag: &'a [Sample],
     /// a Produce request's acks and transactional id, and its record batches
     pub acks: Option<i32>,
     pub transactional_id: Option<&'a str>,
@@ -395,6 +629,7 @@ pub struct Tables {
     tp_partition: Int32Builder,
     tp_offsets: Vec<i32>,
     notes: ListBuilder<StringBuilder>,
+    fetch: FetchCols,
     // partitions
     p_key: Key,
     p_status: StringBuilder,
@@ -403,6 +638,7 @@ pub struct Tables {
     high_watermark: Int64Builder,
     last_stable_offset: Int64Builder,
     batches: BatchCols,
+    lag: LagCols,
 }
 
 impl Tables {
@@ -434,6 +670,7 @@ impl Tables {
             tp_partition: Int32Builder::new(),
             tp_offsets: vec![0],
             notes: ListBuilder::new(StringBuilder::new()),
+            fetch: FetchCols::default(),
             p_key: Key::default(),
             p_status: StringBuilder::new(),
             p_parts: PartCols::default(),
@@ -441,6 +678,7 @@ impl Tables {
             high_watermark: Int64Builder::new(),
             last_stable_offset: Int64Builder::new(),
             batches: BatchCols::default(),
+            lag: LagCols::default(),
         }
     }
 
@@ -486,6 +724,7 @@ impl Tables {
             self.notes.values().append_value(n);
         }
         self.notes.append(true);
+        self.fetch.push(r.fetch);
         for p in r.parts {
             self.parts.push(p);
             self.part_rows += 1;
@@ -507,6 +746,9 @@ impl Tables {
         for b in r.batches {
             self.batches.push(r, b);
         }
+        for x in r.lag {
+            self.lag.push(r, x);
+        }
     }
 
     fn captures(&self, n: usize) -> ArrayRef {
@@ -516,10 +758,10 @@ impl Tables {
         )))
     }
 
-    /// The rows held as three record batches (`exchanges`, `partitions`, `batches`), the
-    /// builders emptied.
-    pub fn take(&mut self) -> (RecordBatch, RecordBatch, RecordBatch) {
-        let (n, np, nb) = (self.rows, self.part_rows, self.batches.rows);
+    /// The rows held as record batches of `exchanges`, `partitions`, `batches` and `lag`
+    /// (`TABLES`' order), the builders emptied.
+    pub fn take(&mut self) -> [RecordBatch; 4] {
+        let (n, np, nb, nl) = (self.rows, self.part_rows, self.batches.rows, self.lag.rows);
         self.rows = 0;
         self.part_rows = 0;
         let parts = StructArray::new(part_fields(), self.parts.finish(), None);
@@ -577,6 +819,7 @@ impl Tables {
             Arc::new(partitions),
             Arc::new(topic_partitions),
             Arc::new(self.notes.finish()),
+            self.fetch.finish(),
         ];
         let exchanges = RecordBatch::try_new(exchanges_schema(), columns)
             .expect("the exchanges columns match their schema");
@@ -592,7 +835,8 @@ impl Tables {
         let partitions = RecordBatch::try_new(partitions_schema(), columns)
             .expect("the partitions columns match their schema");
         let batches = self.batches.finish(self.captures(nb));
-        (exchanges, partitions, batches)
+        let lag = self.lag.finish(self.captures(nl));
+        [exchanges, partitions, batches, lag]
     }
 }
 
@@ -651,6 +895,8 @@ mod tests {
             parts,
             topics: &[],
             notes: &[],
+            fetch: None,
+            lag: &[],
             acks: None,
             transactional_id: None,
             batches: &[],
@@ -659,10 +905,11 @@ mod tests {
         t.push(&row(leaked));
         t.push(&row(&[]));
         assert_eq!(t.len(), 2);
-        let (ex, parts, batches) = t.take();
+        let [ex, parts, batches, lag] = t.take();
         assert_eq!(ex.schema(), exchanges_schema());
         assert_eq!(parts.schema(), partitions_schema());
         assert_eq!(batches.schema(), batches_schema());
+        assert_eq!(lag.schema(), lag_schema());
         assert_eq!((ex.num_rows(), parts.num_rows()), (2, 1));
         assert!(t.is_empty());
         let lat = ex
@@ -673,7 +920,7 @@ mod tests {
             .unwrap()
             .value(0);
         assert_eq!(lat, 2.5);
-        let (ex2, _, _) = t.take();
+        let [ex2, ..] = t.take();
         assert_eq!(ex2.num_rows(), 0);
     }
 

@@ -16,12 +16,17 @@
 //! counts it adds to a run (statuses, the walks' counters) are kept for the front's summary.
 
 mod columns;
+pub mod lag;
 
 use std::collections::HashMap;
+use std::sync::Mutex;
 
 use rustc_hash::FxHashMap;
 
-pub use columns::{batches_schema, exchanges_schema, partitions_schema, Batch, Part, Row, Tables};
+pub use columns::{
+    batches_schema, exchanges_schema, lag_schema, partitions_schema, Batch, Fetch, Part, Row,
+    Tables,
+};
 
 use crate::figures::{Counts, Figures, Node, Tree, Value};
 use crate::net::Endpoint;
@@ -108,6 +113,10 @@ fn wait_kind(
     }
 }
 
+/// The first Fetch version whose answer has a top-level error_code
+/// (`analyzer.tables.FETCH_ERROR_CODE_SINCE`).
+const FETCH_ERROR_CODE_SINCE: i16 = 7;
+
 /// Metadata, CreateTopics, DescribeTopicPartitions: their answers name topic ids.
 const TEACHES_TOPIC_IDS: [i16; 3] = [3, 19, 75];
 
@@ -130,6 +139,12 @@ pub struct TableBuilder {
     /// with `tell`: each naming of a topic id (its id as text, the name) since the last take,
     /// repeats too, in the order the answers gave them
     pub learnt: Option<Vec<(String, String)>>,
+    /// the connections' Fetch sessions (the `lag` rows)
+    sessions: lag::Sessions,
+    /// the packet of the exchange being taken, and the topic ids looked up in vain, each
+    /// with the first and last packet of it (a worker's share names them after the fact)
+    now: u64,
+    misses: Mutex<FxHashMap<String, (u64, u64)>>,
 }
 
 impl TableBuilder {
@@ -142,7 +157,23 @@ impl TableBuilder {
             topic_names: HashMap::new(),
             error_names,
             learnt: None,
+            sessions: lag::Sessions::default(),
+            now: 0,
+            misses: Mutex::default(),
         }
+    }
+
+    /// The topic ids looked up in vain so far: (id as text, first packet, last packet).
+    pub fn misses(&self) -> Vec<(String, u64, u64)> {
+        let mut out: Vec<_> = self
+            .misses
+            .lock()
+            .expect("not poisoned")
+            .iter()
+            .map(|(k, &(a, b))| (k.clone(), a, b))
+            .collect();
+        out.sort();
+        out
     }
 
     /// A connection opened.
@@ -155,6 +186,7 @@ impl TableBuilder {
     /// taken told, unless a record handed on since told one.
     pub fn closed(&mut self, id: u64) -> Option<f64> {
         self.conns.remove(&id);
+        self.sessions.closed(id);
         self.last_ts.remove(&id)
     }
 
@@ -172,12 +204,19 @@ impl TableBuilder {
         }
     }
 
-    /// A topic's name: its own, else the one its id was named with, else the id.
+    /// A topic's name: its own, else the one its id was named with, else the id (a miss).
     fn topic_name(&self, topic: Option<String>, id: Option<[u8; 16]>) -> Option<String> {
         topic.or_else(|| {
             id.map(|u| match self.topic_names.get(&u) {
                 Some(n) => n.clone(),
-                None => crate::figures::uuid_text(&u),
+                None => {
+                    let text = crate::figures::uuid_text(&u);
+                    let now = self.now;
+                    let mut misses = self.misses.lock().expect("not poisoned");
+                    let m = misses.entry(text.clone()).or_insert((now, now));
+                    m.1 = m.1.max(now);
+                    text
+                }
             })
         })
     }
@@ -196,6 +235,7 @@ impl TableBuilder {
         if !self.conns.contains_key(&r.conn) {
             return false;
         }
+        self.now = r.now;
         let rq = fig.request(&req.data, h.header_len);
         if rq.full {
             return false;
@@ -276,6 +316,11 @@ impl TableBuilder {
             (Some(n), Status::Unanswered) => vec![n.clone()],
             _ => Vec::new(),
         };
+        let fetch = (h.api_key == 1).then(|| self.fetch(fig, &rq, rs.as_ref(), h.api_version));
+        let lag = match (&fetch, &rs) {
+            (Some(f), Some(_)) => self.sessions.fetch(r.conn, f, &parts),
+            _ => Vec::new(),
+        };
         let api_name = fig.api_name(h.api_key).unwrap_or("");
         let (a, b) = &self.conns[&r.conn];
         let (client, broker) = if r.client_dir.unwrap_or(0) == 0 {
@@ -303,6 +348,8 @@ impl TableBuilder {
             parts: &parts,
             topics: &topics,
             notes: &notes,
+            fetch: fetch.as_ref(),
+            lag: &lag,
             acks,
             transactional_id: transactional_id.as_deref(),
             batches: &batches,
@@ -399,6 +446,49 @@ impl TableBuilder {
             })
             .collect();
         (parts, batches)
+    }
+
+    /// A Fetch's session, the partitions it asks for and those it forgets (topics named),
+    /// and its answer's error and session id.
+    fn fetch(&self, fig: &Figures, rq: &Tree, rs: Option<&Tree>, version: i16) -> Fetch {
+        let int = |t: &Tree, name: &str| match body_field(fig, t, name).map(|n| &n.value) {
+            Some(Value::Int(v)) => i32::try_from(*v).ok(),
+            _ => None,
+        };
+        let asked = fig
+            .fetch_request_rows(rq)
+            .map(|(_, _, rows)| rows)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|a| {
+                let topic = self.topic_name(a.topic, a.topic_id);
+                (topic, a.partition.map(|p| p as i32), a.fetch_offset)
+            })
+            .collect();
+        let forgotten = fig
+            .topic_partitions(rq, "forgotten_topics_data", "partitions")
+            .map(|(_, _, parts)| parts)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|(topic, id, p)| {
+                let Value::Int(p) = rq.nodes[p].value else {
+                    return None;
+                };
+                Some((self.topic_name(topic, id), Some(p as i32)))
+            })
+            .collect();
+        Fetch {
+            isolation_level: int(rq, "isolation_level"),
+            session_id: int(rq, "session_id"),
+            session_epoch: int(rq, "session_epoch"),
+            // (an answer of v7+ has one: the lean walk leaves a 0 out)
+            error_code: rs.and_then(|t| {
+                int(t, "error_code").or((version >= FETCH_ERROR_CODE_SINCE).then_some(0))
+            }),
+            response_session_id: rs.and_then(|t| int(t, "session_id")),
+            asked,
+            forgotten,
+        }
     }
 
     /// A Fetch's partitions: the answer's, each with the offset the request asked from.
