@@ -11,8 +11,9 @@
 //! [`figures`] is the lean walk of a message against the schema (what `stats`, the tables
 //! and the summary lines read; `figures/keep.rs` lists what it keeps). [`records`] is the lean
 //! summary of a Produce / Fetch partition's records that `stats` reads; [`quantiles`] is
-//! `stats`' latency percentiles (exact, then a DDSketch). [`table`] builds the exchange
-//! tables' rows as Arrow record batches; [`cut`] picks the packets `read -w` writes, by the
+//! `live --stats`' latency percentiles (exact, then a DDSketch). [`table`] builds the exchange
+//! tables' rows as Arrow record batches (`table/lag.rs` follows each connection's Fetch
+//! sessions for the consumer-lag rows); [`cut`] picks the packets `read -w` writes, by the
 //! places reassembly gives them. [`batches`] groups a capture
 //! range's packets by connection into the Spark job's shuffle records, and [`split`] finds
 //! the first record of a capture's byte range. [`live`] (Linux) reads the packets

@@ -1,6 +1,8 @@
-//! `analyzer._core.ArrowBatch`: a record batch of the exchange tables (`table.rs`) handed to
+//! `analyzer._core.ArrowBatch`: a record batch of the exchange tables (`table/`) handed to
 //! Python through the Arrow PyCapsule interface (`__arrow_c_array__`, `__arrow_c_schema__`):
-//! pyarrow, DuckDB or polars take its columns as they are, no Python object per value.
+//! pyarrow, DuckDB or polars take its columns as they are, no Python object per value; and
+//! `analyzer._core.FetchSessions`: the Fetch sessions (`table/lag.rs`) for the rows the front
+//! makes.
 
 use std::ffi::CString;
 
