@@ -169,8 +169,18 @@ def rows_db(tables: Sequence[tuple[Any, Sequence[tuple[Any, ...]]]]) -> Any:
 
 
 def query_of(db: Any) -> figures.Query:
-    """``figures.Query`` on a DuckDB connection."""
+    """``figures.Query`` on a DuckDB connection. A query that runs out of the memory limit is
+    run again on one thread, and so are the next ones: each thread holds buffers of its own,
+    and one spills what two cannot."""
+    import duckdb
+
     def run(sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
-        cur = db.execute(sql)
+        try:
+            cur = db.execute(sql)
+        except duckdb.OutOfMemoryException:
+            if db.execute("SELECT current_setting('threads')").fetchone()[0] == 1:
+                raise
+            db.execute("SET threads = 1")
+            cur = db.execute(sql)
         return [d[0] for d in cur.description], cur.fetchall()
     return run

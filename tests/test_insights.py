@@ -450,6 +450,24 @@ def test_real_group_rebalances() -> None:
     assert "generation 1: 2 member(s)" in out and "rebalance 4009 ms" in out
 
 
+def test_quiet_group_exchanges_are_counted_not_kept() -> None:
+    """Heartbeats and OffsetCommits answered without error tell a group's story only that they
+    happened: counted, not kept (the state stays small), and the story is the one every event
+    kept tells."""
+    from analyzer.pipeline import Options, Run
+    from analyzer.sinks.insights import GroupStories, group_event, group_stories
+
+    exs = list(Run(str(ROOT / "samples" / "group_rdkafka.pcap"), Options(decode="lite")))
+    g = GroupStories()
+    for ex in exs:
+        g.add(ex)
+    every = [ev for ex in exs if (ev := group_event(ex, str(ex.conn), full=False)) is not None]
+    assert sum(g.quiet.values()) > len(g.events) and len(g.events) + sum(g.quiet.values()) == len(every)
+    assert g.result() == group_stories(every)
+    back = GroupStories.from_state(json.loads(json.dumps(g.to_state())))
+    assert back.result() == g.result() and back.quiet == g.quiet
+
+
 def test_real_consumer_falling_behind_sample() -> None:
     """samples/consumer_lag_kafkapython.pcap: kafka-python reads 5 records per poll while 240
     records arrive in 4 bursts. Lag recomputed here by a plain walk of the full trees (each

@@ -343,3 +343,42 @@ def test_the_exchanges_handed_on_are_the_decoders() -> None:
         assert Stories().add_all(got).result() == Stories().add_all(want).result(), p
         by_id += sum(1 for ex in want if ex.api_key == 1 and (ex.api_version or 0) >= 13)
     assert by_id > 20
+
+
+def test_a_query_out_of_memory_runs_again_on_one_thread() -> None:
+    """Each of DuckDB's threads holds buffers of its own: a query that two threads run out of
+    the memory limit with is run again on one (and so are the next), which spills instead;
+    one thread out of memory is the error."""
+    import duckdb
+
+    from analyzer.engine import query_of
+
+    class Db:
+        def __init__(self, fail: int) -> None:
+            self.fail, self.threads, self.seen = fail, 2, []
+
+        def execute(self, sql: str) -> Any:
+            self.seen.append(sql)
+            if sql == "SET threads = 1":
+                self.threads = 1
+                return self
+            if sql.startswith("SELECT current_setting"):
+                self.row = (self.threads,)
+                return self
+            if self.fail:
+                self.fail -= 1
+                raise duckdb.OutOfMemoryException("out of memory")
+            self.description, self.row = [("n",)], (self.threads,)
+            return self
+
+        def fetchone(self) -> tuple:
+            return self.row
+
+        def fetchall(self) -> list:
+            return [self.row]
+
+    db = Db(fail=1)
+    assert query_of(db)("SELECT 1") == (["n"], [(1,)]) and "SET threads = 1" in db.seen
+    assert query_of(db)("SELECT 2") == (["n"], [(1,)])
+    with pytest.raises(duckdb.OutOfMemoryException):
+        query_of(Db(fail=2))("SELECT 1")

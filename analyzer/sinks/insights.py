@@ -183,7 +183,7 @@ def _order(e: dict[str, Any]) -> tuple[Any, ...]:
     return (e["time"], e["request_frame"] or 0, e["conn"], e["correlation_id"] or 0)
 
 
-def group_stories(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def group_stories(events: list[dict[str, Any]], quiet: dict[str, int] | None = None) -> list[dict[str, Any]]:
     """Each group's story from its events (``group_event``), by group id:
 
     - ``generations`` (classic protocol): per generation the members (the JoinGroup answers'
@@ -199,8 +199,11 @@ def group_stories(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
       already had (a member rejoining without the generation moving);
     - ``members_kip848``: ConsumerGroupHeartbeat members with their first and last member
       epoch, the number of assignments handed to them and the last one.
+
+    ``quiet``: per group, the exchanges counted but not kept as events (``GroupStories``).
     """
-    by_group: dict[str, list[dict[str, Any]]] = {}
+    quiet = quiet or {}
+    by_group: dict[str, list[dict[str, Any]]] = {g: [] for g in quiet}
     for e in events:
         g = e.get("group_id")
         if isinstance(g, str):
@@ -208,11 +211,11 @@ def group_stories(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for group in sorted(by_group):
         evs = sorted(by_group[group], key=_order)
-        out.append(_story(group, evs))
+        out.append(_story(group, evs, quiet.get(group, 0)))
     return out
 
 
-def _story(group: str, evs: list[dict[str, Any]]) -> dict[str, Any]:
+def _story(group: str, evs: list[dict[str, Any]], quiet: int = 0) -> dict[str, Any]:
     gens: dict[int, dict[str, Any]] = {}
     joins = [e for e in evs if e["api_name"] == "JoinGroup"]
     for e in joins:
@@ -288,7 +291,7 @@ def _story(group: str, evs: list[dict[str, Any]]) -> dict[str, Any]:
         if e.get("assignment") is not None:
             k["assignments"] += 1
             k["assignment"] = e["assignment"]
-    return {"group_id": group, "exchanges": len(evs), "joins": len(joins), "generations": generations,
+    return {"group_id": group, "exchanges": len(evs) + quiet, "joins": len(joins), "generations": generations,
             "rejoins_same_generation": rejoins, "members_kip848": [kip848[m] for m in sorted(kip848)]}
 
 
@@ -314,10 +317,13 @@ _UNTOLD = ("offsets", "protocols", "assignments", "assignment")
 
 class GroupStories:
     """Group events (``group_event``) of every exchange fed to ``add``; mergeable; ``result``
-    tells each group's story (``group_stories``)."""
+    tells each group's story (``group_stories``). A Heartbeat or OffsetCommit answered without
+    error tells a story nothing but that it happened: counted per group, not kept (most of a
+    group's exchanges), so that memory goes to the events that tell it."""
 
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = []
+        self.quiet: dict[str, int] = {}
         self.dropped = 0
 
     def add(self, ex: Exchange) -> None:
@@ -327,29 +333,37 @@ class GroupStories:
             self.dropped += 1
             return
         ev = group_event(ex, str(ex.conn), full=False)
-        if ev is not None:
-            # what a story does not tell (and a lean tree does not keep): state stays small
-            for k in _UNTOLD if ex.api_key != CONSUMER_GROUP_HEARTBEAT else ():
-                ev.pop(k, None)
-            self.events.append(ev)
+        if ev is None:
+            return
+        group = ev["group_id"]
+        if ex.api_key in (HEARTBEAT, OFFSET_COMMIT) and ev["error"] is None and isinstance(group, str):
+            self.quiet[group] = self.quiet.get(group, 0) + 1
+            return
+        # what a story does not tell (and a lean tree does not keep): state stays small
+        for k in _UNTOLD if ex.api_key != CONSUMER_GROUP_HEARTBEAT else ():
+            ev.pop(k, None)
+        self.events.append(ev)
 
     def merge(self, other: GroupStories) -> GroupStories:
         self.events.extend(other.events)
+        for g, n in other.quiet.items():
+            self.quiet[g] = self.quiet.get(g, 0) + n
         self.dropped += other.dropped
         return self
 
     def to_state(self) -> dict[str, Any]:
-        return {"events": self.events, "dropped": self.dropped}
+        return {"events": self.events, "quiet": self.quiet, "dropped": self.dropped}
 
     @classmethod
     def from_state(cls, st: dict[str, Any]) -> GroupStories:
         out = cls()
         out.events = list(st["events"])
+        out.quiet = dict(st["quiet"])
         out.dropped = st["dropped"]
         return out
 
     def result(self) -> list[dict[str, Any]]:
-        return group_stories(self.events)
+        return group_stories(self.events, self.quiet)
 
 
 # -- committed-offset lag ------------------------------------------------------------------
