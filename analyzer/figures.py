@@ -357,6 +357,19 @@ FROM r LEFT JOIN g ON g.client_id IS NOT DISTINCT FROM r.client_id AND g.i = 1
 """
 
 
+def group_counts_query() -> str:
+    """The SQL of each consumer group's exchanges: the group APIs' requests that name it."""
+    return f"""SELECT group_id, count(*) AS n FROM exchanges
+WHERE api_key IN {GROUP_MEMBER_APIS} AND protocol = 'kafka' AND group_id IS NOT NULL
+GROUP BY group_id
+"""
+
+
+def group_counts(query: Query) -> dict[str, int]:
+    """Group id -> its exchanges (the group stories' ``exchanges``)."""
+    return {g: int(n) for g, n in query(group_counts_query())[1]}
+
+
 def consumer_lag(query: Query) -> list[dict[str, Any]]:
     """stats' consumer lag: one object per (client id, topic, partition), by client id, topic
     and partition."""

@@ -66,10 +66,12 @@ class Options:
     share: tuple[int, int] | None = None  # (k, n): only the connections of share k of n (analyzer.shards)
     # the capture's name in the exchange tables: the core builds the rows of the exchanges its
     # walk reads (a lean decode), handed to Pipeline.on_tables, and yields only the others;
-    # the exchanges it tables of the API keys ``hand`` go to Pipeline.on_tabled too, and the
-    # topic ids the tabled answers name are learnt as they come
+    # the exchanges it tables of the API keys ``hand`` go to Pipeline.on_tabled too (those of
+    # ``hand_failed`` when unanswered or answered with an error code), and the topic ids the
+    # tabled answers name are learnt as they come
     tables: str | None = None
     hand: frozenset[int] = frozenset()
+    hand_failed: frozenset[int] = frozenset()
 
 
 # the connections found by auto-detection that a summary lists one by one
@@ -210,7 +212,8 @@ class Pipeline:
             if self.decoder.figures is None:
                 raise ValueError("the core builds tables with a lean decode")
             # (the exchanges handed on read topic names: the ids the tables' answers name are told)
-            self.stream.keep_tables(self.options.tables, sorted(self.options.hand), bool(self.options.hand))
+            hand, failed = sorted(self.options.hand), sorted(self.options.hand_failed)
+            self.stream.keep_tables(self.options.tables, hand, bool(hand or failed), failed)
         self._conn_objs: dict[int, Conn] = {}      # the connections the core has open, by id
         self.handover = Handover(self.summary, lambda cid, client_dir: self.stream.ignore(cid, client_dir),
                                  self.options.tls_keylog)

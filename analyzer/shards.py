@@ -256,7 +256,8 @@ def _worker(path: str, options: Options, ctx: DecodeContext, k: int, n: int, pro
             folder: str, views: tuple[str, ...], display_filter: Any) -> dict[str, Any]:
     stories = Stories(views)
     tabled = core_tables(options.decode, stories, display_filter)
-    options = dataclasses.replace(options, tables=path if tabled else None, hand=stories.keys if tabled else frozenset())
+    options = dataclasses.replace(options, tables=path if tabled else None, hand=stories.keys if tabled else frozenset(),
+                                  hand_failed=stories.failed_keys if tabled else frozenset())
     run, names = _share(path, options, ctx, k, n, progress)
     writers = open_writers(folder, FIGURES_TABLES, compression=TEMPORARY)
     keep = display_filter.matcher(run.ctx) if display_filter is not None else None

@@ -44,6 +44,14 @@ def figures_db(exchanges: Any, capture: str = "test.pcap", names: dict[str, str]
     return rows_db(list(zip(CORE_TABLES, tables, strict=True)))
 
 
+def group_counts_of(exchanges: Any) -> dict[str, int]:
+    """Each consumer group's exchanges among ``exchanges`` (the group stories' counts, a query
+    over their rows: analyzer.figures.group_counts)."""
+    from analyzer import engine, figures
+
+    return figures.group_counts(engine.query_of(figures_db(list(exchanges))))
+
+
 def stats_of(exchanges: Any, by: tuple[str, ...] = ("api", "version"), top: int = 0,
              views: tuple[str, ...] = (), names: dict[str, str] | None = None) -> dict[str, Any]:
     """What ``stats -f json`` reports of ``exchanges`` (Exchange objects): the figures'
@@ -52,7 +60,8 @@ def stats_of(exchanges: Any, by: tuple[str, ...] = ("api", "version"), top: int 
     from analyzer.sinks.stats import Stories
 
     exs = list(exchanges)
-    res = figures.report(engine.query_of(figures_db(exs, names=names)), by, top)
-    told = Stories(views).add_all(exs).result()
+    query = engine.query_of(figures_db(exs, names=names))
+    res = figures.report(query, by, top)
+    told = Stories(views).add_all(exs).result(figures.group_counts(query))
     return {**{k: res[k] for k in ("by", "groups", "top", "throughput", "consumer_lag", "producers")}, **told,
             "accuracy": res["accuracy"]}

@@ -97,7 +97,9 @@ def truth(path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
 
 @pytest.mark.parametrize("path", [p for p in COMMITTING if p.exists()], ids=lambda p: p.name)
 def test_committed_lag_equals_full_tree_walk(path: Path) -> None:
-    rows = Stories(["committed_lag"]).add_all(Run(str(path), Options(decode="lite"), DecodeContext())).result()["committed_lag"]
+    committed = Stories(["committed_lag"]).add_all(Run(str(path), Options(decode="lite"), DecodeContext())).committed
+    assert committed is not None
+    rows = committed.result()
     want = truth(path)
     assert want, "a capture with no committed offset proves nothing"
     got = {(r["group"], r["topic"], r["partition"]): {k: r[k] for k in ("committed_offset", "commit_time",
@@ -113,7 +115,8 @@ def test_real_values() -> None:
     consumer_lag_kafkapython: the last commit (80) came after the last Fetch answer."""
     stories = Stories(["committed_lag"]).add_all(Run(str(SAMPLES / "group_rdkafka.pcap"), Options(decode="lite"),
                                                      DecodeContext()))
-    rows = stories.result()["committed_lag"]
+    assert stories.committed is not None
+    rows = stories.committed.result()
     assert [(r["partition"], r["committed_offset"], r["high_watermark"], r["lag"], r["client_id"]) for r in rows] \
         == [(0, 15, 15, 0, "kws-member-0"), (1, 15, 15, 0, "kws-member-1")]
     lag = CommittedLag()

@@ -19,6 +19,7 @@ from dissectors import kafka
 from dissectors.context import DecodeContext
 from tests import rows_reference
 from tests.checkgen import Wire
+from tests.conftest import group_counts_of
 from tests.lean import lean_request
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "captures"
@@ -115,8 +116,9 @@ def test_two_connections_of_one_client_and_the_stories_state() -> None:
     ab = Stories.from_state(json.loads(json.dumps(a.to_state()))).merge(
         Stories.from_state(json.loads(json.dumps(b.to_state()))))
     ba = Stories.from_state(b.to_state()).merge(Stories.from_state(a.to_state()))
-    assert ab.result() == ba.result() == one.result()
-    assert [g["group_id"] for g in one.result()["consumer_groups"]] == ["g1"]
+    counts = group_counts_of(exs + other)
+    assert ab.result(counts) == ba.result(counts) == one.result(counts)
+    assert [g["group_id"] for g in one.result(counts)["consumer_groups"]] == ["g1"]
 
 
 def test_lag_points_keep_the_peaks_within_their_cap() -> None:
@@ -383,7 +385,8 @@ def test_group_story_generations_triggers_and_rebalance_time() -> None:
     gs = GroupStories()
     for ex in completion_order(exs):
         gs.add(ex)
-    (story,) = gs.result()
+    counts = group_counts_of(exs)
+    (story,) = gs.result(counts)
     g1, g2, g3 = story["generations"]
     assert (g1["generation"], g1["members"], g1["leader"], g1["protocol"]) == (1, ["m-a"], "m-a", "range")
     assert g1["triggers"] == ["new member", "MEMBER_ID_REQUIRED"]
@@ -397,7 +400,8 @@ def test_group_story_generations_triggers_and_rebalance_time() -> None:
     assert story["rejoins_same_generation"] == 2 and story["joins"] == 7
     # the same story through check --timeline's checker, and from a state round trip
     c = Checker().add_all(completion_order(exs))
-    assert c.stories() == gs.result() == GroupStories.from_state(json.loads(json.dumps(gs.to_state()))).result()
+    assert c.stories() == gs.result(counts) == \
+        GroupStories.from_state(json.loads(json.dumps(gs.to_state()))).result(counts)
     # rejoining without the generation moving is a storm past the threshold
     storms = [f for f in Checker(storm_rebalances=1).add_all(completion_order(exs)).finish()
               if f.rule == "rebalance-storm"]
@@ -421,7 +425,7 @@ def test_group_story_session_timeout_and_kip848() -> None:
     gs = GroupStories()
     for ex in exs:
         gs.add(ex)
-    s1, s2 = gs.result()
+    s1, s2 = gs.result(group_counts_of(exs))
     assert [g["triggers"] for g in s1["generations"]] == [["first seen"], ["session timeout (m-b gone without LeaveGroup)"]]
     assert s2["generations"] == [] and s2["members_kip848"] == [
         {"member_id": "k-1", "first_epoch": 0, "last_epoch": 2, "assignments": 2, "assignment": {}}]
@@ -451,9 +455,9 @@ def test_real_group_rebalances() -> None:
 
 
 def test_quiet_group_exchanges_are_counted_not_kept() -> None:
-    """Heartbeats and OffsetCommits answered without error tell a group's story only that they
-    happened: counted, not kept (the state stays small), and the story is the one every event
-    kept tells."""
+    """A Heartbeat answered without error and an OffsetCommit tell a group's story only that
+    they happened: counted (a query over the exchanges table), not kept (the state stays
+    small, and the core does not hand them on), and the story is the one every event tells."""
     from analyzer.pipeline import Options, Run
     from analyzer.sinks.insights import GroupStories, group_event, group_stories
 
@@ -462,10 +466,11 @@ def test_quiet_group_exchanges_are_counted_not_kept() -> None:
     for ex in exs:
         g.add(ex)
     every = [ev for ex in exs if (ev := group_event(ex, str(ex.conn), full=False)) is not None]
-    assert sum(g.quiet.values()) > len(g.events) and len(g.events) + sum(g.quiet.values()) == len(every)
-    assert g.result() == group_stories(every)
+    counts = group_counts_of(exs)
+    assert 0 < len(g.events) < len(every) / 2 and sum(counts.values()) == len(every)
+    assert g.result(counts) == group_stories(every)
     back = GroupStories.from_state(json.loads(json.dumps(g.to_state())))
-    assert back.result() == g.result() and back.quiet == g.quiet
+    assert back.result(counts) == g.result(counts)
 
 
 def test_real_consumer_falling_behind_sample() -> None:

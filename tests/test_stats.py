@@ -29,7 +29,7 @@ from analyzer.sinks.stats_render import (
     write_json,
 )
 from dissectors.field import Field
-from tests.conftest import figures_db, stats_of
+from tests.conftest import figures_db, group_counts_of, stats_of
 from tests.test_quantiles import nearest_rank_index
 
 T0 = 1_700_000_000.0
@@ -204,26 +204,28 @@ def test_stories_merged_from_shares_of_the_connections(name: str, parts: int) ->
     tasks make them), shipped as JSON state and merged in either order, are those of one pass
     over the whole capture."""
     exs = _sample_exchanges(name)
-    one = Stories(COSTLY_VIEWS).add_all(exs).result()
+    counts = group_counts_of(exs)
+    one = Stories(COSTLY_VIEWS).add_all(exs).result(counts)
     assert one["in_flight"]["clients"]
     shares = [Stories(COSTLY_VIEWS).add_all([ex for ex in exs if ex.conn.id % parts == i]) for i in range(parts)]
-    assert all(s.result() != one for s in shares)
+    assert all(s.result(counts) != one for s in shares)
     for order in (shares, shares[::-1]):
         merged = _state_trip(order[0])
         for s in order[1:]:
             merged.merge(_state_trip(s))
-        assert merged.result() == one
+        assert merged.result(counts) == one
 
 
 def test_stories_state_keeps_the_views_asked_for() -> None:
     exs = _sample_exchanges("group_rdkafka.pcap")
     lean = Stories(()).add_all(exs)
-    assert set(lean.result()) == {"consumer_groups"}
+    counts = group_counts_of(exs)
+    assert set(lean.result(counts)) == {"consumer_groups"}
     back = _state_trip(lean)
-    assert back.views == frozenset() and back.result() == lean.result()
+    assert back.views == frozenset() and back.result(counts) == lean.result(counts)
     full = Stories(COSTLY_VIEWS).add_all(exs)
-    assert _state_trip(full).result() == full.result()
-    assert set(full.result()) == {"consumer_groups", "committed_lag", "in_flight"}
+    assert _state_trip(full).result(counts) == full.result(counts)
+    assert set(full.result(counts)) == {"consumer_groups", "committed_lag", "in_flight"}
     st = full.to_state()
     st["v"] = -1
     with pytest.raises(ValueError, match="version"):

@@ -17,7 +17,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 from analyzer.spark.inputs import JobConfig  # noqa: E402
 from analyzer.spark.job import run_local  # noqa: E402
 from analyzer.tables import EXCHANGES, TABLES, arrow_schema  # noqa: E402
-from tests.conftest import REPO, SAMPLES, capture_paths  # noqa: E402
+from tests.conftest import REPO, SAMPLES, capture_paths, group_counts_of  # noqa: E402
 from tests.pcapgen import TcpFlow, write_pcap  # noqa: E402
 
 CAPTURES = sorted(str(p) for p in Path(SAMPLES).glob("*.pcap*"))
@@ -324,7 +324,7 @@ def test_the_exchanges_handed_on_are_the_decoders() -> None:
     from analyzer.sinks.stats import STORY_KEYS as HAND
     from analyzer.sinks.stats import Stories
 
-    by_id = 0
+    by_id = beats = 0
     for path in capture_paths():
         p = str(path)
         handed: list[Any] = []
@@ -340,9 +340,20 @@ def test_the_exchanges_handed_on_are_the_decoders() -> None:
         want = sorted(whole, key=key)
         assert [(key(ex), ex.api_name, ex.status, ex.partitions) for ex in got] == \
             [(key(ex), ex.api_name, ex.status, ex.partitions) for ex in want], p
-        assert Stories().add_all(got).result() == Stories().add_all(want).result(), p
+        counts = group_counts_of(want)
+        assert Stories().add_all(got).result(counts) == Stories().add_all(want).result(counts), p
         by_id += sum(1 for ex in want if ex.api_key == 1 and (ex.api_version or 0) >= 13)
-    assert by_id > 20
+        # what stats hands: the story-telling group APIs, a Heartbeat only when it failed (and
+        # the committed lag's APIs when that view is kept)
+        for views in ((), ("committed_lag",)):
+            told = Stories(views)
+            lean: list[Any] = []
+            run = Run(p, Options(decode=Decode.LITE_TOPICS, tables=p, hand=told.keys, hand_failed=told.failed_keys))
+            run.pipeline.on_tabled = lean.append
+            lean += list(run)
+            beats += sum(1 for ex in want if ex.api_key == 12) - sum(1 for ex in lean if ex.api_key == 12)
+            assert told.add_all(lean).result(counts) == Stories(views).add_all(want).result(counts), p
+    assert by_id > 20 and beats > 50
 
 
 def test_a_query_out_of_memory_runs_again_on_one_thread() -> None:

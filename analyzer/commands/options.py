@@ -185,10 +185,12 @@ def filter_option(f: Callable[..., Any]) -> Callable[..., Any]:
 
 def iter_captures(paths: tuple[str, ...], kw: dict[str, Any], progress: bool = True,
                   decode: Decode = Decode.FULL, tables: bool = False,
-                  hand: frozenset[int] = frozenset()) -> Iterator[tuple[str, Any]]:
+                  hand: frozenset[int] = frozenset(), hand_failed: frozenset[int] = frozenset()
+                  ) -> Iterator[tuple[str, Any]]:
     """(path, Run) for each capture, with the shared options and a decode mode applied;
     ``tables``: the core builds the exchange tables' rows (``Options.tables``, the path the
-    capture's name in them), a lean ``decode``, and hands those of the API keys ``hand`` on.
+    capture's name in them), a lean ``decode``, and hands those of the API keys ``hand`` on
+    (of ``hand_failed``, those unanswered or answered with an error code).
     Every path is checked before the first is read (``check_captures``): a missing file or
     one that is not a capture stops the command before it prints anything."""
     from analyzer.pipeline import Run
@@ -197,7 +199,8 @@ def iter_captures(paths: tuple[str, ...], kw: dict[str, Any], progress: bool = T
     options, ctx = options_from_kwargs(kw, decode=decode)
     for path in paths:
         update, close = _progress(progress)
-        run = Run(path, replace(options, tables=path, hand=hand) if tables else options, fresh_context(ctx),
+        run = Run(path, replace(options, tables=path, hand=hand, hand_failed=hand_failed) if tables else options,
+                  fresh_context(ctx),
                   progress=update)
         try:
             yield path, run

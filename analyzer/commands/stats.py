@@ -119,7 +119,8 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
         writers: dict[str, Any] = {}        # (opened for the first capture read here)
         parts: list[engine.Part] = []
         try:
-            for path, run in iter_captures(captures, kw, progress=True, decode=decode, tables=tabled, hand=stories.keys):
+            for path, run in iter_captures(captures, kw, progress=True, decode=decode, tables=tabled, hand=stories.keys,
+                                           hand_failed=stories.failed_keys):
                 source = os.path.basename(path) if many else None
                 if os.path.isfile(path) and (workers > 1 or os.path.getsize(path) >= MIN_SHARDED_BYTES):
                     res = run_stats_sharded(path, run.pipeline.options, run.ctx, os.path.join(tmp, f"c{len(parts)}"),
@@ -149,16 +150,17 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
         finally:
             for w in writers.values():
                 w.close()
-        # the stories told (and their memory handed back) before the engine runs
-        told = stories.result()
-        del stories
-        engine.give_back_memory()
         import duckdb
 
+        engine.give_back_memory()
         try:
             db = engine.connect([whole], os.path.join(tmp, "spill"), parts, ordered=False)
             try:
                 query = engine.query_of(db)
+                # the stories told (and their memory handed back) before the figures' queries run
+                told = stories.result(figures.group_counts(query))
+                del stories
+                engine.give_back_memory()
                 result = figures.report(query, acc_by, top, labels)
                 hists = figures.histograms(query) if histogram or plot_path else None
                 series = figures.latency_series(query) if plot_path else None

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from analyzer import figures
@@ -183,7 +183,7 @@ def _order(e: dict[str, Any]) -> tuple[Any, ...]:
     return (e["time"], e["request_frame"] or 0, e["conn"], e["correlation_id"] or 0)
 
 
-def group_stories(events: list[dict[str, Any]], quiet: dict[str, int] | None = None) -> list[dict[str, Any]]:
+def group_stories(events: list[dict[str, Any]], counts: Mapping[str, int] | None = None) -> list[dict[str, Any]]:
     """Each group's story from its events (``group_event``), by group id:
 
     - ``generations`` (classic protocol): per generation the members (the JoinGroup answers'
@@ -200,10 +200,10 @@ def group_stories(events: list[dict[str, Any]], quiet: dict[str, int] | None = N
     - ``members_kip848``: ConsumerGroupHeartbeat members with their first and last member
       epoch, the number of assignments handed to them and the last one.
 
-    ``quiet``: per group, the exchanges counted but not kept as events (``GroupStories``).
+    ``counts``: per group, its exchanges (``exchanges``; without, its events), where the events
+    are only those that tell (``GroupStories``).
     """
-    quiet = quiet or {}
-    by_group: dict[str, list[dict[str, Any]]] = {g: [] for g in quiet}
+    by_group: dict[str, list[dict[str, Any]]] = {g: [] for g in counts or ()}
     for e in events:
         g = e.get("group_id")
         if isinstance(g, str):
@@ -211,11 +211,11 @@ def group_stories(events: list[dict[str, Any]], quiet: dict[str, int] | None = N
     out = []
     for group in sorted(by_group):
         evs = sorted(by_group[group], key=_order)
-        out.append(_story(group, evs, quiet.get(group, 0)))
+        out.append(_story(group, evs, counts[group] if counts is not None else len(evs)))
     return out
 
 
-def _story(group: str, evs: list[dict[str, Any]], quiet: int = 0) -> dict[str, Any]:
+def _story(group: str, evs: list[dict[str, Any]], exchanges: int) -> dict[str, Any]:
     gens: dict[int, dict[str, Any]] = {}
     joins = [e for e in evs if e["api_name"] == "JoinGroup"]
     for e in joins:
@@ -291,7 +291,7 @@ def _story(group: str, evs: list[dict[str, Any]], quiet: int = 0) -> dict[str, A
         if e.get("assignment") is not None:
             k["assignments"] += 1
             k["assignment"] = e["assignment"]
-    return {"group_id": group, "exchanges": len(evs) + quiet, "joins": len(joins), "generations": generations,
+    return {"group_id": group, "exchanges": exchanges, "joins": len(joins), "generations": generations,
             "rejoins_same_generation": rejoins, "members_kip848": [kip848[m] for m in sorted(kip848)]}
 
 
@@ -315,15 +315,20 @@ def rejoins_same_generation(joins: list[dict[str, Any]]) -> list[dict[str, Any]]
 _UNTOLD = ("offsets", "protocols", "assignments", "assignment")
 
 
+# the group APIs whose exchanges tell a group's story, and those that tell it only when
+# unanswered or answered with an error (a Heartbeat); an OffsetCommit tells it nothing but
+# that it happened (each group's exchanges are counted from the exchanges table)
+GROUP_TELLING_APIS = frozenset({JOIN_GROUP, LEAVE_GROUP, SYNC_GROUP, CONSUMER_GROUP_HEARTBEAT})
+GROUP_FAILED_APIS = frozenset({HEARTBEAT})
+
+
 class GroupStories:
-    """Group events (``group_event``) of every exchange fed to ``add``; mergeable; ``result``
-    tells each group's story (``group_stories``). A Heartbeat or OffsetCommit answered without
-    error tells a story nothing but that it happened: counted per group, not kept (most of a
-    group's exchanges), so that memory goes to the events that tell it."""
+    """Group events (``group_event``) of the exchanges fed to ``add`` that tell a story (those
+    of ``GROUP_TELLING_APIS``, and of ``GROUP_FAILED_APIS`` with an error): mergeable;
+    ``result(counts)`` tells each group's story (``group_stories``), ``counts`` its exchanges."""
 
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = []
-        self.quiet: dict[str, int] = {}
         self.dropped = 0
 
     def add(self, ex: Exchange) -> None:
@@ -332,12 +337,11 @@ class GroupStories:
         if len(self.events) >= MAX_GROUP_EVENTS:
             self.dropped += 1
             return
+        if ex.api_key not in GROUP_TELLING_APIS and (ex.api_key not in GROUP_FAILED_APIS
+                                                      or (ex.response is not None and not ex.error_codes)):
+            return
         ev = group_event(ex, str(ex.conn), full=False)
         if ev is None:
-            return
-        group = ev["group_id"]
-        if ex.api_key in (HEARTBEAT, OFFSET_COMMIT) and ev["error"] is None and isinstance(group, str):
-            self.quiet[group] = self.quiet.get(group, 0) + 1
             return
         # what a story does not tell (and a lean tree does not keep): state stays small
         for k in _UNTOLD if ex.api_key != CONSUMER_GROUP_HEARTBEAT else ():
@@ -346,24 +350,21 @@ class GroupStories:
 
     def merge(self, other: GroupStories) -> GroupStories:
         self.events.extend(other.events)
-        for g, n in other.quiet.items():
-            self.quiet[g] = self.quiet.get(g, 0) + n
         self.dropped += other.dropped
         return self
 
     def to_state(self) -> dict[str, Any]:
-        return {"events": self.events, "quiet": self.quiet, "dropped": self.dropped}
+        return {"events": self.events, "dropped": self.dropped}
 
     @classmethod
     def from_state(cls, st: dict[str, Any]) -> GroupStories:
         out = cls()
         out.events = list(st["events"])
-        out.quiet = dict(st["quiet"])
         out.dropped = st["dropped"]
         return out
 
-    def result(self) -> list[dict[str, Any]]:
-        return group_stories(self.events, self.quiet)
+    def result(self, counts: Mapping[str, int]) -> list[dict[str, Any]]:
+        return group_stories(self.events, counts)
 
 
 # -- committed-offset lag ------------------------------------------------------------------

@@ -22,14 +22,16 @@ Readings shared with the tables' rows (``analyzer.tables``) and the metrics:
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from analyzer.figures import KEY_COLUMNS
 from analyzer.model import Exchange
 from analyzer.sinks.insights import (
     COMMITTED_APIS,
+    GROUP_FAILED_APIS,
     GROUP_MEMBER_APIS,
+    GROUP_TELLING_APIS,
     CommittedLag,
     GroupStories,
     InFlight,
@@ -40,9 +42,11 @@ from dissectors.field import int_value as _int
 WAIT_FETCH_FRACTION = 0.9
 GROUP_KEYS = tuple(KEY_COLUMNS)
 DEFAULT_BY = ("api", "version")
-STATE_VERSION = 6
+STATE_VERSION = 7
 # API keys the stories read: the group APIs (the committed lag's too: Fetch, ListOffsets...)
 STORY_KEYS = GROUP_MEMBER_APIS | COMMITTED_APIS | {1}
+# the committed lag reads every exchange of these
+COMMITTED_KEYS = COMMITTED_APIS | {1, 8}
 # views that cost much of stats' time (the committed lag decodes its APIs in full, the
 # in-flight depth follows every request): kept only when asked for (``views``)
 COSTLY_VIEWS = ("committed_lag", "in_flight")
@@ -168,8 +172,14 @@ class Stories:
 
     @property
     def keys(self) -> frozenset[int]:
-        """The API keys whose exchanges ``add`` reads (the committed lag's only when kept)."""
-        return STORY_KEYS if self.committed is not None else GROUP_MEMBER_APIS
+        """The API keys whose every exchange ``add`` reads (the committed lag's only when kept)."""
+        return GROUP_TELLING_APIS | (COMMITTED_KEYS if self.committed is not None else frozenset())
+
+    @property
+    def failed_keys(self) -> frozenset[int]:
+        """The API keys of ``keys``' complement whose exchanges ``add`` reads only when
+        unanswered or answered with an error code."""
+        return GROUP_FAILED_APIS - self.keys
 
     @property
     def every_exchange(self) -> bool:
@@ -231,9 +241,10 @@ class Stories:
             out.in_flight = InFlight.from_state(st["in_flight"])
         return out
 
-    def result(self) -> dict[str, Any]:
+    def result(self, group_counts: Mapping[str, int]) -> dict[str, Any]:
+        """The stories told; ``group_counts``: each group's exchanges (``figures.group_counts``)."""
         return {
-            "consumer_groups": self.group_stories.result(),
+            "consumer_groups": self.group_stories.result(group_counts),
             **({"committed_lag": self.committed.result()} if self.committed is not None else {}),
             **({"in_flight": self.in_flight.result()} if self.in_flight is not None else {}),
         }

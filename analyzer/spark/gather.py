@@ -185,7 +185,8 @@ def stats_result(query: figures.Query, cfg: JobConfig, result: JobResult) -> dic
     slowest exchanges with the `read` command that shows each."""
     rep = figures.report(query, figures.with_endpoints(cfg.by), cfg.top, capture_labels(result.sources))
     out = {"by": list(cfg.by), "groups": rep["groups"], "top": rep["top"], "throughput": rep["throughput"],
-           "consumer_lag": rep["consumer_lag"], "producers": rep["producers"], **result.stories.result(),
+           "consumer_lag": rep["consumer_lag"], "producers": rep["producers"],
+           **result.stories.result(figures.group_counts(query)),
            "accuracy": rep["accuracy"]}
     from analyzer.sinks.stats_render import add_show
     add_show(out["top"], capture_names(result.sources))

@@ -263,7 +263,7 @@ fn records<'py>(
     out: Vec<Out>,
     figures: Option<&Py<Figures>>,
     mut table: Option<&mut TableBuilder>,
-    hand: &[i16],
+    hand: &Hand,
 ) -> PyResult<Bound<'py, PyList>> {
     let mut v: Vec<Bound<'py, PyAny>> = Vec::with_capacity(out.len());
     for o in out {
@@ -287,7 +287,7 @@ fn records<'py>(
                         }
                         if took {
                             let key = r.header.as_ref().map(|h| h.api_key);
-                            if !key.is_some_and(|k| hand.contains(&k)) {
+                            if !key.is_some_and(|k| hand.takes(k, tb.failed)) {
                                 continue;
                             }
                             tabled = true;
@@ -462,6 +462,20 @@ fn lean<'py>(
     Ok((rq.0, rq.1, rs.0, rs.1).into_pyobject(py)?.into_any())
 }
 
+/// The tabled exchanges a stream hands as records too: those of the API keys `always`,
+/// and those of `failed` when unanswered or answered with an error code.
+#[derive(Debug, Default)]
+struct Hand {
+    always: Vec<i16>,
+    failed: Vec<i16>,
+}
+
+impl Hand {
+    fn takes(&self, key: i16, failed: bool) -> bool {
+        self.always.contains(&key) || (failed && self.failed.contains(&key))
+    }
+}
+
 /// The net, tcp and Kafka stages over a capture or packets handed in (a
 /// [`Session`]): records in batches, with the counts that account for every packet,
 /// frame and skipped byte.
@@ -470,8 +484,8 @@ pub struct Stream {
     s: Session,
     figures: Option<Py<Figures>>,
     table: Option<TableBuilder>,
-    /// the API keys whose tabled exchanges are handed as records too (`keep_tables`' `hand`)
-    hand: Vec<i16>,
+    /// the tabled exchanges handed as records too (`keep_tables`' `hand` and `hand_failed`)
+    hand: Hand,
 }
 
 impl Stream {
@@ -544,7 +558,7 @@ impl Stream {
             s,
             figures,
             table: None,
-            hand: Vec::new(),
+            hand: Hand::default(),
         })
     }
 
@@ -725,15 +739,17 @@ impl Stream {
     /// From now on, build the exchange tables (`table/`) of the exchanges the walk reads
     /// to their end, in the capture named `capture`, and hand only the others as records
     /// (a stream made with `figures=`); the tabled exchanges of the API keys `hand` are
-    /// handed too, as records of kind 7 (the front reads them, the tables have them); with
+    /// handed too, as records of kind 7 (the front reads them, the tables have them), and
+    /// those of `hand_failed` when unanswered or answered with an error code; with
     /// `tell_topic_ids`, each topic id a tabled answer names comes as a record of kind 8.
-    #[pyo3(signature = (capture, hand = vec![], tell_topic_ids = false))]
+    #[pyo3(signature = (capture, hand = vec![], tell_topic_ids = false, hand_failed = vec![]))]
     fn keep_tables(
         &mut self,
         py: Python<'_>,
         capture: &str,
         hand: Vec<i16>,
         tell_topic_ids: bool,
+        hand_failed: Vec<i16>,
     ) -> PyResult<()> {
         let Some(fig) = &self.figures else {
             return Err(pyo3::exceptions::PyValueError::new_err(
@@ -746,7 +762,10 @@ impl Stream {
             tb.learnt = Some(Vec::new());
         }
         self.table = Some(tb);
-        self.hand = hand;
+        self.hand = Hand {
+            always: hand,
+            failed: hand_failed,
+        };
         Ok(())
     }
 

@@ -141,6 +141,8 @@ pub struct TableBuilder {
     pub learnt: Option<Vec<(String, String)>>,
     /// the connections' Fetch sessions (the `lag` rows)
     sessions: lag::Sessions,
+    /// whether the exchange taken last went unanswered or was answered with an error code
+    pub failed: bool,
     /// the packet of the exchange being taken, and the topic ids looked up in vain, each
     /// with the first and last packet of it (a worker's share names them after the fact)
     now: u64,
@@ -158,6 +160,7 @@ impl TableBuilder {
             error_names,
             learnt: None,
             sessions: lag::Sessions::default(),
+            failed: false,
             now: 0,
             misses: Mutex::default(),
         }
@@ -266,6 +269,7 @@ impl TableBuilder {
             .as_ref()
             .map(|t| t.errors.iter().map(|&c| self.error_name(c)).collect())
             .unwrap_or_default();
+        self.failed = rs.is_none() || !error_codes.is_empty();
         let (parts, batches) = match h.api_key {
             0 => self.produce_parts(fig, &rq, rs.as_ref(), &req.data),
             1 => (self.fetch_parts(fig, &rq, rs.as_ref()), Vec::new()),
