@@ -94,7 +94,8 @@ def stats_command(captures: tuple[str, ...], by: tuple[str, ...], top: int, fmt:
     many = len(captures) > 1
     labels = {c: os.path.basename(c) for c in captures} if many else None
     # the tables the figures read: the core builds the rows of the exchanges its lean walk
-    # reads (with each request's topics, for topic_partitions) and hands the stories' APIs on
+    # reads (with each request's topics, for topic_partitions) and hands on the exchanges that
+    # tell the group stories
     decode = lean_decode(kw["max_depth"], Decode.LITE_TOPICS)
     from analyzer import engine
     from analyzer.shards import (

@@ -1,4 +1,4 @@
-"""Render ``StatsAccumulator.result()``: tables (rich on a terminal, plain text otherwise),
+"""Render ``stats``' report (``analyzer.figures.report`` and the stories): tables (rich on a terminal, plain text otherwise),
 log-scale latency histograms drawn with block characters, JSON, CSV and a picture
 (PNG via matplotlib, or a self-contained HTML page embedding that PNG).
 """
@@ -476,7 +476,7 @@ def in_flight_table(result: dict[str, Any]) -> TextTable | None:
 
 
 def top_table(top: Sequence[dict[str, Any]]) -> TextTable:
-    """The slowest exchanges (``StatsAccumulator.top``), slowest first: latency, time to
+    """The slowest exchanges (``figures.top``), slowest first: latency, time to
     first byte, API and version, connection (``FILE#ID`` when several captures were merged:
     connection and frame numbers are per capture), client and broker, request/response
     frame, wait and errors; ttfb and the broker are left out first where they do not fit."""
@@ -762,7 +762,7 @@ def lag_lines(result: dict[str, Any], lag: dict[str, list[tuple[float, int]]] | 
               ) -> list[tuple[str, list[float], list[int]]]:
     """What the lag panel draws: (name, seconds since the first request, lag) of the
     partitions with the highest lag, at most MAX_PLOT_LAGS, each figure at the time it was
-    taken (``LagTimeline.series``; a series of per-second buckets is drawn from their start)."""
+    taken (``figures.lag_points``)."""
     t0 = result["throughput"]["first_time"] or 0.0
     ranked = sorted((lag or {}).items(), key=lambda kv: (-max((v for _t, v in kv[1]), default=0), kv[0]))
     return [(name, [t - t0 for t, _v in pts], [v for _t, v in pts]) for name, pts in ranked if pts][:MAX_PLOT_LAGS]
@@ -783,7 +783,7 @@ def plot_png(result: dict[str, Any], hists: dict[str, list[tuple[float, int]]],
              points: dict[str, list[tuple[float, float]]] | None = None, title: str = "",
              lag: dict[str, list[tuple[float, int]]] | None = None) -> bytes:
     """A PNG: latency over time per API (log y) above one log-scale histogram per API; with
-    ``lag`` (``LagTimeline.series``), consumer lag over time below them (``lag_lines``)."""
+    ``lag`` (``figures.lag_points``), consumer lag over time below them (``lag_lines``)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
