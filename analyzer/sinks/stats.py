@@ -1,11 +1,12 @@
 """What ``stats`` computes in Python, and the readings of an exchange its tables share.
 
-``stats``' figures (groups, slowest exchanges, throughput, histograms, consumer lag, producers) are queries
-over the exchange tables (``analyzer.figures``, run by ``analyzer.engine``); what stays here is
-what follows exchanges in order, the stories (``analyzer.sinks.insights``: consumer-group
-generations, and when asked the committed-offset lag and the requests in flight), held by
-``Stories``: mergeable, shipped by the worker processes and the Spark tasks as plain JSON-safe
-state. (The consumer lag follows Fetch sessions in order too: the ``lag`` table's rows.)
+``stats``' figures (groups, slowest exchanges, throughput, histograms, consumer lag,
+producers) are queries over the exchange tables (``analyzer.figures``, run by
+``analyzer.engine``); what stays here is what follows exchanges in order, the stories
+(``analyzer.sinks.insights``: consumer-group generations, and when asked the committed-offset
+lag and the requests in flight), held by ``Stories``: mergeable, shipped by the worker
+processes and the Spark tasks as plain JSON-safe state. (The consumer lag follows Fetch
+sessions in order too: the core makes the ``lag`` table's rows.)
 
 Readings shared with the tables' rows (``analyzer.tables``) and the metrics:
 
@@ -43,10 +44,10 @@ WAIT_FETCH_FRACTION = 0.9
 GROUP_KEYS = tuple(KEY_COLUMNS)
 DEFAULT_BY = ("api", "version")
 STATE_VERSION = 7
-# API keys the stories read: the group APIs (the committed lag's too: Fetch, ListOffsets...)
-STORY_KEYS = GROUP_MEMBER_APIS | COMMITTED_APIS | {1}
-# the committed lag reads every exchange of these
-COMMITTED_KEYS = COMMITTED_APIS | {1, 8}
+# the API keys whose every exchange the committed lag reads (Fetch for the high watermarks)
+COMMITTED_KEYS = COMMITTED_APIS | {1}
+# API keys the stories read: the group APIs, and the committed lag's
+STORY_KEYS = GROUP_MEMBER_APIS | COMMITTED_KEYS
 # views that cost much of stats' time (the committed lag decodes its APIs in full, the
 # in-flight depth follows every request): kept only when asked for (``views``)
 COSTLY_VIEWS = ("committed_lag", "in_flight")
