@@ -73,7 +73,7 @@ def scan_range(path: str, start: int, end: int, known: int | None = None
 # compression or None, codec, base_timestamp, max_timestamp, transactional, control)
 BatchSummary = tuple[int, int, int, int, int, int, int | None, str, int, int, bool, bool]
 
-def batch_summaries(data: bytes, spans: list[tuple[int, int]]) -> list[BatchSummary]: ...
+def batch_summaries(data: bytes, spans: list[tuple[int, int]], max_decompressed: int) -> list[BatchSummary]: ...
 
 # a field tree as compact JSON text in UTF-8, as orjson writes Field.to_json()'s dicts (core/src/py/json.rs);
 # ValueError for what it does not write that way (floats, integers beyond 64 bits, lone

@@ -28,6 +28,7 @@ from analyzer._core import FetchSessions, batch_summaries
 from analyzer.model import Conn, Exchange
 from analyzer.sinks.output import exchange_to_json
 from analyzer.sinks.stats import named_topic_partitions, throttle_ms, wait_kind
+from dissectors.context import Limits
 from dissectors.field import Field, body_of
 from dissectors.summary import fetch_table, produce_table
 
@@ -180,8 +181,8 @@ BATCHES = Table("batches", "one row per record batch (v2) of a Produce request: 
     _c("base_sequence", "int32", "sequence number of the batch's first record (-1: none)", False),
     _c("records", "int64", "records_count", False),
     _c("bytes", "int64", "the batch's bytes on the wire (its 12-byte log header included)", False),
-    _c("bytes_before", "int64", "the same with its records decompressed (null: they could not be, or "
-                                "the request's batches decompress to more than 64 MiB)"),
+    _c("bytes_before", "int64", "the same with its records decompressed (null: they could not be, within "
+                                "the decompression limit of a records field, --max-decompressed)"),
     _c("codec", "string", "compression codec: none, gzip, snappy, lz4, zstd", False),
     _c("base_timestamp", "int64", "base_timestamp (ms since the epoch)", False),
     _c("max_timestamp", "int64", "max_timestamp: minus base_timestamp, how long the producer gathered it "
@@ -337,7 +338,8 @@ def _fetch(ex: Exchange, names: Mapping[str, str]) -> tuple[Any, ...] | None:
 def _batches(ex: Exchange, d: dict[str, Any], capture: str, conn: int,
              parts: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     """A Produce request's rows of ``batches``: each partition's record batches, read from
-    the request's bytes by the core (``_core.batch_summaries``, as its own rows read them);
+    the request's bytes by the core's summary of each records field (``_core.batch_summaries``,
+    as its walk reads them for its own rows);
     ``parts`` its partitions' rows (their topics named as the capture named them), in the
     order of its body's rows."""
     body = body_of(ex.request_tree)
@@ -352,7 +354,7 @@ def _batches(ex: Exchange, d: dict[str, Any], capture: str, conn: int,
            _float(d["request_time"]), acks if isinstance(acks, int) and not isinstance(acks, bool) else None,
            txn if isinstance(txn, str) else None)
     out = []
-    for span, *batch in batch_summaries(ex.request.data, spans):
+    for span, *batch in batch_summaries(ex.request.data, spans, Limits().max_decompressed):
         i = which[span]
         name, tid, idx = rows[i][:3]
         topic = parts[i][0] if len(parts) == len(rows) else (name if name is not None else tid)

@@ -449,7 +449,7 @@ def test_batch_summaries_as_the_full_decoder_reads_the_batches(capture_fields: l
                              codec, v["base_timestamp"], v["max_timestamp"], bool(v["attributes"] & 0x10),
                              bool(v["attributes"] & 0x20)))
             # (one span: the core's budget per Produce request is the decoder's per records value)
-            got = _core.batch_summaries(data, [(start, stop - start)])
+            got = _core.batch_summaries(data, [(start, stop - start)], DEFAULT.max_decompressed)
             assert [g[1:] for g in got] == want and all(g[0] == 0 for g in got), (what, start, stop)
             n += len(got)
     # (the samples alone hold 84 batches; with ../shared's captures, over 100)

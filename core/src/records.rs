@@ -76,7 +76,8 @@ pub struct RecordsSummary {
     pub batches: Vec<BatchHead>,
 }
 
-/// A v2 batch's producer state, as the full decoder's extra["batches"] has it.
+/// A v2 batch's producer state, as the full decoder's extra["batches"] has it, and its
+/// sizes (the `batches` table's row of it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchHead {
     pub producer_id: i64,
@@ -87,6 +88,13 @@ pub struct BatchHead {
     pub base_offset: i64,
     pub transactional: bool,
     pub control: bool,
+    /// the whole batch on the wire (its 12-byte log header included)
+    pub bytes: usize,
+    /// the same with its records decompressed (None: they could not be, within the limit)
+    pub bytes_before: Option<usize>,
+    pub codec: &'static str,
+    pub base_timestamp: i64,
+    pub max_timestamp: i64,
 }
 
 /// What a summary gathers on its way.
@@ -232,6 +240,7 @@ fn summary_set(
                     let crc = be_u32(buf, pos + 17).unwrap_or(0);
                     let attrs = buf[pos + 22];
                     let n = be_i32(buf, pos + 57).unwrap_or(0);
+                    let whole = entry_end - pos;
                     acc.batches.push(BatchHead {
                         producer_id: be_i64(buf, pos + 43).unwrap_or(0),
                         producer_epoch: be_i16(buf, pos + 51).unwrap_or(0),
@@ -240,6 +249,12 @@ fn summary_set(
                         base_offset: be_i64(buf, pos).unwrap_or(0),
                         transactional: attrs & 0x10 != 0,
                         control: attrs & 0x20 != 0,
+                        bytes: whole,
+                        // (a compressed batch's: once its records are decompressed)
+                        bytes_before: (attrs & 7 == 0).then_some(whole),
+                        codec: LEAN_CODECS[usize::from(attrs & 7)],
+                        base_timestamp: be_i64(buf, pos + 27).unwrap_or(0),
+                        max_timestamp: be_i64(buf, pos + 35).unwrap_or(0),
                     });
                     acc.crc(index, crc, crc32c::crc32c(&buf[pos + 21..entry_end]));
                     let c = i32::from(attrs & 7);
@@ -310,6 +325,10 @@ fn v2_records(
         let (out, verdict) = acc.decompress(codec_id as u8, &buf[rstart..batch_end]);
         match verdict {
             Verdict::Done => {
+                // (the batch's head, pushed before its records: its size before compression)
+                if let Some(head) = acc.batches.last_mut() {
+                    head.bytes_before = Some(V2_HEADER + out.len());
+                }
                 if sane && count > out.len() as i64 / MIN_RECORD_SIZE {
                     acc.malformed(format!(
                         "[{index}]: records_count {count} exceeds what {} decompressed bytes can hold",
@@ -556,84 +575,6 @@ fn summary_message(
         return 0;
     }
     summary_set(&inner, 0, inner.len(), acc, depth + 1, Some(magic), limited).0
-}
-
-/// One v2 record batch as a producer story reads it ([`batch_summaries`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BatchSummary {
-    pub producer_id: i64,
-    pub producer_epoch: i16,
-    pub base_sequence: i32,
-    /// records_count
-    pub records: i32,
-    /// the whole batch on the wire (12-byte log header included)
-    pub bytes: usize,
-    /// the same with its records decompressed (None: they could not be)
-    pub uncompressed: Option<usize>,
-    pub codec: &'static str,
-    pub base_timestamp: i64,
-    pub max_timestamp: i64,
-    pub transactional: bool,
-    pub control: bool,
-}
-
-/// What a Produce request's batches may decompress in all to tell their sizes before
-/// compression (the `batches` table's `bytes_before`; beyond it, null).
-pub const BATCHES_DECOMPRESSED: i64 = 64 << 20;
-
-/// The v2 batches of the records bytes `buf[start..end]`: their header fields and sizes,
-/// the records of each compressed batch decompressed (what it decompresses taken from
-/// `budget`: beyond it, its size before compression is unknown) to tell their size before
-/// compression. Stops at the first entry that is not a whole v2 batch (magic 0/1 messages,
-/// a batch cut short): those are not summarised.
-pub fn batch_summaries(
-    buf: &[u8],
-    start: usize,
-    end: usize,
-    budget: &mut i64,
-) -> Vec<BatchSummary> {
-    let end = end.min(buf.len());
-    let mut out = Vec::new();
-    let mut pos = start;
-    while pos <= end && end - pos >= V2_HEADER {
-        let (Some(length), Some(attrs)) = (be_i32(buf, pos + 8), be_i16(buf, pos + 21)) else {
-            break;
-        };
-        let magic = buf[pos + 16] as i8;
-        let Ok(size) = usize::try_from(i64::from(length) + 12) else {
-            break;
-        };
-        if magic != 2 || length < V2_MIN_LENGTH || size > end - pos {
-            break;
-        }
-        let codec_id = (attrs & 7) as u8;
-        let mut uncompressed = Some(size);
-        if codec_id != 0 {
-            let (data, verdict) =
-                decompress::decompress(codec_id, &buf[pos + V2_HEADER..pos + size], *budget);
-            *budget = (*budget - data.len() as i64).max(0);
-            uncompressed = match verdict {
-                decompress::Verdict::Done => Some(V2_HEADER + data.len()),
-                _ => None,
-            };
-        }
-        let field = |at: usize| be_i64(buf, pos + at).unwrap_or(0);
-        out.push(BatchSummary {
-            producer_id: field(43),
-            producer_epoch: be_i16(buf, pos + 51).unwrap_or(0),
-            base_sequence: be_i32(buf, pos + 53).unwrap_or(0),
-            records: be_i32(buf, pos + 57).unwrap_or(0),
-            bytes: size,
-            uncompressed,
-            codec: LEAN_CODECS[usize::from(codec_id)],
-            base_timestamp: field(27),
-            max_timestamp: field(35),
-            transactional: attrs & 0x10 != 0,
-            control: attrs & 0x20 != 0,
-        });
-        pos += size;
-    }
-    out
 }
 
 #[cfg(test)]

@@ -80,9 +80,10 @@ pub struct Figures {
     /// fields carry payloads the walk does not read (SASL tokens), and what `check` reads
     /// in full
     pub full_apis: FxHashSet<i16>,
-    /// keep what `check`'s rules read besides the figures: each records field's v2
-    /// batches (producer id, epoch, base_sequence...: extra["batches"]) and an ApiVersions
-    /// answer's api_keys as one table (extra["versions"], [`Extra::Versions`])
+    /// keep what `check`'s rules read besides the figures: an ApiVersions answer's
+    /// api_keys as one table (extra["versions"], [`Extra::Versions`]); and hand each records
+    /// field's v2 batches (producer id, epoch, base_sequence...: extra["batches"], which the
+    /// walk keeps for the tables' rows) to the front
     pub check: bool,
     /// the consumer protocol's Subscription and Assignment plans, versions 0 to
     /// [`CONSUMER_MAX_VERSION`] ([`Figures::set_consumer`]): without them its payloads are

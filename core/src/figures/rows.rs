@@ -8,6 +8,7 @@
 use super::keep::{PARTITION_ARRAYS, PARTITION_INDEXES, TOPIC_ARRAYS, TOPIC_NAMES};
 use super::tree::{Extra, Node, Tree, Value};
 use super::Figures;
+use crate::records::BatchHead;
 
 /// A records field's figures: records, bytes, codec, CRC verdict (its summary's, else its
 /// value and length), as `dissectors.summary.records_figures` reads them.
@@ -25,8 +26,8 @@ fn records_figures(n: &Node) -> (i64, i64, Option<&'static str>, bool) {
 }
 
 /// One partition of a Produce request as its body's `extra["produce"]` holds it (see
-/// [`Figures::produce_request_rows`]): its digest's figures, and where its records field is
-/// (offset and length in the message, for the producer story's batches).
+/// [`Figures::produce_request_rows`]): its digest's figures, where its records field is
+/// (offset and length in the message), and its v2 batches' heads (the `batches` table's rows).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProduceRow {
     pub topic: Option<String>,
@@ -37,6 +38,7 @@ pub struct ProduceRow {
     pub codec: Option<&'static str>,
     pub crc_ok: bool,
     pub at: Option<(usize, usize)>,
+    pub batches: Vec<BatchHead>,
 }
 
 /// One partition of a Fetch request as its body's `extra["fetch"]` holds it (see
@@ -155,6 +157,7 @@ impl Figures {
                 codec: None,
                 crc_ok: true,
                 at: None,
+                batches: Vec::new(),
             };
             for &c in t.kids(p) {
                 match self.name_of(t, c) {
@@ -163,6 +166,12 @@ impl Figures {
                         let n = &t.nodes[c];
                         (row.records, row.bytes, row.codec, row.crc_ok) = records_figures(n);
                         row.at = Some((n.offset, n.length));
+                        if let Extra::Records {
+                            batches: Some(b), ..
+                        } = &n.extra
+                        {
+                            row.batches.clone_from(b);
+                        }
                     }
                     _ => {}
                 }

@@ -42,7 +42,8 @@ pub enum Extra {
         crc_ok: bool,
         truncated: bool,
         null: bool,
-        /// extra["batches"], with [`Figures::check`](super::Figures::check)
+        /// its v2 batches' heads (extra["batches"], handed to the front with
+        /// [`Figures::check`](super::Figures::check))
         batches: Option<Vec<BatchHead>>,
     },
     /// `{"malformed_at": offset}`: a body whose walk stopped at bad bytes

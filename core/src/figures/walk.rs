@@ -75,8 +75,6 @@ pub(super) struct Walk<'a> {
     pub(super) counts: Counts,
     max_array_len: i64,
     max_decompressed: i64,
-    /// [`Figures::check`]: records fields carry their batches' producer state
-    check: bool,
     /// the consumer-protocol payloads read (their kind and bytes), and whether the body's
     /// protocol_type is "consumer" (then the full decoder reads and judges them)
     payloads: Vec<(Nested, usize, usize)>,
@@ -491,7 +489,7 @@ impl Walk<'_> {
             crc_ok: s.crc_ok,
             truncated: s.truncated,
             null: false,
-            batches: self.check.then_some(s.batches),
+            batches: Some(s.batches),
         };
         self.add(out, node);
         Ok(q)
@@ -736,7 +734,6 @@ impl Figures {
             counts: Counts::default(),
             max_array_len: self.max_array_len,
             max_decompressed: self.max_decompressed,
-            check: self.check,
             payloads: Vec::new(),
             consumer_type: false,
             full: false,

@@ -296,7 +296,7 @@ impl Figures {
                 if *null {
                     d.set_item(intern!(py, "magics"), PyList::empty(py))?;
                     d.set_item(intern!(py, "batches"), PyList::empty(py))?;
-                } else if let Some(batches) = batches {
+                } else if let Some(batches) = batches.as_ref().filter(|_| self.inner.check) {
                     let list = PyList::empty(py);
                     for b in batches {
                         list.append(batch_dict(py, b)?)?;

@@ -1182,23 +1182,30 @@ type BatchTuple = (
 );
 
 /// The v2 batches of a Produce request's records, `spans` the `(offset, length)` in `data`
-/// of each partition's (`records::batch_summaries`, as the core's `batches` rows read them:
-/// what they decompress to tell sizes before compression bounded per request).
+/// of each partition's: the heads of the records summary the walk makes of each
+/// (`records::lean_summary`, decompressing at most `max_decompressed` bytes a field), as
+/// the core's `batches` rows read them.
 #[pyfunction]
-fn batch_summaries(py: Python<'_>, data: &[u8], spans: Vec<(usize, usize)>) -> Vec<BatchTuple> {
+fn batch_summaries(
+    py: Python<'_>,
+    data: &[u8],
+    spans: Vec<(usize, usize)>,
+    max_decompressed: i64,
+) -> Vec<BatchTuple> {
     py.allow_threads(|| {
-        let mut budget = crate::records::BATCHES_DECOMPRESSED;
         let mut out = Vec::new();
         for (i, (at, n)) in spans.into_iter().enumerate() {
-            for b in crate::records::batch_summaries(data, at, at.saturating_add(n), &mut budget) {
+            let end = at.saturating_add(n);
+            for b in crate::records::lean_summary(data, at, end, i64::MAX, max_decompressed).batches
+            {
                 out.push((
                     i,
                     b.producer_id,
                     b.producer_epoch,
                     b.base_sequence,
-                    b.records,
+                    b.record_count,
                     b.bytes,
-                    b.uncompressed,
+                    b.bytes_before,
                     b.codec,
                     b.base_timestamp,
                     b.max_timestamp,

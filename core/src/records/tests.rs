@@ -566,7 +566,7 @@ fn every_whole_v2_batch_gives_its_producer_state() {
     short[8..12].copy_from_slice(&be32(V2_MIN_LENGTH - 1));
     let set = [one.clone(), two.clone()].concat();
     let s = sum(&set);
-    let head = |pid, epoch, seq, n, txn| BatchHead {
+    let head = |pid, epoch, seq, n, txn, bytes: usize, codec| BatchHead {
         producer_id: pid,
         producer_epoch: epoch,
         base_sequence: seq,
@@ -574,10 +574,18 @@ fn every_whole_v2_batch_gives_its_producer_state() {
         base_offset: 0,
         transactional: txn,
         control: txn,
+        bytes,
+        bytes_before: Some(bytes),
+        codec,
+        base_timestamp: 1,
+        max_timestamp: 2,
     };
     assert_eq!(
         s.batches,
-        vec![head(77, 4, 10, 3, true), head(-1, -1, -1, 2, false)]
+        vec![
+            head(77, 4, 10, 3, true, one.len(), "none"),
+            head(-1, -1, -1, 2, false, two.len(), "none")
+        ]
     );
     // a batch too short for its header, and one cut short, are no batches
     let mut cut = set.clone();

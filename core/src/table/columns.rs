@@ -13,7 +13,7 @@ use arrow_buffer::{NullBuffer, OffsetBuffer};
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
 
 use crate::frame::Frame;
-use crate::records::BatchSummary;
+use crate::records::BatchHead;
 
 use super::lag::Sample;
 
@@ -38,7 +38,7 @@ pub struct Part {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Batch {
     pub part: usize,
-    pub summary: BatchSummary,
+    pub head: BatchHead,
 }
 
 /// A Fetch's session and the partitions it asks for (`FETCH` in `analyzer/tables.py`: the
@@ -422,7 +422,7 @@ struct BatchCols {
 
 impl BatchCols {
     fn push(&mut self, r: &Row<'_>, b: &Batch) {
-        let s = &b.summary;
+        let s = &b.head;
         let part = r.parts.get(b.part);
         self.rows += 1;
         self.conn.append_value(r.conn as i64);
@@ -442,10 +442,10 @@ impl BatchCols {
         self.producer_epoch
             .append_value(i32::from(s.producer_epoch));
         self.base_sequence.append_value(s.base_sequence);
-        self.records.append_value(i64::from(s.records));
+        self.records.append_value(i64::from(s.record_count));
         self.bytes.append_value(s.bytes as i64);
         self.bytes_before
-            .append_option(s.uncompressed.map(|u| u as i64));
+            .append_option(s.bytes_before.map(|u| u as i64));
         self.codec.append_value(s.codec);
         self.base_timestamp.append_value(s.base_timestamp);
         self.max_timestamp.append_value(s.max_timestamp);

@@ -271,7 +271,7 @@ impl TableBuilder {
             .unwrap_or_default();
         self.failed = rs.is_none() || !error_codes.is_empty();
         let (parts, batches) = match h.api_key {
-            0 => self.produce_parts(fig, &rq, rs.as_ref(), &req.data),
+            0 => self.produce_parts(fig, &rq, rs.as_ref()),
             1 => (self.fetch_parts(fig, &rq, rs.as_ref()), Vec::new()),
             _ => (Vec::new(), Vec::new()),
         };
@@ -390,13 +390,12 @@ impl TableBuilder {
     }
 
     /// A Produce's partitions: the request's, each with its answer's error; and their
-    /// record batches (v2), read from the request's bytes `data`.
+    /// record batches (v2), as the walk's summary of each records field read them.
     fn produce_parts(
         &self,
         fig: &Figures,
         rq: &Tree,
         rs: Option<&Tree>,
-        data: &[u8],
     ) -> (Vec<Part>, Vec<Batch>) {
         let mut errors: HashMap<(Option<String>, Option<i64>), Option<String>> = HashMap::new();
         if let Some(t) = rs {
@@ -419,16 +418,11 @@ impl TableBuilder {
         let Some((_, _, rows)) = fig.produce_request_rows(rq) else {
             return (Vec::new(), Vec::new());
         };
-        let mut budget = crate::records::BATCHES_DECOMPRESSED;
+        // (the batch heads the walk's summary of each records field kept)
         let batches = rows
             .iter()
             .enumerate()
-            .filter_map(|(i, r)| r.at.filter(|&(_, n)| n > 0).map(|at| (i, at)))
-            .flat_map(|(part, (at, n))| {
-                crate::records::batch_summaries(data, at, at + n, &mut budget)
-                    .into_iter()
-                    .map(move |summary| Batch { part, summary })
-            })
+            .flat_map(|(part, r)| r.batches.iter().map(move |&head| Batch { part, head }))
             .collect();
         let parts = rows
             .into_iter()
