@@ -2,7 +2,7 @@
 //! against the real schema: no panic, and the trees hold what their readers rely on
 //! (`check`): children ids in range and the nodes the root reaches a tree; every reached
 //! node within the message, and within its parent (records nodes and an ApiVersions
-//! answer's table have no children; records carry their batches iff asked), but
+//! answer's table have no children; records carry their batches' heads, whole within them), but
 //! for a response header's tagged-field section cut by bad bytes, which keeps its length as
 //! in dissectors.kafka.response_header; error codes kept only when not zero, the root's
 //! `errors` those of the tree in wire order; at most one malformed node outside records,
@@ -136,10 +136,15 @@ fn check(t: &Tree, n: usize, body_start: Option<usize>, syms: &Syms, with_check:
         let children = node.children.as_deref().unwrap_or(&[]);
         if let Extra::Records { batches, null, .. } = &node.extra {
             assert!(children.is_empty(), "a records node has children");
-            assert_eq!(
-                batches.is_some(),
-                with_check && !null,
-                "batches kept or not as asked"
+            assert_eq!(batches.is_some(), !null, "a records field keeps its batches");
+            let heads = batches.as_deref().unwrap_or(&[]);
+            assert!(
+                heads.iter().map(|h| h.bytes).sum::<usize>() <= node.length,
+                "the batches' bytes past their records field"
+            );
+            assert!(
+                heads.iter().all(|h| h.bytes_before.is_none_or(|b| b >= 61)),
+                "a batch smaller before compression than its header"
             );
         }
         if let Extra::Versions(rows) = &node.extra {
