@@ -26,24 +26,33 @@ const MAX_SESSION_PARTITIONS: usize = 100_000;
 const MAX_SESSIONS: usize = 65_536;
 
 /// A partition of a session: its position, high watermark and last stable offset (the
-/// last two unknown until an answer gives them).
+/// last two unknown until an answer gives them), and whether the answer being read gave a
+/// figure of it.
 #[derive(Debug, Clone, Copy)]
 struct State {
     position: i64,
     hw: Option<i64>,
     lso: Option<i64>,
+    sampled: bool,
 }
 
 #[derive(Debug, Default)]
 struct Session {
     id: i32,
-    /// (topic, partition) -> state, in the order the partitions joined
-    parts: Vec<((String, i32), State)>,
+    /// topic -> partition -> state
+    parts: FxHashMap<String, FxHashMap<i32, State>>,
+    /// the partitions in `parts`
+    len: usize,
 }
 
 impl Session {
-    fn find(&self, key: &(String, i32)) -> Option<usize> {
-        self.parts.iter().position(|(k, _)| k == key)
+    fn get(&mut self, topic: &str, partition: i32) -> Option<&mut State> {
+        self.parts.get_mut(topic)?.get_mut(&partition)
+    }
+
+    fn clear(&mut self) {
+        self.parts.clear();
+        self.len = 0;
     }
 }
 
@@ -65,7 +74,7 @@ pub struct Sample {
 pub struct Sessions {
     conns: FxHashMap<u64, Session>,
     /// the connections in the order their sessions began (the oldest goes first past
-    /// `MAX_SESSIONS`)
+    /// `MAX_SESSIONS`); those that ended since are dropped from it once it holds twice that
     order: std::collections::VecDeque<u64>,
 }
 
@@ -87,6 +96,10 @@ impl Sessions {
                     }
                 }
             }
+            if self.order.len() >= 2 * MAX_SESSIONS {
+                let conns = &self.conns;
+                self.order.retain(|c| conns.contains_key(c));
+            }
             self.order.push_back(conn);
         }
         let s = self.conns.entry(conn).or_default();
@@ -94,39 +107,46 @@ impl Sessions {
         let epoch = f.session_epoch;
         let incremental = epoch.is_some_and(|e| e > 0) && id != 0 && id == s.id;
         if !incremental {
-            s.parts.clear();
+            s.clear();
         }
         for (topic, partition, offset) in &f.asked {
             let (Some(topic), Some(partition), Some(offset)) = (topic, partition, offset) else {
                 continue;
             };
-            let key = (topic.clone(), *partition);
-            match s.find(&key) {
-                Some(i) => s.parts[i].1.position = *offset,
-                None if s.parts.len() < MAX_SESSION_PARTITIONS => s.parts.push((
-                    key,
-                    State {
-                        position: *offset,
-                        hw: None,
-                        lso: None,
-                    },
-                )),
-                None => {}
+            if let Some(st) = s.get(topic, *partition) {
+                st.position = *offset;
+            } else if s.len < MAX_SESSION_PARTITIONS {
+                let state = State {
+                    position: *offset,
+                    hw: None,
+                    lso: None,
+                    sampled: false,
+                };
+                s.parts
+                    .entry(topic.clone())
+                    .or_default()
+                    .insert(*partition, state);
+                s.len += 1;
             }
         }
         if incremental {
             for (topic, partition) in &f.forgotten {
-                if let (Some(topic), Some(partition)) = (topic, partition) {
-                    let key = (topic.clone(), *partition);
-                    if let Some(i) = s.find(&key) {
-                        s.parts.remove(i);
+                let (Some(topic), Some(partition)) = (topic, partition) else {
+                    continue;
+                };
+                if let Some(ps) = s.parts.get_mut(topic.as_str()) {
+                    if ps.remove(partition).is_some() {
+                        s.len -= 1;
+                        if ps.is_empty() {
+                            s.parts.remove(topic.as_str());
+                        }
                     }
                 }
             }
         }
         if f.error_code.is_some_and(|e| e != 0) {
             s.id = 0;
-            s.parts.clear();
+            s.clear();
             return Vec::new();
         }
         s.id = if epoch.is_some_and(|e| e >= 0) {
@@ -135,42 +155,42 @@ impl Sessions {
             0
         };
         let mut out = Vec::new();
-        let mut sampled = vec![false; s.parts.len()];
         for a in answers {
             let (Some(topic), Some(partition)) = (&a.topic, a.partition) else {
                 continue;
             };
-            let Some(i) = s.find(&(topic.clone(), partition)) else {
+            let Some(st) = s.get(topic, partition) else {
                 continue;
             };
             if a.error.is_some() {
                 continue;
             }
-            let (key, st) = &mut s.parts[i];
             if let Some(hw) = a.high_watermark.filter(|&hw| hw >= 0) {
                 st.hw = Some(hw);
                 st.lso = a.last_stable_offset.filter(|&l| l >= 0);
             }
             if st.hw.is_some() {
-                out.push(sample(key, st));
-                sampled[i] = true;
+                out.push(sample(topic, partition, st));
+                st.sampled = true;
             }
             st.position += a.records;
         }
-        for (i, (key, st)) in s.parts.iter().enumerate() {
-            if !sampled[i] && st.hw.is_some() {
-                out.push(sample(key, st));
+        for (topic, ps) in &mut s.parts {
+            for (&partition, st) in ps.iter_mut() {
+                if !std::mem::take(&mut st.sampled) && st.hw.is_some() {
+                    out.push(sample(topic, partition, st));
+                }
             }
         }
         out
     }
 }
 
-fn sample(key: &(String, i32), st: &State) -> Sample {
+fn sample(topic: &str, partition: i32, st: &State) -> Sample {
     let hw = st.hw.unwrap_or(0);
     Sample {
-        topic: key.0.clone(),
-        partition: key.1,
+        topic: topic.to_string(),
+        partition,
         position: st.position,
         high_watermark: hw,
         last_stable_offset: st.lso,
@@ -238,6 +258,22 @@ mod tests {
         assert!(s.fetch(1, &err, &[]).is_empty());
         let got = s.fetch(1, &fetch(7, 3, &[(1, 21)], 7), &[part(1, 25, 0)]);
         assert_eq!(lags(&got), [(1, 21, 4)]);
+    }
+
+    #[test]
+    fn ended_connections_leave_no_state_behind() {
+        let mut s = Sessions::default();
+        for conn in 0..3 * MAX_SESSIONS as u64 {
+            s.fetch(conn, &fetch(0, 0, &[(0, 1)], 9), &[part(0, 5, 0)]);
+            s.closed(conn);
+        }
+        assert!(s.conns.is_empty() && s.order.len() <= 2 * MAX_SESSIONS);
+        // open ones past the bound: the oldest go
+        for conn in 0..MAX_SESSIONS as u64 + 3 {
+            s.fetch(conn, &fetch(0, 0, &[(0, 1)], 9), &[part(0, 5, 0)]);
+        }
+        assert_eq!(s.conns.len(), MAX_SESSIONS);
+        assert!(!s.conns.contains_key(&0) && s.conns.contains_key(&3));
     }
 
     #[test]
