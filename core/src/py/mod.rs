@@ -285,9 +285,9 @@ fn records<'py>(
                                 v.push((8u8, id, name, r.now).into_pyobject(py)?.into_any());
                             }
                         }
-                        if took {
+                        if let Some(failed) = took {
                             let key = r.header.as_ref().map(|h| h.api_key);
-                            if !key.is_some_and(|k| hand.takes(k, tb.failed)) {
+                            if !key.is_some_and(|k| hand.takes(k, failed)) {
                                 continue;
                             }
                             tabled = true;

@@ -141,8 +141,6 @@ pub struct TableBuilder {
     pub learnt: Option<Vec<(String, String)>>,
     /// the connections' Fetch sessions (the `lag` rows)
     sessions: lag::Sessions,
-    /// whether the exchange taken last went unanswered or was answered with an error code
-    pub failed: bool,
     /// the packet of the exchange being taken, and the topic ids looked up in vain, each
     /// with the first and last packet of it (a worker's share names them after the fact)
     now: u64,
@@ -160,7 +158,6 @@ impl TableBuilder {
             error_names,
             learnt: None,
             sessions: lag::Sessions::default(),
-            failed: false,
             now: 0,
             misses: Mutex::default(),
         }
@@ -224,29 +221,30 @@ impl TableBuilder {
         })
     }
 
-    /// Append the rows of `r` when the walk reads it to its end; false: the front's.
-    pub fn exchange(&mut self, fig: &mut Figures, r: &ExchangeRec) -> bool {
+    /// Append the rows of `r` when the walk reads it to its end: whether it went unanswered
+    /// or was answered with an error code; None: the front's.
+    pub fn exchange(&mut self, fig: &mut Figures, r: &ExchangeRec) -> Option<bool> {
         let (Kind::Kafka, Some(h), Some(req)) = (r.kind, &r.header, &r.request) else {
-            return false;
+            return None;
         };
         if req.truncated || !fig.covers(h.api_key, h.api_version) {
-            return false;
+            return None;
         }
         if r.response.as_ref().is_some_and(|f| f.truncated) {
-            return false;
+            return None;
         }
         if !self.conns.contains_key(&r.conn) {
-            return false;
+            return None;
         }
         self.now = r.now;
         let rq = fig.request(&req.data, h.header_len);
         if rq.full {
-            return false;
+            return None;
         }
         let rs = match &r.response {
             Some(f) => match fig.response(&f.data, h.api_key, h.api_version) {
                 Some(t) if !t.full => Some(t),
-                _ => return false,
+                _ => return None,
             },
             None => None,
         };
@@ -269,7 +267,6 @@ impl TableBuilder {
             .as_ref()
             .map(|t| t.errors.iter().map(|&c| self.error_name(c)).collect())
             .unwrap_or_default();
-        self.failed = rs.is_none() || !error_codes.is_empty();
         let (parts, batches) = match h.api_key {
             0 => self.produce_parts(fig, &rq, rs.as_ref()),
             1 => (self.fetch_parts(fig, &rq, rs.as_ref()), Vec::new()),
@@ -358,7 +355,7 @@ impl TableBuilder {
             transactional_id: transactional_id.as_deref(),
             batches: &batches,
         });
-        true
+        Some(rs.is_none() || !error_codes.is_empty())
     }
 
     /// Topic id -> name from a Metadata-like answer's `topics` (the null id named nothing).
