@@ -57,11 +57,16 @@ def _c(name: str, type_: str, doc: str, nullable: bool = True) -> Column:
     return Column(name, type_, nullable, doc)
 
 
+# the topic and partition index columns of the tables and structs that name a partition
+_TOPIC_DOC = "topic name (a topic id as text when the capture never named it)"
+TOPIC = _c("topic", "string", _TOPIC_DOC)
+PARTITION_INDEX = _c("partition", "int32", "partition index")
+
 # a topic-partition of an exchange (the ``partitions`` column of ``exchanges``, and the last
 # columns of ``partitions``)
 PARTITION = (
-    _c("topic", "string", "topic name (a topic id as text when the capture never named it)"),
-    _c("partition", "int32", "partition index"),
+    TOPIC,
+    PARTITION_INDEX,
     _c("records", "int64", "records sent by Produce / returned by Fetch, after decompression", False),
     _c("bytes", "int64", "their bytes on the wire", False),
     _c("codec", "string", "compression codec: none, gzip, snappy, lz4, zstd"),
@@ -77,8 +82,8 @@ TOPIC_PARTITION = (
 
 # a partition a Fetch request asks for (the ``asked`` list of ``fetch``)
 FETCH_ASK = (
-    _c("topic", "string", "topic name (a topic id as text when the capture never named it)"),
-    _c("partition", "int32", "partition index"),
+    TOPIC,
+    PARTITION_INDEX,
     _c("fetch_offset", "int64", "the offset asked from: the consumer's position"),
 )
 
@@ -174,8 +179,8 @@ BATCHES = Table("batches", "one row per record batch (v2) of a Produce request: 
     _c("request_time", "float64", "request time, seconds since the epoch"),
     _c("acks", "int32", "the request's acks: -1 (all), 0, 1"),
     _c("transactional_id", "string", "the request's transactional id"),
-    _c("topic", "string", "topic name (a topic id as text when the capture never named it)"),
-    _c("partition", "int32", "partition index"),
+    TOPIC,
+    PARTITION_INDEX,
     _c("producer_id", "int64", "producer id (-1: not idempotent)", False),
     _c("producer_epoch", "int32", "producer epoch", False),
     _c("base_sequence", "int32", "sequence number of the batch's first record (-1: none)", False),
@@ -197,8 +202,8 @@ LAG = Table("lag", "one row per partition of a consumer's fetch session at each 
     _c("request_frame", "int64", "packet that completed the Fetch request frame"),
     _c("response_time", "float64", "the answer's time, seconds since the epoch", False),
     _c("isolation_level", "int32", "0: read_uncommitted, 1: read_committed"),
-    _c("topic", "string", "topic name (a topic id as text when the capture never named it)", False),
-    _c("partition", "int32", "partition index", False),
+    _c("topic", "string", _TOPIC_DOC, False),
+    _c("partition", "int32", PARTITION_INDEX.doc, False),
     _c("position", "int64", "the offset the consumer fetched from: the offset last asked plus the records "
                             "the answers returned since", False),
     _c("high_watermark", "int64", "the partition's high watermark, as the last answer that gave it", False),
